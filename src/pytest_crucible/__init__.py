@@ -1,0 +1,41 @@
+"""pytest-crucible: RAG golden sets as pytest test suites.
+
+Public API: ``golden`` (the marker), ``PipelineResult`` and ``Retrieved`` (what a
+pipeline returns), ``ItemScore`` (what an evaluated item produced). The models are
+imported on first use so that loading the plugin stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+__version__ = "0.1.0"
+__all__ = ["golden", "PipelineResult", "Retrieved", "ItemScore", "CrucibleWarning", "__version__"]
+
+
+def golden(*paths: str, **filters: Any) -> pytest.MarkDecorator:
+    """``@crucible.golden("golden/faq.jsonl", questionType="multi_hop")``.
+
+    Same as ``@pytest.mark.crucible_golden(...)``: parametrizes the test's
+    ``golden_item`` argument with the matching items of the files (paths relative
+    to the test file), one case per item, ids = item ids.
+    """
+    return pytest.mark.crucible_golden(*paths, **filters)
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("PipelineResult", "Retrieved"):
+        from . import pipeline
+
+        return getattr(pipeline, name)
+    if name == "ItemScore":
+        from .scoring import ItemScore
+
+        return ItemScore
+    if name == "CrucibleWarning":
+        from .plugin import CrucibleWarning
+
+        return CrucibleWarning
+    raise AttributeError(f"module 'pytest_crucible' has no attribute {name!r}")

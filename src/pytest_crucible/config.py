@@ -1,0 +1,218 @@
+"""The applied pipeline config: defaults, validation, canonical hash, read tracking.
+
+A config file holds the *full* pipeline config the runner applies, not a label.
+``{}`` means the defaults, and the hash is taken over the *resolved* config, so
+``{}`` and ``{"retrievalLimit": 10}`` identify the same run setup.
+
+This module never imports pytest.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+DEFAULT_CONFIG: dict[str, Any] = {
+    "retrieval": {
+        "rerank": False,
+        "graphFusion": False,
+        "understanding": False,
+        "tokenBudget": 3000,
+        "candidatePool": 40,
+    },
+    "policyMode": "off",
+    "promptVersion": "default",
+    "retrievalLimit": 10,
+    "chatModelSlot": "chat",
+}
+
+# Expected types of the known keys; extra keys (the user's own) pass through untouched.
+_KNOWN_TYPES: dict[str, tuple[type, ...]] = {
+    "retrieval": (dict,),
+    "retrieval.rerank": (bool,),
+    "retrieval.graphFusion": (bool,),
+    "retrieval.understanding": (bool,),
+    "retrieval.tokenBudget": (int,),
+    "retrieval.candidatePool": (int,),
+    "policyMode": (str,),
+    "promptVersion": (str,),
+    "retrievalLimit": (int,),
+    "chatModelSlot": (str,),
+}
+_POSITIVE = {"retrieval.tokenBudget", "retrieval.candidatePool", "retrievalLimit"}
+
+
+class ConfigError(Exception):
+    """A config file that cannot be applied. ``str()`` is the whole user-facing message."""
+
+
+def _line_of_key(text: str, key: str) -> int | None:
+    needle = json.dumps(key)
+    offset = text.find(needle)
+    return None if offset < 0 else text.count("\n", 0, offset) + 1
+
+
+def _check_types(data: Mapping[str, Any], path: str, text: str, prefix: str = "") -> None:
+    for key, value in data.items():
+        dotted = prefix + key
+        expected = _KNOWN_TYPES.get(dotted)
+        if expected is not None:
+            # bool is an int in Python; a count of true makes no sense.
+            wrong = not isinstance(value, expected) or (bool not in expected and isinstance(value, bool))
+            if not wrong and dotted in _POSITIVE and value < 1:
+                wrong = True
+            if wrong:
+                line = _line_of_key(text, key)
+                where = f"{path}:{line}" if line else path
+                want = " or ".join(t.__name__ for t in expected).replace("dict", "object").replace("str", "string").replace("int", "integer").replace("bool", "boolean")
+                if dotted in _POSITIVE:
+                    want = "a positive integer"
+                raise ConfigError(
+                    f"{where}: field '{dotted}': expected {want}, got {json.dumps(value)}\n"
+                    f"HINT: the default is {json.dumps(_default_at(dotted))}; see the configuration reference in the README."
+                )
+        if isinstance(value, dict) and dotted in _KNOWN_TYPES:
+            _check_types(value, path, text, dotted + ".")
+
+
+def _default_at(dotted: str) -> Any:
+    node: Any = DEFAULT_CONFIG
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def resolve_config(params: Mapping[str, Any], *, source: str = "<config>", text: str = "") -> dict[str, Any]:
+    """Validate ``params`` and fill in the defaults."""
+    if not isinstance(params, Mapping):
+        raise ConfigError(f"{source}: expected a JSON object at the top level, got {type(params).__name__}\nHINT: {{}} means the defaults.")
+    _check_types(params, source, text)
+    return deep_merge(DEFAULT_CONFIG, params)
+
+
+def load_config_file(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Read a config file: returns (params as written, resolved config)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the config file: {exc.strerror}\nHINT: --crucible-config takes a path to a JSON file, e.g. configs/baseline.json") from None
+    try:
+        params = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg} at column {exc.colno}\nHINT: a config file is one JSON object; {{}} means the defaults.") from None
+    return params, resolve_config(params, source=str(path), text=text)
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def config_hash(resolved: Mapping[str, Any]) -> str:
+    """sha256 of the canonical JSON of the resolved config: the identity of a run setup."""
+    return hashlib.sha256(canonical_json(resolved).encode("utf-8")).hexdigest()
+
+
+def leaf_paths(value: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for key, item in value.items():
+        dotted = prefix + str(key)
+        if isinstance(item, Mapping) and item:
+            yield from leaf_paths(item, dotted + ".")
+        else:
+            yield dotted, item
+
+
+def changed_keys(resolved: Mapping[str, Any]) -> dict[str, Any]:
+    """Leaf keys whose value differs from the default (including keys with no default)."""
+    defaults = dict(leaf_paths(DEFAULT_CONFIG))
+    return {key: value for key, value in leaf_paths(resolved) if key not in defaults or defaults[key] != value}
+
+
+def config_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """Leaf keys that differ between two resolved configs: key -> (a value, b value)."""
+    left, right = dict(leaf_paths(a)), dict(leaf_paths(b))
+    missing = object()
+    diff = {}
+    for key in sorted(set(left) | set(right)):
+        old, new = left.get(key, missing), right.get(key, missing)
+        if old != new:
+            diff[key] = (None if old is missing else old, None if new is missing else new)
+    return diff
+
+
+class TrackedConfig(dict):
+    """The resolved config as handed to the pipeline, remembering which keys were read.
+
+    It is a real ``dict`` (``isinstance`` checks and ``json.dumps`` work), with
+    nested objects wrapped the same way. Reads go into a shared set of dotted
+    paths, so the runner can warn about a changed key the pipeline never used.
+    """
+
+    def __init__(self, data: Mapping[str, Any], reads: set[str] | None = None, prefix: str = ""):
+        self._reads: set[str] = set() if reads is None else reads
+        self._prefix = prefix
+        super().__init__(
+            {
+                key: TrackedConfig(value, self._reads, f"{prefix}{key}.") if isinstance(value, Mapping) else value
+                for key, value in data.items()
+            }
+        )
+
+    @property
+    def reads(self) -> set[str]:
+        return self._reads
+
+    def _mark(self, key: Any) -> None:
+        self._reads.add(f"{self._prefix}{key}")
+
+    def __getitem__(self, key: Any) -> Any:
+        self._mark(key)
+        return super().__getitem__(key)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self._mark(key)
+        return super().get(key, default)
+
+    def items(self):  # type: ignore[override]
+        for key in self.keys():
+            self._mark(key)
+        return super().items()
+
+    def values(self):  # type: ignore[override]
+        for key in self.keys():
+            self._mark(key)
+        return super().values()
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain copy; counts as reading every key."""
+        return {key: value.to_dict() if isinstance(value, TrackedConfig) else copy.deepcopy(value) for key, value in self.items()}
+
+    def __deepcopy__(self, memo: dict) -> "TrackedConfig":
+        return TrackedConfig(self.to_dict(), self._reads, self._prefix)
+
+    def __reduce__(self):
+        return (dict, (self.to_dict(),))
+
+
+def unread_changed_keys(resolved: Mapping[str, Any], reads: set[str]) -> list[str]:
+    """Changed keys the pipeline never read, formatted ``key=value`` for the warning."""
+    return [
+        f"{key}={json.dumps(value)}"
+        for key, value in changed_keys(resolved).items()
+        if key not in reads
+    ]

@@ -1,0 +1,350 @@
+"""Golden set schema and loaders.
+
+A golden set is a file of items, one per line in ``.jsonl`` (also a ``.json``
+array, or YAML when PyYAML is installed). Every load error names the file, the
+line, the field path and what was expected, with a hint, so a user never sees a
+traceback for a typo in their data.
+
+This module never imports pytest.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Iterable, Literal, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
+
+QUESTION_TYPES = (
+    "simple",
+    "conditional",
+    "set",
+    "comparison",
+    "aggregation",
+    "multi_hop",
+    "post_processing",
+    "false_premise",
+)
+
+QuestionType = Literal[
+    "simple",
+    "conditional",
+    "set",
+    "comparison",
+    "aggregation",
+    "multi_hop",
+    "post_processing",
+    "false_premise",
+]
+
+
+class _Model(BaseModel):
+    # camelCase in files (the spec's spelling), snake_case in Python.
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+    )
+
+
+class Assertion(_Model):
+    text: str = Field(min_length=1)
+    kind: Literal["must", "should"] = "must"
+    weight: float = Field(default=1.0, ge=0)
+    concept_id: str | None = None
+
+
+class Citation(_Model):
+    doc_id: str = Field(min_length=1)
+    chunk_id: str | None = None
+    mode: Literal["required", "acceptable"] = "required"
+
+
+class Concept(_Model):
+    id: str = Field(min_length=1)
+    grade: Literal["required", "acceptable", "irrelevant"] = "required"
+
+
+class GoldenItem(_Model):
+    """One golden item: a question, what a good answer must contain, and where it lives."""
+
+    id: str = Field(min_length=1)
+    question: str = Field(min_length=1)
+    status: Literal["active", "draft"] = "active"
+    assertions: list[Assertion] = Field(default_factory=list)
+    citations: list[Citation] = Field(default_factory=list)
+    concepts: list[Concept] = Field(default_factory=list)
+    reference: str | None = None
+    answerable: bool = True
+    question_type: QuestionType = "simple"
+    popularity: Literal["head", "torso", "tail"] | None = None
+    dynamism: Literal["static", "slow", "fast"] | None = None
+    kind: Literal["retrieval", "aggregation", "adversarial"] = "retrieval"
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    # Where the item came from; not part of the data model (excluded from dumps).
+    _source: str = PrivateAttr(default="")
+    _line: int = PrivateAttr(default=0)
+
+    @field_validator("id", "question")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value
+
+    @property
+    def source(self) -> str:
+        return self._source
+
+    @property
+    def line(self) -> int:
+        return self._line
+
+    def to_json(self) -> dict[str, Any]:
+        """The item as it appears in a golden file (camelCase, defaults filled in)."""
+        return self.model_dump(by_alias=True, mode="json")
+
+
+class GoldenFileError(Exception):
+    """A golden file that cannot be loaded. ``str()`` is the whole user-facing message."""
+
+    def __init__(self, path: str | Path, line: int | None, field: str | None, problem: str, hint: str = ""):
+        self.path = str(path)
+        self.line = line
+        self.field = field
+        self.problem = problem
+        self.hint = hint
+        where = self.path if line is None else f"{self.path}:{line}"
+        what = f"field '{field}': {problem}" if field else problem
+        message = f"{where}: {what}"
+        if hint:
+            message += f"\nHINT: {hint}"
+        super().__init__(message)
+
+
+_FIELD_NAMES = {
+    name: sorted(
+        (info.alias or name) for name, info in model.model_fields.items()
+    )
+    for name, model in {
+        "item": GoldenItem,
+        "assertions": Assertion,
+        "citations": Citation,
+        "concepts": Concept,
+    }.items()
+}
+
+
+def _field_path(loc: Sequence[str | int]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += ("." if path else "") + str(part)
+    return path
+
+
+def _hint_for(error: dict[str, Any]) -> str:
+    kind = error["type"]
+    loc = error["loc"]
+    if kind == "extra_forbidden":
+        parent = next((p for p in reversed(loc[:-1]) if isinstance(p, str)), "item")
+        known = _FIELD_NAMES.get(parent, _FIELD_NAMES["item"])
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+        if close:
+            return f"did you mean '{close[0]}'? Free-form data goes under 'metadata'."
+        return f"known fields are {', '.join(known)}. Free-form data goes under 'metadata'."
+    if kind == "missing":
+        return "add the field; `crucible schema golden` prints the full JSON Schema."
+    if kind == "literal_error":
+        return "use one of the allowed values exactly as written (they are case-sensitive)."
+    return "`crucible schema golden` prints the JSON Schema, which editors can use to check golden files."
+
+
+def _validation_error(path: str | Path, line: int, exc: ValidationError) -> GoldenFileError:
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    problem = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
+    if first["type"] not in ("missing", "extra_forbidden") and "input" in first:
+        problem += f" (got {json.dumps(first['input'], default=str)[:80]})"
+    if len(errors) > 1:
+        others = ", ".join(_field_path(e["loc"]) for e in errors[1:4])
+        problem += f"; also wrong: {others}" + (" ..." if len(errors) > 4 else "")
+    return GoldenFileError(path, line, _field_path(first["loc"]), problem, _hint_for(first))
+
+
+def _records_jsonl(path: Path, text: str) -> Iterable[tuple[int, Any]]:
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            yield number, json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise GoldenFileError(
+                path,
+                number,
+                None,
+                f"not valid JSON: {exc.msg} at column {exc.colno}",
+                "a .jsonl golden file holds exactly one JSON object per line.",
+            ) from None
+
+
+def _line_of(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset) + 1
+
+
+def _records_json(path: Path, text: str) -> Iterable[tuple[int, Any]]:
+    # Walk the top-level array element by element so each item keeps its line number.
+    decoder = json.JSONDecoder()
+    length = len(text)
+
+    def skip_ws(pos: int) -> int:
+        while pos < length and text[pos] in " \t\r\n":
+            pos += 1
+        return pos
+
+    def fail(pos: int, problem: str) -> GoldenFileError:
+        return GoldenFileError(path, _line_of(text, pos), None, problem, "a .json golden file holds one JSON array of item objects.")
+
+    pos = skip_ws(0)
+    if pos >= length or text[pos] != "[":
+        raise fail(pos, "expected a JSON array of items")
+    pos = skip_ws(pos + 1)
+    if pos < length and text[pos] == "]":
+        return
+    while True:
+        try:
+            value, end = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            raise fail(exc.pos, f"not valid JSON: {exc.msg}") from None
+        yield _line_of(text, pos), value
+        pos = skip_ws(end)
+        if pos < length and text[pos] == ",":
+            pos = skip_ws(pos + 1)
+            continue
+        if pos < length and text[pos] == "]":
+            return
+        raise fail(pos, "expected ',' or ']' after an item")
+
+
+def _records_yaml(path: Path, text: str) -> Iterable[tuple[int, Any]]:
+    try:
+        import yaml
+    except ImportError:
+        raise GoldenFileError(path, None, None, "YAML golden files need PyYAML", "pip install pyyaml, or use .jsonl") from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise GoldenFileError(path, line, None, f"not valid YAML: {getattr(exc, 'problem', exc)}", "check indentation and quoting") from None
+    if data is None:
+        return
+    if not isinstance(data, list) or not isinstance(node, yaml.SequenceNode):
+        raise GoldenFileError(path, 1, None, "expected a YAML list of items", "start each item with '- id: ...'")
+    for child, value in zip(node.value, data):
+        yield child.start_mark.line + 1, value
+
+
+def _records(path: Path) -> Iterable[tuple[int, Any]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise GoldenFileError(path, None, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})", "save the file as UTF-8") from None
+    except OSError as exc:
+        raise GoldenFileError(path, None, None, f"cannot read the file: {exc.strerror}", "check the path in the marker or ini option") from None
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        return _records_json(path, text)
+    if suffix in (".yaml", ".yml"):
+        return _records_yaml(path, text)
+    return _records_jsonl(path, text)
+
+
+def load_golden_file(path: str | Path, display_path: str | None = None) -> list[GoldenItem]:
+    """Load and validate every item of one golden file, in file order.
+
+    ``display_path`` is the name used in error messages (e.g. relative to the rootdir).
+    Raises :class:`GoldenFileError` on the first problem.
+    """
+    path = Path(path)
+    shown = display_path or str(path)
+    items: list[GoldenItem] = []
+    first_line: dict[str, int] = {}
+    for line, record in _records(path):
+        if not isinstance(record, dict):
+            raise GoldenFileError(shown, line, None, f"expected a JSON object for an item, got {type(record).__name__}", "each item is an object like {\"id\": \"q-001\", \"question\": \"...\"}")
+        try:
+            item = GoldenItem.model_validate(record)
+        except ValidationError as exc:
+            raise _validation_error(shown, line, exc) from None
+        if item.id in first_line:
+            raise GoldenFileError(
+                shown,
+                line,
+                "id",
+                f"duplicate id '{item.id}' (first used on line {first_line[item.id]}, again on line {line})",
+                "ids must be unique within a golden set: they are the test ids and the keys that pair runs.",
+            )
+        first_line[item.id] = line
+        item._source = shown
+        item._line = line
+        items.append(item)
+    return items
+
+
+def filter_items(items: Sequence[GoldenItem], filters: dict[str, Any], where: str = "") -> list[GoldenItem]:
+    """Keep items whose fields match every filter.
+
+    A filter value may be one value or a list/tuple of accepted values; ``tags``
+    matches when the item carries any of the given tags. Filter names use either
+    spelling (``questionType`` or ``question_type``).
+    """
+    by_alias = {info.alias or name: name for name, info in GoldenItem.model_fields.items()}
+    resolved: dict[str, tuple[Any, ...]] = {}
+    for key, value in filters.items():
+        name = by_alias.get(key, key)
+        if name not in GoldenItem.model_fields:
+            close = difflib.get_close_matches(key, sorted(by_alias), n=1)
+            hint = f"did you mean '{close[0]}'?" if close else f"filter on one of: {', '.join(sorted(by_alias))}"
+            raise GoldenFileError(where or "crucible_golden marker", None, key, "unknown golden item field in a filter", hint)
+        resolved[name] = tuple(value) if isinstance(value, (list, tuple, set, frozenset)) else (value,)
+    kept = []
+    for item in items:
+        ok = True
+        for name, accepted in resolved.items():
+            actual = getattr(item, name)
+            if name == "tags":
+                ok = any(tag in actual for tag in accepted)
+            else:
+                ok = actual in accepted
+            if not ok:
+                break
+        if ok:
+            kept.append(item)
+    return kept
+
+
+def golden_set_hash(items: Iterable[dict[str, Any]]) -> str:
+    """sha256 of the canonical JSON of items (as dicts), in id order: same items, same hash."""
+    ordered = sorted(items, key=lambda item: item["id"])
+    canonical = json.dumps(ordered, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def golden_json_schema() -> dict[str, Any]:
+    """The JSON Schema of one golden item, for editors and validators."""
+    schema = GoldenItem.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "pytest-crucible golden item"
+    schema["description"] = "One item of a golden set: one JSON object per line of a .jsonl file."
+    return schema

@@ -1,0 +1,1 @@
+"""Metric implementations for pytest-crucible (pure functions, standard library only)."""

@@ -1,0 +1,350 @@
+"""pytest glue: options, collection, fixtures, hooks. Thin on purpose.
+
+Golden items become tests in two ways: golden files matching ``crucible_golden_files``
+are collected directly, and ``@crucible.golden(path, **filters)`` parametrizes a
+test's ``golden_item`` argument. Both routes evaluate an item through the same
+:func:`_evaluate`. Heavy modules (pydantic, numpy, the store) are imported only
+once a golden item or a crucible option is actually used.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from .golden import GoldenItem
+    from .scoring import ItemScore
+    from .session import CrucibleSession
+
+DEFAULT_GOLDEN_PATTERNS = ["golden_*.jsonl", "*.golden.jsonl"]
+DEFAULT_DB = ".crucible/crucible.db"
+DRAFT_REASON = "draft golden item (run it with --crucible-include-drafts)"
+
+SESSION_KEY = pytest.StashKey["CrucibleSession"]()
+GOLDEN_ITEM_KEY = pytest.StashKey["GoldenItem"]()
+REQUEST_KEY = pytest.StashKey[pytest.FixtureRequest]()
+SCORE_KEY = pytest.StashKey["ItemScore"]()
+
+
+class CrucibleWarning(pytest.PytestWarning):
+    """Warnings from pytest-crucible."""
+
+
+# -- options -----------------------------------------------------------------------------
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("crucible", "crucible: RAG golden sets as test suites")
+    group.addoption("--crucible-config", dest="crucible_config", metavar="PATH", default=None,
+                    help="JSON pipeline config the runner applies ({} = defaults); its hash identifies the run.")
+    group.addoption("--crucible-db", dest="crucible_db", metavar="PATH", default=None,
+                    help=f"SQLite results file (default: ini crucible_db, else {DEFAULT_DB} under the rootdir).")
+    group.addoption("--crucible-mode", dest="crucible_mode", choices=["system", "component"], default=None,
+                    help="system: full answers (default); component: retrieval only, no generation.")
+    group.addoption("--crucible-outcome", dest="crucible_outcome", choices=["strict", "record"], default=None,
+                    help="strict: an item fails on a missed required citation (default); record: only on pipeline errors.")
+    group.addoption("--crucible-include-drafts", dest="crucible_include_drafts", action="store_true", default=False,
+                    help="Run golden items whose status is draft (skipped by default).")
+    parser.addini("crucible_golden_files", type="args", default=DEFAULT_GOLDEN_PATTERNS,
+                  help="Glob patterns of golden files collected as tests.")
+    parser.addini("crucible_db", default="", help=f"SQLite results file, relative to the rootdir (default {DEFAULT_DB}).")
+    parser.addini("crucible_config", default="", help="Default pipeline config file, relative to the rootdir.")
+    parser.addini("crucible_mode", default="system", help="system or component.")
+    parser.addini("crucible_outcome", default="strict", help="strict or record: when an item fails.")
+
+
+def _choice(config: pytest.Config, option: str, ini: str, allowed: tuple[str, ...]) -> str:
+    value = config.getoption(option) or config.getini(ini) or allowed[0]
+    if value not in allowed:
+        raise pytest.UsageError(f"ini option {ini} = {value!r}: expected one of {', '.join(allowed)}\nHINT: fix it in your pytest configuration file.")
+    return value
+
+
+def _build_session(config: pytest.Config) -> "CrucibleSession":
+    from .config import ConfigError, config_hash, load_config_file, resolve_config
+    from .session import CrucibleSession, Settings
+
+    rootdir = config.rootpath
+    config_path = config.getoption("crucible_config")
+    if not config_path and config.getini("crucible_config"):
+        config_path = str(rootdir / config.getini("crucible_config"))
+    try:
+        params, resolved = load_config_file(config_path) if config_path else ({}, resolve_config({}))
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    db_option = config.getoption("crucible_db")
+    db_path = Path(db_option) if db_option else rootdir / (config.getini("crucible_db") or DEFAULT_DB)
+    settings = Settings(
+        params=params,
+        resolved=resolved,
+        config_hash=config_hash(resolved),
+        config_path=config_path,
+        db_path=db_path.absolute(),
+        mode=_choice(config, "crucible_mode", "crucible_mode", ("system", "component")),
+        outcome_mode=_choice(config, "crucible_outcome", "crucible_outcome", ("strict", "record")),
+        include_drafts=bool(config.getoption("crucible_include_drafts")),
+        golden_patterns=tuple(config.getini("crucible_golden_files")),
+        rootdir=rootdir,
+        pytest_args=tuple(str(arg) for arg in config.invocation_params.args),
+    )
+    return CrucibleSession(settings=settings, is_worker=hasattr(config, "workerinput"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "crucible_golden(*paths, **filters): parametrize the test's golden_item argument with the items of "
+        "golden files (paths relative to the test file), optionally filtered by item fields.",
+    )
+    crucible = _build_session(config)
+    config.stash[SESSION_KEY] = crucible
+    config.pluginmanager.register(_Recorder(crucible), "crucible-recorder")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    crucible = config.stash.get(SESSION_KEY, None)
+    if crucible is not None:
+        crucible.close()
+    recorder = config.pluginmanager.get_plugin("crucible-recorder")
+    if recorder is not None:
+        config.pluginmanager.unregister(recorder)
+
+
+def _crucible(config: pytest.Config) -> "CrucibleSession":
+    return config.stash[SESSION_KEY]
+
+
+# -- collection: golden files ---------------------------------------------------------------
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    patterns = parent.config.getini("crucible_golden_files")
+    if any(fnmatch.fnmatch(file_path.name, pattern) for pattern in patterns):
+        return GoldenFile.from_parent(parent, path=file_path)
+    return None
+
+
+def _display_path(config: pytest.Config, path: Path) -> str:
+    try:
+        return str(path.relative_to(config.rootpath))
+    except ValueError:
+        return str(path)
+
+
+class GoldenFile(pytest.File):
+    """A golden file: one test per item, in file order."""
+
+    def collect(self):
+        from .golden import GoldenFileError, load_golden_file
+
+        try:
+            items = load_golden_file(self.path, display_path=_display_path(self.config, self.path))
+        except GoldenFileError as exc:
+            raise self.CollectError(str(exc)) from None
+        include_drafts = _crucible(self.config).settings.include_drafts
+        for golden in items:
+            test = GoldenItemTest.from_parent(self, name=golden.id, callobj=_golden_file_test)
+            test.stash[GOLDEN_ITEM_KEY] = golden
+            if golden.status == "draft" and not include_drafts:
+                test.add_marker(pytest.mark.skip(reason=DRAFT_REASON))
+            yield test
+
+
+class GoldenItemTest(pytest.Function):
+    """A golden item collected from a file; failures point at the item's line."""
+
+    def reportinfo(self):
+        golden = self.stash[GOLDEN_ITEM_KEY]
+        return self.path, max(golden.line - 1, 0), f"golden item {golden.id}"
+
+
+def _golden_file_test(crucible_evaluate) -> None:
+    __tracebackhide__ = True
+    crucible_evaluate()
+
+
+# -- collection: the marker -----------------------------------------------------------------
+def _marker_paths(metafunc: pytest.Metafunc, raw: str) -> Path:
+    path = Path(raw)
+    if path.is_absolute():
+        return path
+    beside_test = Path(metafunc.definition.path).parent / path
+    return beside_test if beside_test.exists() else metafunc.config.rootpath / path
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marker = metafunc.definition.get_closest_marker("crucible_golden")
+    if marker is None:
+        return
+    from .golden import GoldenFileError, filter_items, load_golden_file
+
+    where = f"{metafunc.definition.nodeid}: @crucible.golden"
+    if "golden_item" not in metafunc.fixturenames:
+        raise pytest.Collector.CollectError(f"{where} needs a 'golden_item' argument on the test function\nHINT: def {metafunc.function.__name__}(golden_item): ...")
+    if not marker.args:
+        raise pytest.Collector.CollectError(f"{where} needs at least one golden file path\nHINT: @crucible.golden(\"golden/faq.jsonl\")")
+    include_drafts = _crucible(metafunc.config).settings.include_drafts
+    params = []
+    try:
+        seen: dict[str, str] = {}
+        for raw in marker.args:
+            path = _marker_paths(metafunc, str(raw))
+            shown = _display_path(metafunc.config, path)
+            for golden in filter_items(load_golden_file(path, display_path=shown), marker.kwargs, where):
+                if golden.id in seen:
+                    raise GoldenFileError(shown, golden.line, "id", f"duplicate id '{golden.id}' (also in {seen[golden.id]})", "ids must be unique across the files of one marker.")
+                seen[golden.id] = shown
+                marks = [pytest.mark.skip(reason=DRAFT_REASON)] if golden.status == "draft" and not include_drafts else []
+                params.append(pytest.param(golden, id=golden.id, marks=marks))
+    except GoldenFileError as exc:
+        raise pytest.Collector.CollectError(str(exc)) from None
+    metafunc.parametrize("golden_item", params, indirect=True)
+
+
+@pytest.fixture
+def golden_item(request: pytest.FixtureRequest):
+    """The golden item of this test (parametrized by ``@crucible.golden``)."""
+    if not hasattr(request, "param"):
+        raise pytest.UsageError("the golden_item fixture is only available on tests marked @crucible.golden(path)")
+    request.node.stash[GOLDEN_ITEM_KEY] = request.param
+    request.node.stash[REQUEST_KEY] = request
+    return request.param
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    # Marker route: the item is evaluated before the test body, which may then read
+    # the score through crucible_evaluate() and add its own assertions.
+    request = item.stash.get(REQUEST_KEY, None)
+    if request is not None and SCORE_KEY not in item.stash:
+        request.getfixturevalue("crucible_evaluate")()
+    return (yield)
+
+
+# -- fixtures --------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def crucible_pipeline():
+    """Placeholder: the user's conftest.py must define this fixture."""
+    raise pytest.UsageError(
+        "no crucible_pipeline fixture: define one in conftest.py that returns a callable\n"
+        "    pipeline(question, *, item, config, mode) -> crucible.PipelineResult | dict\n"
+        "HINT: see the README quickstart."
+    )
+
+
+@pytest.fixture(scope="session")
+def crucible_config(pytestconfig: pytest.Config):
+    """The resolved pipeline config (a dict that remembers which keys were read)."""
+    return _crucible(pytestconfig).tracked_config
+
+
+@pytest.fixture
+def crucible_evaluate(request: pytest.FixtureRequest, crucible_pipeline, crucible_config):
+    """Evaluate this test's golden item once; returns its :class:`ItemScore`."""
+    node = request.node
+
+    def evaluate() -> "ItemScore":
+        __tracebackhide__ = True
+        if SCORE_KEY in node.stash:
+            return node.stash[SCORE_KEY]
+        golden = node.stash.get(GOLDEN_ITEM_KEY, None)
+        if golden is None:
+            raise pytest.UsageError("crucible_evaluate needs a golden item: use it in a test marked @crucible.golden(path)")
+        return _evaluate(_crucible(request.config), node, golden, crucible_pipeline, crucible_config)
+
+    return evaluate
+
+
+def _evaluate(crucible: "CrucibleSession", node: pytest.Item, golden: "GoldenItem", pipeline, config) -> "ItemScore":
+    """Run the pipeline on one golden item, score it, and decide the item's outcome."""
+    from .pipeline import PipelineResultError, coerce_result
+    from .scoring import OUTCOME_STRICT, score_error, score_item
+
+    settings = crucible.settings
+    crucible.evaluated += 1
+    started = time.perf_counter()
+    try:
+        raw = pipeline(golden.question, item=golden, config=config, mode=settings.mode)
+    except Exception as exc:
+        _attach(node, crucible, score_error(golden, f"{type(exc).__name__}: {exc}", _ms_since(started)))
+        raise  # the pipeline's own traceback is the useful one
+    latency = _ms_since(started)
+    try:
+        result = coerce_result(raw)
+    except PipelineResultError as exc:
+        _attach(node, crucible, score_error(golden, str(exc), latency))
+        pytest.fail(f"golden item {golden.id}: {exc}", pytrace=False)
+    score = score_item(golden, result, k=settings.retrieval_limit, latency_ms=latency)
+    _attach(node, crucible, score)
+    if score.failures and settings.outcome_mode == OUTCOME_STRICT:
+        pytest.fail(f"golden item {golden.id}: " + "\n".join(score.failures), pytrace=False)
+    return score
+
+
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000.0, 3)
+
+
+def _attach(node: pytest.Item, crucible: "CrucibleSession", score: "ItemScore") -> None:
+    node.stash[SCORE_KEY] = score
+    # junit <properties>: plain str/float only (they cross xdist and go into XML as text).
+    node.user_properties.append(("crucible.itemId", score.item_id))
+    node.user_properties.append(("crucible.configHash", crucible.settings.config_hash))
+    for name, value in score.metrics.items():
+        node.user_properties.append((f"crucible.{name}", float(value)))
+
+
+# -- reporting and recording -------------------------------------------------------------------
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    score = item.stash.get(SCORE_KEY, None)
+    if call.when == "call" and score is not None:
+        plain = score.to_plain()
+        plain["outcome"] = "error" if score.error else report.outcome
+        # A plain dict on the report travels to the xdist controller with it.
+        report.crucible_score = plain
+    return report
+
+
+class _Recorder:
+    """Per-config hook object: pytest_runtest_logreport receives no config, so the
+    session is bound here (as pytest's own junitxml does)."""
+
+    def __init__(self, crucible: "CrucibleSession"):
+        self.crucible = crucible
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        score = getattr(report, "crucible_score", None)
+        if score is not None and report.when == "call":
+            self.crucible.record(score)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    crucible = session.config.stash.get(SESSION_KEY, None)
+    if crucible is None:
+        return
+    try:
+        crucible.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+    except Exception as exc:  # noqa: BLE001 - never raise out of sessionfinish
+        crucible.faults.append(f"could not finish the run in {crucible.settings.db_path}: {exc}")
+    if crucible.faults and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    crucible = config.stash.get(SESSION_KEY, None)
+    if crucible is None:
+        return
+    try:
+        lines = crucible.summary_lines()
+    except Exception as exc:  # noqa: BLE001 - the summary must never crash pytest
+        lines = [f"crucible: could not read the run back from {crucible.settings.db_path}: {exc}"]
+    if not lines:
+        return
+    terminalreporter.write_sep("=", "crucible")
+    for line in lines:
+        markup = {"red": True} if line.startswith(("WARNING", "FAULT")) else {}
+        terminalreporter.write_line(line, **markup)

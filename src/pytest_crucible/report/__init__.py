@@ -1,0 +1,1 @@
+"""What people read: the terminal summary (and, later, the HTML report)."""

@@ -1,0 +1,244 @@
+"""The results store: one SQLite file, written through sqlite-utils.
+
+Only one process writes during a pytest session (the controller); every write is
+a short transaction, so an interrupted session leaves earlier runs intact and its
+own run marked ``interrupted``. This module never imports pytest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+import sqlite_utils
+
+from .schema import MIGRATIONS, SCHEMA_VERSION
+from .ulid import new_ulid
+
+__all__ = ["Store", "StoreError", "RunNotFound", "new_ulid", "SCHEMA_VERSION"]
+
+
+class StoreError(Exception):
+    """The store cannot do what was asked; ``str()`` is the user-facing message."""
+
+
+class RunNotFound(StoreError):
+    pass
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Store:
+    def __init__(self, db: sqlite_utils.Database, path: Path):
+        self.db = db
+        self.path = path
+
+    # -- opening ---------------------------------------------------------------
+    @classmethod
+    def open(cls, path: str | Path, *, create: bool = True) -> "Store":
+        path = Path(path)
+        if not path.exists():
+            if not create:
+                raise StoreError(f"{path}: no crucible database here\nHINT: run pytest with the plugin first, or pass --db PATH")
+            path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            conn = sqlite3.connect(str(path), timeout=30.0)
+            conn.execute("PRAGMA busy_timeout = 30000")
+            db = sqlite_utils.Database(conn)
+            if db.journal_mode != "wal":
+                db.enable_wal()
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            store = cls(db, path)
+            store._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{path}: cannot open the crucible database: {exc}\nHINT: is it a crucible SQLite file? Point --crucible-db elsewhere to start a new one.") from None
+        store.mark_dead_runs_interrupted()
+        return store
+
+    def _migrate(self) -> None:
+        conn = self.db.conn
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path}: written by a newer pytest-crucible (schema {version}, this one knows {SCHEMA_VERSION})\n"
+                "HINT: upgrade pytest-crucible; files are never migrated backwards."
+            )
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            # executescript commits first; BEGIN..COMMIT makes each step atomic.
+            conn.executescript(f"BEGIN;\n{MIGRATIONS[target - 1]}\nPRAGMA user_version = {target};\nCOMMIT;")
+
+    def close(self) -> None:
+        self.db.conn.close()
+
+    def _insert(self, table: str, row: dict[str, Any], *, replace: bool = False) -> None:
+        # Plain SQL inside the caller's transaction: sqlite-utils' own insert helpers
+        # commit on their own, which would split one logical write in two.
+        columns = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        verb = "INSERT OR REPLACE" if replace else "INSERT"
+        self.db.conn.execute(f"{verb} INTO {table} ({columns}) VALUES ({marks})", list(row.values()))
+
+    def _update_run(self, run_id: str, values: dict[str, Any]) -> None:
+        assignments = ", ".join(f"{column} = ?" for column in values)
+        self.db.conn.execute(f"UPDATE runs SET {assignments} WHERE id = ?", [*values.values(), run_id])
+
+    # -- runs ------------------------------------------------------------------
+    def start_run(self, *, config_hash: str, params: dict, resolved: dict, mode: str, outcome_mode: str,
+                  config_path: str | None = None, git_commit: str | None = None, pytest_args: list[str] | None = None,
+                  run_id: str | None = None) -> str:
+        run_id = run_id or new_ulid()
+        with self.db.conn:
+            self._insert(
+                "runs",
+                {
+                    "id": run_id,
+                    "started_at": utc_now(),
+                    "status": "running",
+                    "config_hash": config_hash,
+                    "config_path": config_path,
+                    "params": json.dumps(params, sort_keys=True),
+                    "resolved": json.dumps(resolved, sort_keys=True),
+                    "mode": mode,
+                    "outcome_mode": outcome_mode,
+                    "git_commit": git_commit,
+                    "pytest_args": json.dumps(pytest_args or []),
+                    "host": socket.gethostname(),
+                    "pid": os.getpid(),
+                }
+            )
+        return run_id
+
+    def finish_run(self, run_id: str, *, status: str, golden_hash: str | None) -> None:
+        with self.db.conn:
+            n_items = self.db.conn.execute("SELECT COUNT(*) FROM results WHERE run_id = ?", [run_id]).fetchone()[0]
+            self._update_run(run_id, {"status": status, "finished_at": utc_now(), "golden_hash": golden_hash, "n_items": n_items})
+
+    def mark_dead_runs_interrupted(self) -> int:
+        """A run still 'running' whose process is gone (killed, crashed) was interrupted."""
+        host = socket.gethostname()
+        rows = self.db.conn.execute("SELECT id, pid FROM runs WHERE status = 'running' AND host = ?", [host]).fetchall()
+        dead = [run_id for run_id, pid in rows if pid is not None and pid != os.getpid() and not _pid_alive(pid)]
+        if dead:
+            with self.db.conn:
+                for run_id in dead:
+                    self._update_run(run_id, {"status": "interrupted"})
+        return len(dead)
+
+    # -- results ---------------------------------------------------------------
+    def record_score(self, run_id: str, score: dict[str, Any]) -> None:
+        """Write one item's result, metrics and provenance qrels in one transaction."""
+        now = utc_now()
+        item_id = score["item_id"]
+        with self.db.conn:
+            self._insert(
+                "golden_items",
+                {"run_id": run_id, "item_id": item_id, "source": score.get("source"), "line": score.get("line"),
+                 "item": json.dumps(score["item"], sort_keys=True)},
+                replace=True,
+            )
+            self._insert(
+                "results",
+                {
+                    "run_id": run_id,
+                    "item_id": item_id,
+                    "question": score["question"],
+                    "answer": score.get("answer"),
+                    "retrieved": json.dumps(score.get("retrieved") or []),
+                    "citations": json.dumps(score.get("citations") or []),
+                    "confidence": score.get("confidence"),
+                    "abstained": int(bool(score.get("abstained"))),
+                    "blocked": int(bool(score.get("blocked"))),
+                    "detected_concepts": json.dumps(score.get("detected_concepts") or []),
+                    "outcome": score.get("outcome") or "",
+                    "failures": json.dumps(score.get("failures") or []),
+                    "error": score.get("error"),
+                    "latency_ms": score.get("latency_ms"),
+                    "recorded_at": now,
+                },
+                replace=True,
+            )
+            self.db.conn.execute("DELETE FROM item_metrics WHERE run_id = ? AND item_id = ?", [run_id, item_id])
+            metrics = score.get("metrics") or {}
+            for name, value in metrics.items():
+                self._insert("item_metrics", {"run_id": run_id, "item_id": item_id, "metric": name, "value": float(value)})
+            self._append_provenance_qrels(run_id, item_id, score["item"].get("citations") or [], now)
+
+    def _append_provenance_qrels(self, run_id: str, item_id: str, citations: Iterable[dict], now: str) -> None:
+        # Golden citations are free, deterministic judgments: required = 3, acceptable = 1.
+        # INSERT OR IGNORE keeps the ledger append-only and a re-run idempotent.
+        for citation in citations:
+            grade = 3 if citation.get("mode", "required") == "required" else 1
+            self.db.conn.execute(
+                "INSERT OR IGNORE INTO qrels (query_id, chunk_id, doc_id, grade, source, judge_model, prompt_version, run_id, created_at)"
+                " VALUES (?, ?, ?, ?, 'provenance', '', NULL, ?, ?)",
+                [item_id, citation.get("chunkId"), citation.get("docId"), grade, run_id, now],
+            )
+
+    # -- reading ---------------------------------------------------------------
+    def list_runs(self, limit: int | None = None) -> list[dict[str, Any]]:
+        sql = "SELECT * FROM runs ORDER BY started_at DESC, id DESC"
+        if limit:
+            sql += f" LIMIT {int(limit)}"
+        return [dict(row) for row in self.db.query(sql)]
+
+    def get_run(self, run_id: str) -> dict[str, Any]:
+        rows = list(self.db.query("SELECT * FROM runs WHERE id = ?", [run_id]))
+        if not rows:
+            raise RunNotFound(f"no run with id {run_id} in {self.path}\nHINT: `crucible runs` lists the runs")
+        return rows[0]
+
+    def resolve_run(self, ref: str, *, exclude: str | None = None) -> str:
+        """A run id from 'latest' (newest complete run) or a unique id prefix."""
+        if ref == "latest":
+            row = self.db.conn.execute(
+                "SELECT id FROM runs WHERE status = 'complete' AND id != ? ORDER BY started_at DESC, id DESC LIMIT 1",
+                [exclude or ""],
+            ).fetchone()
+            if row is None:
+                raise RunNotFound(f"no complete run in {self.path}\nHINT: run the golden set once to make a baseline")
+            return row[0]
+        matches = [row[0] for row in self.db.conn.execute("SELECT id FROM runs WHERE id LIKE ? || '%' ORDER BY id", [ref.upper()])]
+        if not matches:
+            raise RunNotFound(f"no run matches '{ref}' in {self.path}\nHINT: `crucible runs` lists the runs")
+        if len(matches) > 1:
+            raise StoreError(f"'{ref}' matches {len(matches)} runs ({', '.join(matches[:3])}...)\nHINT: give more characters of the run id")
+        return matches[0]
+
+    def item_metrics(self, run_id: str) -> dict[str, dict[str, float]]:
+        """metric -> {item_id: value}: what a paired comparison reads."""
+        table: dict[str, dict[str, float]] = {}
+        for item_id, metric, value in self.db.conn.execute(
+            "SELECT item_id, metric, value FROM item_metrics WHERE run_id = ? ORDER BY metric, item_id", [run_id]
+        ):
+            table.setdefault(metric, {})[item_id] = value
+        return table
+
+    def metric_means(self, run_id: str) -> dict[str, tuple[float, int]]:
+        return {
+            metric: (mean, n)
+            for metric, mean, n in self.db.conn.execute("SELECT metric, mean, n FROM run_metrics WHERE run_id = ? ORDER BY metric", [run_id])
+        }
+
+    def golden_items(self, run_id: str) -> list[dict[str, Any]]:
+        return [json.loads(row[0]) for row in self.db.conn.execute("SELECT item FROM golden_items WHERE run_id = ? ORDER BY item_id", [run_id])]
+
+    def results(self, run_id: str) -> list[dict[str, Any]]:
+        return [dict(row) for row in self.db.query("SELECT * FROM results WHERE run_id = ? ORDER BY rowid", [run_id])]

@@ -1,0 +1,94 @@
+"""The SQLite schema and its forward migrations.
+
+The schema version lives in ``PRAGMA user_version``. Each migration moves the file
+from version N-1 to N inside one transaction; a file is never migrated backwards.
+Append-only ledgers (qrels) refuse UPDATE and DELETE in the database itself, so no
+client, ours or another, can rewrite history.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: list[str] = [
+    # version 1: runs, per-item results and metrics, golden items as run, qrels ledger.
+    """
+    CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        started_at TEXT NOT NULL,
+        finished_at TEXT,
+        status TEXT NOT NULL CHECK (status IN ('running', 'complete', 'interrupted')),
+        config_hash TEXT NOT NULL,
+        config_path TEXT,
+        params TEXT NOT NULL,
+        resolved TEXT NOT NULL,
+        mode TEXT NOT NULL CHECK (mode IN ('system', 'component')),
+        outcome_mode TEXT NOT NULL,
+        golden_hash TEXT,
+        n_items INTEGER NOT NULL DEFAULT 0,
+        git_commit TEXT,
+        pytest_args TEXT,
+        judge_model TEXT,
+        judge_prompt_version TEXT,
+        host TEXT,
+        pid INTEGER
+    );
+    CREATE TABLE golden_items (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        item_id TEXT NOT NULL,
+        source TEXT,
+        line INTEGER,
+        item TEXT NOT NULL,
+        PRIMARY KEY (run_id, item_id)
+    );
+    CREATE TABLE results (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        item_id TEXT NOT NULL,
+        question TEXT NOT NULL,
+        answer TEXT,
+        retrieved TEXT NOT NULL,
+        citations TEXT NOT NULL,
+        confidence REAL,
+        abstained INTEGER NOT NULL DEFAULT 0,
+        blocked INTEGER NOT NULL DEFAULT 0,
+        detected_concepts TEXT NOT NULL DEFAULT '[]',
+        outcome TEXT NOT NULL,
+        failures TEXT NOT NULL DEFAULT '[]',
+        error TEXT,
+        latency_ms REAL,
+        recorded_at TEXT NOT NULL,
+        PRIMARY KEY (run_id, item_id)
+    );
+    CREATE TABLE item_metrics (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        item_id TEXT NOT NULL,
+        metric TEXT NOT NULL,
+        value REAL NOT NULL,
+        PRIMARY KEY (run_id, item_id, metric)
+    );
+    CREATE INDEX item_metrics_by_metric ON item_metrics (run_id, metric);
+    CREATE TABLE qrels (
+        id INTEGER PRIMARY KEY,
+        query_id TEXT NOT NULL,
+        chunk_id TEXT,
+        doc_id TEXT,
+        grade INTEGER NOT NULL CHECK (grade BETWEEN 0 AND 3),
+        source TEXT NOT NULL CHECK (source IN ('provenance', 'llm', 'human')),
+        judge_model TEXT NOT NULL DEFAULT '',
+        prompt_version TEXT,
+        created_by TEXT,
+        note TEXT,
+        run_id TEXT,
+        created_at TEXT NOT NULL,
+        CHECK (chunk_id IS NOT NULL OR doc_id IS NOT NULL)
+    );
+    CREATE UNIQUE INDEX qrels_unique ON qrels (query_id, ifnull(chunk_id, ''), ifnull(doc_id, ''), source, judge_model);
+    CREATE TRIGGER qrels_no_update BEFORE UPDATE ON qrels
+    BEGIN SELECT RAISE(ABORT, 'qrels is an append-only ledger: UPDATE is refused; append a new judgment instead'); END;
+    CREATE TRIGGER qrels_no_delete BEFORE DELETE ON qrels
+    BEGIN SELECT RAISE(ABORT, 'qrels is an append-only ledger: DELETE is refused; append a new judgment instead'); END;
+    CREATE VIEW run_metrics AS
+        SELECT run_id, metric, AVG(value) AS mean, COUNT(*) AS n
+        FROM item_metrics GROUP BY run_id, metric;
+    """,
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,385 @@
+"""A small, exact re-implementation of NIST trec_eval for the crucible metrics.
+
+``crucible trec-eval qrels run`` prints the same lines as
+``trec_eval [-q] [-l N] [-c] -m ... qrels run`` for the measures
+pytest-crucible uses, so that numbers reported by crucible can be checked
+against the tool the IR community trusts.  trec_eval
+(https://github.com/usnistgov/trec_eval) is NIST software; we acknowledge the
+National Institute of Standards and Technology as its source and as the
+source of the reference files the test suite compares against.  No trec_eval
+code is used: behaviour was taken from its documentation and reference
+outputs.  Every score is computed by the single implementation in
+:mod:`pytest_crucible.metrics.retrieval`.
+
+Supported measures
+------------------
+``num_q`` (number of queries evaluated, summary only), ``recip_rank``,
+``P_k``, ``recall_k`` and ``ndcg_cut_k`` for any cutoff k >= 1.  trec_eval's
+``-m`` syntax is accepted too: ``P.5,10`` means ``P_5 P_10`` and a bare
+family name (``P``, ``recall``, ``ndcg_cut``) means trec_eval's default
+cutoffs 5, 10, 15, 20, 30, 100, 200, 500, 1000.
+
+trec_eval conventions reproduced here
+-------------------------------------
+* **Input formats.**  qrels lines are ``qid iter docno rel`` (exactly four
+  whitespace-separated fields, ``iter`` ignored, ``rel`` an integer); run
+  lines are ``qid Q0 docno rank score tag`` (six fields; anything after the
+  tag is ignored, as trec_eval does).  Blank lines and lines whose first
+  non-blank character is ``#`` are skipped; ``#`` elsewhere is an ordinary
+  character (docnos such as ``msmarco_doc_00_1#4_16`` are common).  A docno
+  judged twice for a query, or retrieved twice for a query, is an error, as
+  in trec_eval.
+* **Ranking.**  The ``rank`` column is ignored.  Documents are ranked by score,
+  highest first; ties are broken by docno in *descending* byte order
+  (``"B" before "A"``).  The reference outputs pin this direction: with the
+  opposite tie-break the ``-l 2`` reference output is not reproduced.
+* **Which queries.**  A query is evaluated when it has judgments in the qrels
+  (even if none of them is relevant) and documents in the run.  Run queries
+  without judgments are ignored; judged queries the run did not answer are
+  ignored too, unless ``complete=True`` (trec_eval ``-c``), which scores them
+  0 on every measure and averages over every judged query.
+* **Queries with no relevant document** (no grade >= the relevance level)
+  are evaluated and averaged in: P, recall and recip_rank are 0 for them and
+  ``num_q`` counts them.  nDCG uses every positive grade whatever the level,
+  so at ``-l 2`` a query judged only with grade 1 can still have nDCG > 0.
+  (:func:`pytest_crucible.metrics.retrieval.retrieval_metrics`, used for
+  golden sets, reports such queries as undefined instead.)
+* **Averages.**  The ``all`` value of each measure is the arithmetic mean of
+  the per-query values over the evaluated queries.
+* **Output.**  Each line is ``"%-22s\\t%s\\t%.4f"`` (measure name
+  left-justified in 22 columns, query id, value with 4 decimals; ``num_q`` is
+  printed as an integer).  With per-query output, queries come in qid order
+  (byte-wise string order, so ``"10"`` sorts before ``"9"``) and ``all``
+  comes last.  Within a block, measures are in trec_eval's fixed order
+  (``num_q``, ``recip_rank``, ``P``, ``recall``, ``ndcg_cut``), cutoffs
+  ascending, whatever order they were requested in; ``num_q`` appears only
+  in the ``all`` block.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Callable
+
+from pytest_crucible.metrics.retrieval import (
+    ndcg_at_k,
+    precision_at_k,
+    recall_at_k,
+    reciprocal_rank,
+)
+
+__all__ = [
+    "TrecFormatError",
+    "DEFAULT_MEASURES",
+    "DEFAULT_CUTOFFS",
+    "read_qrels",
+    "read_run",
+    "rank_run",
+    "parse_measures",
+    "evaluate",
+    "format_trec_eval",
+    "main_trec_eval",
+]
+
+Qrels = dict[str, dict[str, int]]
+Run = dict[str, list[tuple[str, float]]]
+
+#: Measures printed when none are requested.
+DEFAULT_MEASURES = ("num_q", "recip_rank", "P_10", "recall_10", "ndcg_cut_10")
+
+#: trec_eval's default cutoffs for P, recall and ndcg_cut.
+DEFAULT_CUTOFFS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
+
+# Measure families with a cutoff, in trec_eval's print order, mapped to the
+# one implementation of each formula.
+_CUTOFF_FAMILIES: dict[str, Callable[..., float]] = {
+    "P": precision_at_k,
+    "recall": recall_at_k,
+    "ndcg_cut": ndcg_at_k,
+}
+_FAMILY_ORDER = ("num_q", "recip_rank", "P", "recall", "ndcg_cut")
+
+# trec_eval splits fields on C isspace(), not on Unicode whitespace.
+_WS = " \t\n\r\f\v"
+_FIELD_SPLIT = re.compile(r"[ \t\n\r\f\v]+")
+
+_QRELS_FIELDS = ("qid", "iter", "docno", "rel")
+_RUN_FIELDS = ("qid", "Q0", "docno", "rank", "score", "tag")
+_QRELS_EXAMPLE = "301 0 FBIS3-10082 1"
+_RUN_EXAMPLE = "301 Q0 FBIS3-10082 1 12.5 myrun"
+
+
+class TrecFormatError(ValueError):
+    """A qrels or run file line that cannot be parsed.
+
+    The message names the file, the line number, the field and what was
+    expected, followed by a hint; it is a single line.
+    """
+
+    def __init__(
+        self, path: str | Path, line: int, field: str | None, problem: str, hint: str
+    ) -> None:
+        self.path = str(path)
+        self.line = line
+        self.field = field
+        where = f"{self.path}, line {line}"
+        if field is not None:
+            where += f", field '{field}'"
+        super().__init__(f"{where}: {problem}; hint: {hint}")
+
+
+# --------------------------------------------------------------------------
+# reading
+
+
+def _content_lines(path: str | Path) -> Iterable[tuple[int, list[str]]]:
+    """(line number, fields) for every non-blank, non-comment line."""
+    # surrogateescape: docnos are opaque bytes to trec_eval; never fail on them.
+    with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+        for number, line in enumerate(handle, start=1):
+            text = line.strip(_WS)
+            if not text or text.startswith("#"):
+                continue
+            yield number, _FIELD_SPLIT.split(text)
+
+
+def read_qrels(path: str | Path) -> Qrels:
+    """Read a TREC qrels file (``qid iter docno rel``) into ``{qid: {docno: grade}}``."""
+    qrels: Qrels = {}
+    first_seen: dict[tuple[str, str], int] = {}
+    for number, fields in _content_lines(path):
+        if len(fields) != 4:
+            hint = f"a qrels line looks like '{_QRELS_EXAMPLE}'"
+            if len(fields) >= 6:
+                hint += "; this looks like a run line: are the qrels and run arguments swapped?"
+            raise TrecFormatError(
+                path, number, None,
+                f"expected 4 whitespace-separated fields (qid iter docno rel), got {len(fields)}",
+                hint,
+            )
+        qid, _iteration, docno, rel = fields
+        try:
+            grade = int(rel)
+        except ValueError:
+            raise TrecFormatError(
+                path, number, "rel",
+                f"expected an integer relevance grade, got {rel!r}",
+                "grades are integers such as 0 (non-relevant), 1, 2, or -1 (unjudged)",
+            ) from None
+        if (qid, docno) in first_seen:
+            raise TrecFormatError(
+                path, number, "docno",
+                f"document {docno!r} is judged twice for query {qid!r} "
+                f"(first on line {first_seen[qid, docno]})",
+                "keep one judgment per (qid, docno), as trec_eval requires",
+            )
+        first_seen[qid, docno] = number
+        qrels.setdefault(qid, {})[docno] = grade
+    return qrels
+
+
+def read_run(path: str | Path) -> Run:
+    """Read a TREC run file (``qid Q0 docno rank score tag``) into ``{qid: [(docno, score)]}``.
+
+    Rows keep file order; use :func:`rank_run` for trec_eval's ranking.  The
+    rank column and anything after the tag are ignored, as in trec_eval.
+    """
+    run: Run = {}
+    first_seen: dict[tuple[str, str], int] = {}
+    for number, fields in _content_lines(path):
+        if len(fields) < 6:
+            hint = f"a run line looks like '{_RUN_EXAMPLE}'"
+            if len(fields) == 4:
+                hint += "; this looks like a qrels line: are the qrels and run arguments swapped?"
+            raise TrecFormatError(
+                path, number, None,
+                f"expected 6 whitespace-separated fields (qid Q0 docno rank score tag), "
+                f"got {len(fields)}",
+                hint,
+            )
+        qid, docno, score_text = fields[0], fields[2], fields[4]
+        try:
+            score = float(score_text)
+        except ValueError:
+            score = math.nan
+        if not math.isfinite(score):
+            raise TrecFormatError(
+                path, number, "score",
+                f"expected a finite number in column 5, got {score_text!r}",
+                "column 5 is the retrieval score (higher ranks first); column 4 is the rank",
+            )
+        if (qid, docno) in first_seen:
+            raise TrecFormatError(
+                path, number, "docno",
+                f"document {docno!r} is retrieved twice for query {qid!r} "
+                f"(first on line {first_seen[qid, docno]})",
+                "remove duplicate rows; trec_eval rejects runs with duplicate documents",
+            )
+        first_seen[qid, docno] = number
+        run.setdefault(qid, []).append((docno, score))
+    return run
+
+
+# --------------------------------------------------------------------------
+# ranking and evaluation
+
+
+def _byte_key(text: str) -> bytes:
+    # trec_eval compares ids with strcmp, i.e. byte by byte.
+    return text.encode("utf-8", "surrogateescape")
+
+
+def rank_run(rows: Iterable[tuple[str, float]]) -> list[str]:
+    """Docnos in trec_eval's rank order: score descending, ties by docno descending."""
+    ordered = sorted(rows, key=lambda row: (row[1], _byte_key(row[0])), reverse=True)
+    return [docno for docno, _score in ordered]
+
+
+def _split_measure(name: str) -> tuple[str, int | None]:
+    """'P_10' -> ('P', 10); 'recip_rank' -> ('recip_rank', None)."""
+    if name in ("num_q", "recip_rank"):
+        return name, None
+    for family in _CUTOFF_FAMILIES:
+        digits = name[len(family) + 1:]
+        if name.startswith(family + "_") and digits.isascii() and digits.isdigit():
+            if int(digits) >= 1:
+                return family, int(digits)
+    raise ValueError(
+        f"unknown measure {name!r}: supported are num_q, recip_rank, P_k, recall_k, "
+        f"ndcg_cut_k (k >= 1), or trec_eval's P.5,10 form"
+    )
+
+
+def parse_measures(measures: Iterable[str]) -> list[str]:
+    """Expand and order measure names the way trec_eval prints them.
+
+    Accepts ``P_10``, trec_eval's ``P.5,10`` and bare families (``P`` =
+    default cutoffs).  Duplicates are dropped.
+    """
+    wanted: set[tuple[str, int | None]] = set()
+    for raw in measures:
+        raw = raw.strip()
+        family, _, params = raw.partition(".")
+        if family in _CUTOFF_FAMILIES and (params or raw == family):
+            cutoffs = params.split(",") if params else [str(c) for c in DEFAULT_CUTOFFS]
+            for cutoff in cutoffs:
+                wanted.add(_split_measure(f"{family}_{cutoff.strip()}"))
+        else:
+            wanted.add(_split_measure(raw))
+    ordered = sorted(wanted, key=lambda m: (_FAMILY_ORDER.index(m[0]), m[1] or 0))
+    return [family if cutoff is None else f"{family}_{cutoff}" for family, cutoff in ordered]
+
+
+def _score(name: str, ranking: Sequence[str], judged: Mapping[str, int], level: int) -> float:
+    family, cutoff = _split_measure(name)
+    if family == "recip_rank":
+        return reciprocal_rank(ranking, judged, level)
+    return _CUTOFF_FAMILIES[family](ranking, judged, cutoff, level)
+
+
+def evaluate(
+    qrels: Mapping[str, Mapping[str, int]],
+    run: Mapping[str, Iterable[tuple[str, float]]],
+    measures: Iterable[str],
+    relevance_level: int = 1,
+    complete: bool = False,
+) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+    """Score ``run`` against ``qrels`` like trec_eval.
+
+    Returns ``(per_query, all)``: ``per_query`` maps each evaluated qid (in
+    trec_eval's order) to ``{measure: value}`` without ``num_q``; ``all``
+    holds the mean of each measure over those queries and, if requested,
+    ``num_q`` as an int.  ``complete=True`` is trec_eval's ``-c``.  Raises
+    ValueError for an unknown measure or when no query has both judgments and
+    results (trec_eval's "No queries with both results and relevance info").
+    """
+    names = parse_measures(measures)
+    query_measures = [name for name in names if name != "num_q"]
+    qids = sorted(
+        (qid for qid in qrels if complete or qid in run), key=_byte_key
+    )
+    if not qids:
+        raise ValueError("no queries with both results and relevance judgments")
+
+    per_query: dict[str, dict[str, float]] = {}
+    for qid in qids:
+        ranking = rank_run(run.get(qid, ()))
+        per_query[qid] = {
+            name: _score(name, ranking, qrels[qid], relevance_level) for name in query_measures
+        }
+
+    summary: dict[str, float] = {}
+    for name in names:
+        if name == "num_q":
+            summary[name] = len(qids)
+        else:
+            total = 0.0
+            for qid in qids:  # summed in qid order, as trec_eval accumulates
+                total += per_query[qid][name]
+            summary[name] = total / len(qids)
+    return per_query, summary
+
+
+# --------------------------------------------------------------------------
+# output and CLI helper
+
+
+def _line(name: str, qid: str, value: float) -> str:
+    shown = str(int(value)) if name == "num_q" else f"{value:.4f}"
+    return f"{name:<22}\t{qid}\t{shown}"
+
+
+def format_trec_eval(
+    per_query: Mapping[str, Mapping[str, float]],
+    all: Mapping[str, float],  # noqa: A002 - mirrors trec_eval's "all" row
+    measures: Iterable[str],
+    per_query_output: bool,
+) -> str:
+    """Render results exactly as trec_eval prints them (newline-terminated)."""
+    names = parse_measures(measures)
+    lines: list[str] = []
+    if per_query_output:
+        for qid in sorted(per_query, key=_byte_key):
+            lines.extend(
+                _line(name, qid, per_query[qid][name]) for name in names if name != "num_q"
+            )
+    lines.extend(_line(name, "all", all[name]) for name in names)
+    return "".join(line + "\n" for line in lines)
+
+
+def main_trec_eval(
+    qrels_path: str | Path,
+    run_path: str | Path,
+    measures: Sequence[str] | None = None,
+    per_query: bool = False,
+    relevance_level: int = 1,
+    complete: bool = False,
+    stdout: IO[str] | None = None,
+    stderr: IO[str] | None = None,
+) -> int:
+    """CLI helper: evaluate and print; return 0, or 2 with a one-line error.
+
+    ``measures`` defaults to :data:`DEFAULT_MEASURES`; ``per_query`` is
+    trec_eval's ``-q``, ``relevance_level`` its ``-l``, ``complete`` its ``-c``.
+    """
+    out = sys.stdout if stdout is None else stdout
+    err = sys.stderr if stderr is None else stderr
+    wanted = list(DEFAULT_MEASURES if not measures else measures)
+    try:
+        parse_measures(wanted)  # fail on a bad measure before reading big files
+        qrels = read_qrels(qrels_path)
+        run = read_run(run_path)
+        results, summary = evaluate(qrels, run, wanted, relevance_level, complete)
+    except OSError as exc:
+        name = exc.filename if exc.filename is not None else ""
+        print(f"crucible trec-eval: error: cannot read {name!s}: {exc.strerror or exc}", file=err)
+        return 2
+    except ValueError as exc:  # includes TrecFormatError
+        print(f"crucible trec-eval: error: {exc}", file=err)
+        return 2
+    out.write(format_trec_eval(results, summary, wanted, per_query))
+    return 0

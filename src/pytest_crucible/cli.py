@@ -11,7 +11,7 @@ DEFAULT_DB = ".crucible/crucible.db"
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
-    from .golden import golden_json_schema
+    from .golden_set import golden_json_schema
 
     print(json.dumps(golden_json_schema(), indent=2))
     return 0
@@ -26,6 +26,7 @@ def _cmd_trec_eval(args: argparse.Namespace) -> int:
         measures=args.measures or None,
         per_query=args.per_query,
         relevance_level=args.level,
+        complete=args.complete,
     )
 
 
@@ -74,10 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
     trec.add_argument("qrels", help="qrels file: 'query iter docno grade' per line")
     trec.add_argument("run", help="run file: 'query Q0 docno rank score tag' per line")
     trec.add_argument("-m", dest="measures", action="append", metavar="MEASURE",
-                      help="P_k, recall_k, recip_rank, ndcg_cut_k, num_q (repeatable)")
+                      help="P_k, recall_k, recip_rank, ndcg_cut_k, success_k, num_q (repeatable; trec_eval forms like P.5,10 work too)")
     trec.add_argument("-q", dest="per_query", action="store_true", help="also print per-query values")
     trec.add_argument("-l", dest="level", type=int, default=1, metavar="LEVEL",
                       help="relevance level: grades >= LEVEL count as relevant (default 1)")
+    trec.add_argument("-c", dest="complete", action="store_true",
+                      help="average over every query in the qrels (missing queries score 0), as trec_eval -c")
     trec.set_defaults(func=_cmd_trec_eval)
 
     for name, func, helptext in (("runs", _cmd_runs, "list the runs in the database"),

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pydantic.alias_generators import to_camel
+from pydantic.alias_generators import to_camel, to_snake
 
 _MARKER = re.compile(r"\[S(\d+)\]")
 
@@ -66,7 +66,8 @@ class PipelineResultError(Exception):
 def _field_path(loc: tuple[Any, ...]) -> str:
     path = ""
     for part in loc:
-        path += f"[{part}]" if isinstance(part, int) else ("." if path else "") + str(part)
+        # Python users write snake_case: name fields that way, whatever spelling came in.
+        path += f"[{part}]" if isinstance(part, int) else ("." if path else "") + to_snake(str(part))
     return path
 
 

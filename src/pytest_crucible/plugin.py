@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from .golden import GoldenItem
+    from .golden_set import GoldenItem
     from .scoring import ItemScore
     from .session import CrucibleSession
 
@@ -136,7 +136,7 @@ class GoldenFile(pytest.File):
     """A golden file: one test per item, in file order."""
 
     def collect(self):
-        from .golden import GoldenFileError, load_golden_file
+        from .golden_set import GoldenFileError, load_golden_file
 
         try:
             items = load_golden_file(self.path, display_path=_display_path(self.config, self.path))
@@ -177,7 +177,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker("crucible_golden")
     if marker is None:
         return
-    from .golden import GoldenFileError, filter_items, load_golden_file
+    from .golden_set import GoldenFileError, filter_items, load_golden_file
 
     where = f"{metafunc.definition.nodeid}: @crucible.golden"
     if "golden_item" not in metafunc.fixturenames:
@@ -273,8 +273,10 @@ def _evaluate(crucible: "CrucibleSession", node: pytest.Item, golden: "GoldenIte
     try:
         result = coerce_result(raw)
     except PipelineResultError as exc:
-        _attach(node, crucible, score_error(golden, str(exc), latency))
-        pytest.fail(f"golden item {golden.id}: {exc}", pytrace=False)
+        result, invalid = None, str(exc)
+    if result is None:
+        _attach(node, crucible, score_error(golden, invalid, latency))
+        pytest.fail(f"golden item {golden.id}: {invalid}", pytrace=False)
     score = score_item(golden, result, k=settings.retrieval_limit, latency_ms=latency)
     _attach(node, crucible, score)
     if score.failures and settings.outcome_mode == OUTCOME_STRICT:

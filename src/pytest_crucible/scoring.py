@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .golden import GoldenItem
+from .golden_set import GoldenItem
 from .metrics.retrieval import provenance_qrels, ranking_units, retrieval_metrics
 from .pipeline import PipelineResult
 

@@ -107,7 +107,7 @@ class CrucibleSession:
     def finish(self, interrupted: bool) -> None:
         if self.is_worker or self.run_id is None:
             return
-        from .golden import golden_set_hash
+        from .golden_set import golden_set_hash
 
         store = self.store
         self.status = "interrupted" if interrupted else "complete"

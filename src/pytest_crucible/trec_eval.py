@@ -7,17 +7,18 @@ against the tool the IR community trusts.  trec_eval
 (https://github.com/usnistgov/trec_eval) is NIST software; we acknowledge the
 National Institute of Standards and Technology as its source and as the
 source of the reference files the test suite compares against.  No trec_eval
-code is used: behaviour was taken from its documentation and reference
-outputs.  Every score is computed by the single implementation in
+code is used: behaviour was taken from its documentation and checked
+against its reference outputs.  Every score is computed by the single implementation in
 :mod:`pytest_crucible.metrics.retrieval`.
 
 Supported measures
 ------------------
 ``num_q`` (number of queries evaluated, summary only), ``recip_rank``,
-``P_k``, ``recall_k`` and ``ndcg_cut_k`` for any cutoff k >= 1.  trec_eval's
-``-m`` syntax is accepted too: ``P.5,10`` means ``P_5 P_10`` and a bare
-family name (``P``, ``recall``, ``ndcg_cut``) means trec_eval's default
-cutoffs 5, 10, 15, 20, 30, 100, 200, 500, 1000.
+``P_k``, ``recall_k``, ``ndcg_cut_k`` and ``success_k`` (crucible's hit@k)
+for any cutoff k >= 1.  trec_eval's ``-m`` syntax is accepted too:
+``P.5,10`` means ``P_5 P_10`` and a bare family name means trec_eval's
+default cutoffs (5, 10, 15, 20, 30, 100, 200, 500, 1000 for ``P``,
+``recall`` and ``ndcg_cut``; 1, 5, 10 for ``success``).
 
 trec_eval conventions reproduced here
 -------------------------------------
@@ -51,9 +52,9 @@ trec_eval conventions reproduced here
   printed as an integer).  With per-query output, queries come in qid order
   (byte-wise string order, so ``"10"`` sorts before ``"9"``) and ``all``
   comes last.  Within a block, measures are in trec_eval's fixed order
-  (``num_q``, ``recip_rank``, ``P``, ``recall``, ``ndcg_cut``), cutoffs
-  ascending, whatever order they were requested in; ``num_q`` appears only
-  in the ``all`` block.
+  (``num_q``, ``recip_rank``, ``P``, ``recall``, ``ndcg_cut``,
+  ``success``), cutoffs ascending, whatever order they were requested in;
+  ``num_q`` appears only in the ``all`` block.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ from pathlib import Path
 from typing import IO, Callable
 
 from pytest_crucible.metrics.retrieval import (
+    hit_at_k,
     ndcg_at_k,
     precision_at_k,
     recall_at_k,
@@ -91,8 +93,9 @@ Run = dict[str, list[tuple[str, float]]]
 #: Measures printed when none are requested.
 DEFAULT_MEASURES = ("num_q", "recip_rank", "P_10", "recall_10", "ndcg_cut_10")
 
-#: trec_eval's default cutoffs for P, recall and ndcg_cut.
+#: trec_eval's default cutoffs for P, recall and ndcg_cut (success: 1, 5, 10).
 DEFAULT_CUTOFFS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
+_DEFAULT_SUCCESS_CUTOFFS = (1, 5, 10)
 
 # Measure families with a cutoff, in trec_eval's print order, mapped to the
 # one implementation of each formula.
@@ -100,8 +103,9 @@ _CUTOFF_FAMILIES: dict[str, Callable[..., float]] = {
     "P": precision_at_k,
     "recall": recall_at_k,
     "ndcg_cut": ndcg_at_k,
+    "success": hit_at_k,
 }
-_FAMILY_ORDER = ("num_q", "recip_rank", "P", "recall", "ndcg_cut")
+_FAMILY_ORDER = ("num_q", "recip_rank", "P", "recall", "ndcg_cut", "success")
 
 # trec_eval splits fields on C isspace(), not on Unicode whitespace.
 _WS = " \t\n\r\f\v"
@@ -250,7 +254,7 @@ def _split_measure(name: str) -> tuple[str, int | None]:
                 return family, int(digits)
     raise ValueError(
         f"unknown measure {name!r}: supported are num_q, recip_rank, P_k, recall_k, "
-        f"ndcg_cut_k (k >= 1), or trec_eval's P.5,10 form"
+        f"ndcg_cut_k, success_k (k >= 1), or trec_eval's P.5,10 form"
     )
 
 
@@ -265,7 +269,8 @@ def parse_measures(measures: Iterable[str]) -> list[str]:
         raw = raw.strip()
         family, _, params = raw.partition(".")
         if family in _CUTOFF_FAMILIES and (params or raw == family):
-            cutoffs = params.split(",") if params else [str(c) for c in DEFAULT_CUTOFFS]
+            defaults = _DEFAULT_SUCCESS_CUTOFFS if family == "success" else DEFAULT_CUTOFFS
+            cutoffs = params.split(",") if params else [str(c) for c in defaults]
             for cutoff in cutoffs:
                 wanted.add(_split_measure(f"{family}_{cutoff.strip()}"))
         else:

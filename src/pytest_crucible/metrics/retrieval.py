@@ -224,7 +224,7 @@ def ndcg_at_k(
     """
     _check_k(k)
     del relevance_level  # accepted for a uniform signature; see docstring
-    gains = [grade if grade is not None and grade > 0 else 0 for grade in _grades(ranking[:k], qrels)]
+    gains = [g if g is not None and g > 0 else 0 for g in _grades(ranking[:k], qrels)]
     ideal = sorted((grade for grade in qrels.values() if grade > 0), reverse=True)[:k]
     ideal_dcg = _dcg(ideal)
     if ideal_dcg <= 0.0:
@@ -311,7 +311,9 @@ def provenance_qrels(citations: Iterable[Any]) -> dict[str, int]:
         elif _present(doc_id):
             key = f"doc:{doc_id}"
         else:
-            raise ValueError(f"citation {position}: needs a doc_id (docId) or a chunk_id (chunkId)")
+            raise ValueError(
+                f"citation {position}: needs a doc_id (docId) or a chunk_id (chunkId)"
+            )
         qrels[key] = max(qrels.get(key, _MODE_GRADES[mode]), _MODE_GRADES[mode])
     return qrels
 

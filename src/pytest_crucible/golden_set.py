@@ -181,7 +181,7 @@ def _validation_error(path: str | Path, line: int, exc: ValidationError) -> Gold
     return GoldenFileError(path, line, _field_path(first["loc"]), problem, _hint_for(first))
 
 
-def _records_jsonl(path: Path, text: str) -> Iterable[tuple[int, Any]]:
+def _records_jsonl(path: str, text: str) -> Iterable[tuple[int, Any]]:
     for number, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
@@ -201,7 +201,7 @@ def _line_of(text: str, offset: int) -> int:
     return text.count("\n", 0, offset) + 1
 
 
-def _records_json(path: Path, text: str) -> Iterable[tuple[int, Any]]:
+def _records_json(path: str, text: str) -> Iterable[tuple[int, Any]]:
     # Walk the top-level array element by element so each item keeps its line number.
     decoder = json.JSONDecoder()
     length = len(text)
@@ -235,7 +235,7 @@ def _records_json(path: Path, text: str) -> Iterable[tuple[int, Any]]:
         raise fail(pos, "expected ',' or ']' after an item")
 
 
-def _records_yaml(path: Path, text: str) -> Iterable[tuple[int, Any]]:
+def _records_yaml(path: str, text: str) -> Iterable[tuple[int, Any]]:
     try:
         import yaml
     except ImportError:
@@ -255,19 +255,19 @@ def _records_yaml(path: Path, text: str) -> Iterable[tuple[int, Any]]:
         yield child.start_mark.line + 1, value
 
 
-def _records(path: Path) -> Iterable[tuple[int, Any]]:
+def _records(path: Path, shown: str) -> Iterable[tuple[int, Any]]:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise GoldenFileError(path, None, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})", "save the file as UTF-8") from None
+        raise GoldenFileError(shown, None, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})", "save the file as UTF-8") from None
     except OSError as exc:
-        raise GoldenFileError(path, None, None, f"cannot read the file: {exc.strerror}", "check the path in the marker or ini option") from None
+        raise GoldenFileError(shown, None, None, f"cannot read the file: {exc.strerror}", "check the path in the marker or ini option") from None
     suffix = path.suffix.lower()
     if suffix == ".json":
-        return _records_json(path, text)
+        return _records_json(shown, text)
     if suffix in (".yaml", ".yml"):
-        return _records_yaml(path, text)
-    return _records_jsonl(path, text)
+        return _records_yaml(shown, text)
+    return _records_jsonl(shown, text)
 
 
 def load_golden_file(path: str | Path, display_path: str | None = None) -> list[GoldenItem]:
@@ -280,7 +280,7 @@ def load_golden_file(path: str | Path, display_path: str | None = None) -> list[
     shown = display_path or str(path)
     items: list[GoldenItem] = []
     first_line: dict[str, int] = {}
-    for line, record in _records(path):
+    for line, record in _records(path, shown):
         if not isinstance(record, dict):
             raise GoldenFileError(shown, line, None, f"expected a JSON object for an item, got {type(record).__name__}", "each item is an object like {\"id\": \"q-001\", \"question\": \"...\"}")
         try:

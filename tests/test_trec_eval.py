@@ -1,0 +1,351 @@
+"""Exactness tests: pytest_crucible.trec_eval against trec_eval's own outputs.
+
+The reference files in ../shared/vectors/trec_eval/ are trec_eval's test data
+and expected outputs.  trec_eval is NIST software: we acknowledge the National
+Institute of Standards and Technology as the source of these files.
+
+Which file is which (verified below from the files themselves):
+
+* ``out.test.aq``  = ``trec_eval -q -a qrels.test results.test``
+* ``out.test.aql`` = ``trec_eval -q -a -l 2 qrels.rel_level results.test``
+* ``out.test.aqc`` = ``trec_eval -q -a -c qrels.test results.trunc``
+  (results.trunc lacks query 302 and has junk after the tag on a few lines)
+* ``out.comment.test`` = ``trec_eval qrels.comment.test results.comment.test``
+  (summary only; docnos contain ``#``)
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from pytest_crucible.trec_eval import (
+    DEFAULT_CUTOFFS,
+    TrecFormatError,
+    evaluate,
+    format_trec_eval,
+    main_trec_eval,
+    parse_measures,
+    rank_run,
+    read_qrels,
+    read_run,
+)
+
+REF = Path(__file__).resolve().parents[1].parent / "shared" / "vectors" / "trec_eval"
+
+CORE = ["P_10", "recall_10", "recip_rank", "ndcg_cut_10", "num_q"]
+# every default cutoff: P, recall, ndcg_cut at 9 cutoffs; success at 1, 5, 10
+FAMILIES = ["num_q", "recip_rank", "P", "recall", "ndcg_cut", "success"]
+
+
+@pytest.fixture(scope="module")
+def ref() -> Path:
+    if not REF.is_dir():
+        pytest.skip(
+            "../shared/vectors/trec_eval not found: these exactness tests need the "
+            "project's shared reference files beside the checkout"
+        )
+    return REF
+
+
+def expected_lines(path: Path, measures: list[str]) -> list[str]:
+    """The lines of a trec_eval output file for the given measures, in order."""
+    names = set(parse_measures(measures))
+    return [
+        line
+        for line in path.read_text().splitlines()
+        if line.split("\t")[0].strip() in names
+    ]
+
+
+def produce(qrels: Path, run: Path, measures: list[str], level: int = 1,
+            per_query: bool = True, complete: bool = False) -> list[str]:
+    per_q, summary = evaluate(read_qrels(qrels), read_run(run), measures, level, complete)
+    return format_trec_eval(per_q, summary, measures, per_query).splitlines()
+
+
+CASES = {
+    # name: (qrels, run, expected output, -l, -c)
+    "aq": ("qrels.test", "results.test", "out.test.aq", 1, False),
+    "aql": ("qrels.rel_level", "results.test", "out.test.aql", 2, False),
+    "aqc": ("qrels.test", "results.trunc", "out.test.aqc", 1, True),
+}
+
+
+# --------------------------------------------------------------------------
+# exactness
+
+
+@pytest.mark.parametrize("case", ["aq", "aql"])
+def test_core_measures_match_trec_eval_q_output(ref: Path, case: str) -> None:
+    qrels, run, out, level, complete = CASES[case]
+    got = produce(ref / qrels, ref / run, CORE, level, complete=complete)
+    want = expected_lines(ref / out, CORE)
+    assert len(want) == 3 * 4 + 5  # 3 queries x 4 measures, then all + num_q
+    assert got == want
+
+
+@pytest.mark.parametrize("case", ["aq", "aql", "aqc"])
+def test_every_default_cutoff_matches(ref: Path, case: str) -> None:
+    # P, recall and ndcg_cut at 5, 10, 15, 20, 30, 100, 200, 500, 1000, and
+    # success_1/5/10 (crucible's hit@k), per query and in the "all" block
+    qrels, run, out, level, complete = CASES[case]
+    got = produce(ref / qrels, ref / run, FAMILIES, level, complete=complete)
+    want = expected_lines(ref / out, FAMILIES)
+    assert len(want) == 4 * (1 + 3 * len(DEFAULT_CUTOFFS) + 3) + 1
+    assert got == want
+
+
+def test_complete_flag_scores_missing_query_zero(ref: Path) -> None:
+    # results.trunc has no query 302; -c prints it with zeros and averages over 3
+    per_q, summary = evaluate(
+        read_qrels(ref / "qrels.test"), read_run(ref / "results.trunc"), CORE, complete=True
+    )
+    assert set(per_q["302"].values()) == {0.0}
+    assert summary["num_q"] == 3
+    per_q, summary = evaluate(
+        read_qrels(ref / "qrels.test"), read_run(ref / "results.trunc"), CORE
+    )
+    assert list(per_q) == ["301", "303"] and summary["num_q"] == 2
+
+
+def test_summary_only_with_hash_in_docnos(ref: Path) -> None:
+    measures = ["num_q", "recip_rank", "P"]
+    got = produce(ref / "qrels.comment.test", ref / "results.comment.test", measures,
+                  per_query=False)
+    assert got == expected_lines(ref / "out.comment.test", measures)
+    assert got[0] == "num_q                 \tall\t31"
+
+
+def test_plain_summary_matches_out_test(ref: Path) -> None:
+    measures = ["num_q", "recip_rank", "P"]
+    got = produce(ref / "qrels.test", ref / "results.test", measures, per_query=False)
+    assert got == expected_lines(ref / "out.test", measures)
+
+
+@pytest.mark.parametrize("case", ["aq", "aql"])
+def test_reference_files_pair_with_these_qrels(ref: Path, case: str) -> None:
+    # num_rel printed by trec_eval = judged docs with grade >= -l, per query;
+    # this proves which qrels file and level produced each output file.
+    qrels_name, _run, out, level, _complete = CASES[case]
+    qrels = read_qrels(ref / qrels_name)
+    for line in (ref / out).read_text().splitlines():
+        name, qid, value = (part.strip() for part in line.split("\t"))
+        if name == "num_rel" and qid != "all":
+            assert int(value) == sum(1 for g in qrels[qid].values() if g >= level)
+
+
+# --------------------------------------------------------------------------
+# conventions pinned by the reference data
+
+
+def test_rank_run_ties_break_by_docno_descending() -> None:
+    rows = [("A", 1.0), ("C", 2.0), ("B", 1.0), ("D", 1.0), ("b", 1.0)]
+    # score first; equal scores: byte-wise descending docno ("b" > "D" > "B")
+    assert rank_run(rows) == ["C", "b", "D", "B", "A"]
+
+
+def test_opposite_tie_break_would_not_reproduce_trec_eval(ref: Path) -> None:
+    qrels = read_qrels(ref / "qrels.rel_level")
+    run = read_run(ref / "results.test")
+    ascending = {
+        qid: sorted(rows, key=lambda r: (-r[1], r[0])) for qid, rows in run.items()
+    }
+    # feed that order through with strictly decreasing fake scores
+    forced = {
+        qid: [(doc, float(-i)) for i, (doc, _s) in enumerate(rows)]
+        for qid, rows in ascending.items()
+    }
+    per_q, summary = evaluate(qrels, forced, FAMILIES, relevance_level=2)
+    got = format_trec_eval(per_q, summary, FAMILIES, True).splitlines()
+    assert got != expected_lines(ref / "out.test.aql", FAMILIES)
+
+
+def test_ndcg_with_level_uses_grades_below_it(ref: Path) -> None:
+    # Zeroing grades below -l 2 changes nDCG, so trec_eval must be using them.
+    qrels = read_qrels(ref / "qrels.rel_level")
+    thresholded = {
+        qid: {d: (g if g >= 2 else 0) for d, g in docs.items()} for qid, docs in qrels.items()
+    }
+    measures = ["ndcg_cut"]
+    want = expected_lines(ref / "out.test.aql", measures)
+    run = read_run(ref / "results.test")
+    assert produce(ref / "qrels.rel_level", ref / "results.test", measures, 2) == want
+    per_q, summary = evaluate(thresholded, run, measures, relevance_level=2)
+    assert format_trec_eval(per_q, summary, measures, True).splitlines() != want
+
+
+# --------------------------------------------------------------------------
+# semantics without reference files
+
+
+def test_query_without_relevant_docs_is_averaged_in() -> None:
+    # trec_eval evaluates every judged query that has results: one with no
+    # relevant document scores 0 on P/recall/recip_rank and counts in num_q.
+    qrels = {"q1": {"a": 1}, "q2": {"b": 0, "c": 1}}
+    run = {"q1": [("a", 1.0)], "q2": [("c", 1.0)], "q3": [("z", 1.0)]}  # q3 unjudged: ignored
+    per_q, summary = evaluate(qrels, run, ["num_q", "recip_rank", "P_1", "ndcg_cut_1"],
+                              relevance_level=2)
+    assert list(per_q) == ["q1", "q2"]
+    assert per_q["q2"]["recip_rank"] == 0.0 and per_q["q2"]["P_1"] == 0.0
+    # nDCG ignores the level: c (grade 1) at rank 1 is the ideal ranking
+    assert per_q["q2"]["ndcg_cut_1"] == 1.0
+    assert summary["num_q"] == 2
+    assert summary["recip_rank"] == 0.0 and summary["ndcg_cut_1"] == 1.0
+
+
+def test_qids_in_byte_order_and_line_format() -> None:
+    qrels = {"9": {"a": 1}, "10": {"a": 1}}
+    run = {"9": [("a", 1.0)], "10": [("x", 2.0), ("a", 1.0)]}
+    per_q, summary = evaluate(qrels, run, ["recip_rank", "num_q"])
+    text = format_trec_eval(per_q, summary, ["recip_rank", "num_q"], True)
+    assert text == (
+        "recip_rank            \t10\t0.5000\n"
+        "recip_rank            \t9\t1.0000\n"
+        "num_q                 \tall\t2\n"
+        "recip_rank            \tall\t0.7500\n"
+    )
+
+
+def test_no_common_queries_is_an_error() -> None:
+    with pytest.raises(ValueError, match="no queries with both"):
+        evaluate({"q1": {"a": 1}}, {"q2": [("a", 1.0)]}, ["P_5"])
+
+
+def test_parse_measures() -> None:
+    assert parse_measures(["ndcg_cut_10", "P.20,5", "recip_rank", "num_q", "P_5"]) == [
+        "num_q", "recip_rank", "P_5", "P_20", "ndcg_cut_10",
+    ]
+    assert parse_measures(["recall"]) == [f"recall_{k}" for k in DEFAULT_CUTOFFS]
+    assert parse_measures(["success"]) == ["success_1", "success_5", "success_10"]
+    for bad in ["map", "P_0", "P_x", "P.", "ndcg"]:
+        with pytest.raises(ValueError, match="unknown measure"):
+            parse_measures([bad])
+
+
+# --------------------------------------------------------------------------
+# input errors
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "field", "expected"),
+    [
+        ("q1 0 a 1\nq1 0 b\n", 2, None, "expected 4 whitespace-separated fields"),
+        ("q1 0 a 1\n\n# note\nq1 0 b high\n", 4, "rel", "expected an integer"),
+        ("q1 0 a 1\nq1 0 a 0\n", 2, "docno", "judged twice"),
+    ],
+)
+def test_qrels_errors_name_file_line_field(  # type: ignore[no-untyped-def]
+    tmp_path, text, line, field, expected
+) -> None:
+    path = _write(tmp_path, "my.qrels", text)
+    with pytest.raises(TrecFormatError) as info:
+        read_qrels(path)
+    message = str(info.value)
+    assert str(path) in message and f"line {line}" in message and expected in message
+    assert "hint:" in message and "\n" not in message
+    if field:
+        assert f"field '{field}'" in message
+    assert (info.value.line, info.value.field) == (line, field)
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "field", "expected"),
+    [
+        ("q1 Q0 a 1 2.5 run\nq1 Q0 b 2 1.5\n", 2, None, "expected 6 whitespace-separated fields"),
+        ("q1 Q0 a 1 2.5 run\nq1 Q0 b 2 high run\n", 2, "score", "expected a finite number"),
+        ("q1 Q0 a 1 nan run\n", 1, "score", "expected a finite number"),
+        ("q1 Q0 a 1 2.5 run\nq1 Q0 a 2 1.5 run\n", 2, "docno", "retrieved twice"),
+    ],
+)
+def test_run_errors_name_file_line_field(  # type: ignore[no-untyped-def]
+    tmp_path, text, line, field, expected
+) -> None:
+    path = _write(tmp_path, "my.run", text)
+    with pytest.raises(TrecFormatError) as info:
+        read_run(path)
+    message = str(info.value)
+    assert str(path) in message and f"line {line}" in message and expected in message
+    assert "hint:" in message and "\n" not in message
+    if field:
+        assert f"field '{field}'" in message
+
+
+def test_swapped_arguments_hint(tmp_path: Path) -> None:
+    run = _write(tmp_path, "run.txt", "q1 Q0 a 1 2.5 run\n")
+    qrels = _write(tmp_path, "qrels.txt", "q1 0 a 1\n")
+    with pytest.raises(TrecFormatError, match="swapped"):
+        read_qrels(run)
+    with pytest.raises(TrecFormatError, match="swapped"):
+        read_run(qrels)
+
+
+def test_readers_skip_comments_blanks_and_trailing_junk(tmp_path: Path) -> None:
+    qrels = _write(tmp_path, "q", "# header\n\nq1 0 doc#1 2\n  q1\t0\tb 0\n")
+    run = _write(tmp_path, "r", "# run\nq1 Q0 doc#1 1 2.5 tag extra junk\n\nq1 Q0 b 2 3 tag\n")
+    assert read_qrels(qrels) == {"q1": {"doc#1": 2, "b": 0}}
+    assert read_run(run) == {"q1": [("doc#1", 2.5), ("b", 3.0)]}
+
+
+# --------------------------------------------------------------------------
+# CLI helper
+
+
+def test_main_prints_trec_eval_output(tmp_path: Path) -> None:
+    qrels = _write(tmp_path, "q", "q1 0 a 1\nq1 0 b 1\n")
+    run = _write(tmp_path, "r", "q1 Q0 x 1 3 t\nq1 Q0 a 2 2 t\n")
+    out, err = io.StringIO(), io.StringIO()
+    assert main_trec_eval(qrels, run, ["recip_rank", "P_2"], per_query=True,
+                          stdout=out, stderr=err) == 0
+    assert err.getvalue() == ""
+    assert out.getvalue() == (
+        "recip_rank            \tq1\t0.5000\n"
+        "P_2                   \tq1\t0.5000\n"
+        "recip_rank            \tall\t0.5000\n"
+        "P_2                   \tall\t0.5000\n"
+    )
+
+
+def test_main_default_measures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    qrels = _write(tmp_path, "q", "q1 0 a 1\n")
+    run = _write(tmp_path, "r", "q1 Q0 a 1 1 t\n")
+    assert main_trec_eval(qrels, run) == 0
+    names = [line.split("\t")[0].strip() for line in capsys.readouterr().out.splitlines()]
+    assert names == ["num_q", "recip_rank", "P_10", "recall_10", "ndcg_cut_10"]
+
+
+@pytest.mark.parametrize(
+    ("qrels_text", "run_text", "measures", "expected"),
+    [
+        ("q1 0 a x\n", "q1 Q0 a 1 1 t\n", None, "line 1, field 'rel'"),
+        ("q1 0 a 1\n", "q1 Q0 a 1\n", None, "line 1"),
+        ("q1 0 a 1\n", "q1 Q0 a 1 1 t\n", ["map"], "unknown measure 'map'"),
+        ("q1 0 a 1\n", "q2 Q0 a 1 1 t\n", None, "no queries with both"),
+    ],
+)
+def test_main_bad_input_exit_2_one_line(  # type: ignore[no-untyped-def]
+    tmp_path, qrels_text, run_text, measures, expected
+) -> None:
+    qrels = _write(tmp_path, "q", qrels_text)
+    run = _write(tmp_path, "r", run_text)
+    out, err = io.StringIO(), io.StringIO()
+    assert main_trec_eval(qrels, run, measures, stdout=out, stderr=err) == 2
+    assert out.getvalue() == ""
+    message = err.getvalue()
+    assert message.count("\n") == 1 and expected in message
+    assert "Traceback" not in message
+
+
+def test_main_missing_file(tmp_path: Path) -> None:
+    err = io.StringIO()
+    missing = tmp_path / "nope.qrels"
+    assert main_trec_eval(missing, missing, stdout=io.StringIO(), stderr=err) == 2
+    assert str(missing) in err.getvalue() and err.getvalue().count("\n") == 1

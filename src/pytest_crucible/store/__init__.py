@@ -194,7 +194,7 @@ class Store:
 
     # -- reading ---------------------------------------------------------------
     def list_runs(self, limit: int | None = None) -> list[dict[str, Any]]:
-        sql = "SELECT * FROM runs ORDER BY started_at DESC, id DESC"
+        sql = "SELECT * FROM runs ORDER BY started_at DESC, rowid DESC"
         if limit:
             sql += f" LIMIT {int(limit)}"
         return [dict(row) for row in self.db.query(sql)]
@@ -209,7 +209,7 @@ class Store:
         """A run id from 'latest' (newest complete run) or a unique id prefix."""
         if ref == "latest":
             row = self.db.conn.execute(
-                "SELECT id FROM runs WHERE status = 'complete' AND id != ? ORDER BY started_at DESC, id DESC LIMIT 1",
+                "SELECT id FROM runs WHERE status = 'complete' AND id != ? ORDER BY started_at DESC, rowid DESC LIMIT 1",
                 [exclude or ""],
             ).fetchone()
             if row is None:

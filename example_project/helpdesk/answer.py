@@ -1,0 +1,183 @@
+"""Extractive answering with citations and abstention.
+
+The answerer never invents text: it selects sentences from the retrieved
+chunks that fit in the context budget and stitches them together, citing each
+one as ``[Sn]`` where n is the 1-based rank of its chunk in the retrieved list.
+
+Sentence score
+    IDF-weighted share of the question's terms found in the sentence, plus
+    half the weight of the remaining terms that appear in the chunk's title
+    (a sentence from "Price List 2026" answers a "price" question even if it
+    never says "price"). Terms that appear nowhere in the corpus still count
+    in the denominator, so questions about things the documents never mention
+    score low.
+
+Confidence
+    0.65 * best sentence score
+    + 0.25 * best chunk coverage among the top three chunks
+    + 0.10 * relative margin between the first and second retrieval score.
+
+Below ``abstain_below`` the answerer abstains.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from .corpus import Chunk
+from .index import BM25Index
+from .text import analyze, raw_tokens, split_sentences
+
+ABSTAIN_TEXT = "I don't know based on the available documents."
+
+
+def approx_tokens(text: str) -> int:
+    """Rough LLM-style token count: 1.3 tokens per word."""
+    return math.ceil(len(text.split()) * 1.3)
+
+
+@dataclass
+class Answer:
+    text: str
+    citations: list[str]
+    confidence: float
+    abstained: bool
+    context_chunks: int = 0
+    context_tokens: int = 0
+    sentences: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class _Candidate:
+    rank: int          # 1-based rank of the chunk in the retrieved list
+    order: int         # sentence position inside the chunk
+    chunk: Chunk
+    text: str
+    score: float
+    terms: frozenset[str]
+
+
+class ExtractiveAnswerer:
+    def __init__(
+        self,
+        index: BM25Index,
+        *,
+        max_sentences: int = 3,
+        follow_ratio: float = 0.8,
+        abstain_below: float = 0.5,
+    ) -> None:
+        self.index = index
+        self.max_sentences = max_sentences
+        self.follow_ratio = follow_ratio
+        self.abstain_below = abstain_below
+
+    # -- scoring helpers -------------------------------------------------
+    def query_weights(self, question: str) -> dict[str, float]:
+        return {t: self.index.idf(t) for t in dict.fromkeys(analyze(question))}
+
+    @staticmethod
+    def coverage(weights: dict[str, float], tokens: set[str] | frozenset[str]) -> float:
+        total = sum(weights.values())
+        if total <= 0:
+            return 0.0
+        return sum(w for t, w in weights.items() if t in tokens) / total
+
+    def retrieval_confidence(
+        self, question: str, ranked: Sequence[tuple[Chunk, float]]
+    ) -> float:
+        """Confidence from retrieval alone (used in component mode)."""
+        weights = self.query_weights(question)
+        if not ranked or not weights:
+            return 0.0
+        cov = self._best_chunk_coverage(weights, ranked)
+        return round(min(1.0, 0.8 * cov + 0.2 * self._margin(ranked)), 4)
+
+    def _best_chunk_coverage(self, weights, ranked) -> float:
+        best = 0.0
+        for chunk, _ in ranked[:3]:
+            tokens = set(analyze(chunk.title)) | set(analyze(chunk.text))
+            best = max(best, self.coverage(weights, tokens))
+        return best
+
+    @staticmethod
+    def _margin(ranked) -> float:
+        if len(ranked) < 2 or ranked[0][1] <= 0:
+            return 1.0 if ranked and ranked[0][1] > 0 else 0.0
+        return max(0.0, (ranked[0][1] - ranked[1][1]) / ranked[0][1])
+
+    # -- answering ---------------------------------------------------------
+    def answer(
+        self, question: str, ranked: Sequence[tuple[Chunk, float]], token_budget: int
+    ) -> Answer:
+        weights = self.query_weights(question)
+
+        context: list[tuple[int, Chunk]] = []
+        used = 0
+        for rank, (chunk, _score) in enumerate(ranked, start=1):
+            cost = approx_tokens(chunk.text)
+            if used + cost > token_budget:
+                break
+            context.append((rank, chunk))
+            used += cost
+
+        if not weights or not context:
+            return Answer(ABSTAIN_TEXT, [], 0.0, True, len(context), used)
+
+        candidates: list[_Candidate] = []
+        for rank, chunk in context:
+            title_terms = set(analyze(chunk.title))
+            for order, sentence in enumerate(split_sentences(chunk.text)):
+                terms = frozenset(analyze(sentence))
+                in_sentence = self.coverage(weights, terms)
+                title_only = self.coverage(weights, title_terms - terms)
+                score = in_sentence + 0.5 * title_only
+                candidates.append(_Candidate(rank, order, chunk, sentence, score, terms))
+
+        candidates.sort(key=lambda c: (-c.score, c.rank, c.order))
+        best = candidates[0]
+        chosen = [best]
+        covered = set(best.terms)
+        for cand in candidates[1:]:
+            if len(chosen) >= self.max_sentences:
+                break
+            if cand.score < self.follow_ratio * best.score:
+                break
+            new_terms = (cand.terms - covered) & weights.keys()
+            if not new_terms and cand.chunk.chunk_id != best.chunk.chunk_id:
+                continue
+            if any(_same_text(cand.text, c.text) for c in chosen):
+                continue
+            chosen.append(cand)
+            covered |= cand.terms
+
+        top_cov = self._best_chunk_coverage(weights, [(c, s) for c, s in ranked[:3]])
+        confidence = 0.65 * min(1.0, best.score) + 0.25 * top_cov + 0.10 * self._margin(ranked)
+        confidence = round(min(1.0, max(0.0, confidence)), 4)
+
+        if confidence < self.abstain_below:
+            return Answer(ABSTAIN_TEXT, [], confidence, True, len(context), used)
+
+        chosen.sort(key=lambda c: (c.rank, c.order))
+        parts, citations = [], []
+        for cand in chosen:
+            parts.append(f"{cand.text} [S{cand.rank}]")
+            if cand.chunk.chunk_id not in citations:
+                citations.append(cand.chunk.chunk_id)
+        return Answer(
+            text=" ".join(parts),
+            citations=citations,
+            confidence=confidence,
+            abstained=False,
+            context_chunks=len(context),
+            context_tokens=used,
+            sentences=[
+                {"chunk_id": c.chunk.chunk_id, "rank": c.rank, "score": round(c.score, 4)}
+                for c in chosen
+            ],
+        )
+
+
+def _same_text(a: str, b: str) -> bool:
+    return raw_tokens(a) == raw_tokens(b)

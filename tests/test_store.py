@@ -1,0 +1,113 @@
+"""The SQLite store: schema, migrations, append-only ledger, run lifecycle."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from pytest_crucible.store import SCHEMA_VERSION, RunNotFound, Store, StoreError
+
+SCORE = {
+    "item_id": "q1", "question": "Q?", "item": {"id": "q1", "question": "Q?", "citations": [{"docId": "d", "mode": "required"}]},
+    "source": "golden_x.jsonl", "line": 1, "answer": "A", "retrieved": [{"chunk_id": "d#1", "doc_id": "d"}], "citations": ["d#1"],
+    "confidence": 0.5, "abstained": False, "blocked": False, "detected_concepts": [], "latency_ms": 1.0,
+    "metrics": {"ndcgAt10": 1.0, "recallAtK": 1.0}, "failures": [], "error": None, "outcome": "passed",
+}
+
+
+def new_run(store: Store) -> str:
+    return store.start_run(config_hash="h" * 64, params={}, resolved={"retrievalLimit": 10}, mode="system", outcome_mode="strict")
+
+
+def test_new_file_gets_schema_version_and_wal(tmp_path) -> None:
+    store = Store.open(tmp_path / "sub" / "c.db")
+    conn = store.db.conn
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    store.close()
+    # Reopening does not migrate twice.
+    Store.open(tmp_path / "sub" / "c.db").close()
+
+
+def test_newer_schema_is_refused_not_downgraded(tmp_path) -> None:
+    path = tmp_path / "c.db"
+    Store.open(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(StoreError, match="newer pytest-crucible"):
+        Store.open(path)
+
+
+def test_not_a_database_is_a_clear_error(tmp_path) -> None:
+    path = tmp_path / "c.db"
+    path.write_text("this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="cannot open the crucible database"):
+        Store.open(path)
+
+
+def test_record_and_read_back(tmp_path) -> None:
+    store = Store.open(tmp_path / "c.db")
+    run_id = new_run(store)
+    store.record_score(run_id, SCORE)
+    store.record_score(run_id, {**SCORE, "item_id": "q2", "metrics": {"ndcgAt10": 0.5}})
+    store.finish_run(run_id, status="complete", golden_hash="g")
+    assert store.get_run(run_id)["n_items"] == 2
+    assert store.item_metrics(run_id) == {"ndcgAt10": {"q1": 1.0, "q2": 0.5}, "recallAtK": {"q1": 1.0}}
+    assert store.metric_means(run_id) == {"ndcgAt10": (0.75, 2), "recallAtK": (1.0, 1)}
+    # Recording an item again replaces its metrics instead of mixing old and new.
+    store.record_score(run_id, {**SCORE, "metrics": {"ndcgAt10": 0.0}})
+    assert store.item_metrics(run_id)["ndcgAt10"] == {"q1": 0.0, "q2": 0.5}
+    assert "recallAtK" not in store.item_metrics(run_id)
+
+
+def test_qrels_ledger_is_append_only(tmp_path) -> None:
+    store = Store.open(tmp_path / "c.db")
+    run_id = new_run(store)
+    store.record_score(run_id, SCORE)
+    store.record_score(run_id, SCORE)  # idempotent: no duplicate provenance rows
+    conn = store.db.conn
+    assert conn.execute("SELECT query_id, doc_id, grade, source FROM qrels").fetchall() == [("q1", "d", 3, "provenance")]
+    for sql in ("UPDATE qrels SET grade = 1", "DELETE FROM qrels"):
+        with pytest.raises(sqlite3.DatabaseError, match="append-only ledger"):
+            conn.execute(sql)
+    # The same pair from another source lives beside it.
+    conn.execute("INSERT INTO qrels (query_id, doc_id, grade, source, judge_model, created_at) VALUES ('q1', 'd', 1, 'human', '', 'now')")
+    assert conn.execute("SELECT COUNT(*) FROM qrels").fetchone()[0] == 2
+
+
+def test_resolve_run_latest_and_prefix(tmp_path) -> None:
+    store = Store.open(tmp_path / "c.db")
+    with pytest.raises(RunNotFound, match="no complete run"):
+        store.resolve_run("latest")
+    first = new_run(store)
+    store.finish_run(first, status="complete", golden_hash=None)
+    second = new_run(store)
+    assert store.resolve_run("latest") == first  # the running one is not a baseline
+    store.finish_run(second, status="complete", golden_hash=None)
+    assert store.resolve_run("latest") == second
+    assert store.resolve_run("latest", exclude=second) == first
+    assert store.resolve_run(second.lower()) == second
+    with pytest.raises(StoreError, match="matches 2 runs"):
+        store.resolve_run(first[:2])
+    with pytest.raises(RunNotFound):
+        store.resolve_run("ZZZZ")
+
+
+def test_run_of_a_dead_process_is_marked_interrupted_on_next_open(tmp_path) -> None:
+    path = tmp_path / "c.db"
+    code = (
+        "from pytest_crucible.store import Store\n"
+        f"s = Store.open({str(path)!r})\n"
+        "s.start_run(config_hash='h', params={}, resolved={}, mode='system', outcome_mode='strict')\n"
+        "import os; os._exit(0)\n"  # dies without finishing the run, like a SIGKILL
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    store = Store.open(path)
+    [run] = store.list_runs()
+    assert run["status"] == "interrupted"
+    assert store.db.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -158,3 +158,23 @@ def test_bad_arguments():
         Mulberry32(1).integers(0, 3)
     with pytest.raises(ValueError):
         Mulberry32(1).random(-1)
+
+
+def test_stats_package_never_imports_pytest():
+    import ast
+
+    import pytest_crucible.stats as stats_pkg
+
+    pkg_dir = Path(stats_pkg.__file__).parent
+    for path in sorted(pkg_dir.glob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                assert top not in {"pytest", "_pytest", "hypothesis"}, f"{path.name} imports {name}"

@@ -1,10 +1,11 @@
 """First-stage retrieval: BM25 over chunks with the ``bm25s`` library.
 
 Every chunk is indexed as ``title + text`` so that a document's title helps all
-of its paragraphs. The index also keeps, per chunk, the analysed token
-sequence and the title tokens: the reranker needs them for coverage,
-proximity and phrase features, and computing them once at build time keeps
-queries fast.
+of its paragraphs. A second, document-level BM25 index (title plus all
+paragraphs of a document) supplies the passage-versus-document evidence the
+reranker uses. The index also keeps, per chunk, the analysed token sequence
+and the title tokens, which the reranker needs for its coverage, proximity
+and phrase features; computing them once at build time keeps queries fast.
 """
 
 from __future__ import annotations
@@ -59,6 +60,13 @@ class BM25Index:
         self._bm25 = bm25s.BM25(k1=k1, b=b, method="lucene")
         self._bm25.index(corpus_tokens, show_progress=False)
 
+        # Document-level index: one entry per document, in corpus order.
+        self.doc_ids = [d.doc_id for d in corpus.documents]
+        self._doc_position = {doc_id: i for i, doc_id in enumerate(self.doc_ids)}
+        doc_tokens = [analyze(d.title) + analyze(" ".join(d.paragraphs)) for d in corpus.documents]
+        self._doc_bm25 = bm25s.BM25(k1=k1, b=b, method="lucene")
+        self._doc_bm25.index(doc_tokens, show_progress=False)
+
         # Document frequencies for the reranker / answerer (same smoothing as BM25's IDF).
         n = len(corpus_tokens)
         df: dict[str, int] = {}
@@ -82,6 +90,14 @@ class BM25Index:
         if not known:
             return np.zeros(len(self.chunks), dtype=np.float32)
         return self._bm25.get_scores(known)
+
+    def document_scores(self, query_tokens: Sequence[str]) -> dict[str, float]:
+        """BM25 score of every whole document for the analysed query, by doc id."""
+        known = [t for t in query_tokens if t in self._df]
+        if not known:
+            return {doc_id: 0.0 for doc_id in self.doc_ids}
+        scores = self._doc_bm25.get_scores(known)
+        return {doc_id: float(scores[i]) for i, doc_id in enumerate(self.doc_ids)}
 
     def search(self, query_tokens: Sequence[str], k: int) -> list[Hit]:
         """Top *k* chunks by BM25 score. Ties are broken by corpus order."""

@@ -63,6 +63,67 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_metrics(args: argparse.Namespace) -> int:
+    from .report.terminal import run_summary_lines
+    from .report.views import run_metrics_json
+
+    store = _open_store(args)
+    run_id = store.resolve_run(args.run)
+    if args.json:
+        print(json.dumps(run_metrics_json(store.run_data(run_id)), indent=2))
+    else:
+        print("\n".join(run_summary_lines(store, run_id)))
+    return 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from .report.views import comparison_lines
+    from .stats.compare import ComparisonRefused, compare_run_data
+    from .store import read_export, run_data_from_export
+
+    store = _open_store(args)
+
+    def load(ref: str):
+        if ref.endswith(".json"):
+            return run_data_from_export(read_export(ref))
+        return store.run_data(store.resolve_run(ref))
+
+    try:
+        comparison = compare_run_data(load(args.a), load(args.b), seed=args.seed, multiple=args.multiple,
+                                      metrics=args.metrics.split(",") if args.metrics else None)
+    except ComparisonRefused as exc:
+        print(f"crucible: {exc}", file=sys.stderr)
+        return 3
+    if args.json:
+        print(json.dumps(comparison.to_json(), indent=2))
+    else:
+        print("\n".join(comparison_lines(comparison)))
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    store = _open_store(args)
+    run_id = store.resolve_run(args.run)
+    text = json.dumps(store.export_run(run_id), indent=1, sort_keys=True) + "\n"
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        print(f"exported run {run_id} to {args.output}")
+    return 0
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from .store import Store, read_export
+
+    document = read_export(args.file)
+    store = Store.open(args.db)
+    run_id, added = store.import_run(document, source=args.file)
+    print(f"{'imported' if added else 'already present:'} run {run_id} into {store.path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="crucible", description="Read and compare pytest-crucible evaluation runs.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -83,16 +144,41 @@ def build_parser() -> argparse.ArgumentParser:
                       help="average over every query in the qrels (missing queries score 0), as trec_eval -c")
     trec.set_defaults(func=_cmd_trec_eval)
 
-    for name, func, helptext in (("runs", _cmd_runs, "list the runs in the database"),
-                                 ("show", _cmd_show, "summarise one run (RUN: id, unique prefix or latest)")):
-        cmd = sub.add_parser(name, help=helptext)
+    def with_db(cmd: argparse.ArgumentParser) -> argparse.ArgumentParser:
         cmd.add_argument("--db", default=DEFAULT_DB, help=f"SQLite results file (default {DEFAULT_DB})")
-        if name == "runs":
-            cmd.add_argument("--limit", type=int, default=None)
-            cmd.add_argument("--json", action="store_true")
-        else:
-            cmd.add_argument("run")
-        cmd.set_defaults(func=func)
+        return cmd
+
+    runs = with_db(sub.add_parser("runs", help="list the runs in the database"))
+    runs.add_argument("--limit", type=int, default=None)
+    runs.add_argument("--json", action="store_true")
+    runs.set_defaults(func=_cmd_runs)
+
+    show = with_db(sub.add_parser("show", help="summarise one run"))
+    show.add_argument("run", help="run id, unique prefix, or latest")
+    show.set_defaults(func=_cmd_show)
+
+    metrics = with_db(sub.add_parser("metrics", help="a run's metrics (--json: the spec's metrics shape)"))
+    metrics.add_argument("run", help="run id, unique prefix, or latest")
+    metrics.add_argument("--json", action="store_true")
+    metrics.set_defaults(func=_cmd_metrics)
+
+    compare = with_db(sub.add_parser("compare", help="paired comparison of two runs behind two significance gates"))
+    compare.add_argument("a", help="baseline: run id, prefix, latest, or an exported run .json")
+    compare.add_argument("b", help="candidate: run id, prefix, latest, or an exported run .json")
+    compare.add_argument("--json", action="store_true")
+    compare.add_argument("--seed", type=int, default=1337)
+    compare.add_argument("--metrics", default=None, metavar="M1,M2", help="only these metrics")
+    compare.add_argument("--multiple", choices=["none", "holm"], default="none", help="p-value correction across metrics")
+    compare.set_defaults(func=_cmd_compare)
+
+    export = with_db(sub.add_parser("export", help="write one run as JSON (commit it as a CI baseline)"))
+    export.add_argument("run", help="run id, unique prefix, or latest")
+    export.add_argument("-o", "--output", required=True, help="output file, or - for stdout")
+    export.set_defaults(func=_cmd_export)
+
+    importer = with_db(sub.add_parser("import", help="add an exported run to the database"))
+    importer.add_argument("file")
+    importer.set_defaults(func=_cmd_import)
     return parser
 
 

@@ -19,7 +19,7 @@ import pytest
 if TYPE_CHECKING:
     from .golden_set import GoldenItem
     from .scoring import ItemScore
-    from .session import CrucibleSession
+    from .session import CrucibleSession, Settings
 
 DEFAULT_GOLDEN_PATTERNS = ["golden_*.jsonl", "*.golden.jsonl"]
 DEFAULT_DB = ".crucible/crucible.db"
@@ -48,6 +48,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="strict: an item fails on a missed required citation (default); record: only on pipeline errors.")
     group.addoption("--crucible-include-drafts", dest="crucible_include_drafts", action="store_true", default=False,
                     help="Run golden items whose status is draft (skipped by default).")
+    group.addoption("--crucible-baseline", dest="crucible_baseline", metavar="RUN|latest|PATH.json", default=None,
+                    help="Compare this run with a baseline at session end and fail on a significant regression.")
+    group.addoption("--crucible-gate", dest="crucible_gate", metavar="METRIC[,METRIC...]", default=None,
+                    help="Metrics whose significant regression fails the session (default: every metric measured).")
+    group.addoption("--crucible-fail-under", dest="crucible_fail_under", metavar="METRIC=VALUE", action="append", default=[],
+                    help="Absolute floor on a run mean, e.g. ndcgAt10=0.6 (repeatable; a ceiling for lower-is-better metrics).")
+    group.addoption("--crucible-multiple", dest="crucible_multiple", choices=["none", "holm"], default="none",
+                    help="Correction across the gated metrics' p-values (default none).")
+    group.addoption("--crucible-seed", dest="crucible_seed", type=int, default=1337, metavar="N",
+                    help="Seed of the bootstrap and permutation test (default 1337).")
     parser.addini("crucible_golden_files", type="args", default=DEFAULT_GOLDEN_PATTERNS,
                   help="Glob patterns of golden files collected as tests.")
     parser.addini("crucible_db", default="", help=f"SQLite results file, relative to the rootdir (default {DEFAULT_DB}).")
@@ -90,7 +100,56 @@ def _build_session(config: pytest.Config) -> "CrucibleSession":
         rootdir=rootdir,
         pytest_args=tuple(str(arg) for arg in config.invocation_params.args),
     )
+    settings = _with_gate(config, settings)
     return CrucibleSession(settings=settings, is_worker=hasattr(config, "workerinput"))
+
+
+def _parse_floors(values: list[str]) -> tuple[tuple[str, float], ...]:
+    floors = []
+    for value in values:
+        for part in filter(None, (p.strip() for p in value.split(","))):
+            name, sep, number = part.partition("=")
+            try:
+                if not sep or not name:
+                    raise ValueError
+                floors.append((name.strip(), float(number)))
+            except ValueError:
+                raise pytest.UsageError(f"--crucible-fail-under {part!r}: expected METRIC=VALUE\nHINT: e.g. --crucible-fail-under ndcgAt10=0.6") from None
+    return tuple(floors)
+
+
+def _with_gate(config: pytest.Config, settings: "Settings") -> "Settings":
+    """Add the gate options, checking the baseline before any test runs."""
+    import dataclasses
+
+    baseline = config.getoption("crucible_baseline")
+    gate = config.getoption("crucible_gate")
+    export = None
+    if baseline and not hasattr(config, "workerinput"):
+        from .store import Store, StoreError, read_export
+
+        try:
+            if baseline.endswith(".json") or Path(baseline).is_file():
+                export = read_export(baseline)
+            else:
+                store = Store.open(settings.db_path, create=False)
+                try:
+                    resolved = store.resolve_run(baseline)
+                finally:
+                    store.close()
+                # "latest" is resolved again at session end, excluding this run.
+                baseline = baseline if baseline == "latest" else resolved
+        except StoreError as exc:
+            raise pytest.UsageError(f"--crucible-baseline={baseline}: {exc}") from None
+    return dataclasses.replace(
+        settings,
+        baseline=baseline,
+        baseline_export=export,
+        gate=tuple(filter(None, (name.strip() for name in gate.split(",")))) if gate else None,
+        floors=_parse_floors(config.getoption("crucible_fail_under")),
+        multiple=config.getoption("crucible_multiple"),
+        seed=config.getoption("crucible_seed"),
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -332,6 +391,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         crucible.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
     except Exception as exc:  # noqa: BLE001 - never raise out of sessionfinish
         crucible.faults.append(f"could not finish the run in {crucible.settings.db_path}: {exc}")
+    try:
+        if crucible.apply_gate() and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    except Exception as exc:  # noqa: BLE001 - a comparison that cannot run is a fault, not a pass
+        crucible.faults.append(f"could not compare with the baseline: {type(exc).__name__}: {exc}")
     if crucible.faults and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -348,5 +412,5 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         return
     terminalreporter.write_sep("=", "crucible")
     for line in lines:
-        markup = {"red": True} if line.startswith(("WARNING", "FAULT")) else {}
+        markup = {"red": True} if line.startswith(("WARNING", "FAULT", "GATE FAILED")) else {}
         terminalreporter.write_line(line, **markup)

@@ -30,6 +30,13 @@ class Settings:
     golden_patterns: tuple[str, ...] = ("golden_*.jsonl", "*.golden.jsonl")
     rootdir: Path = Path(".")
     pytest_args: tuple[str, ...] = ()
+    # The session gate: baseline is a run id, "latest", or an exported run (PATH.json).
+    baseline: str | None = None
+    baseline_export: dict[str, Any] | None = None
+    gate: tuple[str, ...] | None = None
+    floors: tuple[tuple[str, float], ...] = ()
+    multiple: str = "none"
+    seed: int = 1337
 
     @property
     def retrieval_limit(self) -> int:
@@ -54,6 +61,9 @@ class CrucibleSession:
     faults: list[str] = field(default_factory=list)
     config_reads: set[str] = field(default_factory=set)
     status: str | None = None
+    comparison: Any = None
+    gate_failures: list[str] = field(default_factory=list)
+    gate_checked: bool = False
     _store: Any = None
     _tracked: TrackedConfig | None = None
 
@@ -113,6 +123,58 @@ class CrucibleSession:
         self.status = "interrupted" if interrupted else "complete"
         store.finish_run(self.run_id, status=self.status, golden_hash=golden_set_hash(store.golden_items(self.run_id)))
 
+    # -- the gate ----------------------------------------------------------------------------
+    def apply_gate(self) -> list[str]:
+        """Compare this run with the baseline and check the floors; returns one reason per failure."""
+        s = self.settings
+        if self.is_worker or self.run_id is None or self.status != "complete" or not (s.baseline or s.floors):
+            return []
+        from .stats.compare import ComparisonRefused, compare_run_data, floor_failures
+        from .store import StoreError, run_data_from_export
+
+        self.gate_checked = True
+        store = self.store
+        current = store.run_data(self.run_id)
+        reasons: list[str] = []
+        if s.baseline:
+            try:
+                if s.baseline_export is not None:
+                    baseline = run_data_from_export(s.baseline_export)
+                else:
+                    baseline = store.run_data(store.resolve_run(s.baseline, exclude=self.run_id))
+                self.comparison = compare_run_data(baseline, current, seed=s.seed, multiple=s.multiple)
+            except (ComparisonRefused, StoreError) as exc:
+                reasons.append(str(exc).splitlines()[0])
+            else:
+                gated = set(s.gate) if s.gate else set(self.comparison.metrics)
+                for name in sorted(gated - set(self.comparison.metrics)):
+                    reasons.append(f"gated metric {name} was not measured in either run")
+                for name, m in self.comparison.metrics.items():
+                    if name in gated and m.regressed:
+                        reasons.append(
+                            f"{name} regressed: {m.a:.4f} -> {m.b:.4f} (delta {m.delta:+.4f}, "
+                            f"95% CI [{m.ci[0]:+.4f}, {m.ci[1]:+.4f}], p = {m.p:.4f}, n = {m.n})"
+                        )
+        reasons.extend(floor_failures(current.means(), dict(s.floors)))
+        self.gate_failures = reasons
+        return reasons
+
+    def gate_lines(self) -> list[str]:
+        if not self.gate_checked:
+            return []
+        from .report.views import comparison_lines
+
+        s = self.settings
+        lines: list[str] = []
+        if self.comparison is not None:
+            lines.extend(comparison_lines(self.comparison, set(s.gate) if s.gate else None))
+        if self.gate_failures:
+            lines.extend(f"GATE FAILED {reason}" for reason in self.gate_failures)
+        else:
+            what = "no significant regression" if s.baseline else "all floors met"
+            lines.append(f"gate passed: {what}" + (" and all floors met" if s.baseline and s.floors else ""))
+        return lines
+
     def close(self) -> None:
         if self._store is not None:
             self._store.close()
@@ -124,4 +186,5 @@ class CrucibleSession:
             return []
         from .report.terminal import run_summary_lines
 
-        return run_summary_lines(self.store, self.run_id, unread_keys=self.unread_config_keys(), faults=self.faults)
+        lines = run_summary_lines(self.store, self.run_id, unread_keys=self.unread_config_keys(), faults=self.faults)
+        return lines + self.gate_lines()

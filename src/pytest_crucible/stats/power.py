@@ -66,8 +66,9 @@ def required_sample_size(
     """Number of paired items needed to detect a true difference ``delta``.
 
     ``ceil(((z_{1-alpha/2} + z_power) * sd_diff / |delta|)**2)``, at least 2
-    (no paired test runs on fewer).  Returns ``None`` when ``delta == 0``:
-    no finite sample detects a zero effect.
+    (no paired test runs on fewer).  Returns ``None`` when ``delta == 0``
+    (no finite sample detects a zero effect) or when ``|delta|`` is so small
+    next to ``sd_diff`` that ``n`` would exceed the float range.
     """
     sd = _check_sd(sd_diff)
     delta = float(delta)
@@ -76,9 +77,10 @@ def required_sample_size(
     z = _z_sum(alpha, power)
     if delta == 0.0:
         return None
-    raw = (z * sd / abs(delta)) ** 2
-    if not math.isfinite(raw):  # |delta| tiny relative to sd
+    ratio = z * sd / abs(delta)
+    if not ratio < 1e150:  # |delta| negligible next to sd: n beyond float range
         return None
+    raw = ratio * ratio
     # Guard against e.g. 100.00000000000003 from rounding when delta is an
     # exact MDE: shave a relative 1e-9 before ceil.
     return max(2, math.ceil(raw * (1.0 - 1e-9)))

@@ -56,7 +56,7 @@ class Store:
         path = Path(path)
         if not path.exists():
             if not create:
-                raise StoreError(f"{path}: no crucible database here\nHINT: run pytest with the plugin first, or pass --db PATH")
+                raise StoreError(f"{path}: no crucible database here\nHINT: run the golden set once first, or point at the database (pytest: --crucible-db, crucible: --db)")
             path.parent.mkdir(parents=True, exist_ok=True)
         try:
             conn = sqlite3.connect(str(path), timeout=30.0)
@@ -242,3 +242,112 @@ class Store:
 
     def results(self, run_id: str) -> list[dict[str, Any]]:
         return [dict(row) for row in self.db.query("SELECT * FROM results WHERE run_id = ? ORDER BY rowid", [run_id])]
+
+    # -- comparison input, export and import ---------------------------------------------
+    def run_data(self, run_id: str):
+        from ..stats.compare import RunData
+
+        run = self.get_run(run_id)
+        item_ids = [row[0] for row in self.db.conn.execute("SELECT item_id FROM results WHERE run_id = ? ORDER BY item_id", [run_id])]
+        return RunData(run=run, metrics=self.item_metrics(run_id), item_ids=item_ids)
+
+    def export_run(self, run_id: str) -> dict[str, Any]:
+        """One run as a self-contained JSON document (commit it to use as a CI baseline)."""
+        run = self.get_run(run_id)
+        results = []
+        for row in self.results(run_id):
+            for column in ("retrieved", "citations", "detected_concepts", "failures"):
+                row[column] = json.loads(row[column])
+            results.append(row)
+        golden = [
+            {"item_id": item_id, "source": source, "line": line, "item": json.loads(item)}
+            for item_id, source, line, item in self.db.conn.execute(
+                "SELECT item_id, source, line, item FROM golden_items WHERE run_id = ? ORDER BY item_id", [run_id])
+        ]
+        return {
+            "format": EXPORT_FORMAT,
+            "version": EXPORT_VERSION,
+            "run": run,
+            "goldenItems": golden,
+            "results": results,
+            "itemMetrics": self.item_metrics(run_id),
+        }
+
+    def import_run(self, document: dict[str, Any], source: str = "<export>") -> tuple[str, bool]:
+        """Add an exported run; returns (run id, whether it was new). Same id, same data: no-op."""
+        document = validate_export(document, source)
+        run = document["run"]
+        run_id = run["id"]
+        existing = self.db.conn.execute("SELECT config_hash, started_at FROM runs WHERE id = ?", [run_id]).fetchone()
+        if existing is not None:
+            if tuple(existing) == (run["config_hash"], run["started_at"]):
+                return run_id, False
+            raise StoreError(f"{source}: run {run_id} already exists in {self.path} with different content\nHINT: import into another --db")
+        with self.db.conn:
+            self._insert("runs", {key: run.get(key) for key in _RUN_COLUMNS})
+            for golden in document["goldenItems"]:
+                self._insert("golden_items", {"run_id": run_id, "item_id": golden["item_id"], "source": golden.get("source"),
+                                              "line": golden.get("line"), "item": json.dumps(golden["item"], sort_keys=True)})
+            for row in document["results"]:
+                row = {**row, "run_id": run_id}
+                for column in ("retrieved", "citations", "detected_concepts", "failures"):
+                    row[column] = json.dumps(row.get(column) or [])
+                self._insert("results", {key: row.get(key) for key in _RESULT_COLUMNS})
+            for metric, values in document["itemMetrics"].items():
+                for item_id, value in values.items():
+                    self._insert("item_metrics", {"run_id": run_id, "item_id": item_id, "metric": metric, "value": float(value)})
+        return run_id, True
+
+
+EXPORT_FORMAT = "pytest-crucible-run"
+EXPORT_VERSION = 1
+_RUN_COLUMNS = ("id", "started_at", "finished_at", "status", "config_hash", "config_path", "params", "resolved", "mode",
+                "outcome_mode", "golden_hash", "n_items", "git_commit", "pytest_args", "judge_model", "judge_prompt_version",
+                "host", "pid")
+_RESULT_COLUMNS = ("run_id", "item_id", "question", "answer", "retrieved", "citations", "confidence", "abstained", "blocked",
+                   "detected_concepts", "outcome", "failures", "error", "latency_ms", "recorded_at")
+
+
+def validate_export(document: Any, source: str) -> dict[str, Any]:
+    """Check an exported run's shape; the error names the file and the field."""
+    def bad(field: str, expected: str) -> StoreError:
+        return StoreError(f"{source}: field '{field}': expected {expected}\nHINT: make the file with `crucible export RUN -o FILE`")
+
+    if not isinstance(document, dict) or document.get("format") != EXPORT_FORMAT:
+        raise bad("format", f"'{EXPORT_FORMAT}' (this is not an exported crucible run)")
+    if document.get("version") != EXPORT_VERSION:
+        raise bad("version", f"{EXPORT_VERSION}, got {document.get('version')!r}")
+    run = document.get("run")
+    if not isinstance(run, dict):
+        raise bad("run", "an object")
+    for key in ("id", "started_at", "config_hash", "resolved", "params", "mode", "outcome_mode", "status"):
+        if not isinstance(run.get(key), str):
+            raise bad(f"run.{key}", "a string")
+    for key, kind in (("goldenItems", list), ("results", list), ("itemMetrics", dict)):
+        if not isinstance(document.get(key), kind):
+            raise bad(key, "a list" if kind is list else "an object")
+    for index, row in enumerate(document["results"]):
+        if not isinstance(row, dict) or not isinstance(row.get("item_id"), str) or not isinstance(row.get("question"), str):
+            raise bad(f"results[{index}]", "an object with item_id and question")
+    for metric, values in document["itemMetrics"].items():
+        if not isinstance(values, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values.values()):
+            raise bad(f"itemMetrics.{metric}", "an object of item id -> number")
+    return document
+
+
+def read_export(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot read the exported run: {exc.strerror}\nHINT: make one with `crucible export RUN -o FILE`") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise StoreError(f"{path}: not valid JSON ({exc})\nHINT: make the file with `crucible export RUN -o FILE`") from None
+    return validate_export(document, str(path))
+
+
+def run_data_from_export(document: dict[str, Any]):
+    from ..stats.compare import RunData
+
+    return RunData(run=document["run"], metrics=document["itemMetrics"],
+                   item_ids=sorted(row["item_id"] for row in document["results"]))

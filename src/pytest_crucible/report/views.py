@@ -1,0 +1,51 @@
+"""Views of runs and comparisons, shared by the pytest summary and the CLI (text and JSON)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..stats.compare import FAMILIES, Comparison, RunData, family_of
+
+
+def run_metrics_json(data: RunData) -> dict[str, Any]:
+    """The spec's metrics shape; families not computed in this run are left out, never zero-filled."""
+    means = data.means()
+    document: dict[str, Any] = {"runId": data.run_id, "configHash": data.run["config_hash"], "n": len(data.item_ids)}
+    for family, names in FAMILIES.items():
+        values = {name: means[name] for name in names if name in means}
+        if values:
+            document[family] = values
+    others = {name: value for name, value in means.items() if family_of(name) is None}
+    if others:
+        document["other"] = dict(sorted(others.items()))
+    if data.run.get("judge_model"):
+        document["judge"] = {"model": data.run["judge_model"], "promptVersion": data.run.get("judge_prompt_version")}
+    return document
+
+
+def _fmt(value: float | None, width: int = 7, places: int = 4) -> str:
+    return f"{'-':>{width}}" if value is None else f"{value:>{width}.{places}f}"
+
+
+def comparison_lines(comparison: Comparison, gated: set[str] | None = None) -> list[str]:
+    """An aligned table (fits 100 columns): metric, a, b, delta, CI, p, verdict."""
+    lines = [
+        f"baseline {comparison.a} -> this run {comparison.b}: {comparison.paired_items} paired items, "
+        f"seed {comparison.seed}" + (", Holm-adjusted p" if comparison.multiple == "holm" else ""),
+        f"  {'metric':<16} {'a':>7} {'b':>7} {'delta':>8} {'95% CI':>19} {'p':>7}  verdict",
+    ]
+    for name, m in comparison.metrics.items():
+        ci = f"[{m.ci[0]:+.4f}, {m.ci[1]:+.4f}]" if m.ci else "-"
+        delta = f"{m.delta:+8.4f}" if m.delta is not None else f"{'-':>8}"
+        verdict = m.note or m.verdict
+        if m.verdict == "not significant" and m.mde is not None and not m.note:
+            verdict += f" (detectable: {m.mde:.3f}"
+            verdict += f"; n for this delta: {m.required_n})" if m.required_n else ")"
+        if gated is not None and name not in gated:
+            verdict += " [not gated]"
+        lines.append(f"  {name:<16} {_fmt(m.a)} {_fmt(m.b)} {delta} {ci:>19} {_fmt(m.p, 7, 3)}  {verdict}")
+    for key, (old, new) in comparison.config_changes.items():
+        lines.append(f"  config {key}: {old!r} -> {new!r}")
+    for warning in comparison.warnings:
+        lines.append(f"WARNING {warning}")
+    return lines

@@ -1,0 +1,222 @@
+"""Paired comparison of two runs, metric by metric, behind two significance gates.
+
+Items are paired by golden item id; only items present in both runs count, and a
+metric missing on either side for an item drops that pair (the drop is counted,
+never imputed). A difference is ``significant`` only when the BCa interval
+excludes 0 *and* the permutation p-value is below alpha. A *regression* is a
+significant change in the metric's bad direction.
+
+Pure: works on :class:`RunData` (plain data), whichever store or file it came from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from ..config import config_diff
+from . import holm_adjust, min_pairs_for_alpha, paired_test
+
+DEFAULT_SEED = 1337
+ALPHA = 0.05
+
+# Metrics where lower is better; every other metric is higher-is-better.
+LOWER_IS_BETTER = frozenset({"noiseSensitivity", "aurc", "eAurc", "nearMissRate", "attackSuccessRate", "falsePositiveRate"})
+
+# Metric families, in the order the spec's metrics JSON lists them.
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "retrieval": ("recallAtK", "precisionAtK", "ndcgAt10", "mrr", "hitAtK"),
+    "ragas": ("faithfulness", "responseRelevancy", "contextPrecision", "contextRecall", "noiseSensitivity"),
+    "abstention": ("truthfulness", "abstainRate", "aurc"),
+}
+
+
+def family_of(metric: str) -> str | None:
+    for family, names in FAMILIES.items():
+        if metric in names:
+            return family
+    return None
+
+
+def higher_is_better(metric: str) -> bool:
+    return metric not in LOWER_IS_BETTER
+
+
+class ComparisonRefused(Exception):
+    """Two runs that must not be compared (e.g. judged by different judge models)."""
+
+
+@dataclass
+class RunData:
+    """What a comparison needs of a run: its row and its per-item metrics."""
+
+    run: dict[str, Any]
+    metrics: dict[str, dict[str, float]]  # metric -> {item_id: value}
+    item_ids: list[str]
+
+    @property
+    def run_id(self) -> str:
+        return self.run["id"]
+
+    @property
+    def resolved(self) -> dict[str, Any]:
+        value = self.run.get("resolved")
+        if isinstance(value, str):
+            import json
+
+            return json.loads(value)
+        return value or {}
+
+    def means(self) -> dict[str, float]:
+        return {metric: sum(values.values()) / len(values) for metric, values in self.metrics.items() if values}
+
+
+@dataclass
+class MetricComparison:
+    metric: str
+    a: float | None
+    b: float | None
+    delta: float | None
+    ci: tuple[float, float] | None
+    p: float | None
+    significant: bool
+    n: int
+    dropped: int
+    higher_is_better: bool
+    mde: float | None = None
+    required_n: int | None = None
+    p_unadjusted: float | None = None
+    note: str = ""
+
+    @property
+    def verdict(self) -> str:
+        if not self.significant or self.delta is None:
+            return "not significant"
+        improved = (self.delta > 0) == self.higher_is_better
+        return "improved" if improved else "regressed"
+
+    @property
+    def regressed(self) -> bool:
+        return self.verdict == "regressed"
+
+
+@dataclass
+class Comparison:
+    a: str
+    b: str
+    paired_items: int
+    seed: int
+    metrics: dict[str, MetricComparison]
+    config_changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    multiple: str = "none"
+
+    def to_json(self) -> dict[str, Any]:
+        """The spec's compare shape, plus power, verdicts and the config difference beside it."""
+        return {
+            "a": self.a,
+            "b": self.b,
+            "pairedItems": self.paired_items,
+            "seed": self.seed,
+            "metrics": {
+                name: {"a": m.a, "b": m.b, "delta": m.delta, "ci": list(m.ci) if m.ci else None, "p": m.p, "significant": m.significant}
+                for name, m in self.metrics.items()
+            },
+            "verdicts": {name: m.verdict for name, m in self.metrics.items()},
+            "power": {
+                name: {"n": m.n, "dropped": m.dropped, "mde": m.mde, "requiredN": m.required_n}
+                for name, m in self.metrics.items()
+            },
+            "multiple": self.multiple,
+            "configChanges": {key: {"a": old, "b": new} for key, (old, new) in self.config_changes.items()},
+            "warnings": list(self.warnings),
+        }
+
+
+def check_comparable(a: RunData, b: RunData) -> None:
+    """Refuse runs whose judge-based numbers come from different judges."""
+    for column, label in (("judge_model", "judge models"), ("judge_prompt_version", "judge prompt versions")):
+        left, right = a.run.get(column), b.run.get(column)
+        if left and right and left != right:
+            raise ComparisonRefused(
+                f"refusing to compare run {a.run_id} with run {b.run_id}: different {label} ({left} vs {right})\n"
+                "HINT: judge-based metrics are only comparable under the same judge; re-run one side with the other's judge."
+            )
+
+
+def _ordered(names: Iterable[str]) -> list[str]:
+    known = [name for names_ in FAMILIES.values() for name in names_ if name in names]
+    return known + sorted(name for name in names if name not in known)
+
+
+def compare_run_data(
+    a: RunData,
+    b: RunData,
+    *,
+    metrics: Iterable[str] | None = None,
+    seed: int = DEFAULT_SEED,
+    n_resamples: int = 10_000,
+    n_permutations: int = 10_000,
+    multiple: str = "none",
+    alpha: float = ALPHA,
+) -> Comparison:
+    check_comparable(a, b)
+    shared = sorted(set(a.item_ids) & set(b.item_ids))
+    shared_set = set(shared)
+    names = _ordered(set(a.metrics) | set(b.metrics)) if metrics is None else list(metrics)
+    results: dict[str, MetricComparison] = {}
+    for name in names:
+        left, right = a.metrics.get(name, {}), b.metrics.get(name, {})
+        both = [item for item in shared if item in left and item in right]
+        dropped = sum(1 for item in shared_set if (item in left) != (item in right))
+        xs = [left[item] for item in both]
+        ys = [right[item] for item in both]
+        entry = MetricComparison(
+            metric=name,
+            a=sum(xs) / len(xs) if xs else None,
+            b=sum(ys) / len(ys) if ys else None,
+            delta=None, ci=None, p=None, significant=False,
+            n=len(both), dropped=dropped, higher_is_better=higher_is_better(name),
+        )
+        if len(both) < 2:
+            entry.note = f"only {len(both)} paired item(s): not tested"
+        else:
+            test = paired_test(xs, ys, seed=seed, n_resamples=n_resamples, n_permutations=n_permutations, alpha=alpha)
+            entry.delta, entry.ci, entry.p = test.delta, (test.ci_low, test.ci_high), test.p_value
+            entry.significant, entry.mde, entry.required_n = test.significant, test.mde, test.required_n
+            if len(both) < min_pairs_for_alpha(alpha):
+                entry.note = f"not significant: {len(both)} pairs can never reach p < {alpha} (need {min_pairs_for_alpha(alpha)})"
+        results[name] = entry
+
+    if multiple == "holm":
+        tested = [m for m in results.values() if m.p is not None]
+        for m, adjusted in zip(tested, holm_adjust([m.p for m in tested])):
+            m.p_unadjusted, m.p = m.p, adjusted
+            excludes_zero = m.ci is not None and (m.ci[0] > 0 or m.ci[1] < 0)
+            m.significant = bool(excludes_zero and adjusted < alpha)
+
+    changes = config_diff(a.resolved, b.resolved)
+    warnings = []
+    if len(changes) > 1:
+        warnings.append(
+            f"{len(changes)} config keys changed ({', '.join(changes)}): isolate one variable, "
+            "or a significant difference cannot say which change caused it"
+        )
+    missing = len(set(a.item_ids) ^ set(b.item_ids))
+    if missing:
+        warnings.append(f"{missing} item(s) ran in only one of the two runs and are not compared")
+    return Comparison(a=a.run_id, b=b.run_id, paired_items=len(shared), seed=seed, metrics=results,
+                      config_changes=changes, warnings=warnings, multiple=multiple)
+
+
+def floor_failures(means: Mapping[str, float], floors: Mapping[str, float]) -> list[str]:
+    """Absolute floors (``--crucible-fail-under``): one reason per metric below its floor."""
+    reasons = []
+    for metric, floor in floors.items():
+        value = means.get(metric)
+        if value is None:
+            reasons.append(f"{metric}: no value in this run (floor {floor})")
+        elif (value < floor) if higher_is_better(metric) else (value > floor):
+            word = "below" if higher_is_better(metric) else "above"
+            reasons.append(f"{metric} = {value:.4f} is {word} the floor {floor}")
+    return reasons

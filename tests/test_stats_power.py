@@ -148,6 +148,9 @@ def test_paired_test_needs_both_gates():
     # sd = 0 would give required_n = 2, but the sign-flip test needs
     # 2 / 2**n < 0.05, i.e. at least 6 pairs
     assert min_pairs_for_alpha(0.05) == 6
+    assert min_pairs_for_alpha(0.01) == 8  # 2/128 = 0.0156 >= 0.01, 2/256 < 0.01
+    with pytest.raises(ValueError):
+        min_pairs_for_alpha(0.0)
     assert t.required_n == 6
     t6 = paired_test([0] * 6, [1] * 6)
     assert t6.significant and t6.p_value == 2 / 64

@@ -6,18 +6,38 @@ one as ``[Sn]`` where n is the 1-based rank of its chunk in the retrieved list.
 
 Sentence score
     IDF-weighted share of the question's terms found in the sentence, plus
-    half the weight of the remaining terms that appear in the chunk's title
-    (a sentence from "Price List 2026" answers a "price" question even if it
-    never says "price"). Terms that appear nowhere in the corpus still count
-    in the denominator, so questions about things the documents never mention
-    score low.
+    half the weight of the remaining terms that appear in the sentence's
+    context, i.e. the chunk's title and other sentences (a sentence from
+    "Price List 2026" answers a "price" question even if it never says
+    "price"; "It is not compatible with the Fast Charger 6A" is about the
+    bike its paragraph names). The result is multiplied by a mild rank prior,
+    1 - 0.03 * (rank - 1), because retrieval order is evidence too. Terms
+    that appear nowhere in the corpus still count in the denominator, so
+    questions about things the documents never mention score low.
 
 Confidence
-    0.65 * best sentence score
-    + 0.25 * best chunk coverage among the top three chunks
-    + 0.10 * relative margin between the first and second retrieval score.
+    base = 0.5 * answer coverage   (all selected sentences together, same
+                                    title half-credit rule)
+         + 0.3 * best sentence score
+         + 0.2 * best chunk coverage among the top three retrieved chunks
+    (answer coverage uses the same context rule without the rank prior)
+    confidence = base * (0.5 + 0.5 * entity consistency)
+                      * (1 - 0.5 * unknown share)
 
-Below ``abstain_below`` the answerer abstains.
+    Entity consistency is the share of the named entities in the question
+    (products, plans, systems from :mod:`helpdesk.concepts`) that also occur
+    in the documents the answer cites (whole documents, because a paragraph
+    often refers back to an entity named earlier, e.g. "both plans"); it is 1
+    when the question names none.
+
+    The unknown share is the IDF-weighted share of question terms that occur
+    nowhere in the knowledge base. Words the documents never use ("dental",
+    "showroom") are the strongest lexical hint that the topic is not covered.
+    An answer about the Vela E2 to a question about the Kestrel Trail is
+    therefore heavily discounted.
+
+Below ``abstain_below`` the answerer abstains: the answer text is a fixed
+"I don't know" sentence and nothing is cited.
 """
 
 from __future__ import annotations
@@ -26,6 +46,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from .concepts import ConceptGlossary
 from .corpus import Chunk
 from .index import BM25Index
 from .text import analyze, raw_tokens, split_sentences
@@ -66,9 +87,11 @@ class ExtractiveAnswerer:
         *,
         max_sentences: int = 3,
         follow_ratio: float = 0.8,
-        abstain_below: float = 0.5,
+        abstain_below: float = 0.4,
+        glossary: ConceptGlossary | None = None,
     ) -> None:
         self.index = index
+        self.glossary = glossary or ConceptGlossary()
         self.max_sentences = max_sentences
         self.follow_ratio = follow_ratio
         self.abstain_below = abstain_below
@@ -92,7 +115,7 @@ class ExtractiveAnswerer:
         if not ranked or not weights:
             return 0.0
         cov = self._best_chunk_coverage(weights, ranked)
-        return round(min(1.0, 0.8 * cov + 0.2 * self._margin(ranked)), 4)
+        return round(min(1.0, cov), 4)
 
     def _best_chunk_coverage(self, weights, ranked) -> float:
         best = 0.0
@@ -101,11 +124,12 @@ class ExtractiveAnswerer:
             best = max(best, self.coverage(weights, tokens))
         return best
 
-    @staticmethod
-    def _margin(ranked) -> float:
-        if len(ranked) < 2 or ranked[0][1] <= 0:
-            return 1.0 if ranked and ranked[0][1] > 0 else 0.0
-        return max(0.0, (ranked[0][1] - ranked[1][1]) / ranked[0][1])
+    def _document_text(self, doc_id: str) -> str:
+        doc = self.index.corpus.document(doc_id)
+        return doc.title + "\n" + "\n".join(doc.paragraphs)
+
+    def _context_credit(self, weights, terms, context_terms) -> float:
+        return self.coverage(weights, terms) + 0.5 * self.coverage(weights, context_terms - terms)
 
     # -- answering ---------------------------------------------------------
     def answer(
@@ -127,12 +151,11 @@ class ExtractiveAnswerer:
 
         candidates: list[_Candidate] = []
         for rank, chunk in context:
-            title_terms = set(analyze(chunk.title))
+            chunk_terms = set(analyze(chunk.title)) | set(analyze(chunk.text))
+            prior = max(0.5, 1.0 - 0.03 * (rank - 1))
             for order, sentence in enumerate(split_sentences(chunk.text)):
                 terms = frozenset(analyze(sentence))
-                in_sentence = self.coverage(weights, terms)
-                title_only = self.coverage(weights, title_terms - terms)
-                score = in_sentence + 0.5 * title_only
+                score = prior * self._context_credit(weights, terms, chunk_terms)
                 candidates.append(_Candidate(rank, order, chunk, sentence, score, terms))
 
         candidates.sort(key=lambda c: (-c.score, c.rank, c.order))
@@ -152,8 +175,23 @@ class ExtractiveAnswerer:
             chosen.append(cand)
             covered |= cand.terms
 
-        top_cov = self._best_chunk_coverage(weights, [(c, s) for c, s in ranked[:3]])
-        confidence = 0.65 * min(1.0, best.score) + 0.25 * top_cov + 0.10 * self._margin(ranked)
+        answer_terms = set().union(*(c.terms for c in chosen))
+        answer_context = set().union(
+            *(set(analyze(c.chunk.title)) | set(analyze(c.chunk.text)) for c in chosen)
+        )
+        answer_cov = self._context_credit(weights, answer_terms, answer_context)
+        top_cov = self._best_chunk_coverage(weights, ranked)
+        base = 0.5 * min(1.0, answer_cov) + 0.3 * min(1.0, best.score) + 0.2 * top_cov
+
+        asked = self.glossary.detect([question])
+        if asked:
+            cited_text = [self._document_text(c.chunk.doc_id) for c in chosen]
+            present = set(self.glossary.detect(cited_text))
+            consistency = sum(1 for cid in asked if cid in present) / len(asked)
+        else:
+            consistency = 1.0
+        unknown_share = self.coverage(weights, {t for t in weights if not self.index.known(t)})
+        confidence = base * (0.5 + 0.5 * consistency) * (1.0 - 0.5 * unknown_share)
         confidence = round(min(1.0, max(0.0, confidence)), 4)
 
         if confidence < self.abstain_below:

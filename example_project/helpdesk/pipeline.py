@@ -48,13 +48,15 @@ class HelpdeskRAG:
         corpus: Corpus,
         *,
         rerank_weights: RerankWeights | None = None,
-        abstain_below: float = 0.5,
+        abstain_below: float = 0.4,
     ) -> None:
         self.corpus = corpus
         self.index = BM25Index(corpus)
         self.reranker = FeatureReranker(self.index, rerank_weights)
-        self.answerer = ExtractiveAnswerer(self.index, abstain_below=abstain_below)
         self.glossary = ConceptGlossary()
+        self.answerer = ExtractiveAnswerer(
+            self.index, abstain_below=abstain_below, glossary=self.glossary
+        )
 
     @classmethod
     def from_directory(cls, path: str | Path, **kwargs: Any) -> "HelpdeskRAG":

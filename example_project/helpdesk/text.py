@@ -21,7 +21,7 @@ _EXTRA_STOPWORDS = {
     "about", "after", "again", "all", "also", "am", "any", "anything", "can", "could",
     "did", "do", "does", "doing", "done", "from", "get", "got", "had", "has", "have",
     "having", "he", "her", "here", "him", "his", "how", "i", "its", "just", "me",
-    "might", "more", "most", "much", "must", "my", "our", "ours", "please", "she",
+    "many", "might", "more", "most", "much", "must", "my", "our", "ours", "please", "she",
     "should", "so", "some", "than", "them", "those", "too", "us", "very", "want",
     "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why",
     "would", "you", "your", "yours", "been", "being", "s", "t", "d", "ll", "re", "ve",
@@ -30,18 +30,36 @@ _EXTRA_STOPWORDS = {
 }
 STOPWORDS = frozenset(STOPWORDS_EN) | frozenset(_EXTRA_STOPWORDS)
 
-_NO_S_STRIP = ("ss", "us", "is", "ous")
+_NO_S_STRIP = ("ss", "us", "is", "as", "ous")
 _KEEP_DOUBLE = set("lsz")
-_VOWELS = set("aeiouy")
+_VOWELS = set("aeiou")
+
+
+def _is_cvc(w: str) -> bool:
+    """consonant-vowel-consonant ending, e.g. 'rid' in riding, 'tak' in taking."""
+    return (
+        len(w) == 3
+        and w[0] not in _VOWELS
+        and w[1] in _VOWELS
+        and w[2] not in _VOWELS
+        and w[2] not in "wxy"
+    )
 
 
 @lru_cache(maxsize=65536)
 def stem(word: str) -> str:
-    """Strip common English inflections.
+    """Strip common English inflections, deterministically.
 
-    Handles plurals (``batteries`` -> ``battery``, ``chargers`` -> ``charger``),
-    ``-ing``/``-ed`` forms (``charging``/``charged`` -> ``charg``) and a final
-    silent ``e`` (``charge`` -> ``charg``). Numbers and short words are kept.
+    * plurals: ``batteries`` -> ``battery``, ``chargers`` -> ``charger``
+      (not after ss/us/is/as/ous: ``atlas``, ``bonus`` stay);
+    * ``-ing`` / ``-ed``: ``charging``/``charged`` -> ``charg``, ``stopped`` ->
+      ``stop``; a three-letter consonant-vowel-consonant stem gets its ``e``
+      back (``riding`` -> ``ride``, ``taking`` -> ``take``);
+    * a final silent ``e`` on words of five letters or more (``charge`` ->
+      ``charg``, ``service`` -> ``servic``); short words such as ``care`` or
+      ``rate`` are kept whole so they do not collide with ``car`` or ``rat``.
+
+    Numbers, codes and words of three letters or fewer are returned unchanged.
     """
     w = word
     if len(w) <= 3 or not w.isalpha():
@@ -60,10 +78,14 @@ def stem(word: str) -> str:
         w, stripped = w[:-3], True
     elif w.endswith("ed") and not w.endswith("eed") and len(w) - 2 >= 3 and _VOWELS & set(w[:-2]):
         w, stripped = w[:-2], True
-    if stripped and len(w) >= 3 and w[-1] == w[-2] and w[-1] not in _VOWELS | _KEEP_DOUBLE:
-        w = w[:-1]
+    if stripped:
+        if len(w) >= 3 and w[-1] == w[-2] and w[-1] not in _VOWELS | _KEEP_DOUBLE:
+            w = w[:-1]
+        elif _is_cvc(w):
+            w = w + "e"
+        return w
 
-    if w.endswith("e") and len(w) >= 4:
+    if w.endswith("e") and len(w) >= 5:
         w = w[:-1]
     return w
 

@@ -7,21 +7,24 @@ imported on first use so that loading the plugin stays cheap.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pytest
+if TYPE_CHECKING:
+    import pytest
 
 __version__ = "0.1.0"
 __all__ = ["golden", "PipelineResult", "Retrieved", "ItemScore", "CrucibleWarning", "__version__"]
 
 
-def golden(*paths: str, **filters: Any) -> pytest.MarkDecorator:
+def golden(*paths: str, **filters: Any) -> "pytest.MarkDecorator":
     """``@crucible.golden("golden/faq.jsonl", questionType="multi_hop")``.
 
     Same as ``@pytest.mark.crucible_golden(...)``: parametrizes the test's
     ``golden_item`` argument with the matching items of the files (paths relative
     to the test file), one case per item, ids = item ids.
     """
+    import pytest  # here, so that the CLI and the pure core never load pytest
+
     return pytest.mark.crucible_golden(*paths, **filters)
 
 

@@ -39,8 +39,13 @@ def comparison_lines(comparison: Comparison, gated: set[str] | None = None) -> l
         delta = f"{m.delta:+8.4f}" if m.delta is not None else f"{'-':>8}"
         verdict = m.note or m.verdict
         if m.verdict == "not significant" and m.mde is not None and not m.note:
-            verdict += f" (detectable: {m.mde:.3f}"
-            verdict += f"; n for this delta: {m.required_n})" if m.required_n else ")"
+            if m.mde == 0.0:
+                verdict += " (no item changed)"
+            else:
+                # Power, so a null reads as a number: the smallest effect this n detects,
+                # and the items needed to detect the observed delta.
+                verdict += f" (detectable: {m.mde:.3f}"
+                verdict += f"; n for this delta: {m.required_n})" if m.required_n else ")"
         if gated is not None and name not in gated:
             verdict += " [not gated]"
         lines.append(f"  {name:<16} {_fmt(m.a)} {_fmt(m.b)} {delta} {ci:>19} {_fmt(m.p, 7, 3)}  {verdict}")

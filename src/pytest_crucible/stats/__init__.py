@@ -34,6 +34,7 @@ __all__ = [
     "holm_adjust",
     "PairedTest",
     "paired_test",
+    "min_pairs_for_alpha",
 ]
 
 
@@ -46,6 +47,9 @@ def min_pairs_for_alpha(alpha: float) -> int:
     never reports a ``required_n`` below this, whatever the normal
     approximation says.
     """
+    alpha = float(alpha)
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     n = 2
     while 2.0 / 2.0**n >= alpha:
         n += 1

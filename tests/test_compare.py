@@ -1,0 +1,128 @@
+"""Run comparison: pairing, directions, refusals, config differences, JSON shape."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from pytest_crucible.stats.compare import (
+    ComparisonRefused,
+    RunData,
+    compare_run_data,
+    floor_failures,
+)
+from pytest_crucible.report.views import run_metrics_json
+
+
+def run(run_id: str, metrics: dict[str, dict[str, float]], resolved: dict | None = None, **extra) -> RunData:
+    items = sorted({item for values in metrics.values() for item in values})
+    row = {"id": run_id, "config_hash": "h-" + run_id, "resolved": json.dumps(resolved or {"retrievalLimit": 10}), **extra}
+    return RunData(run=row, metrics=metrics, item_ids=items)
+
+
+BASE = {f"q{i:02d}": v for i, v in enumerate([0.2, 0.4, 0.5, 0.3, 0.6, 0.1, 0.5, 0.4, 0.2, 0.3, 0.7, 0.5, 0.4, 0.6, 0.3, 0.2])}
+
+
+def test_clear_improvement_is_significant_and_verdict_follows_direction() -> None:
+    better = {item: value + 0.2 + 0.01 * (i % 3) for i, (item, value) in enumerate(BASE.items())}
+    comparison = compare_run_data(run("A", {"ndcgAt10": BASE, "aurc": BASE}), run("B", {"ndcgAt10": better, "aurc": better}))
+    ndcg, aurc = comparison.metrics["ndcgAt10"], comparison.metrics["aurc"]
+    assert ndcg.significant and ndcg.verdict == "improved" and ndcg.ci[0] > 0 and ndcg.p < 0.05
+    # The same rise in a lower-is-better metric is a regression.
+    assert aurc.significant and aurc.verdict == "regressed" and aurc.regressed
+
+
+def test_noise_is_not_significant_and_reports_power() -> None:
+    noisy = {item: value + (0.05 if i % 2 else -0.05) for i, (item, value) in enumerate(BASE.items())}
+    m = compare_run_data(run("A", {"mrr": BASE}), run("B", {"mrr": noisy})).metrics["mrr"]
+    assert not m.significant and m.verdict == "not significant"
+    assert m.mde is not None and m.mde > 0
+
+
+def test_pairs_by_item_id_and_counts_dropped_pairs() -> None:
+    a = run("A", {"ndcgAt10": {"x": 0.1, "y": 0.2, "z": 0.3}, "recallAtK": {"x": 1.0, "y": 1.0}})
+    b = run("B", {"ndcgAt10": {"y": 0.4, "z": 0.5, "w": 0.9}, "recallAtK": {"y": 1.0, "z": 0.0}})
+    comparison = compare_run_data(a, b)
+    assert comparison.paired_items == 2  # y and z
+    assert comparison.metrics["ndcgAt10"].n == 2 and comparison.metrics["ndcgAt10"].dropped == 0
+    assert comparison.metrics["ndcgAt10"].delta == pytest.approx(0.2)
+    recall = comparison.metrics["recallAtK"]
+    assert (recall.n, recall.dropped) == (1, 1) and recall.delta is None and "not tested" in recall.note
+    assert any("ran in only one of the two runs" in w for w in comparison.warnings)
+
+
+def test_different_judges_are_refused_naming_both() -> None:
+    a = run("A", {"faithfulness": BASE}, judge_model="claude-haiku-5-5", judge_prompt_version="v1")
+    b = run("B", {"faithfulness": BASE}, judge_model="lexical-v1", judge_prompt_version="v1")
+    with pytest.raises(ComparisonRefused, match="different judge models \\(claude-haiku-5-5 vs lexical-v1\\)"):
+        compare_run_data(a, b)
+    c = run("C", {"faithfulness": BASE}, judge_model="claude-haiku-5-5", judge_prompt_version="v2")
+    with pytest.raises(ComparisonRefused, match="different judge prompt versions"):
+        compare_run_data(a, c)
+
+
+def test_config_difference_is_reported_and_many_changes_warn() -> None:
+    one = compare_run_data(run("A", {"mrr": BASE}), run("B", {"mrr": BASE}, {"retrievalLimit": 10, "rerank": True}))
+    assert one.config_changes == {"rerank": (None, True)} and not one.warnings
+    two = compare_run_data(run("A", {"mrr": BASE}), run("B", {"mrr": BASE}, {"retrievalLimit": 5, "rerank": True}))
+    assert len(two.config_changes) == 2
+    assert any("isolate one variable" in w for w in two.warnings)
+
+
+def test_json_has_the_spec_shape() -> None:
+    better = {item: value + 0.2 for item, value in BASE.items()}
+    document = compare_run_data(run("A", {"ndcgAt10": BASE}), run("B", {"ndcgAt10": better})).to_json()
+    assert {"a", "b", "pairedItems", "seed", "metrics"} <= set(document)
+    assert (document["a"], document["b"], document["pairedItems"], document["seed"]) == ("A", "B", 16, 1337)
+    entry = document["metrics"]["ndcgAt10"]
+    assert set(entry) == {"a", "b", "delta", "ci", "p", "significant"}
+    assert len(entry["ci"]) == 2 and entry["significant"] is True
+    json.dumps(document)  # plain JSON all the way down
+
+
+def test_metrics_json_leaves_out_families_not_computed() -> None:
+    document = run_metrics_json(run("A", {"ndcgAt10": {"x": 0.5, "y": 1.0}, "recallAtK": {"x": 1.0}}))
+    assert document == {"runId": "A", "configHash": "h-A", "n": 2, "retrieval": {"recallAtK": 1.0, "ndcgAt10": 0.75}}
+
+
+def test_holm_makes_the_gate_stricter() -> None:
+    slightly = {item: value + (0.06 if i % 4 else -0.02) for i, (item, value) in enumerate(BASE.items())}
+    metrics = {f"m{i}": BASE for i in range(6)}
+    candidate = {f"m{i}": slightly if i == 0 else BASE for i in range(6)}
+    plain = compare_run_data(run("A", metrics), run("B", candidate)).metrics["m0"]
+    holm = compare_run_data(run("A", metrics), run("B", candidate), multiple="holm").metrics["m0"]
+    assert holm.p >= plain.p and holm.p_unadjusted == plain.p
+
+
+def test_floors() -> None:
+    assert floor_failures({"ndcgAt10": 0.55, "aurc": 0.2}, {"ndcgAt10": 0.6, "aurc": 0.1, "mrr": 0.5}) == [
+        "ndcgAt10 = 0.5500 is below the floor 0.6",
+        "aurc = 0.2000 is above the floor 0.1",
+        "mrr: no value in this run (floor 0.5)",
+    ]
+    assert floor_failures({"ndcgAt10": 0.6}, {"ndcgAt10": 0.6}) == []
+
+
+scores = st.lists(st.floats(0, 1, allow_nan=False).map(lambda x: round(x, 4)), min_size=6, max_size=30)
+
+
+@settings(max_examples=40, deadline=None)
+@given(scores, st.randoms(use_true_random=False))
+def test_swapping_runs_negates_delta_and_interval(values, rnd) -> None:
+    a = {f"i{k}": v for k, v in enumerate(values)}
+    b = {f"i{k}": round(min(1.0, max(0.0, v + rnd.uniform(-0.3, 0.3))), 4) for k, v in enumerate(values)}
+    ab = compare_run_data(run("A", {"m": a}), run("B", {"m": b}), n_resamples=2000, n_permutations=2000).metrics["m"]
+    ba = compare_run_data(run("B", {"m": b}), run("A", {"m": a}), n_resamples=2000, n_permutations=2000).metrics["m"]
+    assert ab.delta == pytest.approx(-ba.delta, abs=1e-12)
+    assert ab.ci[0] == pytest.approx(-ba.ci[1], abs=1e-9) and ab.ci[1] == pytest.approx(-ba.ci[0], abs=1e-9)
+    assert ab.p == pytest.approx(ba.p) and ab.significant == ba.significant
+
+
+@settings(max_examples=40, deadline=None)
+@given(scores)
+def test_identical_runs_are_never_significant(values) -> None:
+    a = {f"i{k}": v for k, v in enumerate(values)}
+    m = compare_run_data(run("A", {"m": a}), run("B", {"m": dict(a)})).metrics["m"]
+    assert (m.delta, m.ci, m.p, m.significant) == (0.0, (0.0, 0.0), 1.0, False)

@@ -1,0 +1,139 @@
+"""The session gate, end to end: baseline, regression, export, refusals."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from pytest_crucible.cli import main as crucible_main
+
+N_ITEMS = 30
+ITEMS = [{"id": f"g-{i:03d}", "question": f"question {i}", "citations": [{"docId": f"doc{i}", "mode": "required"}]} for i in range(N_ITEMS)]
+
+# The relevant document is ranked first, unless the config says "degrade": then, for
+# most items, it sinks to rank 4 (still within K, so items pass but nDCG falls).
+CONFTEST = """
+import pytest
+
+@pytest.fixture(scope="session")
+def crucible_pipeline():
+    def pipeline(question, *, item, config, mode):
+        n = int(item.id.split("-")[1])
+        rank = 3 if config.get("degrade") and n % 5 else 0
+        if config.get("improve"):
+            rank = 0
+        elif not config.get("degrade") and n % 3 == 0:
+            rank = 1
+        docs = [f"noise{j}" for j in range(5)]
+        docs.insert(rank, f"doc{n}")
+        return {"answer": "a", "retrieved": [{"chunk_id": d + "#1", "doc_id": d} for d in docs]}
+    return pipeline
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    (pytester.path / "golden_set.jsonl").write_text("".join(json.dumps(item) + "\n" for item in ITEMS))
+    pytester.makeconftest(CONFTEST)
+    (pytester.path / "base.json").write_text("{}")
+    (pytester.path / "degraded.json").write_text('{"degrade": true}')
+    (pytester.path / "improved.json").write_text('{"improve": true}')
+    return pytester
+
+
+def db(pytester: pytest.Pytester) -> str:
+    return str(pytester.path / ".crucible" / "crucible.db")
+
+
+def test_regression_fails_the_session_naming_the_metric(project: pytest.Pytester) -> None:
+    assert project.runpytest("--crucible-config=base.json").ret == pytest.ExitCode.OK
+    result = project.runpytest("--crucible-config=degraded.json", "--crucible-baseline=latest")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(passed=N_ITEMS)  # every item passed; the gate failed the build
+    result.stdout.fnmatch_lines([
+        "baseline * -> this run *: 30 paired items, seed 1337",
+        "*ndcgAt10 * regressed*",
+        "  config degrade: None -> True",
+        "GATE FAILED ndcgAt10 regressed: * -> * (delta -0.*, 95% CI [[]-0.*, -0.*[]], p = 0.0*, n = 30)",
+        "GATE FAILED mrr regressed:*",
+    ])
+    # recall did not move (the document is still retrieved): not significant, so not a failure.
+    result.stdout.no_fnmatch_line("GATE FAILED recallAtK*")
+
+
+def test_same_config_twice_passes_the_gate(project: pytest.Pytester) -> None:
+    assert project.runpytest("--crucible-config=base.json").ret == pytest.ExitCode.OK
+    result = project.runpytest("--crucible-config=base.json", "--crucible-baseline=latest")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*ndcgAt10 * +0.0000 *[[]+0.0000, +0.0000[]]   1.000  not significant (no item changed)", "gate passed: no significant regression"])
+
+
+def test_improvement_passes_and_gate_subset_ignores_other_metrics(project: pytest.Pytester) -> None:
+    assert project.runpytest("--crucible-config=base.json").ret == pytest.ExitCode.OK
+    result = project.runpytest("--crucible-config=improved.json", "--crucible-baseline=latest")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*ndcgAt10 * improved*"])
+    # Gating only recall: the nDCG regression is shown but does not fail the build.
+    result = project.runpytest("--crucible-config=degraded.json", "--crucible-baseline=latest", "--crucible-gate=recallAtK")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*ndcgAt10 * regressed [[]not gated[]]"])
+
+
+def test_baseline_from_an_exported_file(project: pytest.Pytester, tmp_path) -> None:
+    assert project.runpytest("--crucible-config=base.json").ret == pytest.ExitCode.OK
+    exported = tmp_path / "baseline-run.json"
+    assert crucible_main(["export", "latest", "--db", db(project), "-o", str(exported)]) == 0
+    # A fresh database (as on a CI machine) with only the committed export as baseline.
+    result = project.runpytest("--crucible-config=degraded.json", f"--crucible-baseline={exported}", "--crucible-db=fresh.db")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["GATE FAILED ndcgAt10 regressed*"])
+    result = project.runpytest("--crucible-config=base.json", f"--crucible-baseline={exported}", "--crucible-db=fresh.db")
+    assert result.ret == pytest.ExitCode.OK
+
+
+def test_floor_fails_without_a_baseline(project: pytest.Pytester) -> None:
+    result = project.runpytest("--crucible-fail-under=ndcgAt10=0.99")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["GATE FAILED ndcgAt10 = 0.8* is below the floor 0.99"])
+    assert project.runpytest("--crucible-fail-under", "ndcgAt10=0.5,hitAtK=1").ret == pytest.ExitCode.OK
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--crucible-baseline=latest"], "ERROR: --crucible-baseline=latest: *: no crucible database here"),
+    (["--crucible-baseline=missing.json"], "ERROR: --crucible-baseline=missing.json: missing.json: cannot read the exported run*"),
+    (["--crucible-fail-under=ndcgAt10"], "ERROR: --crucible-fail-under 'ndcgAt10': expected METRIC=VALUE"),
+])
+def test_gate_usage_errors_come_before_tests(project: pytest.Pytester, args, message) -> None:
+    result = project.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    result.stdout.no_fnmatch_line("*Traceback*")
+
+
+def test_unknown_baseline_run_id_is_a_usage_error(project: pytest.Pytester) -> None:
+    assert project.runpytest().ret == pytest.ExitCode.OK
+    result = project.runpytest("--crucible-baseline=ZZZZZZ")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --crucible-baseline=ZZZZZZ: no run matches 'ZZZZZZ'*"])
+
+
+def test_judge_mismatch_is_refused(project: pytest.Pytester, tmp_path, capsys) -> None:
+    assert project.runpytest().ret == pytest.ExitCode.OK
+    assert project.runpytest().ret == pytest.ExitCode.OK
+    conn = sqlite3.connect(db(project))
+    first, second = [row[0] for row in conn.execute("SELECT id FROM runs ORDER BY rowid")]
+    conn.execute("UPDATE runs SET judge_model = 'claude-haiku-5-5', judge_prompt_version = 'ragas-v1' WHERE id = ?", [first])
+    conn.execute("UPDATE runs SET judge_model = 'lexical-v1', judge_prompt_version = 'ragas-v1' WHERE id = ?", [second])
+    conn.commit()
+    conn.close()
+    capsys.readouterr()
+    assert crucible_main(["compare", first, second, "--db", db(project)]) == 3
+    err = capsys.readouterr().err
+    assert f"refusing to compare run {first} with run {second}: different judge models (claude-haiku-5-5 vs lexical-v1)" in err
+    # The same refusal at session end fails the run instead of passing it silently.
+    exported = tmp_path / "judged.json"
+    assert crucible_main(["export", first, "--db", db(project), "-o", str(exported)]) == 0
+    document = json.loads(exported.read_text())
+    assert document["run"]["judge_model"] == "claude-haiku-5-5"

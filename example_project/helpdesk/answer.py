@@ -16,11 +16,10 @@ Sentence score
     questions about things the documents never mention score low.
 
 Confidence
-    base = 0.5 * answer coverage   (all selected sentences together, same
-                                    title half-credit rule)
+    base = 0.5 * answer coverage  (all selected sentences together, same
+                                   context rule, no rank prior)
          + 0.3 * best sentence score
          + 0.2 * best chunk coverage among the top three retrieved chunks
-    (answer coverage uses the same context rule without the rank prior)
     confidence = base * (0.5 + 0.5 * entity consistency)
                       * (1 - 0.5 * unknown share)
 
@@ -28,13 +27,12 @@ Confidence
     (products, plans, systems from :mod:`helpdesk.concepts`) that also occur
     in the documents the answer cites (whole documents, because a paragraph
     often refers back to an entity named earlier, e.g. "both plans"); it is 1
-    when the question names none.
+    when the question names none. An answer about the Vela E2 to a question
+    about the Kestrel Trail is therefore heavily discounted.
 
     The unknown share is the IDF-weighted share of question terms that occur
     nowhere in the knowledge base. Words the documents never use ("dental",
     "showroom") are the strongest lexical hint that the topic is not covered.
-    An answer about the Vela E2 to a question about the Kestrel Trail is
-    therefore heavily discounted.
 
 Below ``abstain_below`` the answerer abstains: the answer text is a fixed
 "I don't know" sentence and nothing is cited.
@@ -55,7 +53,7 @@ ABSTAIN_TEXT = "I don't know based on the available documents."
 
 
 def approx_tokens(text: str) -> int:
-    """Rough LLM-style token count: 1.3 tokens per word."""
+    """Approximate token count used for the context budget: 1.3 tokens per word."""
     return math.ceil(len(text.split()) * 1.3)
 
 
@@ -96,7 +94,7 @@ class ExtractiveAnswerer:
         self.follow_ratio = follow_ratio
         self.abstain_below = abstain_below
 
-    # -- scoring helpers -------------------------------------------------
+    # -- scoring ---------------------------------------------------------
     def query_weights(self, question: str) -> dict[str, float]:
         return {t: self.index.idf(t) for t in dict.fromkeys(analyze(question))}
 

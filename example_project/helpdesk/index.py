@@ -100,8 +100,12 @@ class BM25Index:
         return {doc_id: float(scores[i]) for i, doc_id in enumerate(self.doc_ids)}
 
     def search(self, query_tokens: Sequence[str], k: int) -> list[Hit]:
-        """Top *k* chunks by BM25 score. Ties are broken by corpus order."""
+        """Top *k* chunks by BM25 score, ties broken by corpus order.
+
+        Chunks that match no query term (score 0) are never returned, so a
+        question made only of stopwords or unknown words retrieves nothing.
+        """
         scores = self.scores(query_tokens)
         k = max(0, min(k, len(scores)))
         order = np.argsort(-scores, kind="stable")[:k]
-        return [Hit(index=int(i), score=float(scores[i])) for i in order]
+        return [Hit(index=int(i), score=float(scores[i])) for i in order if scores[i] > 0]

@@ -1,0 +1,72 @@
+"""The example project through the plugin: reproducible runs, and the reranker's measured effect."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("bm25s", reason="the example project needs the example extra: pip install -e '.[example]'")
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "example_project"
+
+
+def run_example(db: Path, config: str, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", str(EXAMPLE), f"--crucible-config={EXAMPLE / 'configs' / config}",
+         f"--crucible-db={db}", "-p", "no:cacheprovider", "-q", *extra],
+        capture_output=True, text=True, timeout=300,
+    )
+
+
+def item_metrics(db: Path, run_id: str) -> dict[tuple[str, str], float]:
+    conn = sqlite3.connect(db)
+    try:
+        return {(item, metric): value for item, metric, value in
+                conn.execute("SELECT item_id, metric, value FROM item_metrics WHERE run_id = ?", [run_id])}
+    finally:
+        conn.close()
+
+
+def test_same_config_reproduces_and_rerank_changes_ndcg(tmp_path) -> None:
+    db = tmp_path / "example.db"
+    for config in ("baseline.json", "baseline.json", "rerank.json"):
+        done = run_example(db, config)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    conn = sqlite3.connect(db)
+    runs = conn.execute("SELECT id, config_hash, status, n_items FROM runs ORDER BY rowid").fetchall()
+    conn.close()
+    (first, hash1, *_), (second, hash2, *_), (third, hash3, *_) = runs
+    assert [row[2] for row in runs] == ["complete"] * 3
+    assert runs[0][3] >= 40  # every active item of the golden set ran
+
+    assert hash1 == hash2 != hash3
+    base_a, base_b, rerank = item_metrics(db, first), item_metrics(db, second), item_metrics(db, third)
+    assert base_a == base_b  # deterministic, item by item
+    mean = lambda metrics: sum(v for (i, m), v in metrics.items() if m == "ndcgAt10") / sum(1 for (i, m) in metrics if m == "ndcgAt10")
+    assert mean(rerank) != mean(base_a)
+
+    # The reranker's effect as the gate sees it: nDCG@10 improved significantly, the gate passes.
+    done = run_example(db, "rerank.json", f"--crucible-baseline={first}")
+    assert done.returncode == 0, done.stdout[-3000:]
+    ndcg_line = next(line for line in done.stdout.splitlines() if line.strip().startswith("ndcgAt10"))
+    assert ndcg_line.rstrip().endswith("improved"), ndcg_line
+    # ... and the reverse change (switching the reranker off again) is a regression that fails the build.
+    done = run_example(db, "baseline.json", f"--crucible-baseline={third}")
+    assert done.returncode == 1, done.stdout[-3000:]
+    assert "GATE FAILED ndcgAt10 regressed" in done.stdout
+
+
+def test_example_pipeline_reads_the_keys_it_is_given(tmp_path) -> None:
+    done = run_example(tmp_path / "e.db", "rerank.json")
+    assert done.returncode == 0
+    assert "was never read by the pipeline" not in done.stdout
+    summary = json.loads(subprocess.run(
+        [sys.executable, "-m", "pytest_crucible.cli", "metrics", "latest", "--json", "--db", str(tmp_path / "e.db")],
+        capture_output=True, text=True, check=True).stdout)
+    assert set(summary["retrieval"]) == {"recallAtK", "precisionAtK", "ndcgAt10", "mrr", "hitAtK"}
+    assert summary["n"] >= 40 and "ragas" not in summary

@@ -348,3 +348,18 @@ def test_plugin_stays_out_of_the_way_of_unrelated_projects(pytester: pytest.Pyte
     assert json.loads((pytester.path / "imported.json").read_text()) == []
     assert not (pytester.path / ".crucible").exists()
     result.stdout.no_fnmatch_line("*= crucible =*")
+
+
+def test_under_xdist_the_controller_records_everything_once(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    items = [{**GOLDEN[0], "id": f"x-{i:02d}"} for i in range(12)]
+    write_golden(pytester, items)
+    pytester.makeconftest(CONFTEST)
+    (pytester.path / "rerank.json").write_text('{"retrieval": {"rerank": true}}')
+    result = pytester.runpytest_subprocess("-n", "2", "--crucible-config=rerank.json")
+    assert result.ret == pytest.ExitCode.OK
+    result.assert_outcomes(passed=12)
+    assert db_rows(pytester, "SELECT status, n_items FROM runs") == [("complete", 12)]
+    assert db_rows(pytester, "SELECT COUNT(*), COUNT(DISTINCT item_id) FROM item_metrics WHERE metric = 'ndcgAt10'") == [(12, 12)]
+    # The workers' config reads reach the controller: the unread key is still reported.
+    result.stdout.fnmatch_lines(["WARNING CrucibleWarning: config key retrieval.rerank=true was never read*"])

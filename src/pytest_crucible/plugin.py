@@ -382,10 +382,24 @@ class _Recorder:
             self.crucible.record(score)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    # xdist controller: the pipeline ran on the workers, so their config reads and
+    # evaluation counts come back here (plain types only) for the unread-key warning.
+    crucible = node.config.stash.get(SESSION_KEY, None)
+    output = getattr(node, "workeroutput", {}).get("crucible")
+    if crucible is not None and output:
+        crucible.config_reads.update(output["reads"])
+        crucible.evaluated += output["evaluated"]
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     crucible = session.config.stash.get(SESSION_KEY, None)
     if crucible is None:
+        return
+    if crucible.is_worker:
+        session.config.workeroutput["crucible"] = {"reads": sorted(crucible.config_reads), "evaluated": crucible.evaluated}
         return
     try:
         crucible.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)

@@ -14,22 +14,12 @@ import difflib
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, Callable, Iterable, Literal, Sequence, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
-QUESTION_TYPES = (
-    "simple",
-    "conditional",
-    "set",
-    "comparison",
-    "aggregation",
-    "multi_hop",
-    "post_processing",
-    "false_premise",
-)
-
+# CRAG's question types; the tuple is what code iterates (facets), the Literal what pydantic checks.
 QuestionType = Literal[
     "simple",
     "conditional",
@@ -40,6 +30,7 @@ QuestionType = Literal[
     "post_processing",
     "false_premise",
 ]
+QUESTION_TYPES: tuple[str, ...] = get_args(QuestionType)
 
 
 class _Model(BaseModel):
@@ -142,13 +133,14 @@ _FIELD_NAMES = {
 }
 
 
-def _field_path(loc: Sequence[str | int]) -> str:
+def field_path(loc: Sequence[str | int], rename: Callable[[str], str] = str) -> str:
+    """A pydantic error location as users write it: ``citations[0].mode``."""
     path = ""
     for part in loc:
         if isinstance(part, int):
             path += f"[{part}]"
         else:
-            path += ("." if path else "") + str(part)
+            path += ("." if path else "") + rename(str(part))
     return path
 
 
@@ -176,9 +168,9 @@ def _validation_error(path: str | Path, line: int, exc: ValidationError) -> Gold
     if first["type"] not in ("missing", "extra_forbidden") and "input" in first:
         problem += f" (got {json.dumps(first['input'], default=str)[:80]})"
     if len(errors) > 1:
-        others = ", ".join(_field_path(e["loc"]) for e in errors[1:4])
+        others = ", ".join(field_path(e["loc"]) for e in errors[1:4])
         problem += f"; also wrong: {others}" + (" ..." if len(errors) > 4 else "")
-    return GoldenFileError(path, line, _field_path(first["loc"]), problem, _hint_for(first))
+    return GoldenFileError(path, line, field_path(first["loc"]), problem, _hint_for(first))
 
 
 def _records_jsonl(path: str, text: str) -> Iterable[tuple[int, Any]]:

@@ -14,6 +14,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel, to_snake
 
+from .golden_set import field_path
+
 _MARKER = re.compile(r"\[S(\d+)\]")
 
 
@@ -63,14 +65,6 @@ class PipelineResultError(Exception):
     """The pipeline returned something that is not a valid result."""
 
 
-def _field_path(loc: tuple[Any, ...]) -> str:
-    path = ""
-    for part in loc:
-        # Python users write snake_case: name fields that way, whatever spelling came in.
-        path += f"[{part}]" if isinstance(part, int) else ("." if path else "") + to_snake(str(part))
-    return path
-
-
 def coerce_result(value: Any) -> PipelineResult:
     """Validate what the pipeline returned; the error names the first bad field."""
     if isinstance(value, PipelineResult):
@@ -82,10 +76,11 @@ def coerce_result(value: Any) -> PipelineResult:
     try:
         return PipelineResult.model_validate(value)
     except ValidationError as exc:
+        # Python users write snake_case: name fields that way, whatever spelling came in.
         errors = exc.errors(include_url=False)
         first = errors[0]
         got = "" if first["type"] == "missing" else f" (got {str(first.get('input'))[:60]!r})"
         more = f"; {len(errors) - 1} more problem(s)" if len(errors) > 1 else ""
         raise PipelineResultError(
-            f"crucible_pipeline returned an invalid result: field '{_field_path(first['loc'])}': {first['msg']}{got}{more}"
+            f"crucible_pipeline returned an invalid result: field '{field_path(first['loc'], rename=to_snake)}': {first['msg']}{got}{more}"
         ) from None

@@ -19,7 +19,7 @@ import pytest
 if TYPE_CHECKING:
     from .golden_set import GoldenItem
     from .scoring import ItemScore
-    from .session import CrucibleSession, Settings
+    from .session import CrucibleSession
 
 DEFAULT_GOLDEN_PATTERNS = ["golden_*.jsonl", "*.golden.jsonl"]
 DEFAULT_DB = ".crucible/crucible.db"
@@ -99,8 +99,8 @@ def _build_session(config: pytest.Config) -> "CrucibleSession":
         golden_patterns=tuple(config.getini("crucible_golden_files")),
         rootdir=rootdir,
         pytest_args=tuple(str(arg) for arg in config.invocation_params.args),
+        **_gate_settings(config, db_path.absolute()),
     )
-    settings = _with_gate(config, settings)
     return CrucibleSession(settings=settings, is_worker=hasattr(config, "workerinput"))
 
 
@@ -118,10 +118,8 @@ def _parse_floors(values: list[str]) -> tuple[tuple[str, float], ...]:
     return tuple(floors)
 
 
-def _with_gate(config: pytest.Config, settings: "Settings") -> "Settings":
-    """Add the gate options, checking the baseline before any test runs."""
-    import dataclasses
-
+def _gate_settings(config: pytest.Config, db_path: Path) -> dict[str, Any]:
+    """The gate options, with the baseline checked before any test runs."""
     baseline = config.getoption("crucible_baseline")
     gate = config.getoption("crucible_gate")
     export = None
@@ -132,7 +130,7 @@ def _with_gate(config: pytest.Config, settings: "Settings") -> "Settings":
             if baseline.endswith(".json") or Path(baseline).is_file():
                 export = read_export(baseline)
             else:
-                store = Store.open(settings.db_path, create=False)
+                store = Store.open(db_path, create=False)
                 try:
                     resolved = store.resolve_run(baseline)
                 finally:
@@ -141,15 +139,14 @@ def _with_gate(config: pytest.Config, settings: "Settings") -> "Settings":
                 baseline = baseline if baseline == "latest" else resolved
         except StoreError as exc:
             raise pytest.UsageError(f"--crucible-baseline={baseline}: {exc}") from None
-    return dataclasses.replace(
-        settings,
-        baseline=baseline,
-        baseline_export=export,
-        gate=tuple(filter(None, (name.strip() for name in gate.split(",")))) if gate else None,
-        floors=_parse_floors(config.getoption("crucible_fail_under")),
-        multiple=config.getoption("crucible_multiple"),
-        seed=config.getoption("crucible_seed"),
-    )
+    return {
+        "baseline": baseline,
+        "baseline_export": export,
+        "gate": tuple(filter(None, (name.strip() for name in gate.split(",")))) if gate else None,
+        "floors": _parse_floors(config.getoption("crucible_fail_under")),
+        "multiple": config.getoption("crucible_multiple"),
+        "seed": config.getoption("crucible_seed"),
+    }
 
 
 def pytest_configure(config: pytest.Config) -> None:

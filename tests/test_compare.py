@@ -126,3 +126,22 @@ def test_identical_runs_are_never_significant(values) -> None:
     a = {f"i{k}": v for k, v in enumerate(values)}
     m = compare_run_data(run("A", {"m": a}), run("B", {"m": dict(a)})).metrics["m"]
     assert (m.delta, m.ci, m.p, m.significant) == (0.0, (0.0, 0.0), 1.0, False)
+
+
+def test_compare_runs_reads_two_runs_from_a_store(tmp_path) -> None:
+    from pytest_crucible.stats.compare import compare_runs
+    from pytest_crucible.store import Store
+
+    store = Store.open(tmp_path / "c.db")
+    ids = []
+    for shift in (0.0, 0.25):
+        run_id = store.start_run(config_hash="h", params={}, resolved={"retrievalLimit": 10}, mode="system", outcome_mode="record")
+        for item, value in BASE.items():
+            store.record_score(run_id, {"item_id": item, "question": "q", "item": {"id": item, "question": "q"},
+                                        "outcome": "passed", "metrics": {"ndcgAt10": value + shift}})
+        store.finish_run(run_id, status="complete", golden_hash=None)
+        ids.append(run_id)
+    comparison = compare_runs(store, ids[0], "latest")
+    assert (comparison.a, comparison.b, comparison.paired_items) == (ids[0], ids[1], len(BASE))
+    assert comparison.metrics["ndcgAt10"].delta == pytest.approx(0.25)
+    assert comparison.metrics["ndcgAt10"].verdict == "improved"

@@ -209,6 +209,11 @@ def compare_run_data(
                       config_changes=changes, warnings=warnings, multiple=multiple)
 
 
+def compare_runs(store, a: str, b: str, **options: Any) -> Comparison:
+    """Compare two runs of one store; ``a``/``b`` are ids, unique prefixes or ``latest``."""
+    return compare_run_data(store.run_data(store.resolve_run(a)), store.run_data(store.resolve_run(b)), **options)
+
+
 def floor_failures(means: Mapping[str, float], floors: Mapping[str, float]) -> list[str]:
     """Absolute floors (``--crucible-fail-under``): one reason per metric below its floor."""
     reasons = []

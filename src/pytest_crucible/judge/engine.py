@@ -1,0 +1,131 @@
+"""The one judge engine: every judge-based metric goes through :class:`JudgeEngine`.
+
+A :class:`Judge` answers a list of typed requests with verdicts (or failures), in
+order. The engine puts a cache in front of it (key: sha256 of judge model, prompt
+version, request kind and canonical request), stamps every verdict, counts cache
+hits, calls and usage, and collects new cache entries as plain rows so that the
+process that owns the database writes them (workers never write SQLite).
+
+This module never imports pytest.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from .types import VERDICT_TYPES, JudgeFailure, JudgeRequest, Usage, Verdict
+
+CACHE_MODES = ("readwrite", "read", "off")
+
+
+class Judge(ABC):
+    """Something that grades requests: a model behind an API, or an offline heuristic."""
+
+    #: The exact model id stored on every verdict (e.g. "claude-haiku-5-5", "lexical-v1").
+    model: str
+    #: Version of the prompts (or heuristics) that produced the verdicts.
+    prompt_version: str
+    #: What outputs print, e.g. "lexical-v1 (offline heuristic)".
+    label: str
+    #: True when requests cost money (a cost estimate is printed before a run).
+    paid: bool = False
+
+    @abstractmethod
+    def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict | JudgeFailure]:
+        """One verdict (or failure) per request, in the same order."""
+
+    def usage(self) -> Usage:
+        """Tokens and cost spent so far (zero for offline judges)."""
+        return Usage()
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+
+@dataclass
+class EngineStats:
+    requests: int = 0
+    cache_hits: int = 0
+    judged: int = 0
+    failures: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"requests": self.requests, "cache_hits": self.cache_hits, "judged": self.judged, "failures": self.failures}
+
+
+@dataclass
+class JudgeEngine:
+    judge: Judge
+    cache_mode: str = "readwrite"
+    # key -> verdict JSON; preloaded from the store, grown as verdicts arrive.
+    cache: dict[str, dict[str, Any]] = field(default_factory=dict)
+    stats: EngineStats = field(default_factory=EngineStats)
+    # New cache rows not yet written to the store (drained by the owner of the database).
+    pending_cache_rows: list[dict[str, Any]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def model(self) -> str:
+        return self.judge.model
+
+    @property
+    def prompt_version(self) -> str:
+        return self.judge.prompt_version
+
+    def load_cache(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        for row in rows:
+            self.cache[row["key"]] = json.loads(row["verdict"]) if isinstance(row["verdict"], str) else dict(row["verdict"])
+
+    def run(self, requests: Sequence[JudgeRequest]) -> list[Verdict | JudgeFailure]:
+        """Judge a batch of requests, serving what it can from the cache."""
+        results: list[Verdict | JudgeFailure | None] = [None] * len(requests)
+        misses: list[int] = []
+        keys = [request.cache_key(self.model, self.prompt_version) for request in requests]
+        with self._lock:
+            self.stats.requests += len(requests)
+            for index, (request, key) in enumerate(zip(requests, keys)):
+                cached = self.cache.get(key) if self.cache_mode != "off" else None
+                if cached is not None:
+                    results[index] = VERDICT_TYPES[request.kind].model_validate(cached)
+                    self.stats.cache_hits += 1
+                else:
+                    misses.append(index)
+        if misses:
+            answered = self.judge.judge([requests[i] for i in misses])
+            if len(answered) != len(misses):
+                raise RuntimeError(f"judge {self.model} returned {len(answered)} verdicts for {len(misses)} requests")
+            with self._lock:
+                for index, verdict in zip(misses, answered):
+                    if isinstance(verdict, JudgeFailure):
+                        self.stats.failures += 1
+                    else:
+                        verdict.judge_model, verdict.prompt_version = self.model, self.prompt_version
+                        self.stats.judged += 1
+                        self._remember(keys[index], requests[index], verdict)
+                    results[index] = verdict
+        return results  # type: ignore[return-value]
+
+    def _remember(self, key: str, request: JudgeRequest, verdict: Verdict) -> None:
+        data = verdict.model_dump(mode="json")
+        if self.cache_mode != "off":
+            self.cache[key] = data
+        if self.cache_mode == "readwrite":
+            self.pending_cache_rows.append(
+                {
+                    "key": key,
+                    "judge_model": self.model,
+                    "prompt_version": self.prompt_version,
+                    "kind": request.kind,
+                    "request": json.dumps(request.payload(), sort_keys=True),
+                    "verdict": json.dumps(data, sort_keys=True),
+                }
+            )
+
+    def drain_cache_rows(self) -> list[dict[str, Any]]:
+        with self._lock:
+            rows, self.pending_cache_rows = self.pending_cache_rows, []
+        return rows

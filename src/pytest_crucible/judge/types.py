@@ -1,0 +1,161 @@
+"""Typed judge requests and verdicts: the one vocabulary every judge speaks.
+
+A request is a frozen pydantic model with a ``kind``; its verdict type is fixed by
+the kind. Verdicts are what a judge returns, validated (for a model judge, the
+structured JSON output is parsed into the verdict model, so a malformed answer is
+an error, not a silent default). Every verdict is stamped with the judge model and
+prompt version that produced it.
+
+This module never imports pytest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class JudgeRequest(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kind: ClassVar[str]
+
+    def payload(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    def cache_key(self, judge_model: str, prompt_version: str) -> str:
+        """sha256 of (judge model, prompt version, request kind, canonical request)."""
+        canonical = json.dumps(
+            [judge_model, prompt_version, self.kind, self.payload()], sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        )
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+class Verdict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    # Stamped by the engine after the judge answered (not part of what a model is asked to write).
+    judge_model: str = ""
+    prompt_version: str = ""
+
+
+# -- the request kinds ------------------------------------------------------------------------
+class ClaimsRequest(JudgeRequest):
+    """Break a text (an answer or a reference) into standalone factual claims."""
+
+    kind: ClassVar[str] = "claims"
+    question: str
+    text: str
+
+
+class ClaimsVerdict(Verdict):
+    claims: list[str]
+
+
+class EntailmentRequest(JudgeRequest):
+    """For each claim: can it be inferred from the context passages alone?"""
+
+    kind: ClassVar[str] = "entailment"
+    context: tuple[str, ...]
+    claims: tuple[str, ...]
+
+
+class EntailmentVerdict(Verdict):
+    supported: list[bool]  # one per claim, in order
+    reasons: list[str] = Field(default_factory=list)
+
+
+class QuestionsRequest(JudgeRequest):
+    """Questions the answer would answer, and whether the answer is noncommittal."""
+
+    kind: ClassVar[str] = "questions"
+    answer: str
+    n: int = 3
+
+
+class QuestionsVerdict(Verdict):
+    questions: list[str]
+    noncommittal: list[bool]  # one per question (ragas asks for each generation)
+
+
+class UsefulnessRequest(JudgeRequest):
+    """Was this retrieved chunk useful for arriving at the reference (or the answer)?"""
+
+    kind: ClassVar[str] = "usefulness"
+    question: str
+    reference: str
+    chunk: str
+
+
+class UsefulnessVerdict(Verdict):
+    useful: bool
+    reason: str = ""
+
+
+class RelevanceRequest(JudgeRequest):
+    """Graded relevance of a chunk to a question (0 unrelated .. 3 dedicated, exact answer)."""
+
+    kind: ClassVar[str] = "relevance"
+    question: str
+    chunk: str
+
+
+class RelevanceVerdict(Verdict):
+    grade: int = Field(ge=0, le=3)
+    reason: str = ""
+
+
+class CorrectnessRequest(JudgeRequest):
+    """CRAG-style grade of an answer against the reference and must-assertions."""
+
+    kind: ClassVar[str] = "correctness"
+    question: str
+    answer: str
+    reference: str | None = None
+    assertions: tuple[str, ...] = ()
+    answerable: bool = True
+    false_premise: bool = False
+
+
+class CorrectnessVerdict(Verdict):
+    grade: Literal["perfect", "acceptable", "missing", "incorrect"]
+    reason: str = ""
+
+
+VERDICT_TYPES: dict[str, type[Verdict]] = {
+    "claims": ClaimsVerdict,
+    "entailment": EntailmentVerdict,
+    "questions": QuestionsVerdict,
+    "usefulness": UsefulnessVerdict,
+    "relevance": RelevanceVerdict,
+    "correctness": CorrectnessVerdict,
+}
+REQUEST_TYPES: dict[str, type[JudgeRequest]] = {
+    cls.kind: cls
+    for cls in (ClaimsRequest, EntailmentRequest, QuestionsRequest, UsefulnessRequest, RelevanceRequest, CorrectnessRequest)
+}
+
+
+class JudgeFailure(BaseModel):
+    """A request that could not be judged (after retries). Never cached, never a silent default."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: str
+    message: str
+
+
+class Usage(BaseModel):
+    """Tokens a judge spent; cost is computed from the price table."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    requests: int = 0
+    cost_usd: float = 0.0
+
+    def add(self, other: "Usage") -> None:
+        for name in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "requests"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.cost_usd += other.cost_usd

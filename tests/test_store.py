@@ -111,3 +111,25 @@ def test_run_of_a_dead_process_is_marked_interrupted_on_next_open(tmp_path) -> N
     [run] = store.list_runs()
     assert run["status"] == "interrupted"
     assert store.db.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_schema_v1_file_migrates_forward_without_loss(tmp_path) -> None:
+    import shutil
+    from pathlib import Path
+
+    path = tmp_path / "old.db"
+    shutil.copy(Path(__file__).parent / "data" / "crucible-schema-v1.db", path)
+    store = Store.open(path)
+    conn = store.db.conn
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert [(r["id"], r["status"], r["mode"]) for r in reversed(store.list_runs())] == [
+        ("01KZRUNA00000000000000000", "complete", "system"), ("01KZRUNB00000000000000000", "interrupted", "component")]
+    assert store.item_metrics("01KZRUNA00000000000000000") == {"ndcgAt10": {"q1": 1.0, "q2": 0.5}}
+    assert conn.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 4
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    # The ledger's triggers survived, and the new status value is accepted.
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        conn.execute("DELETE FROM qrels")
+    store.finish_run("01KZRUNB00000000000000000", status="incomplete", golden_hash="g")
+    assert store.get_run("01KZRUNB00000000000000000")["status"] == "incomplete"

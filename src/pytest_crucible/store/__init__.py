@@ -81,9 +81,24 @@ class Store:
                 f"{self.path}: written by a newer pytest-crucible (schema {version}, this one knows {SCHEMA_VERSION})\n"
                 "HINT: upgrade pytest-crucible; files are never migrated backwards."
             )
-        for target in range(version + 1, SCHEMA_VERSION + 1):
-            # executescript commits first; BEGIN..COMMIT makes each step atomic.
-            conn.executescript(f"BEGIN;\n{MIGRATIONS[target - 1]}\nPRAGMA user_version = {target};\nCOMMIT;")
+        if version == SCHEMA_VERSION:
+            return
+        # Table rebuilds need foreign keys off, and that PRAGMA only works outside a transaction.
+        conn.execute("PRAGMA foreign_keys = OFF")
+        try:
+            for target in range(version + 1, SCHEMA_VERSION + 1):
+                # executescript commits first; BEGIN..COMMIT makes each step atomic.
+                try:
+                    conn.executescript(f"BEGIN;\n{MIGRATIONS[target - 1]}\nPRAGMA user_version = {target};\nCOMMIT;")
+                except sqlite3.Error:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            problems = conn.execute("PRAGMA foreign_key_check").fetchall()
+            if problems:
+                raise StoreError(f"{self.path}: migration left {len(problems)} broken references; the file was not changed past them")
+        finally:
+            conn.execute("PRAGMA foreign_keys = ON")
 
     def close(self) -> None:
         self.db.conn.close()
@@ -103,7 +118,8 @@ class Store:
     # -- runs ------------------------------------------------------------------
     def start_run(self, *, config_hash: str, params: dict, resolved: dict, mode: str, outcome_mode: str,
                   config_path: str | None = None, git_commit: str | None = None, pytest_args: list[str] | None = None,
-                  run_id: str | None = None) -> str:
+                  run_id: str | None = None, judge_model: str | None = None, judge_prompt_version: str | None = None,
+                  judge_label: str | None = None, cost_estimate_usd: float | None = None) -> str:
         run_id = run_id or new_ulid()
         with self.db.conn:
             self._insert(
@@ -122,14 +138,27 @@ class Store:
                     "pytest_args": json.dumps(pytest_args or []),
                     "host": socket.gethostname(),
                     "pid": os.getpid(),
+                    "judge_model": judge_model,
+                    "judge_prompt_version": judge_prompt_version,
+                    "judge_label": judge_label,
+                    "cost_estimate_usd": cost_estimate_usd,
                 }
             )
         return run_id
 
-    def finish_run(self, run_id: str, *, status: str, golden_hash: str | None) -> None:
+    def finish_run(self, run_id: str, *, status: str, golden_hash: str | None, judge: dict[str, Any] | None = None) -> None:
+        """Close a run. ``judge``: stats (requests, cache hits, ...), tokens and cost to keep with it."""
+        values: dict[str, Any] = {"status": status, "finished_at": utc_now(), "golden_hash": golden_hash}
+        if judge:
+            values.update(
+                judge_stats=json.dumps(judge.get("stats") or {}, sort_keys=True),
+                cost_usd=judge.get("cost_usd"),
+                input_tokens=judge.get("input_tokens"),
+                output_tokens=judge.get("output_tokens"),
+            )
         with self.db.conn:
-            n_items = self.db.conn.execute("SELECT COUNT(*) FROM results WHERE run_id = ?", [run_id]).fetchone()[0]
-            self._update_run(run_id, {"status": status, "finished_at": utc_now(), "golden_hash": golden_hash, "n_items": n_items})
+            values["n_items"] = self.db.conn.execute("SELECT COUNT(*) FROM results WHERE run_id = ?", [run_id]).fetchone()[0]
+            self._update_run(run_id, values)
 
     def mark_dead_runs_interrupted(self) -> int:
         """A run still 'running' whose process is gone (killed, crashed) was interrupted."""
@@ -172,6 +201,8 @@ class Store:
                     "error": score.get("error"),
                     "latency_ms": score.get("latency_ms"),
                     "recorded_at": now,
+                    "judge_errors": json.dumps(score.get("judge_errors") or []),
+                    "verdicts": json.dumps(score["verdicts"]) if score.get("verdicts") else None,
                 },
                 replace=True,
             )
@@ -180,6 +211,31 @@ class Store:
             for name, value in metrics.items():
                 self._insert("item_metrics", {"run_id": run_id, "item_id": item_id, "metric": name, "value": float(value)})
             self._append_provenance_qrels(run_id, item_id, score["item"].get("citations") or [], now)
+            self._add_cache_rows(score.get("cache_rows") or [], now)
+
+    def _add_cache_rows(self, rows: Iterable[dict[str, Any]], now: str) -> None:
+        for row in rows:
+            self._insert("judge_cache", {**row, "created_at": now}, replace=True)
+
+    def add_cache_rows(self, rows: Iterable[dict[str, Any]]) -> None:
+        with self.db.conn:
+            self._add_cache_rows(rows, utc_now())
+
+    def judge_cache_rows(self, judge_model: str, prompt_version: str) -> list[dict[str, Any]]:
+        return [dict(row) for row in self.db.query(
+            "SELECT key, verdict FROM judge_cache WHERE judge_model = ? AND prompt_version = ?", [judge_model, prompt_version])]
+
+    def add_answer_scores(self, run_id: str, item_id: str, metrics: dict[str, float], judge_errors: list[str],
+                          verdicts: dict[str, Any] | None) -> None:
+        """Judge-based metrics computed after the item ran (Message Batches at session end)."""
+        with self.db.conn:
+            for name, value in metrics.items():
+                self._insert("item_metrics", {"run_id": run_id, "item_id": item_id, "metric": name, "value": float(value)}, replace=True)
+            updates: dict[str, Any] = {"judge_errors": json.dumps(judge_errors), "verdicts": json.dumps(verdicts) if verdicts else None}
+            if judge_errors:
+                updates["outcome"] = "error"
+            assignments = ", ".join(f"{column} = ?" for column in updates)
+            self.db.conn.execute(f"UPDATE results SET {assignments} WHERE run_id = ? AND item_id = ?", [*updates.values(), run_id, item_id])
 
     def _append_provenance_qrels(self, run_id: str, item_id: str, citations: Iterable[dict], now: str) -> None:
         # Golden citations are free, deterministic judgments: required = 3, acceptable = 1.
@@ -256,8 +312,9 @@ class Store:
         run = self.get_run(run_id)
         results = []
         for row in self.results(run_id):
-            for column in ("retrieved", "citations", "detected_concepts", "failures"):
+            for column in _JSON_RESULT_COLUMNS:
                 row[column] = json.loads(row[column])
+            row["verdicts"] = json.loads(row["verdicts"]) if row.get("verdicts") else None
             results.append(row)
         golden = [
             {"item_id": item_id, "source": source, "line": line, "item": json.loads(item)}
@@ -290,8 +347,9 @@ class Store:
                                               "line": golden.get("line"), "item": json.dumps(golden["item"], sort_keys=True)})
             for row in document["results"]:
                 row = {**row, "run_id": run_id}
-                for column in ("retrieved", "citations", "detected_concepts", "failures"):
+                for column in _JSON_RESULT_COLUMNS:
                     row[column] = json.dumps(row.get(column) or [])
+                row["verdicts"] = json.dumps(row["verdicts"]) if row.get("verdicts") else None
                 self._insert("results", {key: row.get(key) for key in _RESULT_COLUMNS})
             for metric, values in document["itemMetrics"].items():
                 for item_id, value in values.items():
@@ -303,9 +361,10 @@ EXPORT_FORMAT = "pytest-crucible-run"
 EXPORT_VERSION = 1
 _RUN_COLUMNS = ("id", "started_at", "finished_at", "status", "config_hash", "config_path", "params", "resolved", "mode",
                 "outcome_mode", "golden_hash", "n_items", "git_commit", "pytest_args", "judge_model", "judge_prompt_version",
-                "host", "pid")
+                "host", "pid", "judge_label", "judge_stats", "cost_estimate_usd", "cost_usd", "input_tokens", "output_tokens")
 _RESULT_COLUMNS = ("run_id", "item_id", "question", "answer", "retrieved", "citations", "confidence", "abstained", "blocked",
-                   "detected_concepts", "outcome", "failures", "error", "latency_ms", "recorded_at")
+                   "detected_concepts", "outcome", "failures", "error", "latency_ms", "recorded_at", "judge_errors", "verdicts")
+_JSON_RESULT_COLUMNS = ("retrieved", "citations", "detected_concepts", "failures", "judge_errors")
 
 
 def validate_export(document: Any, source: str) -> dict[str, Any]:

@@ -89,6 +89,55 @@ MIGRATIONS: list[str] = [
         SELECT run_id, metric, AVG(value) AS mean, COUNT(*) AS n
         FROM item_metrics GROUP BY run_id, metric;
     """,
+    # version 2: the judge. Runs can be 'incomplete' (an item's judge-based metrics errored),
+    # carry the judge's label, request counts, tokens and cost; verdicts are cached.
+    # SQLite cannot alter a CHECK constraint, so runs is rebuilt (the documented 12-step way).
+    """
+    CREATE TABLE runs_v2 (
+        id TEXT PRIMARY KEY,
+        started_at TEXT NOT NULL,
+        finished_at TEXT,
+        status TEXT NOT NULL CHECK (status IN ('running', 'complete', 'incomplete', 'interrupted')),
+        config_hash TEXT NOT NULL,
+        config_path TEXT,
+        params TEXT NOT NULL,
+        resolved TEXT NOT NULL,
+        mode TEXT NOT NULL CHECK (mode IN ('system', 'component')),
+        outcome_mode TEXT NOT NULL,
+        golden_hash TEXT,
+        n_items INTEGER NOT NULL DEFAULT 0,
+        git_commit TEXT,
+        pytest_args TEXT,
+        judge_model TEXT,
+        judge_prompt_version TEXT,
+        host TEXT,
+        pid INTEGER,
+        judge_label TEXT,
+        judge_stats TEXT,
+        cost_estimate_usd REAL,
+        cost_usd REAL,
+        input_tokens INTEGER,
+        output_tokens INTEGER
+    );
+    INSERT INTO runs_v2 (id, started_at, finished_at, status, config_hash, config_path, params, resolved, mode,
+                         outcome_mode, golden_hash, n_items, git_commit, pytest_args, judge_model, judge_prompt_version, host, pid)
+        SELECT id, started_at, finished_at, status, config_hash, config_path, params, resolved, mode,
+               outcome_mode, golden_hash, n_items, git_commit, pytest_args, judge_model, judge_prompt_version, host, pid FROM runs;
+    DROP TABLE runs;
+    ALTER TABLE runs_v2 RENAME TO runs;
+    CREATE TABLE judge_cache (
+        key TEXT PRIMARY KEY,
+        judge_model TEXT NOT NULL,
+        prompt_version TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        request TEXT NOT NULL,
+        verdict TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX judge_cache_by_judge ON judge_cache (judge_model, prompt_version);
+    ALTER TABLE results ADD COLUMN judge_errors TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE results ADD COLUMN verdicts TEXT;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

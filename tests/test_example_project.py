@@ -61,12 +61,36 @@ def test_same_config_reproduces_and_rerank_changes_ndcg(tmp_path) -> None:
     assert "GATE FAILED ndcgAt10 regressed" in done.stdout
 
 
-def test_example_pipeline_reads_the_keys_it_is_given(tmp_path) -> None:
-    done = run_example(tmp_path / "e.db", "rerank.json")
+def metrics_json(db: Path) -> dict:
+    return json.loads(subprocess.run(
+        [sys.executable, "-m", "pytest_crucible.cli", "metrics", "latest", "--json", "--db", str(db)],
+        capture_output=True, text=True, check=True).stdout)
+
+
+def test_example_system_run_has_every_family_and_a_rerun_is_free(tmp_path) -> None:
+    db = tmp_path / "e.db"
+    done = run_example(db, "rerank.json")
     assert done.returncode == 0
     assert "was never read by the pipeline" not in done.stdout
-    summary = json.loads(subprocess.run(
-        [sys.executable, "-m", "pytest_crucible.cli", "metrics", "latest", "--json", "--db", str(tmp_path / "e.db")],
-        capture_output=True, text=True, check=True).stdout)
+    summary = metrics_json(db)
     assert set(summary["retrieval"]) == {"recallAtK", "precisionAtK", "ndcgAt10", "mrr", "hitAtK"}
-    assert summary["n"] >= 40 and "ragas" not in summary
+    assert set(summary["ragas"]) == {"faithfulness", "responseRelevancy", "contextPrecision", "contextRecall", "noiseSensitivity"}
+    assert summary["judge"] == {"model": "lexical-v1", "promptVersion": "lexical-v1"}
+    assert summary["n"] >= 40
+    assert "judge lexical-v1 (offline heuristic)" in done.stdout
+    # The second run over unchanged items is served from the judge cache: zero judge calls.
+    done = run_example(db, "rerank.json")
+    assert done.returncode == 0
+    line = next(line for line in done.stdout.splitlines() if line.startswith("judge "))
+    requests = int(line.split(": ")[1].split(" requests")[0])
+    assert requests > 0 and f"{requests} requests, {requests} cached, 0 judged, 0 failed" in line
+    assert metrics_json(db)["ragas"] == summary["ragas"]
+
+
+def test_example_component_mode_makes_no_judge_calls(tmp_path) -> None:
+    db = tmp_path / "e.db"
+    done = run_example(db, "baseline.json", "--crucible-mode=component")
+    assert done.returncode == 0
+    summary = metrics_json(db)
+    assert "ragas" not in summary and "judge" not in summary and "retrieval" in summary
+    assert "judge " not in done.stdout

@@ -10,6 +10,7 @@ once a golden item or a crucible option is actually used.
 from __future__ import annotations
 
 import fnmatch
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,6 +59,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="Correction across the gated metrics' p-values (default none).")
     group.addoption("--crucible-seed", dest="crucible_seed", type=int, default=1337, metavar="N",
                     help="Seed of the bootstrap and permutation test (default 1337).")
+    group.addoption("--crucible-judge", dest="crucible_judge", choices=["auto", "lexical", "anthropic"], default=None,
+                    help="Judge of the answer layer: anthropic (Claude), lexical (offline heuristic), auto (default: "
+                         "anthropic when ANTHROPIC_API_KEY is set, else lexical).")
+    group.addoption("--crucible-judge-model", dest="crucible_judge_model", metavar="MODEL", default=None,
+                    help="Claude model of the anthropic judge (default: ini crucible_judge_model, else the current small model).")
+    group.addoption("--crucible-judge-batch", dest="crucible_judge_batch", action="store_true", default=False,
+                    help="Send judge requests as Message Batches at session end (50%% cheaper, answer metrics arrive at the end).")
+    group.addoption("--crucible-judge-cache", dest="crucible_judge_cache", choices=["readwrite", "read", "off"], default="readwrite",
+                    help="Judge verdict cache in the database (default readwrite: a re-run of unchanged items makes no judge calls).")
+    group.addoption("--crucible-max-cost", dest="crucible_max_cost", type=float, metavar="USD", default=None,
+                    help="Refuse to start a run whose estimated judge cost exceeds USD.")
+    parser.addini("crucible_judge", default="auto", help="auto, lexical or anthropic.")
+    parser.addini("crucible_judge_model", default="", help="Claude model of the anthropic judge.")
     parser.addini("crucible_golden_files", type="args", default=DEFAULT_GOLDEN_PATTERNS,
                   help="Glob patterns of golden files collected as tests.")
     parser.addini("crucible_db", default="", help=f"SQLite results file, relative to the rootdir (default {DEFAULT_DB}).")
@@ -99,8 +113,18 @@ def _build_session(config: pytest.Config) -> "CrucibleSession":
         golden_patterns=tuple(config.getini("crucible_golden_files")),
         rootdir=rootdir,
         pytest_args=tuple(str(arg) for arg in config.invocation_params.args),
+        judge=_choice(config, "crucible_judge", "crucible_judge", ("auto", "lexical", "anthropic")),
+        judge_model=config.getoption("crucible_judge_model") or config.getini("crucible_judge_model") or None,
+        judge_batch=bool(config.getoption("crucible_judge_batch")),
+        judge_cache=config.getoption("crucible_judge_cache"),
+        max_cost=config.getoption("crucible_max_cost"),
         **_gate_settings(config, db_path.absolute()),
     )
+    if settings.mode == "system" and settings.judge == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
+        raise pytest.UsageError(
+            "--crucible-judge=anthropic needs an API key: ANTHROPIC_API_KEY is not set\n"
+            "HINT: export ANTHROPIC_API_KEY=..., or use the offline judge with --crucible-judge=lexical"
+        )
     return CrucibleSession(settings=settings, is_worker=hasattr(config, "workerinput"))
 
 
@@ -220,6 +244,48 @@ def _golden_file_test(crucible_evaluate) -> None:
     crucible_evaluate()
 
 
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    crucible = config.stash.get(SESSION_KEY, None)
+    if crucible is None or crucible.is_worker or not crucible.judges_answers:
+        return
+    golden = [_golden_of(item) for item in items]
+    golden = [g for g in golden if g is not None and (g.status != "draft" or crucible.settings.include_drafts)]
+    if not golden:
+        return
+    from .judge.select import JudgeSetupError
+
+    try:
+        judge = crucible.engine.judge
+    except JudgeSetupError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if not judge.paid:
+        return
+    from .answers import estimate_answer_layer_cost
+
+    s = crucible.settings
+    estimate = estimate_answer_layer_cost(golden, k=s.retrieval_limit, token_budget=int(s.resolved["retrieval"]["tokenBudget"]),
+                                          model=judge.model, batch=s.judge_batch)
+    crucible.cost_estimate = estimate
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"crucible: {estimate.describe(judge.model, s.judge_batch)} (before cache hits)")
+    if s.max_cost is not None and (estimate.cost_usd is None or estimate.cost_usd > s.max_cost):
+        shown = "unknown (no price for this model)" if estimate.cost_usd is None else f"${estimate.cost_usd:.2f}"
+        raise pytest.UsageError(
+            f"--crucible-max-cost={s.max_cost}: the estimated judge cost {shown} exceeds it; the run was not started\n"
+            "HINT: select fewer items (-k, a marker filter), use --crucible-judge-batch (50% off), "
+            "--crucible-mode=component (no judge), or raise the limit"
+        )
+
+
+def _golden_of(item: pytest.Item):
+    golden = item.stash.get(GOLDEN_ITEM_KEY, None)
+    if golden is None:
+        callspec = getattr(item, "callspec", None)
+        golden = callspec.params.get("golden_item") if callspec is not None and item.get_closest_marker("crucible_golden") else None
+    return golden
+
+
 # -- collection: the marker -----------------------------------------------------------------
 def _marker_paths(metafunc: pytest.Metafunc, raw: str) -> Path:
     path = Path(raw)
@@ -295,8 +361,17 @@ def crucible_config(pytestconfig: pytest.Config):
     return _crucible(pytestconfig).tracked_config
 
 
+@pytest.fixture(scope="session")
+def crucible_embedder():
+    """Embeddings for responseRelevancy. Override in conftest.py to plug in a real model:
+    any object with ``embed(texts) -> numpy array`` (rows L2-normalised) and a ``name``."""
+    from .embed import HashingEmbedder
+
+    return HashingEmbedder()
+
+
 @pytest.fixture
-def crucible_evaluate(request: pytest.FixtureRequest, crucible_pipeline, crucible_config):
+def crucible_evaluate(request: pytest.FixtureRequest, crucible_pipeline, crucible_config, crucible_embedder):
     """Evaluate this test's golden item once; returns its :class:`ItemScore`."""
     node = request.node
 
@@ -307,12 +382,12 @@ def crucible_evaluate(request: pytest.FixtureRequest, crucible_pipeline, crucibl
         golden = node.stash.get(GOLDEN_ITEM_KEY, None)
         if golden is None:
             raise pytest.UsageError("crucible_evaluate needs a golden item: use it in a test marked @crucible.golden(path)")
-        return _evaluate(_crucible(request.config), node, golden, crucible_pipeline, crucible_config)
+        return _evaluate(_crucible(request.config), node, golden, crucible_pipeline, crucible_config, crucible_embedder)
 
     return evaluate
 
 
-def _evaluate(crucible: "CrucibleSession", node: pytest.Item, golden: "GoldenItem", pipeline, config) -> "ItemScore":
+def _evaluate(crucible: "CrucibleSession", node: pytest.Item, golden: "GoldenItem", pipeline, config, embedder) -> "ItemScore":
     """Run the pipeline on one golden item, score it, and decide the item's outcome."""
     from .pipeline import PipelineResultError, coerce_result
     from .scoring import OUTCOME_STRICT, score_error, score_item
@@ -334,7 +409,12 @@ def _evaluate(crucible: "CrucibleSession", node: pytest.Item, golden: "GoldenIte
         _attach(node, crucible, score_error(golden, invalid, latency))
         pytest.fail(f"golden item {golden.id}: {invalid}", pytrace=False)
     score = score_item(golden, result, k=settings.retrieval_limit, latency_ms=latency)
+    if crucible.judges_answers and not settings.judge_batch:
+        crucible.score_answer_layer(score, embedder)
     _attach(node, crucible, score)
+    if score.judge_errors:
+        # In every outcome mode: an item whose judging failed is an error, never a silent pass.
+        pytest.fail(f"golden item {golden.id}: judge failed after retries: " + "; ".join(score.judge_errors), pytrace=False)
     if score.failures and settings.outcome_mode == OUTCOME_STRICT:
         pytest.fail(f"golden item {golden.id}: " + "\n".join(score.failures), pytrace=False)
     return score
@@ -349,6 +429,8 @@ def _attach(node: pytest.Item, crucible: "CrucibleSession", score: "ItemScore") 
     # junit <properties>: plain str/float only (they cross xdist and go into XML as text).
     node.user_properties.append(("crucible.itemId", score.item_id))
     node.user_properties.append(("crucible.configHash", crucible.settings.config_hash))
+    if crucible.judges_answers:
+        node.user_properties.append(("crucible.judge", crucible.engine.judge.label))
     for name, value in score.metrics.items():
         node.user_properties.append((f"crucible.{name}", float(value)))
 
@@ -360,7 +442,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     score = item.stash.get(SCORE_KEY, None)
     if call.when == "call" and score is not None:
         plain = score.to_plain()
-        plain["outcome"] = "error" if score.error else report.outcome
+        plain["outcome"] = "error" if score.error or score.judge_errors else report.outcome
         # A plain dict on the report travels to the xdist controller with it.
         report.crucible_score = plain
     return report
@@ -388,6 +470,8 @@ def pytest_testnodedown(node, error) -> None:
     if crucible is not None and output:
         crucible.config_reads.update(output["reads"])
         crucible.evaluated += output["evaluated"]
+        for name, value in output.get("judge", {}).items():
+            crucible.worker_judge[name] = crucible.worker_judge.get(name, 0) + value
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -396,7 +480,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if crucible is None:
         return
     if crucible.is_worker:
-        session.config.workeroutput["crucible"] = {"reads": sorted(crucible.config_reads), "evaluated": crucible.evaluated}
+        session.config.workeroutput["crucible"] = {
+            "reads": sorted(crucible.config_reads),
+            "evaluated": crucible.evaluated,
+            "judge": {name: float(value) for name, value in crucible.judge_summary().items()},
+        }
         return
     try:
         crucible.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)

@@ -42,6 +42,11 @@ class ItemScore:
     # The pipeline raised or returned an invalid result: the item fails in every mode.
     error: str | None = None
     outcome: str = ""
+    # Judge requests that failed after retries: the item's judge-based metrics are void.
+    judge_errors: list[str] = field(default_factory=list)
+    # The verdicts behind the answer metrics (for reports), and new judge-cache rows for the store.
+    verdicts: dict[str, Any] = field(default_factory=dict)
+    cache_rows: list[dict[str, Any]] = field(default_factory=list)
 
     def to_plain(self) -> dict[str, Any]:
         return asdict(self)

@@ -37,6 +37,12 @@ class Settings:
     floors: tuple[tuple[str, float], ...] = ()
     multiple: str = "none"
     seed: int = 1337
+    # The judge of the answer layer (system mode only).
+    judge: str = "auto"
+    judge_model: str | None = None
+    judge_batch: bool = False
+    judge_cache: str = "readwrite"
+    max_cost: float | None = None
 
     @property
     def retrieval_limit(self) -> int:
@@ -64,8 +70,14 @@ class CrucibleSession:
     comparison: Any = None
     gate_failures: list[str] = field(default_factory=list)
     gate_checked: bool = False
+    # Counters reported by xdist workers (their engines ran the judge).
+    worker_judge: dict[str, float] = field(default_factory=dict)
+    cost_estimate: Any = None
+    batch_errors: list[str] = field(default_factory=list)
+    embedder: Any = None
     _store: Any = None
     _tracked: TrackedConfig | None = None
+    _engine: Any = None
 
     # -- the config handed to the pipeline ---------------------------------------
     @property
@@ -79,6 +91,63 @@ class CrucibleSession:
             return []
         return unread_changed_keys(self.settings.resolved, self.config_reads)
 
+    # -- the judge ---------------------------------------------------------------------------------
+    @property
+    def judges_answers(self) -> bool:
+        return self.settings.mode == "system"
+
+    @property
+    def engine(self):
+        """The session's judge engine, its cache preloaded from the database (read-only)."""
+        if self._engine is None:
+            from .judge.engine import JudgeEngine
+            from .judge.select import make_judge, read_cache_rows
+
+            s = self.settings
+            engine = JudgeEngine(make_judge(s.judge, model=s.judge_model, batch=s.judge_batch), cache_mode=s.judge_cache)
+            if s.judge_cache != "off":
+                engine.load_cache(read_cache_rows(s.db_path, engine.model, engine.prompt_version))
+            self._engine = engine
+        return self._engine
+
+    def score_answer_layer(self, score, embedder) -> None:
+        """Judge one item's answer layer now (the non-batch path), into its ItemScore."""
+        from .answers import AnswerInputs, score_answers
+
+        self.embedder = embedder
+        [result] = score_answers([AnswerInputs.from_score(score.to_plain())], self.engine, embedder)
+        score.metrics.update(result.metrics)
+        score.judge_errors = result.errors
+        score.verdicts = result.verdicts
+        score.cache_rows = self.engine.drain_cache_rows()
+
+    def score_answers_in_batch(self) -> None:
+        """Message Batches: judge every recorded item of the run at once, at session end."""
+        from .answers import AnswerInputs, score_answers
+        from .embed import HashingEmbedder
+
+        store = self.store
+        document = store.export_run(self.run_id)
+        items = {golden["item_id"]: golden["item"] for golden in document["goldenItems"]}
+        rows = [row for row in document["results"] if not row.get("error")]
+        inputs = [AnswerInputs.from_score({**row, "item": items[row["item_id"]]}) for row in rows]
+        results = score_answers(inputs, self.engine, self.embedder or HashingEmbedder())
+        for row, result in zip(rows, results):
+            store.add_answer_scores(self.run_id, row["item_id"], result.metrics, result.errors, result.verdicts)
+            self.batch_errors.extend(f"golden item {row['item_id']}: judge failed: {error}" for error in result.errors)
+        store.add_cache_rows(self.engine.drain_cache_rows())
+
+    def judge_summary(self) -> dict[str, Any]:
+        """Requests, cache hits, tokens and cost of this session's judging (all processes)."""
+        totals = dict(self.worker_judge)
+        if self._engine is not None:
+            for name, value in self._engine.stats.as_dict().items():
+                totals[name] = totals.get(name, 0) + value
+            usage = self._engine.judge.usage()
+            for name in ("input_tokens", "output_tokens", "cost_usd"):
+                totals[name] = totals.get(name, 0) + getattr(usage, name)
+        return totals
+
     # -- the run in the store ------------------------------------------------------
     @property
     def store(self):
@@ -91,7 +160,12 @@ class CrucibleSession:
     def _ensure_run(self) -> str:
         if self.run_id is None:
             s = self.settings
+            judge = self.engine.judge if self.judges_answers else None
             self.run_id = self.store.start_run(
+                judge_model=judge.model if judge else None,
+                judge_prompt_version=judge.prompt_version if judge else None,
+                judge_label=judge.label if judge else None,
+                cost_estimate_usd=self.cost_estimate.cost_usd if self.cost_estimate else None,
                 config_hash=s.config_hash,
                 params=s.params,
                 resolved=s.resolved,
@@ -120,8 +194,19 @@ class CrucibleSession:
         from .golden_set import golden_set_hash
 
         store = self.store
-        self.status = "interrupted" if interrupted else "complete"
-        store.finish_run(self.run_id, status=self.status, golden_hash=golden_set_hash(store.golden_items(self.run_id)))
+        if not interrupted and self.judges_answers and self.settings.judge_batch:
+            self.score_answers_in_batch()
+        judge_errors = store.db.conn.execute(
+            "SELECT COUNT(*) FROM results WHERE run_id = ? AND judge_errors != '[]'", [self.run_id]).fetchone()[0]
+        self.status = "interrupted" if interrupted else "incomplete" if judge_errors else "complete"
+        summary = self.judge_summary()
+        judge = {
+            "stats": {name: int(summary.get(name, 0)) for name in ("requests", "cache_hits", "judged", "failures")},
+            "cost_usd": summary.get("cost_usd"),
+            "input_tokens": int(summary.get("input_tokens", 0)),
+            "output_tokens": int(summary.get("output_tokens", 0)),
+        } if self.judges_answers else None
+        store.finish_run(self.run_id, status=self.status, golden_hash=golden_set_hash(store.golden_items(self.run_id)), judge=judge)
 
     # -- the gate ----------------------------------------------------------------------------
     def apply_gate(self) -> list[str]:
@@ -176,6 +261,8 @@ class CrucibleSession:
         return lines
 
     def close(self) -> None:
+        if self._engine is not None:
+            self._engine.judge.close()
         if self._store is not None:
             self._store.close()
             self._store = None
@@ -187,4 +274,7 @@ class CrucibleSession:
         from .report.terminal import run_summary_lines
 
         lines = run_summary_lines(self.store, self.run_id, unread_keys=self.unread_config_keys(), faults=self.faults)
+        lines.extend(f"JUDGE ERROR {error}" for error in self.batch_errors)
+        if self.status == "incomplete":
+            lines.append("WARNING run incomplete: some items' judge requests failed after retries; their answer metrics are missing")
         return lines + self.gate_lines()

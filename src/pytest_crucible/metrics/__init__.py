@@ -1,1 +1,18 @@
-"""Metric implementations for pytest-crucible (pure functions, standard library only)."""
+"""Metric implementations for pytest-crucible: pure functions, never pytest (retrieval: standard library only)."""
+
+# Metric families, in the order the spec's metrics JSON lists them, and the metrics
+# where lower is better (every other metric is higher-is-better). One list for the
+# comparison, the terminal and the JSON views.
+METRIC_FAMILIES: dict[str, tuple[str, ...]] = {
+    "retrieval": ("recallAtK", "precisionAtK", "ndcgAt10", "mrr", "hitAtK"),
+    "ragas": ("faithfulness", "responseRelevancy", "contextPrecision", "contextRecall", "noiseSensitivity"),
+    "abstention": ("truthfulness", "abstainRate", "aurc"),
+}
+LOWER_IS_BETTER = frozenset({"noiseSensitivity", "aurc", "eAurc", "nearMissRate", "attackSuccessRate", "falsePositiveRate"})
+
+
+def ordered_metrics(names) -> list[str]:
+    """Known metrics in family order, then the rest alphabetically."""
+    names = set(names)
+    known = [name for family in METRIC_FAMILIES.values() for name in family if name in names]
+    return known + sorted(names - set(known))

@@ -5,30 +5,41 @@ from __future__ import annotations
 import json
 from typing import Any
 
-# Display order of metric families; metrics not listed here follow alphabetically.
-METRIC_ORDER = ("recallAtK", "precisionAtK", "mrr", "ndcgAt10", "hitAtK")
-
-
-def ordered_metrics(names) -> list[str]:
-    known = [name for name in METRIC_ORDER if name in names]
-    return known + sorted(name for name in names if name not in METRIC_ORDER)
+from ..metrics import ordered_metrics
 
 
 def metric_table(means: dict[str, tuple[float, int]], k: int | None = None) -> list[str]:
-    lines = [f"  {'metric':<14} {'mean':>8} {'n':>6}"]
+    lines = [f"  {'metric':<18} {'mean':>8} {'n':>6}"]
     for name in ordered_metrics(means):
         mean, n = means[name]
         label = name.replace("AtK", f"@{k}") if k and name.endswith("AtK") else name.replace("At10", "@10")
-        lines.append(f"  {label:<14} {mean:>8.4f} {n:>6}")
+        lines.append(f"  {label:<18} {mean:>8.4f} {n:>6}")
     return lines
 
 
 def run_header(run: dict[str, Any]) -> list[str]:
     config = run.get("config_path") or "(defaults)"
-    return [
+    lines = [
         f"run {run['id']}  status {run['status']}  mode {run['mode']}  outcome {run['outcome_mode']}",
         f"config {config}  configHash {run['config_hash'][:12]}",
     ]
+    if run.get("judge_model"):
+        lines.append(judge_line(run))
+    return lines
+
+
+def judge_line(run: dict[str, Any]) -> str:
+    """e.g. ``judge lexical-v1 (offline heuristic), prompts lexical-v1: 310 requests, 310 cached, 0 judged, 0 failed``."""
+    line = f"judge {run.get('judge_label') or run['judge_model']}, prompts {run.get('judge_prompt_version')}"
+    stats = json.loads(run["judge_stats"]) if run.get("judge_stats") else None
+    if stats:
+        line += (f": {stats.get('requests', 0)} requests, {stats.get('cache_hits', 0)} cached, "
+                 f"{stats.get('judged', 0)} judged, {stats.get('failures', 0)} failed")
+    if run.get("cost_usd"):
+        line += f", ${run['cost_usd']:.4f} ({run.get('input_tokens') or 0:,} in / {run.get('output_tokens') or 0:,} out tokens)"
+    if run.get("cost_estimate_usd") is not None:
+        line += f", estimated ${run['cost_estimate_usd']:.2f}"
+    return line
 
 
 def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults: list[str] = ()) -> list[str]:

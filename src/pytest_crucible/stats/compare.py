@@ -15,20 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from ..config import config_diff
+from ..metrics import LOWER_IS_BETTER, METRIC_FAMILIES, ordered_metrics
 from . import holm_adjust, min_pairs_for_alpha, paired_test
 
 DEFAULT_SEED = 1337
 ALPHA = 0.05
 
-# Metrics where lower is better; every other metric is higher-is-better.
-LOWER_IS_BETTER = frozenset({"noiseSensitivity", "aurc", "eAurc", "nearMissRate", "attackSuccessRate", "falsePositiveRate"})
-
-# Metric families, in the order the spec's metrics JSON lists them.
-FAMILIES: dict[str, tuple[str, ...]] = {
-    "retrieval": ("recallAtK", "precisionAtK", "ndcgAt10", "mrr", "hitAtK"),
-    "ragas": ("faithfulness", "responseRelevancy", "contextPrecision", "contextRecall", "noiseSensitivity"),
-    "abstention": ("truthfulness", "abstainRate", "aurc"),
-}
+FAMILIES = METRIC_FAMILIES
 
 
 def family_of(metric: str) -> str | None:
@@ -144,11 +137,6 @@ def check_comparable(a: RunData, b: RunData) -> None:
             )
 
 
-def _ordered(names: Iterable[str]) -> list[str]:
-    known = [name for names_ in FAMILIES.values() for name in names_ if name in names]
-    return known + sorted(name for name in names if name not in known)
-
-
 def compare_run_data(
     a: RunData,
     b: RunData,
@@ -163,7 +151,7 @@ def compare_run_data(
     check_comparable(a, b)
     shared = sorted(set(a.item_ids) & set(b.item_ids))
     shared_set = set(shared)
-    names = _ordered(set(a.metrics) | set(b.metrics)) if metrics is None else list(metrics)
+    names = ordered_metrics(set(a.metrics) | set(b.metrics)) if metrics is None else list(metrics)
     results: dict[str, MetricComparison] = {}
     for name in names:
         left, right = a.metrics.get(name, {}), b.metrics.get(name, {})

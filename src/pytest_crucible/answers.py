@@ -1,0 +1,228 @@
+"""The answer layer: RAGAS metrics for many items at once, through the one judge engine.
+
+Work is done in two rounds so that a batching judge can send each round as one
+Message Batch: round 1 extracts claims, generates questions and grades each chunk's
+usefulness; round 2 checks claims against the context. Inputs and outputs are plain
+data, so the same function scores an item inside its test or, with batching, every
+item of a run at the end of the session.
+
+What is scored when (an abstention is never a NaN):
+- ``contextPrecision`` and ``contextRecall`` judge the *retrieved context* against
+  the reference, so they are scored for every item with a reference, abstained or not;
+- ``faithfulness``, ``responseRelevancy`` and ``noiseSensitivity`` judge the *answer*,
+  so an abstained (or empty) answer is left out of them; the abstention layer counts it.
+
+This module never imports pytest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from .judge.engine import JudgeEngine
+from .judge.types import (
+    ClaimsRequest,
+    ClaimsVerdict,
+    EntailmentRequest,
+    EntailmentVerdict,
+    JudgeFailure,
+    JudgeRequest,
+    QuestionsRequest,
+    QuestionsVerdict,
+    UsefulnessRequest,
+    UsefulnessVerdict,
+)
+from .metrics import answer as formulas
+
+ANSWER_METRICS = ("faithfulness", "responseRelevancy", "contextPrecision", "contextRecall", "noiseSensitivity")
+GENERATED_QUESTIONS = 3
+
+
+@dataclass(frozen=True)
+class AnswerInputs:
+    """What the answer layer reads of one item (plain data)."""
+
+    item_id: str
+    question: str
+    answer: str | None
+    abstained: bool
+    contexts: tuple[str, ...]
+    reference: str | None
+
+    @property
+    def has_answer(self) -> bool:
+        return bool(self.answer and self.answer.strip()) and not self.abstained
+
+    @classmethod
+    def from_score(cls, score: dict[str, Any]) -> "AnswerInputs":
+        item = score["item"]
+        return cls(
+            item_id=score["item_id"],
+            question=score["question"],
+            answer=score.get("answer"),
+            abstained=bool(score.get("abstained")),
+            contexts=tuple(chunk.get("text") or "" for chunk in score.get("retrieved") or []),
+            reference=item.get("reference"),
+        )
+
+
+@dataclass
+class AnswerScore:
+    metrics: dict[str, float] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    # The verdicts behind the numbers, kept for the report (plain JSON).
+    verdicts: dict[str, Any] = field(default_factory=dict)
+
+
+class _Plan:
+    """The requests of one item, and where their verdicts go."""
+
+    def __init__(self, inputs: AnswerInputs):
+        self.inputs = inputs
+        self.score = AnswerScore()
+        self.answer_claims: list[str] | None = None
+        self.reference_claims: list[str] | None = None
+        self.questions: QuestionsVerdict | None = None
+        self.useful: list[bool] | None = None
+
+    def fail(self, what: str, failure: JudgeFailure) -> None:
+        self.score.errors.append(f"{what}: {failure.message}")
+
+
+def _run_round(engine: JudgeEngine, wanted: list[tuple[_Plan, str, JudgeRequest]]) -> list[Any]:
+    return engine.run([request for _, _, request in wanted]) if wanted else []
+
+
+def score_answers(batch: Sequence[AnswerInputs], engine: JudgeEngine, embedder) -> list[AnswerScore]:
+    """Score the answer layer of many items; one AnswerScore per input, in order."""
+    plans = [_Plan(inputs) for inputs in batch]
+
+    # Round 1: claims of the answer and of the reference, generated questions, chunk usefulness.
+    round1: list[tuple[_Plan, str, JudgeRequest]] = []
+    for plan in plans:
+        inputs = plan.inputs
+        if inputs.has_answer:
+            round1.append((plan, "answer_claims", ClaimsRequest(question=inputs.question, text=inputs.answer or "")))
+            round1.append((plan, "questions", QuestionsRequest(answer=inputs.answer or "", n=GENERATED_QUESTIONS)))
+        if inputs.reference:
+            round1.append((plan, "reference_claims", ClaimsRequest(question=inputs.question, text=inputs.reference)))
+            for chunk in inputs.contexts:
+                round1.append((plan, "useful", UsefulnessRequest(question=inputs.question, reference=inputs.reference, chunk=chunk)))
+    for (plan, slot, _), verdict in zip(round1, _run_round(engine, round1)):
+        if isinstance(verdict, JudgeFailure):
+            plan.fail(slot.replace("_", " "), verdict)
+        elif slot == "answer_claims":
+            plan.answer_claims = list(verdict.claims)
+        elif slot == "reference_claims":
+            plan.reference_claims = list(verdict.claims)
+        elif slot == "questions":
+            plan.questions = verdict
+        else:
+            plan.useful = (plan.useful or []) + [bool(verdict.useful)]
+
+    # Round 2: claims against the context (faithfulness, context recall), against the
+    # reference, and against each chunk (noise sensitivity).
+    round2: list[tuple[_Plan, str, JudgeRequest]] = []
+    for plan in plans:
+        inputs = plan.inputs
+        contexts = inputs.contexts
+        if plan.answer_claims and contexts:
+            round2.append((plan, "faithfulness", EntailmentRequest(context=contexts, claims=tuple(plan.answer_claims))))
+        if plan.reference_claims and contexts:
+            round2.append((plan, "recall", EntailmentRequest(context=contexts, claims=tuple(plan.reference_claims))))
+        if plan.answer_claims and plan.reference_claims and contexts:
+            round2.append((plan, "correct", EntailmentRequest(context=(inputs.reference or "",), claims=tuple(plan.answer_claims))))
+            both = tuple(plan.answer_claims) + tuple(plan.reference_claims)
+            for chunk in contexts:
+                round2.append((plan, "per_chunk", EntailmentRequest(context=(chunk,), claims=both)))
+    per_chunk: dict[int, list[EntailmentVerdict]] = {}
+    correct: dict[int, list[bool]] = {}
+    for (plan, slot, _), verdict in zip(round2, _run_round(engine, round2)):
+        if isinstance(verdict, JudgeFailure):
+            plan.fail(slot.replace("_", " "), verdict)
+            continue
+        if slot == "faithfulness":
+            _put(plan, "faithfulness", formulas.faithfulness(verdict.supported))
+            plan.score.verdicts["faithfulness"] = {"claims": plan.answer_claims, "supported": verdict.supported, "reasons": verdict.reasons}
+        elif slot == "recall":
+            _put(plan, "contextRecall", formulas.context_recall(verdict.supported))
+            plan.score.verdicts["contextRecall"] = {"referenceClaims": plan.reference_claims, "attributed": verdict.supported}
+        elif slot == "correct":
+            correct[id(plan)] = list(verdict.supported)
+        else:
+            per_chunk.setdefault(id(plan), []).append(verdict)
+
+    for plan in plans:
+        if plan.score.errors:
+            # Any failed request voids the item's judge-based metrics: reported, never half-scored.
+            plan.score.metrics.clear()
+            continue
+        inputs = plan.inputs
+        if plan.answer_claims and not inputs.contexts:
+            _put(plan, "faithfulness", 0.0)  # claims with nothing retrieved to support them
+        if plan.useful is not None:
+            _put(plan, "contextPrecision", formulas.context_precision(plan.useful))
+            plan.score.verdicts["contextPrecision"] = {"useful": plan.useful}
+        if plan.questions is not None:
+            vectors = embedder.embed([inputs.question, *plan.questions.questions])
+            _put(plan, "responseRelevancy", formulas.response_relevancy(vectors[0], vectors[1:], plan.questions.noncommittal))
+            plan.score.verdicts["responseRelevancy"] = {"questions": plan.questions.questions, "noncommittal": plan.questions.noncommittal}
+        chunks = per_chunk.get(id(plan))
+        if chunks is not None and id(plan) in correct and plan.answer_claims and plan.reference_claims is not None:
+            n_answer = len(plan.answer_claims)
+            supported = [verdict.supported[:n_answer] for verdict in chunks]
+            relevant = [any(verdict.supported[n_answer:]) for verdict in chunks]
+            _put(plan, "noiseSensitivity", formulas.noise_sensitivity(correct[id(plan)], supported, relevant, mode="relevant"))
+    return [plan.score for plan in plans]
+
+
+def _put(plan: _Plan, name: str, value: float | None) -> None:
+    if value is not None:
+        plan.score.metrics[name] = float(value)
+
+
+# -- cost before spending ---------------------------------------------------------------------
+PROMPT_OVERHEAD_TOKENS = 400  # instructions + JSON schema per request (measured on the crucible-v1 prompts, rounded up)
+OUTPUT_TOKENS_PER_REQUEST = 150
+DEFAULT_ANSWER_TOKENS = 80
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+
+    def describe(self, model: str, batch: bool) -> str:
+        cost = "unknown price" if self.cost_usd is None else f"${self.cost_usd:.2f}"
+        return (f"judge cost estimate: {self.requests} requests, ~{self.input_tokens:,} input + ~{self.output_tokens:,} output tokens, "
+                f"{cost} with {model}" + (" (Message Batches, 50% off)" if batch else ""))
+
+
+def estimate_answer_layer_cost(items: Sequence[Any], *, k: int, token_budget: int, model: str, batch: bool) -> CostEstimate:
+    """Requests and tokens the answer layer will spend on these golden items, before any answer exists.
+
+    Retrieved chunks are assumed to fill the config's ``tokenBudget`` evenly over ``k``
+    chunks, answers to be as long as the reference (or 80 tokens). The request plan is
+    exactly :func:`score_answers`' (2k + 6 requests per item with a reference, 3 without).
+    """
+    from .judge.prices import cost_usd, estimate_tokens
+
+    requests = input_tokens = 0
+    chunk = max(1, token_budget // max(1, k))
+    p = PROMPT_OVERHEAD_TOKENS
+    for item in items:
+        q = estimate_tokens(item.question)
+        r = estimate_tokens(item.reference) if item.reference else 0
+        a = r or DEFAULT_ANSWER_TOKENS
+        tokens = (p + q + a) + (p + a) + (p + k * chunk + a)  # answer claims, questions, faithfulness
+        n = 3
+        if item.reference:
+            tokens += (p + q + r) + k * (p + q + r + chunk) + (p + k * chunk + r) + (p + r + a) + k * (p + chunk + a + r)
+            n += 2 * k + 3
+        requests += n
+        input_tokens += tokens
+    output_tokens = requests * OUTPUT_TOKENS_PER_REQUEST
+    return CostEstimate(requests, input_tokens, output_tokens, cost_usd(model, input_tokens, output_tokens, batch=batch))

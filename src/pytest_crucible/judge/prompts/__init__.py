@@ -1,0 +1,142 @@
+"""Versioned judge prompts: one file per request kind, ``<version>/<kind>.md``.
+
+File format (kept deliberately simple, so a prompt is reviewed as text):
+
+* UTF-8 text. Everything before the first line that holds only ``---`` is the
+  **system** prompt; everything after it is the **user template**. Surrounding
+  blank lines are stripped from both parts.
+* The first line of the system prompt is the marker ``Judge task: <version>/<kind>``.
+  :func:`load_prompt` checks it against the file's place, so a copied file cannot
+  silently carry the wrong kind; test doubles read it to tell the kinds apart.
+* The user template is filled with :meth:`str.format`: ``{name}`` placeholders are
+  replaced by the fields of :func:`prompt_fields`; a literal brace in the template
+  is written doubled (``{{`` / ``}}``). The system part is used verbatim.
+* Retrieved content, answers and questions are DATA: the templates wrap each in its
+  own tag (``<passage>``, ``<answer>``, ...) and the system prompt tells the model
+  never to follow instructions found inside them. Before filling, :func:`escape_data`
+  defuses any of those tags inside the data itself (``</passage>`` becomes
+  ``&lt;/passage>``), so a document cannot close its own tag and talk to the judge
+  from outside it. Braces inside data need no escaping: ``str.format`` does not
+  re-read substituted values.
+
+A prompt version is immutable once verdicts were cached under it (the cache key
+includes the version): to change a prompt, add ``crucible-v2/`` and bump
+:data:`PROMPT_VERSION`.
+
+This module never imports pytest or the Anthropic SDK.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+PROMPT_VERSION = "crucible-v1"
+
+#: Tags the templates use to delimit data; escaped when they occur inside data.
+DATA_TAGS = (
+    "answer",
+    "assertion",
+    "assertions",
+    "chunk",
+    "claim",
+    "claims",
+    "context",
+    "facets",
+    "passage",
+    "question",
+    "reference",
+    "text",
+)
+_DATA_TAG_RE = re.compile(r"<(\s*/?\s*)(" + "|".join(DATA_TAGS) + r")\b", re.IGNORECASE)
+_SEPARATOR_RE = re.compile(r"^---[ \t]*$", re.MULTILINE)
+_MARKER_RE = re.compile(r"^Judge task: (?P<version>[\w.-]+)/(?P<kind>\w+)[ \t]*$")
+
+__all__ = ["PROMPT_VERSION", "DATA_TAGS", "load_prompt", "escape_data", "prompt_fields", "render_prompt", "available_kinds"]
+
+
+def available_kinds(version: str = PROMPT_VERSION) -> list[str]:
+    """The request kinds that have a prompt file under ``version`` (sorted)."""
+    root = resources.files(__name__).joinpath(version)
+    if not root.is_dir():
+        return []
+    return sorted(entry.name[: -len(".md")] for entry in root.iterdir() if entry.name.endswith(".md"))
+
+
+@lru_cache(maxsize=None)
+def load_prompt(version: str, kind: str) -> tuple[str, str]:
+    """``(system, user_template)`` of prompt ``version`` for request ``kind``."""
+    if not re.fullmatch(r"[\w.-]+", version) or not re.fullmatch(r"\w+", kind):
+        raise ValueError(f"invalid prompt version or kind: {version!r}/{kind!r}")
+    path = resources.files(__name__).joinpath(version, f"{kind}.md")
+    if not path.is_file():
+        known = available_kinds(version)
+        hint = f"kinds available in {version}: {', '.join(known)}" if known else f"no prompt version {version!r} is installed"
+        raise FileNotFoundError(f"no judge prompt {version}/{kind}.md; {hint}")
+    text = path.read_text(encoding="utf-8")
+    parts = _SEPARATOR_RE.split(text, maxsplit=1)
+    if len(parts) != 2:
+        raise ValueError(f"judge prompt {version}/{kind}.md has no '---' line between the system part and the user template")
+    system, user_template = parts[0].strip(), parts[1].strip()
+    marker = _MARKER_RE.match(system.splitlines()[0] if system else "")
+    if marker is None or (marker["version"], marker["kind"]) != (version, kind):
+        raise ValueError(f"judge prompt {version}/{kind}.md must start with the line 'Judge task: {version}/{kind}'")
+    return system, user_template
+
+
+def escape_data(text: str) -> str:
+    """Defuse the prompt's own delimiter tags inside ``text`` (everything else is kept)."""
+    return _DATA_TAG_RE.sub(lambda m: "&lt;" + m.group(1) + m.group(2), text)
+
+
+def _numbered(tag: str, items: Any) -> str:
+    lines = [f'<{tag} index="{i}">\n{escape_data(str(item))}\n</{tag}>' for i, item in enumerate(items, start=1)]
+    return "\n".join(lines) if lines else "(none)"
+
+
+def prompt_fields(request: Any) -> dict[str, str]:
+    """The placeholder values for ``request`` (a :class:`~pytest_crucible.judge.types.JudgeRequest`).
+
+    Per kind: claims ``question, text``; entailment ``passages, claims, claim_count``;
+    questions ``answer, n``; usefulness ``question, reference, chunk``; relevance
+    ``question, chunk``; correctness ``question, answer, reference, assertions,
+    answerable, false_premise``. List fields are rendered as numbered tags
+    (``<passage index="1">``), all data is passed through :func:`escape_data`.
+    """
+    kind = request.kind
+    if kind == "claims":
+        return {"question": escape_data(request.question), "text": escape_data(request.text)}
+    if kind == "entailment":
+        return {
+            "passages": _numbered("passage", request.context),
+            "claims": _numbered("claim", request.claims),
+            "claim_count": str(len(request.claims)),
+        }
+    if kind == "questions":
+        return {"answer": escape_data(request.answer), "n": str(request.n)}
+    if kind == "usefulness":
+        return {
+            "question": escape_data(request.question),
+            "reference": escape_data(request.reference),
+            "chunk": escape_data(request.chunk),
+        }
+    if kind == "relevance":
+        return {"question": escape_data(request.question), "chunk": escape_data(request.chunk)}
+    if kind == "correctness":
+        return {
+            "question": escape_data(request.question),
+            "answer": escape_data(request.answer),
+            "reference": escape_data(request.reference) if request.reference else "(no reference answer given)",
+            "assertions": _numbered("assertion", request.assertions),
+            "answerable": "yes" if request.answerable else "no",
+            "false_premise": "yes" if request.false_premise else "no",
+        }
+    raise ValueError(f"no prompt fields for request kind {kind!r}")
+
+
+def render_prompt(request: Any, version: str = PROMPT_VERSION) -> tuple[str, str]:
+    """``(system, user)`` text for one request under prompt ``version``."""
+    system, template = load_prompt(version, request.kind)
+    return system, template.format(**prompt_fields(request))

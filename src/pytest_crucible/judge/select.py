@@ -1,0 +1,56 @@
+"""Which judge a session uses: Claude when an API key is configured, else the offline lexical judge."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from .engine import Judge
+
+JUDGE_CHOICES = ("auto", "lexical", "anthropic")
+
+
+class JudgeSetupError(Exception):
+    """The requested judge cannot be used; ``str()`` is the user-facing message."""
+
+
+def make_judge(name: str = "auto", *, model: str | None = None, batch: bool = False) -> Judge:
+    if name == "auto":
+        name = "anthropic" if os.environ.get("ANTHROPIC_API_KEY") else "lexical"
+    if name == "lexical":
+        from .lexical import LexicalJudge
+
+        return LexicalJudge()
+    if name == "anthropic":
+        if not os.environ.get("ANTHROPIC_API_KEY"):
+            raise JudgeSetupError(
+                "--crucible-judge=anthropic needs an API key: ANTHROPIC_API_KEY is not set\n"
+                "HINT: export ANTHROPIC_API_KEY=..., or use the offline judge with --crucible-judge=lexical"
+            )
+        from .anthropic_judge import AnthropicJudge
+        from .prices import DEFAULT_JUDGE_MODEL
+
+        # The SDK reads ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL itself; the key never passes through us.
+        return AnthropicJudge(model or DEFAULT_JUDGE_MODEL, batch=batch)
+    raise JudgeSetupError(f"unknown judge {name!r}: expected one of {', '.join(JUDGE_CHOICES)}")
+
+
+def read_cache_rows(db_path: Path, judge_model: str, prompt_version: str) -> list[dict[str, Any]]:
+    """Cached verdicts of one judge, read without writing (workers may read, never write)."""
+    if not db_path.exists():
+        return []
+    try:
+        conn = sqlite3.connect(f"{db_path.as_uri()}?mode=ro", uri=True, timeout=30.0)
+    except sqlite3.Error:
+        return []
+    try:
+        rows = conn.execute(
+            "SELECT key, verdict FROM judge_cache WHERE judge_model = ? AND prompt_version = ?", [judge_model, prompt_version]
+        ).fetchall()
+    except sqlite3.Error:  # an older file without the table: nothing cached yet
+        return []
+    finally:
+        conn.close()
+    return [{"key": key, "verdict": verdict} for key, verdict in rows]

@@ -1,0 +1,498 @@
+"""A small, real Anthropic API double for tests: an HTTP server on 127.0.0.1.
+
+The real SDK talks to it over real sockets (``AnthropicJudge(base_url=mock.base_url)``),
+so retries, headers, JSONL streaming and URL resolution are the SDK's own. Routes:
+
+* ``POST /v1/messages`` - answers with a Message whose single text block is the
+  JSON the pluggable :attr:`MockAnthropic.responder` returns for the request.
+* ``POST /v1/messages/batches`` - records a batch and computes every result up front.
+* ``GET /v1/messages/batches/{id}`` - ``in_progress`` for the first
+  :attr:`polls_until_ended` - 1 polls, then ``ended`` with a ``results_url``
+  (relative or absolute, see :attr:`results_url_mode`).
+* ``GET /v1/messages/batches/{id}/results`` - JSONL, deliberately NOT in request order.
+
+The request kind is read from the marker line every crucible prompt starts with
+(``Judge task: <version>/<kind>``). Faults are scripted per route and consumed in
+order; everything received (paths, headers, bodies) is recorded so a test can assert
+what was sent and that a secret never leaks into anything the code under test made.
+
+Use the ``mock_anthropic`` fixture (defined here; tests/conftest.py imports it).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import socket
+import struct
+import threading
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+import pytest
+
+MARKER_RE = re.compile(r"Judge task: (?P<version>[\w.-]+)/(?P<kind>\w+)")
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    408: "timeout_error",
+    409: "invalid_request_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    502: "api_error",
+    503: "api_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+ROUTES = ("messages", "batches_create", "batches_retrieve", "batches_results")
+
+
+@dataclass
+class MockRequest:
+    """One Messages request (direct, or one entry of a batch) as the responder sees it."""
+
+    kind: str | None
+    prompt_version: str | None
+    system: str
+    user: str
+    body: dict[str, Any]
+    custom_id: str | None = None
+
+    @property
+    def model(self) -> str:
+        return str(self.body.get("model", ""))
+
+    @property
+    def schema(self) -> dict[str, Any] | None:
+        fmt = (self.body.get("output_config") or {}).get("format") or {}
+        return fmt.get("schema")
+
+
+@dataclass
+class Fault:
+    """A scripted response. kind: status | reset | text | json | raw_body | message."""
+
+    kind: str
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    body: Any = None
+
+
+def default_verdict(request: MockRequest) -> dict[str, Any]:
+    """A valid verdict for each kind, shaped by the request (claim count, n)."""
+    kind = request.kind
+    if kind == "claims":
+        return {"claims": ["The sky is blue.", "Water is wet."]}
+    if kind == "entailment":
+        count = len(re.findall(r'<claim index="\d+">', request.user))
+        return {"supported": [i % 2 == 0 for i in range(count)], "reasons": [f"reason {i + 1}" for i in range(count)]}
+    if kind == "questions":
+        match = re.search(r"exactly (\d+) questions", request.user)
+        n = int(match.group(1)) if match else 3
+        return {"questions": [f"Question {i + 1}?" for i in range(n)], "noncommittal": [False] * n}
+    if kind == "usefulness":
+        return {"useful": True, "reason": "it states the fact"}
+    if kind == "relevance":
+        return {"grade": 2, "reason": "partly answers"}
+    if kind == "correctness":
+        return {"grade": "perfect", "reason": "matches the reference"}
+    return {"error": f"mock does not know kind {kind!r}"}
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat().replace("+00:00", "Z") if moment else None
+
+
+class MockAnthropic:
+    """The server plus its controls. Create through the ``mock_anthropic`` fixture."""
+
+    def __init__(self) -> None:
+        self.responder: Callable[[MockRequest], dict[str, Any] | str] = default_verdict
+        self.usage: dict[str, int] = {"input_tokens": 1000, "output_tokens": 100}
+        self.thinking_block = False  # put a thinking block before the text block
+        self.response_delay = 0.0  # seconds each POST /v1/messages takes
+        self.polls_until_ended = 2
+        self.results_url_mode = "relative"  # or "absolute"
+        self.batch_outcomes: dict[int, str] = {}  # request index in the next batch -> errored|expired|canceled|missing
+        self.shuffle_seed = 1234
+        self.faults: dict[str, deque[Fault]] = {route: deque() for route in ROUTES}
+        self.counts: Counter[str] = Counter()  # by route name
+        self.paths: Counter[str] = Counter()  # by "METHOD /path"
+        self.received: list[dict[str, Any]] = []  # method, path, headers, body
+        self.batches: dict[str, dict[str, Any]] = {}
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+        self._ids = 0
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.base_url = ""
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> "MockAnthropic":
+        mock = self
+
+        class Handler(_Handler):
+            server_mock = mock
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        host, port = self._server.server_address[:2]
+        self.base_url = f"http://{host}:{port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    # -- fault controls ----------------------------------------------------------------------
+    def fail_status(self, status: int, times: int = 1, *, headers: dict[str, str] | None = None, body: Any = None, route: str = "messages") -> None:
+        """The next ``times`` responses on ``route`` are HTTP ``status`` (with ``retry-after-ms: 1`` unless headers say otherwise)."""
+        hdrs = {"retry-after-ms": "1"} if headers is None else dict(headers)
+        for _ in range(times):
+            self.faults[route].append(Fault("status", status=status, headers=hdrs, body=body))
+
+    def fail_reset(self, times: int = 1, *, route: str = "messages") -> None:
+        """The next ``times`` requests on ``route`` get their connection reset without a response."""
+        for _ in range(times):
+            self.faults[route].append(Fault("reset"))
+
+    def reply_text(self, text: str, times: int = 1) -> None:
+        """The next ``times`` messages answer 200 with this raw text as the model's output (e.g. malformed JSON)."""
+        for _ in range(times):
+            self.faults["messages"].append(Fault("text", body=text))
+
+    def reply_json(self, obj: Any, times: int = 1) -> None:
+        """The next ``times`` messages answer 200 with this JSON as the model's output (e.g. schema-violating)."""
+        for _ in range(times):
+            self.faults["messages"].append(Fault("json", body=obj))
+
+    def reply_message(self, overrides: dict[str, Any], times: int = 1) -> None:
+        """The next ``times`` messages answer 200 with a normal Message updated by ``overrides`` (e.g. a refusal)."""
+        for _ in range(times):
+            self.faults["messages"].append(Fault("message", body=overrides))
+
+    def reply_raw_body(self, body: str, times: int = 1, *, route: str = "messages") -> None:
+        """The next ``times`` responses on ``route`` are 200 with this (not-a-Message) HTTP body."""
+        for _ in range(times):
+            self.faults[route].append(Fault("raw_body", body=body))
+
+    # -- what happened -----------------------------------------------------------------------
+    def headers_received(self) -> list[dict[str, str]]:
+        return [entry["headers"] for entry in self.received]
+
+    def message_bodies(self) -> list[dict[str, Any]]:
+        """Bodies of every POST /v1/messages, plus the params of every batched request."""
+        bodies: list[dict[str, Any]] = []
+        for entry in self.received:
+            if entry["route"] == "messages":
+                bodies.append(entry["body"])
+            elif entry["route"] == "batches_create":
+                bodies.extend(item["params"] for item in entry["body"].get("requests", []))
+        return bodies
+
+    # -- internals ---------------------------------------------------------------------------
+    def _next_id(self, prefix: str) -> str:
+        with self._lock:
+            self._ids += 1
+            return f"{prefix}_mock{self._ids:04d}"
+
+    def _next_fault(self, route: str) -> Fault | None:
+        with self._lock:
+            return self.faults[route].popleft() if self.faults[route] else None
+
+    def parse_request(self, body: dict[str, Any], custom_id: str | None = None) -> MockRequest:
+        system = body.get("system", "")
+        if isinstance(system, list):
+            system = "\n".join(block.get("text", "") for block in system)
+        user_parts: list[str] = []
+        for message in body.get("messages", []):
+            content = message.get("content", "")
+            if isinstance(content, str):
+                user_parts.append(content)
+            else:
+                user_parts.extend(block.get("text", "") for block in content if isinstance(block, dict))
+        user = "\n".join(user_parts)
+        marker = MARKER_RE.search(system) or MARKER_RE.search(user)
+        return MockRequest(
+            kind=marker["kind"] if marker else None,
+            prompt_version=marker["version"] if marker else None,
+            system=system,
+            user=user,
+            body=body,
+            custom_id=custom_id,
+        )
+
+    def message(self, body: dict[str, Any], text: str) -> dict[str, Any]:
+        content: list[dict[str, Any]] = []
+        if self.thinking_block:
+            content.append({"type": "thinking", "thinking": "Let me look at the passages.", "signature": "mock-signature"})
+        content.append({"type": "text", "text": text})
+        usage = {"input_tokens": 0, "output_tokens": 0, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+        usage.update(self.usage)
+        return {
+            "id": self._next_id("msg"),
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", "unknown"),
+            "content": content,
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": usage,
+        }
+
+    def answer_text(self, request: MockRequest) -> str:
+        answer = self.responder(request)
+        return answer if isinstance(answer, str) else json.dumps(answer)
+
+    def batch_object(self, batch: dict[str, Any]) -> dict[str, Any]:
+        ended = batch["ended_at"] is not None
+        counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
+        if ended:
+            for line in batch["lines"]:
+                counts[line["result"]["type"]] += 1
+            counts["expired"] += batch["missing"]
+        else:
+            counts["processing"] = batch["size"]
+        results_url = None
+        if ended:
+            path = f"/v1/messages/batches/{batch['id']}/results"
+            results_url = path if self.results_url_mode == "relative" else self.base_url + path
+        return {
+            "id": batch["id"],
+            "type": "message_batch",
+            "processing_status": "ended" if ended else "in_progress",
+            "request_counts": counts,
+            "created_at": _iso(batch["created_at"]),
+            "expires_at": _iso(batch["created_at"] + timedelta(hours=24)),
+            "ended_at": _iso(batch["ended_at"]),
+            "archived_at": None,
+            "cancel_initiated_at": None,
+            "results_url": results_url,
+        }
+
+    def create_batch(self, body: dict[str, Any]) -> dict[str, Any]:
+        batch_id = self._next_id("msgbatch")
+        outcomes, self.batch_outcomes = self.batch_outcomes, {}
+        lines: list[dict[str, Any]] = []
+        missing = 0
+        for index, item in enumerate(body.get("requests", [])):
+            custom_id, params = item["custom_id"], item["params"]
+            outcome = outcomes.get(index, "succeeded")
+            if outcome == "missing":
+                missing += 1
+                continue
+            if outcome == "succeeded":
+                text = self.answer_text(self.parse_request(params, custom_id))
+                result: dict[str, Any] = {"type": "succeeded", "message": self.message(params, text)}
+            elif outcome == "errored":
+                result = {
+                    "type": "errored",
+                    "error": {
+                        "type": "error",
+                        "error": {"type": "invalid_request_error", "message": f"mock error for request {index}"},
+                        "request_id": None,
+                    },
+                }
+            else:
+                result = {"type": outcome}
+            lines.append({"custom_id": custom_id, "result": result})
+        batch = {
+            "id": batch_id,
+            "size": len(body.get("requests", [])),
+            "lines": lines,
+            "missing": missing,
+            "polls": 0,
+            "created_at": _now(),
+            "ended_at": None,
+        }
+        with self._lock:
+            self.batches[batch_id] = batch
+        return self.batch_object(batch)
+
+    def poll_batch(self, batch_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            batch = self.batches.get(batch_id)
+            if batch is None:
+                return None
+            batch["polls"] += 1
+            if batch["ended_at"] is None and batch["polls"] >= self.polls_until_ended:
+                batch["ended_at"] = _now()
+        return self.batch_object(batch)
+
+    def batch_results(self, batch_id: str) -> str | None:
+        batch = self.batches.get(batch_id)
+        if batch is None or batch["ended_at"] is None:
+            return None
+        lines = list(batch["lines"])
+        random.Random(self.shuffle_seed).shuffle(lines)
+        if len(lines) > 1 and lines == batch["lines"]:
+            lines = lines[1:] + lines[:1]  # never in request order
+        return "".join(json.dumps(line) + "\n" for line in lines)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # one response = headers + body in two writes; no 40 ms Nagle stall
+    server_mock: MockAnthropic
+    timeout = 10
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    # -- plumbing ----------------------------------------------------------------------------
+    def _send(self, status: int, payload: Any, *, headers: dict[str, str] | None = None, content_type: str = "application/json") -> None:
+        data = payload if isinstance(payload, bytes) else (payload if isinstance(payload, str) else json.dumps(payload)).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("request-id", "req_mock")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+    def _error(self, status: int, message: str, *, headers: dict[str, str] | None = None, body: Any = None) -> None:
+        payload = body if body is not None else {
+            "type": "error",
+            "error": {"type": ERROR_TYPES.get(status, "api_error"), "message": message},
+            "request_id": "req_mock",
+        }
+        self._send(status, payload, headers=headers)
+
+    def _reset(self) -> None:
+        # SO_LINGER with a zero timeout: close() sends RST instead of FIN.
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.close_connection = True
+        try:
+            self.connection.close()
+        except OSError:
+            pass
+
+    def _read_body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if not raw:
+            return {}
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return {"_unparsed": raw.decode("utf-8", "replace")}
+
+    def _route(self, method: str) -> tuple[str, str | None]:
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if method == "POST" and path == "/v1/messages":
+            return "messages", None
+        if method == "POST" and path == "/v1/messages/batches":
+            return "batches_create", None
+        match = re.fullmatch(r"/v1/messages/batches/([\w-]+)(/results)?", path)
+        if method == "GET" and match:
+            return ("batches_results" if match.group(2) else "batches_retrieve"), match.group(1)
+        return "unknown", None
+
+    def _record(self, method: str, route: str, body: Any) -> None:
+        mock = self.server_mock
+        with mock._lock:
+            mock.counts[route] += 1
+            mock.paths[f"{method} {self.path.split('?', 1)[0]}"] += 1
+            mock.received.append({"method": method, "path": self.path, "route": route, "headers": dict(self.headers.items()), "body": body})
+
+    def _apply_fault(self, fault: Fault, body: dict[str, Any]) -> None:
+        mock = self.server_mock
+        if fault.kind == "status":
+            self._error(fault.status, f"mock {fault.status}", headers=fault.headers, body=fault.body)
+        elif fault.kind == "reset":
+            self._reset()
+        elif fault.kind == "text":
+            self._send(200, mock.message(body, str(fault.body)))
+        elif fault.kind == "json":
+            self._send(200, mock.message(body, json.dumps(fault.body)))
+        elif fault.kind == "message":
+            message = mock.message(body, mock.answer_text(mock.parse_request(body)))
+            message.update(fault.body)
+            self._send(200, message)
+        elif fault.kind == "raw_body":
+            self._send(200, str(fault.body))
+        else:  # pragma: no cover - a typo in a test
+            self._error(500, f"unknown mock fault {fault.kind!r}")
+
+    # -- methods -----------------------------------------------------------------------------
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        mock = self.server_mock
+        route, _ = self._route("POST")
+        body = self._read_body()
+        self._record("POST", route, body)
+        if route == "unknown":
+            self._error(404, f"no route POST {self.path}")
+            return
+        with mock._lock:
+            mock.in_flight += 1
+            mock.max_in_flight = max(mock.max_in_flight, mock.in_flight)
+        try:
+            if route == "messages" and mock.response_delay:
+                time.sleep(mock.response_delay)
+            fault = mock._next_fault(route)
+            if fault is not None:
+                self._apply_fault(fault, body)
+            elif route == "messages":
+                request = mock.parse_request(body)
+                self._send(200, mock.message(body, mock.answer_text(request)))
+            else:
+                self._send(200, mock.create_batch(body))
+        finally:
+            with mock._lock:
+                mock.in_flight -= 1
+
+    def do_GET(self) -> None:  # noqa: N802
+        mock = self.server_mock
+        route, batch_id = self._route("GET")
+        self._record("GET", route, None)
+        if route == "unknown" or batch_id is None:
+            self._error(404, f"no route GET {self.path}")
+            return
+        fault = mock._next_fault(route)
+        if fault is not None:
+            self._apply_fault(fault, {})
+            return
+        if route == "batches_retrieve":
+            batch = mock.poll_batch(batch_id)
+            if batch is None:
+                self._error(404, f"no batch {batch_id}")
+            else:
+                self._send(200, batch)
+        else:
+            results = mock.batch_results(batch_id)
+            if results is None:
+                self._error(404, f"no results for batch {batch_id}")
+            else:
+                self._send(200, results, content_type="application/binary")
+
+
+@pytest.fixture
+def mock_anthropic():
+    """A running :class:`MockAnthropic` on 127.0.0.1 (a free port), stopped after the test."""
+    server = MockAnthropic().start()
+    try:
+        yield server
+    finally:
+        server.stop()

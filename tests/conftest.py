@@ -10,3 +10,4 @@ import scipy.special  # noqa: F401
 
 import pytest_crucible.stats.compare  # noqa: F401
 import pytest_crucible.store  # noqa: F401
+from mock_anthropic import mock_anthropic  # noqa: E402,F401  (fixture: a local Messages API server)

@@ -525,12 +525,24 @@ def test_price_table():
 
 
 def test_long_prompt_band_prices_the_whole_request():
-    short = prices.cost_usd("claude-haiku-5-5", 100_000, 1_000)
-    long = prices.cost_usd("claude-haiku-5-5", 100_001, 1_000)
+    short = prices.cost_usd("claude-haiku-5-5", 100_000, 1_000, requests=1)
+    long = prices.cost_usd("claude-haiku-5-5", 100_001, 1_000, requests=1)
     assert short == pytest.approx((100_000 * 0.10 + 1_000 * 0.50) / 1e6)
     assert long == pytest.approx((100_001 * 0.50 + 1_000 * 2.50) / 1e6)
     # cache reads count towards the prompt length
-    assert prices.cost_usd("claude-haiku-5-5", 50_000, 0, cache_read_tokens=60_000) == pytest.approx((50_000 * 0.50 + 60_000 * 0.05) / 1e6)
+    both = prices.cost_usd("claude-haiku-5-5", 50_000, 0, requests=1, cache_read_tokens=60_000)
+    assert both == pytest.approx((50_000 * 0.50 + 60_000 * 0.05) / 1e6)
+    # totals over many judge-sized requests stay in the base band
+    total = (2_000_000 * 0.10 + 50_000 * 0.50) / 1e6
+    assert prices.cost_usd("claude-haiku-5-5", 2_000_000, 50_000, requests=500) == pytest.approx(total)
+    assert prices.cost_usd("claude-haiku-5-5", 2_000_000, 50_000) == pytest.approx(total)
+
+
+def test_judge_prices_each_response_in_its_own_band(mock_anthropic):
+    mock_anthropic.usage = {"input_tokens": 150_000, "output_tokens": 100}
+    judge = make_judge(mock_anthropic)
+    judge.judge([relevance(0)])
+    assert judge.usage().cost_usd == pytest.approx((150_000 * 0.50 + 100 * 2.50) / 1e6)
 
 
 def test_estimate_tokens():

@@ -326,7 +326,7 @@ class AnthropicJudge(Judge):
         for request in requests:
             system, user = render_prompt(request, self.prompt_version)
             tokens_in = estimate_tokens(system) + estimate_tokens(user) + estimate_tokens(_cached_schema(request.kind))
-            cost = cost_usd(self.model, tokens_in, _expected_output_tokens(request), batch=self.batch)
+            cost = cost_usd(self.model, tokens_in, _expected_output_tokens(request), batch=self.batch, requests=1)
             if cost is None:
                 return None
             total += cost
@@ -471,6 +471,7 @@ class AnthropicJudge(Judge):
             input_tokens,
             output_tokens,
             batch=batch,
+            requests=1,
             cache_read_tokens=cache_read,
             cache_write_tokens=cache_write - write_1h,
             cache_write_1h_tokens=write_1h,

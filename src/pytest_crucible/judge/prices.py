@@ -1,11 +1,10 @@
 """Judge model prices, kept as data (``prices.json``) with an as-of date and sources.
 
-Prices are USD per million tokens. :func:`cost_usd` prices ONE request from the
-token counts of its response's ``usage``; the Message Batches discount is a
-per-model multiplier (0.5 for every model listed). Some models are priced in bands
-by prompt length (Claude Haiku 5.5: above 100,000 prompt tokens every token of the
-request costs more), which is why costs are summed request by request, never
-computed from a run's total token counts.
+Prices are USD per million tokens; the Message Batches discount is a per-model
+multiplier (0.5 for every model listed). Some models are priced in bands by prompt
+length (Claude Haiku 5.5: above 100,000 prompt tokens every token of the request
+costs more), so the judge prices each response on its own (``requests=1``), and
+a total over many requests is priced with ``requests=N`` (or with the base band).
 
 This module never imports pytest or the Anthropic SDK.
 """
@@ -139,22 +138,32 @@ def cost_usd(
     output_tokens: int,
     *,
     batch: bool = False,
+    requests: int | None = None,
     cache_read_tokens: int = 0,
     cache_write_tokens: int = 0,
     cache_write_1h_tokens: int = 0,
 ) -> float | None:
-    """USD cost of ONE request, from its response's usage; None when the model has no price.
+    """USD cost of the given token counts; None when the model has no price.
 
-    ``input_tokens`` are the uncached input tokens (``usage.input_tokens``);
-    ``cache_write_tokens`` are 5-minute cache writes and ``cache_write_1h_tokens``
+    ``input_tokens`` are uncached input tokens (``usage.input_tokens``);
+    ``cache_write_tokens`` are 5-minute cache writes, ``cache_write_1h_tokens``
     1-hour ones. ``batch=True`` applies the model's Message Batches multiplier to
     every category (see the notes in ``prices.json``).
+
+    Prompt-length bands (Claude Haiku 5.5 above 100,000 prompt tokens) need to know
+    how many requests the counts cover: pass ``requests`` (1 for one response's
+    usage; N for totals over N requests of about equal size, whose average prompt
+    then picks the band). Without it the base band is used, which is right for
+    judge-sized prompts and keeps totals over many requests from being priced as
+    one huge prompt.
     """
     price = price_for(model)
     if price is None:
         return None
-    prompt_tokens = input_tokens + cache_read_tokens + cache_write_tokens + cache_write_1h_tokens
-    rates = price.rates_for_prompt(prompt_tokens)
+    rates = price.rates
+    if requests:
+        prompt_tokens = input_tokens + cache_read_tokens + cache_write_tokens + cache_write_1h_tokens
+        rates = price.rates_for_prompt(math.ceil(prompt_tokens / requests))
     total = (
         input_tokens * rates.input
         + output_tokens * rates.output

@@ -1,0 +1,128 @@
+"""The answer layer end to end through pytest, with the real anthropic SDK against a local server."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+FAKE_KEY = "sk-ant-test-0000-not-a-real-key-CRUCIBLE"
+
+ITEMS = [
+    {"id": f"a-{i}", "question": f"What is the return window for product {i}?", "reference": "The return window is 30 days.",
+     "citations": [{"docId": "returns", "chunkId": "returns#p1"}]}
+    for i in range(4)
+]
+
+CONFTEST = """
+import pytest
+
+@pytest.fixture(scope="session")
+def crucible_pipeline():
+    def pipeline(question, *, item, config, mode):
+        chunks = [("returns#p1", "returns", "The return window is 30 days from delivery."),
+                  ("ship#p1", "ship", "Bikes ship within five working days.")]
+        retrieved = [{"chunk_id": c, "doc_id": d, "text": t} for c, d, t in chunks][: config["retrievalLimit"]]
+        answer = None if mode == "component" else "You can return it within 30 days [S1]."
+        return {"answer": answer, "retrieved": retrieved, "confidence": 0.9}
+    return pipeline
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, mock_anthropic, monkeypatch) -> pytest.Pytester:
+    (pytester.path / "golden_set.jsonl").write_text("".join(json.dumps(item) + "\n" for item in ITEMS))
+    pytester.makeconftest(CONFTEST)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", FAKE_KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", mock_anthropic.base_url)
+    return pytester
+
+
+def rows(pytester: pytest.Pytester, sql: str):
+    conn = sqlite3.connect(pytester.path / ".crucible" / "crucible.db")
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def test_claude_judge_scores_then_the_cache_serves_the_rerun(project: pytest.Pytester, mock_anthropic) -> None:
+    result = project.runpytest_subprocess("--junitxml=junit.xml")
+    assert result.ret == pytest.ExitCode.OK
+    calls = mock_anthropic.counts["messages"]
+    # The plan is 2k+6 = 10 requests per item (40); requests identical across items are judged once.
+    judged = int(next(line for line in result.outlines if line.startswith("judge ")).split(" judged")[0].rsplit(" ", 1)[1])
+    assert 0 < calls == judged < 40
+    result.stdout.fnmatch_lines([
+        # Estimated before any answer exists, for k = retrievalLimit = 10 chunks: 4 x (2*10 + 6) requests.
+        "crucible: judge cost estimate: 104 requests, ~* input + ~15,600 output tokens, $0.0* with claude-haiku-5-5 (before cache hits)",
+        "judge claude-haiku-5-5 via Anthropic API, prompts crucible-v1: 40 requests, * cached, * judged, 0 failed, $0.00* (* in / * out tokens), estimated $0.0*",
+    ])
+    [(model, prompt, cost, status)] = rows(project, "SELECT judge_model, judge_prompt_version, cost_usd, status FROM runs")
+    assert (model, prompt, status) == ("claude-haiku-5-5", "crucible-v1", "complete") and cost > 0
+    assert rows(project, "SELECT COUNT(DISTINCT metric) FROM item_metrics WHERE metric IN "
+                         "('faithfulness','responseRelevancy','contextPrecision','contextRecall','noiseSensitivity')") == [(5,)]
+
+    # Second run over unchanged items: zero judge requests reach the API.
+    result = project.runpytest_subprocess()
+    assert result.ret == pytest.ExitCode.OK
+    assert mock_anthropic.counts["messages"] == calls
+    result.stdout.fnmatch_lines(["judge claude-haiku-5-5 via Anthropic API, prompts crucible-v1: 40 requests, 40 cached, 0 judged, 0 failed*"])
+
+    # The key went to the API and nowhere else.
+    assert any(FAKE_KEY in json.dumps(headers) for headers in mock_anthropic.headers_received())
+    db_bytes = b"".join(p.read_bytes() for p in (project.path / ".crucible").iterdir())
+    assert FAKE_KEY.encode() not in db_bytes
+    assert FAKE_KEY not in (project.path / "junit.xml").read_text()
+    assert FAKE_KEY not in result.stdout.str() + result.stderr.str()
+
+
+def test_message_batches_judge_everything_at_session_end(project: pytest.Pytester, mock_anthropic) -> None:
+    result = project.runpytest_subprocess("--crucible-judge-batch")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert mock_anthropic.counts["messages"] == 0
+    assert mock_anthropic.counts["batches_create"] == 2  # one batch per round
+    result.stdout.fnmatch_lines(["*(Message Batches, 50% off)*"])
+    assert rows(project, "SELECT COUNT(*) FROM item_metrics WHERE metric = 'faithfulness'") == [(4,)]
+    assert rows(project, "SELECT status FROM runs") == [("complete",)]
+
+
+def test_persistent_judge_failure_is_an_item_error_and_the_run_is_incomplete(project: pytest.Pytester, mock_anthropic) -> None:
+    mock_anthropic.fail_status(500, times=10_000)
+    result = project.runpytest_subprocess("--crucible-outcome=record")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(failed=4)
+    result.stdout.fnmatch_lines(["*golden item a-0: judge failed after retries: *500*"])
+    assert rows(project, "SELECT status FROM runs") == [("incomplete",)]
+    assert rows(project, "SELECT COUNT(*) FROM results WHERE outcome = 'error' AND judge_errors != '[]'") == [(4,)]
+    # Retrieval metrics were still measured; judge metrics of the failed items are absent, not zero.
+    assert rows(project, "SELECT COUNT(*) FROM item_metrics WHERE metric = 'faithfulness'") == [(0,)]
+    assert rows(project, "SELECT COUNT(*) FROM item_metrics WHERE metric = 'ndcgAt10'") == [(4,)]
+    # Failures are not cached: once the API recovers, the next run judges everything.
+    mock_anthropic.faults["messages"].clear()
+    assert project.runpytest_subprocess().ret == pytest.ExitCode.OK
+
+
+def test_max_cost_refuses_to_start(project: pytest.Pytester, mock_anthropic) -> None:
+    result = project.runpytest_subprocess("--crucible-max-cost=0.00001")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --crucible-max-cost=1e-05: the estimated judge cost $0.0* exceeds it; the run was not started"])
+    assert mock_anthropic.counts["messages"] == 0
+    assert not (project.path / ".crucible").exists()
+
+
+def test_anthropic_judge_without_a_key_is_a_usage_error(project: pytest.Pytester, monkeypatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    result = project.runpytest_subprocess("--crucible-judge=anthropic")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --crucible-judge=anthropic needs an API key: ANTHROPIC_API_KEY is not set"])
+
+
+def test_without_a_key_the_offline_judge_is_used_and_named(project: pytest.Pytester, monkeypatch, mock_anthropic) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    result = project.runpytest_subprocess()
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["judge lexical-v1 (offline heuristic), prompts lexical-v1: *"])
+    assert mock_anthropic.counts["messages"] == 0
+    assert rows(project, "SELECT judge_model FROM runs") == [("lexical-v1",)]

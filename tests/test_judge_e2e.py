@@ -126,3 +126,25 @@ def test_without_a_key_the_offline_judge_is_used_and_named(project: pytest.Pytes
     result.stdout.fnmatch_lines(["judge lexical-v1 (offline heuristic), prompts lexical-v1: *"])
     assert mock_anthropic.counts["messages"] == 0
     assert rows(project, "SELECT judge_model FROM runs") == [("lexical-v1",)]
+
+
+def test_example_project_rerun_makes_zero_claude_requests(tmp_path, mock_anthropic, monkeypatch) -> None:
+    pytest.importorskip("bm25s", reason="the example project needs the example extra")
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "example_project"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", FAKE_KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", mock_anthropic.base_url)
+    command = [sys.executable, "-m", "pytest", str(example), f"--crucible-db={tmp_path / 'e.db'}", "-p", "no:cacheprovider", "-q"]
+    first = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stdout[-3000:]
+    calls = mock_anthropic.counts["messages"]
+    assert calls > 100
+    second = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stdout[-3000:]
+    assert mock_anthropic.counts["messages"] == calls  # nothing new reached the API
+    line = next(line for line in second.stdout.splitlines() if line.startswith("judge "))
+    requests = int(line.split(": ")[1].split(" requests")[0])
+    assert f"{requests} requests, {requests} cached, 0 judged, 0 failed" in line

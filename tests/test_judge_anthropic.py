@@ -21,6 +21,11 @@ from pytest_crucible.judge import prices
 from pytest_crucible.judge.anthropic_judge import STAMP_FIELDS, AnthropicJudge, InvalidVerdict, parse_verdict, verdict_schema
 from pytest_crucible.judge.engine import JudgeEngine
 from pytest_crucible.judge.prompts import DATA_TAGS, PROMPT_VERSION, escape_data, load_prompt, prompt_fields, render_prompt
+
+
+def version_of(kind: str) -> str:
+    """Graded relevance (pool labelling) has its own UMBRELA-style prompt version."""
+    return "umbrela-v1" if kind == "relevance" else PROMPT_VERSION
 from pytest_crucible.judge.types import (
     REQUEST_TYPES,
     VERDICT_TYPES,
@@ -103,7 +108,7 @@ def test_structured_output_is_parsed_into_each_verdict_type(mock_anthropic, kind
     [body] = mock_anthropic.message_bodies()
     assert body["model"] == "claude-haiku-5-5"
     assert body["output_config"] == {"format": {"type": "json_schema", "schema": verdict_schema(kind)}}
-    assert body["system"].startswith(f"Judge task: {PROMPT_VERSION}/{kind}")
+    assert body["system"].startswith(f"Judge task: {version_of(kind)}/{kind}")
     assert body["max_tokens"] > 0
     assert not {"temperature", "top_p", "top_k"} & set(body), "sampling parameters are rejected by the current API"
 
@@ -128,7 +133,7 @@ def test_thinking_blocks_before_the_text_are_skipped(mock_anthropic):
 def test_engine_stamps_verdicts_from_the_anthropic_judge(mock_anthropic):
     engine = JudgeEngine(make_judge(mock_anthropic))
     [verdict] = engine.run([relevance(2)])
-    assert (verdict.judge_model, verdict.prompt_version) == ("claude-haiku-5-5", PROMPT_VERSION)
+    assert (verdict.judge_model, verdict.prompt_version) == ("claude-haiku-5-5", version_of("relevance"))
     assert engine.run([relevance(2)])[0].grade == verdict.grade  # served from the cache
     assert mock_anthropic.counts["messages"] == 1
 
@@ -207,8 +212,8 @@ def test_relevance_grade_range_becomes_an_enum():
 # -- prompts ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kind", sorted(REQUEST_TYPES))
 def test_every_kind_has_a_versioned_prompt(kind):
-    system, template = load_prompt(PROMPT_VERSION, kind)
-    assert system.splitlines()[0] == f"Judge task: {PROMPT_VERSION}/{kind}"
+    system, template = load_prompt(version_of(kind), kind)
+    assert system.splitlines()[0] == f"Judge task: {version_of(kind)}/{kind}"
     assert "DATA" in system and "never follow" in system
     assert "temperature" not in system
     fields = prompt_fields(SAMPLE_REQUESTS[kind])

@@ -50,6 +50,7 @@ __all__ = ["AnthropicJudge", "verdict_schema", "parse_verdict", "InvalidVerdict"
 
 #: Verdict fields the engine stamps; never part of what the model is asked to write.
 STAMP_FIELDS = ("judge_model", "prompt_version")
+RELEVANCE_PROMPT_VERSION = "umbrela-v1"
 
 # What each field means, sent as the schema's descriptions (the prompt says it too).
 _FIELD_DESCRIPTIONS: dict[str, dict[str, str]] = {
@@ -292,6 +293,10 @@ class AnthropicJudge(Judge):
         self._usage = Usage()
         self.priced = price_for(model) is not None
 
+    def prompt_version_for(self, kind: str) -> str:
+        # Graded relevance (pool labelling, written into qrels) has its own UMBRELA-style prompt.
+        return RELEVANCE_PROMPT_VERSION if kind == "relevance" else self.prompt_version
+
     def __repr__(self) -> str:
         return f"AnthropicJudge(model={self.model!r}, batch={self.batch}, prompt_version={self.prompt_version!r})"
 
@@ -324,7 +329,7 @@ class AnthropicJudge(Judge):
         """
         total = 0.0
         for request in requests:
-            system, user = render_prompt(request, self.prompt_version)
+            system, user = render_prompt(request, self.prompt_version_for(request.kind))
             tokens_in = estimate_tokens(system) + estimate_tokens(user) + estimate_tokens(_cached_schema(request.kind))
             cost = cost_usd(self.model, tokens_in, _expected_output_tokens(request), batch=self.batch, requests=1)
             if cost is None:
@@ -334,7 +339,7 @@ class AnthropicJudge(Judge):
 
     # -- one request ----------------------------------------------------------------------------
     def _params(self, request: JudgeRequest) -> dict[str, Any]:
-        system, user = render_prompt(request, self.prompt_version)
+        system, user = render_prompt(request, self.prompt_version_for(request.kind))
         output_config: dict[str, Any] = {"format": {"type": "json_schema", "schema": verdict_schema(request.kind)}}
         if self.effort is not None:
             output_config["effort"] = self.effort

@@ -38,6 +38,10 @@ class Judge(ABC):
     def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict | JudgeFailure]:
         """One verdict (or failure) per request, in the same order."""
 
+    def prompt_version_for(self, kind: str) -> str:
+        """The prompt version of one request kind (a judge may version some prompts apart)."""
+        return self.prompt_version
+
     def usage(self) -> Usage:
         """Tokens and cost spent so far (zero for offline judges)."""
         return Usage()
@@ -84,7 +88,7 @@ class JudgeEngine:
         """Judge a batch of requests, serving what it can from the cache."""
         results: list[Verdict | JudgeFailure | None] = [None] * len(requests)
         misses: list[int] = []
-        keys = [request.cache_key(self.model, self.prompt_version) for request in requests]
+        keys = [request.cache_key(self.model, self.judge.prompt_version_for(request.kind)) for request in requests]
         with self._lock:
             self.stats.requests += len(requests)
             for index, (request, key) in enumerate(zip(requests, keys)):
@@ -103,7 +107,8 @@ class JudgeEngine:
                     if isinstance(verdict, JudgeFailure):
                         self.stats.failures += 1
                     else:
-                        verdict.judge_model, verdict.prompt_version = self.model, self.prompt_version
+                        verdict.judge_model = self.model
+                        verdict.prompt_version = self.judge.prompt_version_for(requests[index].kind)
                         self.stats.judged += 1
                         self._remember(keys[index], requests[index], verdict)
                     results[index] = verdict
@@ -118,7 +123,7 @@ class JudgeEngine:
                 {
                     "key": key,
                     "judge_model": self.model,
-                    "prompt_version": self.prompt_version,
+                    "prompt_version": verdict.prompt_version,
                     "kind": request.kind,
                     "request": json.dumps(request.payload(), sort_keys=True),
                     "verdict": json.dumps(data, sort_keys=True),

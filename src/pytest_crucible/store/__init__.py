@@ -203,6 +203,8 @@ class Store:
                     "recorded_at": now,
                     "judge_errors": json.dumps(score.get("judge_errors") or []),
                     "verdicts": json.dumps(score["verdicts"]) if score.get("verdicts") else None,
+                    "pool": json.dumps(score["pool"]) if score.get("pool") else None,
+                    "assertions": json.dumps(score["assertions"]) if score.get("assertions") else None,
                 },
                 replace=True,
             )
@@ -210,8 +212,12 @@ class Store:
             metrics = score.get("metrics") or {}
             for name, value in metrics.items():
                 self._insert("item_metrics", {"run_id": run_id, "item_id": item_id, "metric": name, "value": float(value)})
-            self._append_provenance_qrels(run_id, item_id, score["item"].get("citations") or [], now)
+            self._append_provenance_qrels(run_id, item_id, score["item"], now)
+            self._append_qrels(score.get("qrels_rows") or [], now)
             self._add_cache_rows(score.get("cache_rows") or [], now)
+            for concept in score["item"].get("concepts") or []:
+                self._insert("golden_concepts", {"run_id": run_id, "item_id": item_id, "concept_id": concept["id"],
+                                                 "grade": concept.get("grade", "required")}, replace=True)
 
     def _add_cache_rows(self, rows: Iterable[dict[str, Any]], now: str) -> None:
         for row in rows:
@@ -237,16 +243,72 @@ class Store:
             assignments = ", ".join(f"{column} = ?" for column in updates)
             self.db.conn.execute(f"UPDATE results SET {assignments} WHERE run_id = ? AND item_id = ?", [*updates.values(), run_id, item_id])
 
-    def _append_provenance_qrels(self, run_id: str, item_id: str, citations: Iterable[dict], now: str) -> None:
+    def _append_provenance_qrels(self, run_id: str, item_id: str, item: dict[str, Any], now: str) -> None:
         # Golden citations are free, deterministic judgments: required = 3, acceptable = 1.
-        # INSERT OR IGNORE keeps the ledger append-only and a re-run idempotent.
-        for citation in citations:
+        # judge_model names the golden item version that produced them, so an edited citation
+        # appends a new judgment; INSERT OR IGNORE keeps a re-run of the same version idempotent.
+        from ..golden_set import golden_set_hash
+
+        version = "golden@" + golden_set_hash([item])[:12]
+        for citation in item.get("citations") or []:
             grade = 3 if citation.get("mode", "required") == "required" else 1
             self.db.conn.execute(
                 "INSERT OR IGNORE INTO qrels (query_id, chunk_id, doc_id, grade, source, judge_model, prompt_version, run_id, created_at)"
-                " VALUES (?, ?, ?, ?, 'provenance', '', NULL, ?, ?)",
-                [item_id, citation.get("chunkId"), citation.get("docId"), grade, run_id, now],
+                " VALUES (?, ?, ?, ?, 'provenance', ?, NULL, ?, ?)",
+                [item_id, citation.get("chunkId"), citation.get("docId"), grade, version, run_id, now],
             )
+
+    def _append_qrels(self, rows: Iterable[dict[str, Any]], now: str) -> int:
+        added = 0
+        for row in rows:
+            source = row["source"]
+            if source not in ("llm", "human"):
+                raise StoreError(f"qrels source {source!r} cannot be appended here (provenance comes from golden citations)")
+            verb = "INSERT" if source == "human" else "INSERT OR IGNORE"
+            cursor = self.db.conn.execute(
+                f"{verb} INTO qrels (query_id, chunk_id, doc_id, grade, source, judge_model, prompt_version, created_by, note, run_id, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [row["query_id"], row.get("chunk_id"), row.get("doc_id"), int(row["grade"]), source, row.get("judge_model") or "",
+                 row.get("prompt_version"), row.get("created_by"), row.get("note"), row.get("run_id"), row.get("created_at") or now],
+            )
+            added += cursor.rowcount
+        return added
+
+    def append_qrels(self, rows: Iterable[dict[str, Any]]) -> int:
+        """Append llm or human judgments (never rewrites; a repeated machine judgment is ignored). Returns rows added."""
+        with self.db.conn:
+            return self._append_qrels(rows, utc_now())
+
+    def qrels_rows(self, *, query_ids: Iterable[str] | None = None, sources: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        sql, params = "SELECT * FROM qrels", []
+        clauses = []
+        if query_ids is not None:
+            ids = list(query_ids)
+            clauses.append(f"query_id IN ({', '.join('?' for _ in ids)})")
+            params.extend(ids)
+        if sources is not None:
+            wanted = list(sources)
+            clauses.append(f"source IN ({', '.join('?' for _ in wanted)})")
+            params.extend(wanted)
+        if clauses:
+            sql += " WHERE " + " AND ".join(clauses)
+        return [dict(row) for row in self.db.query(sql + " ORDER BY id", params)]
+
+    def effective_qrels(self, run_id: str) -> dict[str, dict[str, int]]:
+        """query -> unit -> effective grade for a run: its golden items' citations as run,
+        overridden by human judgments, completed by llm judgments (see pytest_crucible.qrels)."""
+        from ..metrics.retrieval import provenance_qrels
+        from ..qrels import effective_grades
+
+        items = {item["id"]: item for item in self.golden_items(run_id)}
+        rows_by_query: dict[str, list[dict[str, Any]]] = {}
+        for row in self.qrels_rows(query_ids=items, sources=("human", "llm")):
+            rows_by_query.setdefault(row["query_id"], []).append(row)
+        return {
+            query: {unit: grade for unit, (grade, _) in effective_grades(
+                provenance_qrels(item.get("citations") or []), rows_by_query.get(query, [])).items()}
+            for query, item in items.items()
+        }
 
     # -- reading ---------------------------------------------------------------
     def list_runs(self, limit: int | None = None) -> list[dict[str, Any]]:
@@ -314,7 +376,8 @@ class Store:
         for row in self.results(run_id):
             for column in _JSON_RESULT_COLUMNS:
                 row[column] = json.loads(row[column])
-            row["verdicts"] = json.loads(row["verdicts"]) if row.get("verdicts") else None
+            for column in ("verdicts", "pool", "assertions"):
+                row[column] = json.loads(row[column]) if row.get(column) else None
             results.append(row)
         golden = [
             {"item_id": item_id, "source": source, "line": line, "item": json.loads(item)}
@@ -349,7 +412,8 @@ class Store:
                 row = {**row, "run_id": run_id}
                 for column in _JSON_RESULT_COLUMNS:
                     row[column] = json.dumps(row.get(column) or [])
-                row["verdicts"] = json.dumps(row["verdicts"]) if row.get("verdicts") else None
+                for column in ("verdicts", "pool", "assertions"):
+                    row[column] = json.dumps(row[column]) if row.get(column) else None
                 self._insert("results", {key: row.get(key) for key in _RESULT_COLUMNS})
             for metric, values in document["itemMetrics"].items():
                 for item_id, value in values.items():
@@ -363,7 +427,8 @@ _RUN_COLUMNS = ("id", "started_at", "finished_at", "status", "config_hash", "con
                 "outcome_mode", "golden_hash", "n_items", "git_commit", "pytest_args", "judge_model", "judge_prompt_version",
                 "host", "pid", "judge_label", "judge_stats", "cost_estimate_usd", "cost_usd", "input_tokens", "output_tokens")
 _RESULT_COLUMNS = ("run_id", "item_id", "question", "answer", "retrieved", "citations", "confidence", "abstained", "blocked",
-                   "detected_concepts", "outcome", "failures", "error", "latency_ms", "recorded_at", "judge_errors", "verdicts")
+                   "detected_concepts", "outcome", "failures", "error", "latency_ms", "recorded_at", "judge_errors", "verdicts",
+                   "pool", "assertions")
 _JSON_RESULT_COLUMNS = ("retrieved", "citations", "detected_concepts", "failures", "judge_errors")
 
 

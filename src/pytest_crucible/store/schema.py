@@ -138,6 +138,24 @@ MIGRATIONS: list[str] = [
     ALTER TABLE results ADD COLUMN judge_errors TEXT NOT NULL DEFAULT '[]';
     ALTER TABLE results ADD COLUMN verdicts TEXT;
     """,
+    # version 3: human judgments append freely (one row per correction; the unique key
+    # binds machine sources only), concepts per golden item as run, and per result the
+    # judged/unjudged share of the retrieved pool and the assertion results.
+    """
+    DROP INDEX qrels_unique;
+    CREATE UNIQUE INDEX qrels_unique ON qrels (query_id, ifnull(chunk_id, ''), ifnull(doc_id, ''), source, judge_model)
+        WHERE source != 'human';
+    CREATE INDEX qrels_by_query ON qrels (query_id);
+    CREATE TABLE golden_concepts (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        item_id TEXT NOT NULL,
+        concept_id TEXT NOT NULL,
+        grade TEXT NOT NULL CHECK (grade IN ('required', 'acceptable', 'irrelevant')),
+        PRIMARY KEY (run_id, item_id, concept_id)
+    );
+    ALTER TABLE results ADD COLUMN pool TEXT;
+    ALTER TABLE results ADD COLUMN assertions TEXT;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -54,6 +54,10 @@ class HelpdeskRAG:
         self.index = BM25Index(corpus)
         self.reranker = FeatureReranker(self.index, rerank_weights)
         self.glossary = ConceptGlossary()
+        # Corpus metadata: the concept ids each chunk mentions (title included), tagged once at load.
+        self.chunk_concepts = {
+            chunk.chunk_id: self.glossary.detect([f"{chunk.title}\n{chunk.text}"]) for chunk in self.index.chunks
+        }
         self.answerer = ExtractiveAnswerer(
             self.index, abstain_below=abstain_below, glossary=self.glossary
         )
@@ -99,10 +103,12 @@ class HelpdeskRAG:
 
         ranked = self.retrieve(question, limit=limit, rerank=rerank, candidate_pool=pool or 0)
         retrieved = [
-            {"chunk_id": c.chunk_id, "doc_id": c.doc_id, "text": c.text, "score": round(float(s), 6)}
+            {"chunk_id": c.chunk_id, "doc_id": c.doc_id, "text": c.text, "score": round(float(s), 6),
+             "metadata": {"concepts": self.chunk_concepts[c.chunk_id]}}
             for c, s in ranked
         ]
-        concepts = self.glossary.detect(f"{c.title}\n{c.text}" for c, _ in ranked)
+        # Detected concepts: those of the retrieved chunks, in order of first appearance.
+        concepts = list(dict.fromkeys(cid for c, _ in ranked for cid in self.chunk_concepts[c.chunk_id]))
         metadata: dict[str, Any] = {
             "reranked": rerank,
             "retrieval_limit": limit,

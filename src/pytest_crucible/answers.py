@@ -49,6 +49,9 @@ class AnswerInputs:
     abstained: bool
     contexts: tuple[str, ...]
     reference: str | None
+    # (text, kind, weight, conceptId) of each must/should assertion, and what the pipeline detected.
+    assertions: tuple[tuple[str, str, float, str | None], ...] = ()
+    detected_concepts: frozenset[str] = frozenset()
 
     @property
     def has_answer(self) -> bool:
@@ -64,6 +67,11 @@ class AnswerInputs:
             abstained=bool(score.get("abstained")),
             contexts=tuple(chunk.get("text") or "" for chunk in score.get("retrieved") or []),
             reference=item.get("reference"),
+            assertions=tuple(
+                (a["text"], a.get("kind", "must"), float(a.get("weight", 1.0)), a.get("conceptId"))
+                for a in item.get("assertions") or []
+            ),
+            detected_concepts=frozenset(score.get("detected_concepts") or ()),
         )
 
 
@@ -73,6 +81,8 @@ class AnswerScore:
     errors: list[str] = field(default_factory=list)
     # The verdicts behind the numbers, kept for the report (plain JSON).
     verdicts: dict[str, Any] = field(default_factory=dict)
+    # One entry per golden assertion: text, kind, weight, conceptId, conceptDetected, supported, satisfied.
+    assertions: list[dict[str, Any]] = field(default_factory=list)
 
 
 class _Plan:
@@ -136,6 +146,10 @@ def score_answers(batch: Sequence[AnswerInputs], engine: JudgeEngine, embedder) 
             both = tuple(plan.answer_claims) + tuple(plan.reference_claims)
             for chunk in contexts:
                 round2.append((plan, "per_chunk", EntailmentRequest(context=(chunk,), claims=both)))
+        if inputs.has_answer and inputs.assertions:
+            # Does the answer state each assertion? (Concept anchoring is checked below.)
+            texts = tuple(text for text, *_ in inputs.assertions)
+            round2.append((plan, "assertions", EntailmentRequest(context=(inputs.answer or "",), claims=texts)))
     per_chunk: dict[int, list[EntailmentVerdict]] = {}
     correct: dict[int, list[bool]] = {}
     for (plan, slot, _), verdict in zip(round2, _run_round(engine, round2)):
@@ -150,6 +164,8 @@ def score_answers(batch: Sequence[AnswerInputs], engine: JudgeEngine, embedder) 
             plan.score.verdicts["contextRecall"] = {"referenceClaims": plan.reference_claims, "attributed": verdict.supported}
         elif slot == "correct":
             correct[id(plan)] = list(verdict.supported)
+        elif slot == "assertions":
+            plan.score.assertions = assertion_results(plan.inputs, verdict.supported)
         else:
             per_chunk.setdefault(id(plan), []).append(verdict)
 
@@ -168,6 +184,8 @@ def score_answers(batch: Sequence[AnswerInputs], engine: JudgeEngine, embedder) 
             vectors = embedder.embed([inputs.question, *plan.questions.questions])
             _put(plan, "responseRelevancy", formulas.response_relevancy(vectors[0], vectors[1:], plan.questions.noncommittal))
             plan.score.verdicts["responseRelevancy"] = {"questions": plan.questions.questions, "noncommittal": plan.questions.noncommittal}
+        if plan.score.assertions:
+            _put(plan, "assertionSatisfaction", assertion_satisfaction(plan.score.assertions))
         chunks = per_chunk.get(id(plan))
         if chunks is not None and id(plan) in correct and plan.answer_claims and plan.reference_claims is not None:
             n_answer = len(plan.answer_claims)
@@ -175,6 +193,40 @@ def score_answers(batch: Sequence[AnswerInputs], engine: JudgeEngine, embedder) 
             relevant = [any(verdict.supported[n_answer:]) for verdict in chunks]
             _put(plan, "noiseSensitivity", formulas.noise_sensitivity(correct[id(plan)], supported, relevant, mode="relevant"))
     return [plan.score for plan in plans]
+
+
+def assertion_results(inputs: AnswerInputs, supported: Sequence[bool]) -> list[dict[str, Any]]:
+    """An assertion is satisfied when the answer states it AND, if it names a concept, the
+    pipeline detected that concept: grounding is rewarded, a lucky paraphrase is not."""
+    results = []
+    for (text, kind, weight, concept), said in zip(inputs.assertions, supported):
+        detected = None if concept is None else concept in inputs.detected_concepts
+        results.append({
+            "text": text, "kind": kind, "weight": weight, "conceptId": concept, "conceptDetected": detected,
+            "supported": bool(said), "satisfied": bool(said) and detected is not False,
+        })
+    return results
+
+
+def assertion_satisfaction(results: Sequence[dict[str, Any]]) -> float | None:
+    """Weighted share of satisfied assertions (must and should alike, by their weights)."""
+    total = sum(r["weight"] for r in results)
+    return None if total <= 0 else sum(r["weight"] for r in results if r["satisfied"]) / total
+
+
+def unsatisfied_must_assertions(results: Sequence[dict[str, Any]]) -> list[str]:
+    """One reason per must-assertion not satisfied, naming the missing concept when that is why."""
+    reasons = []
+    for r in results:
+        if r["kind"] != "must" or r["satisfied"]:
+            continue
+        if r["supported"] and r["conceptDetected"] is False:
+            reasons.append(f"incomplete: must-assertion {r['text']!r} is stated but its concept {r['conceptId']} was not "
+                           "detected by the pipeline (the answer is not grounded in it)")
+        else:
+            missing = f" (concept {r['conceptId']} not detected either)" if r["conceptDetected"] is False else ""
+            reasons.append(f"incomplete: must-assertion {r['text']!r} is not stated by the answer{missing}")
+    return reasons
 
 
 def _put(plan: _Plan, name: str, value: float | None) -> None:
@@ -201,12 +253,14 @@ class CostEstimate:
                 f"{cost} with {model}" + (" (Message Batches, 50% off)" if batch else ""))
 
 
-def estimate_answer_layer_cost(items: Sequence[Any], *, k: int, token_budget: int, model: str, batch: bool) -> CostEstimate:
-    """Requests and tokens the answer layer will spend on these golden items, before any answer exists.
+def estimate_answer_layer_cost(items: Sequence[Any], *, k: int, token_budget: int, model: str, batch: bool,
+                               answers: bool = True, label_pool: bool = False) -> CostEstimate:
+    """Requests and tokens the judge will spend on these golden items, before any answer exists.
 
     Retrieved chunks are assumed to fill the config's ``tokenBudget`` evenly over ``k``
     chunks, answers to be as long as the reference (or 80 tokens). The request plan is
-    exactly :func:`score_answers`' (2k + 6 requests per item with a reference, 3 without).
+    exactly :func:`score_answers`' (2k + 6 requests per item with a reference, 3 without,
+    one more with assertions); pool labelling adds at most k relevance requests per item.
     """
     from .judge.prices import cost_usd, estimate_tokens
 
@@ -217,11 +271,19 @@ def estimate_answer_layer_cost(items: Sequence[Any], *, k: int, token_budget: in
         q = estimate_tokens(item.question)
         r = estimate_tokens(item.reference) if item.reference else 0
         a = r or DEFAULT_ANSWER_TOKENS
-        tokens = (p + q + a) + (p + a) + (p + k * chunk + a)  # answer claims, questions, faithfulness
-        n = 3
-        if item.reference:
-            tokens += (p + q + r) + k * (p + q + r + chunk) + (p + k * chunk + r) + (p + r + a) + k * (p + chunk + a + r)
-            n += 2 * k + 3
+        tokens = n = 0
+        if answers:
+            tokens += (p + q + a) + (p + a) + (p + k * chunk + a)  # answer claims, questions, faithfulness
+            n += 3
+            if item.reference:
+                tokens += (p + q + r) + k * (p + q + r + chunk) + (p + k * chunk + r) + (p + r + a) + k * (p + chunk + a + r)
+                n += 2 * k + 3
+            if item.assertions:
+                tokens += p + a + sum(estimate_tokens(x.text) for x in item.assertions)
+                n += 1
+        if label_pool:
+            tokens += k * (p + q + chunk)
+            n += k
         requests += n
         input_tokens += tokens
     output_tokens = requests * OUTPUT_TOKENS_PER_REQUEST

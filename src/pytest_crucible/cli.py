@@ -104,6 +104,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 def _cmd_export(args: argparse.Namespace) -> int:
     store = _open_store(args)
     run_id = store.resolve_run(args.run)
+    if args.format == "trec":
+        return _export_trec_run(store, run_id, args.output)
     text = json.dumps(store.export_run(run_id), indent=1, sort_keys=True) + "\n"
     if args.output == "-":
         sys.stdout.write(text)
@@ -111,6 +113,159 @@ def _cmd_export(args: argparse.Namespace) -> int:
         with open(args.output, "w", encoding="utf-8") as fh:
             fh.write(text)
         print(f"exported run {run_id} to {args.output}")
+    return 0
+
+
+def _export_trec_run(store, run_id: str, output: str) -> int:
+    from .qrels_io import format_trec_run, run_rankings
+
+    rankings = run_rankings(store.results(run_id), store.effective_qrels(run_id))
+    _write_text(output, format_trec_run(rankings, tag=f"crucible-{run_id}"))
+    if output != "-":
+        print(f"exported the ranked units of run {run_id} ({len(rankings)} queries) as a TREC run to {output}")
+    return 0
+
+
+def _write_text(output: str, text: str) -> None:
+    from .qrels_io import QrelsFormatError
+
+    if output == "-":
+        sys.stdout.write(text)
+        return
+    try:
+        with open(output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise QrelsFormatError(output, None, None, f"cannot write: {exc.strerror or exc}", "check the -o path") from None
+
+
+# -- qrels: the relevance-judgment ledger ------------------------------------------------------
+def _chunk_docs(store) -> dict[str, str]:
+    """chunk id -> doc id over every stored run (retrieved lists and golden citations)."""
+    from .qrels_io import chunk_doc_map
+
+    results, items = [], []
+    for run in store.list_runs():
+        results.extend(store.results(run["id"]))
+        items.extend(store.golden_items(run["id"]))
+    return chunk_doc_map(results, items)
+
+
+def _cmd_qrels_import(args: argparse.Namespace) -> int:
+    from .qrels_io import attach_doc_ids, read_qrels_file
+    from .store import Store
+
+    rows = read_qrels_file(args.file, source=args.source, by=args.by, judge_model=args.judge_model, note=args.note)
+    store = Store.open(args.db)
+    if any(row["chunk_id"] and not row["doc_id"] for row in rows):
+        rows = attach_doc_ids(rows, _chunk_docs(store))
+    added = store.append_qrels(rows)
+    print(f"read {len(rows)} judgment(s) from {args.file}: {added} added to {store.path}, {len(rows) - added} already present")
+    return 0
+
+
+def _cmd_qrels_export(args: argparse.Namespace) -> int:
+    from .qrels_io import format_effective_qrels, format_qrels
+
+    store = _open_store(args)
+    fmt = args.format or ("trec" if args.effective else "jsonl")
+    if args.effective:
+        run_id = store.resolve_run(args.run)
+        text = format_effective_qrels(store.effective_qrels(run_id), fmt)
+        what = f"the effective judgments of run {run_id}"
+    else:
+        text = format_qrels(store.qrels_rows(), fmt)
+        what = "the qrels ledger"
+    _write_text(args.output, text)
+    if args.output != "-":
+        print(f"exported {what} ({text.count(chr(10))} lines, {fmt}) to {args.output}")
+    return 0
+
+
+def _query_judgments(store, query: str) -> tuple[dict, bool]:
+    """(unit -> (effective grade, source), whether the query is known) for one query:
+    its citations in the newest complete run (if it has the item), human and llm rows."""
+    from .metrics.retrieval import provenance_qrels
+    from .qrels import effective_grades
+    from .store import RunNotFound
+
+    provenance, known = {}, False
+    try:
+        run_id = store.resolve_run("latest")
+    except RunNotFound:
+        run_id = None
+    for item in store.golden_items(run_id) if run_id else []:
+        if item["id"] == query:
+            provenance, known = provenance_qrels(item.get("citations") or []), True
+    rows = store.qrels_rows(query_ids=[query], sources=("human", "llm"))
+    return effective_grades(provenance, rows), known or bool(store.qrels_rows(query_ids=[query]))
+
+
+def _describe(judgments: dict, unit: str, doc_id: str | None) -> str:
+    if unit in judgments:
+        grade, source = judgments[unit]
+        return f"{grade} ({source})"
+    doc_unit = f"doc:{doc_id}" if doc_id else None
+    if unit.startswith("chunk:") and doc_unit in judgments:
+        grade, source = judgments[doc_unit]
+        return f"unjudged as a chunk, counted for {doc_unit}: {grade} ({source})"
+    return "unjudged"
+
+
+def _cmd_qrels_override(args: argparse.Namespace) -> int:
+    from .qrels import unit_key
+    from .qrels_io import QrelsFormatError, grade_problem, parse_grade
+
+    grade = parse_grade(args.grade)
+    if grade is None:
+        problem, hint = grade_problem(args.grade)
+        raise QrelsFormatError(None, None, "GRADE", problem, hint)
+    if not args.by.strip():
+        raise QrelsFormatError(None, None, "--by", "a human judgment needs the name of who made it", "pass --by NAME")
+    store = _open_store(args)
+    chunk_id, doc_id = (None, args.unit) if args.doc else (args.unit, _chunk_docs(store).get(args.unit))
+    unit = f"doc:{doc_id}" if args.doc else f"chunk:{chunk_id}"
+    before, known = _query_judgments(store, args.query)
+    if not known:
+        print(f"crucible: warning: query {args.query!r} is neither in the latest run nor in the ledger; is the id right?",
+              file=sys.stderr)
+    store.append_qrels([{"query_id": args.query, "chunk_id": chunk_id, "doc_id": doc_id, "grade": grade,
+                         "source": "human", "created_by": args.by, "note": args.note}])
+    after, _ = _query_judgments(store, args.query)
+    history = [row for row in store.qrels_rows(query_ids=[args.query]) if unit_key(row) == unit]
+    print(f"{args.query} {unit}: effective grade {_describe(before, unit, doc_id)} -> {_describe(after, unit, doc_id)}, by {args.by}")
+    print(f"the ledger keeps all {len(history)} judgment(s) of this unit; every metric now reads the newest human one")
+    return 0
+
+
+def _cmd_qrels_agreement(args: argparse.Namespace) -> int:
+    from collections import Counter
+
+    from .qrels import agreement
+
+    store = _open_store(args)
+    rows = store.qrels_rows()
+    report = agreement(rows)
+    counts = Counter(row["source"] for row in rows)
+    report["judgments"] = {source: counts.get(source, 0) for source in ("provenance", "llm", "human")}
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    shown = ", ".join(f"{source} {n}" for source, n in report["judgments"].items())
+    print(f"judgments in the ledger: {shown}")
+    if not report["pairs"]:
+        print("no pairs: no (query, unit) is judged by both an llm and a human, so there is no agreement to measure")
+        print("HINT: override some llm-judged units with `crucible qrels override` or import human judgments to audit the judge")
+        return 0
+
+    def fmt(value) -> str:
+        return "undefined" if value is None else f"{value:.4f}"
+
+    four, binary = report["fourLevel"], report["binary"]
+    print(f"llm vs human over {report['pairs']} pair(s) (the newest judgment of each per query and unit)")
+    print(f"  4-level    kappa {fmt(four['kappa'])}  observed {four['observed']:.4f}  expected {four['expected']:.4f}")
+    print(f"  binary >={binary['threshold']}  kappa {fmt(binary['kappa'])}  observed {binary['observed']:.4f}  "
+          f"expected {binary['expected']:.4f}")
     return 0
 
 
@@ -174,21 +329,60 @@ def build_parser() -> argparse.ArgumentParser:
     export = with_db(sub.add_parser("export", help="write one run as JSON (commit it as a CI baseline)"))
     export.add_argument("run", help="run id, unique prefix, or latest")
     export.add_argument("-o", "--output", required=True, help="output file, or - for stdout")
+    export.add_argument("--format", choices=["json", "trec"], default="json",
+                        help="json: the whole run (default); trec: a TREC run file of the ranked units the plugin "
+                             "scored, for `crucible trec-eval` with `crucible qrels export --effective`")
     export.set_defaults(func=_cmd_export)
 
     importer = with_db(sub.add_parser("import", help="add an exported run to the database"))
     importer.add_argument("file")
     importer.set_defaults(func=_cmd_import)
+
+    qrels = sub.add_parser("qrels", help="the relevance-judgment ledger: import, export, override, agreement")
+    qrels_sub = qrels.add_subparsers(dest="qrels_command", required=True, metavar="QRELS_COMMAND")
+
+    q_import = with_db(qrels_sub.add_parser("import", help="append judgments from a TREC qrels or .jsonl file"))
+    q_import.add_argument("file", help="TREC qrels ('qid iter docno grade'; docno doc:<id>, chunk:<id> or a chunk id) "
+                                       "or .jsonl (queryId, chunkId/docId, grade)")
+    q_import.add_argument("--source", default="human", metavar="human|llm",
+                          help="who judged: human (needs --by) or llm (needs --judge-model); default human")
+    q_import.add_argument("--by", default=None, metavar="NAME", help="who made the human judgments")
+    q_import.add_argument("--judge-model", dest="judge_model", default=None, metavar="M", help="the llm judge's model")
+    q_import.add_argument("--note", default=None, metavar="TEXT", help="a note stamped on every imported judgment")
+    q_import.set_defaults(func=_cmd_qrels_import)
+
+    q_export = with_db(qrels_sub.add_parser("export", help="write the ledger, or a run's effective judgments"))
+    q_export.add_argument("--format", choices=["trec", "jsonl"], default=None,
+                          help="default: trec with --effective, jsonl for the whole ledger")
+    q_export.add_argument("--effective", action="store_true",
+                          help="the effective grade of every judged unit of a run's items (what the metrics read)")
+    q_export.add_argument("--run", default="latest", help="with --effective: run id, unique prefix, or latest (default)")
+    q_export.add_argument("-o", "--output", default="-", help="output file, or - for stdout (default)")
+    q_export.set_defaults(func=_cmd_qrels_export)
+
+    q_override = with_db(qrels_sub.add_parser("override", help="append a human judgment of one unit (the newest human one wins)"))
+    q_override.add_argument("query", help="golden item id")
+    q_override.add_argument("unit", metavar="CHUNK", help="chunk id (a doc id with --doc)")
+    q_override.add_argument("grade", metavar="GRADE", help="0 not relevant, 1 related, 2 partly answers, 3 the exact answer")
+    q_override.add_argument("--by", required=True, metavar="NAME", help="who makes this judgment")
+    q_override.add_argument("--note", default=None, metavar="TEXT", help="why")
+    q_override.add_argument("--doc", action="store_true", help="CHUNK is a document id: judge the whole document")
+    q_override.set_defaults(func=_cmd_qrels_override)
+
+    q_agreement = with_db(qrels_sub.add_parser("agreement", help="Cohen's kappa between llm and human judgments"))
+    q_agreement.add_argument("--json", action="store_true")
+    q_agreement.set_defaults(func=_cmd_qrels_agreement)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from .qrels_io import QrelsFormatError
     from .store import StoreError
 
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except StoreError as exc:
+    except (StoreError, QrelsFormatError) as exc:
         print(f"crucible: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:

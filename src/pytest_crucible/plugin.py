@@ -68,6 +68,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="Send judge requests as Message Batches at session end (50%% cheaper, answer metrics arrive at the end).")
     group.addoption("--crucible-judge-cache", dest="crucible_judge_cache", choices=["readwrite", "read", "off"], default="readwrite",
                     help="Judge verdict cache in the database (default readwrite: a re-run of unchanged items makes no judge calls).")
+    group.addoption("--crucible-label-pool", dest="crucible_label_pool", action="store_true", default=False,
+                    help="Grade retrieved chunks nobody has judged yet (UMBRELA-style, 0-3) into the qrels ledger.")
     group.addoption("--crucible-max-cost", dest="crucible_max_cost", type=float, metavar="USD", default=None,
                     help="Refuse to start a run whose estimated judge cost exceeds USD.")
     parser.addini("crucible_judge", default="auto", help="auto, lexical or anthropic.")
@@ -118,6 +120,7 @@ def _build_session(config: pytest.Config) -> "CrucibleSession":
         judge_batch=bool(config.getoption("crucible_judge_batch")),
         judge_cache=config.getoption("crucible_judge_cache"),
         max_cost=config.getoption("crucible_max_cost"),
+        label_pool=bool(config.getoption("crucible_label_pool")),
         **_gate_settings(config, db_path.absolute()),
     )
     if settings.mode == "system" and settings.judge == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
@@ -246,7 +249,7 @@ def _golden_file_test(crucible_evaluate) -> None:
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     crucible = config.stash.get(SESSION_KEY, None)
-    if crucible is None or crucible.is_worker or not crucible.judges_answers:
+    if crucible is None or crucible.is_worker or not crucible.uses_judge:
         return
     golden = [_golden_of(item) for item in items]
     golden = [g for g in golden if g is not None and (g.status != "draft" or crucible.settings.include_drafts)]
@@ -264,7 +267,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
     s = crucible.settings
     estimate = estimate_answer_layer_cost(golden, k=s.retrieval_limit, token_budget=int(s.resolved["retrieval"]["tokenBudget"]),
-                                          model=judge.model, batch=s.judge_batch)
+                                          model=judge.model, batch=s.judge_batch, answers=crucible.judges_answers,
+                                          label_pool=s.label_pool)
     crucible.cost_estimate = estimate
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
@@ -408,13 +412,27 @@ def _evaluate(crucible: "CrucibleSession", node: pytest.Item, golden: "GoldenIte
     if result is None:
         _attach(node, crucible, score_error(golden, invalid, latency))
         pytest.fail(f"golden item {golden.id}: {invalid}", pytrace=False)
-    score = score_item(golden, result, k=settings.retrieval_limit, latency_ms=latency)
+    ledger = crucible.ledger_rows(golden.id)
+    labelled, label_errors = [], []
+    if settings.label_pool:
+        from .pool import label_pool
+        from .scoring import item_judgments
+
+        labelled, label_errors = label_pool(golden, result, settings.retrieval_limit, item_judgments(golden, ledger), crucible.engine)
+    score = score_item(golden, result, k=settings.retrieval_limit, latency_ms=latency, ledger_rows=[*ledger, *labelled])
+    score.qrels_rows, score.judge_errors = labelled, label_errors
     if crucible.judges_answers and not settings.judge_batch:
         crucible.score_answer_layer(score, embedder)
+    if crucible.uses_judge:
+        score.cache_rows = crucible.engine.drain_cache_rows()
     _attach(node, crucible, score)
     if score.judge_errors:
         # In every outcome mode: an item whose judging failed is an error, never a silent pass.
         pytest.fail(f"golden item {golden.id}: judge failed after retries: " + "; ".join(score.judge_errors), pytrace=False)
+    if settings.outcome_mode == OUTCOME_STRICT:
+        from .answers import unsatisfied_must_assertions
+
+        score.failures.extend(unsatisfied_must_assertions(score.assertions))
     if score.failures and settings.outcome_mode == OUTCOME_STRICT:
         pytest.fail(f"golden item {golden.id}: " + "\n".join(score.failures), pytrace=False)
     return score
@@ -429,7 +447,7 @@ def _attach(node: pytest.Item, crucible: "CrucibleSession", score: "ItemScore") 
     # junit <properties>: plain str/float only (they cross xdist and go into XML as text).
     node.user_properties.append(("crucible.itemId", score.item_id))
     node.user_properties.append(("crucible.configHash", crucible.settings.config_hash))
-    if crucible.judges_answers:
+    if crucible.uses_judge:
         node.user_properties.append(("crucible.judge", crucible.engine.judge.label))
     for name, value in score.metrics.items():
         node.user_properties.append((f"crucible.{name}", float(value)))

@@ -43,6 +43,7 @@ class Settings:
     judge_batch: bool = False
     judge_cache: str = "readwrite"
     max_cost: float | None = None
+    label_pool: bool = False
 
     @property
     def retrieval_limit(self) -> int:
@@ -78,6 +79,7 @@ class CrucibleSession:
     _store: Any = None
     _tracked: TrackedConfig | None = None
     _engine: Any = None
+    _ledger: dict[str, list[dict[str, Any]]] | None = None
 
     # -- the config handed to the pipeline ---------------------------------------
     @property
@@ -97,6 +99,20 @@ class CrucibleSession:
         return self.settings.mode == "system"
 
     @property
+    def uses_judge(self) -> bool:
+        return self.judges_answers or self.settings.label_pool
+
+    def ledger_rows(self, query_id: str) -> list[dict[str, Any]]:
+        """The human and llm judgments of one query, loaded once per session (read-only)."""
+        if self._ledger is None:
+            from .store import read_only_rows
+
+            self._ledger = {}
+            for row in read_only_rows(self.settings.db_path, "SELECT * FROM qrels WHERE source IN ('human', 'llm') ORDER BY id"):
+                self._ledger.setdefault(row["query_id"], []).append(row)
+        return self._ledger.get(query_id, [])
+
+    @property
     def engine(self):
         """The session's judge engine, its cache preloaded from the database (read-only)."""
         if self._engine is None:
@@ -106,7 +122,7 @@ class CrucibleSession:
             s = self.settings
             engine = JudgeEngine(make_judge(s.judge, model=s.judge_model, batch=s.judge_batch), cache_mode=s.judge_cache)
             if s.judge_cache != "off":
-                engine.load_cache(read_cache_rows(s.db_path, engine.model, engine.prompt_version))
+                engine.load_cache(read_cache_rows(s.db_path, engine.model))
             self._engine = engine
         return self._engine
 
@@ -117,9 +133,9 @@ class CrucibleSession:
         self.embedder = embedder
         [result] = score_answers([AnswerInputs.from_score(score.to_plain())], self.engine, embedder)
         score.metrics.update(result.metrics)
-        score.judge_errors = result.errors
+        score.judge_errors.extend(result.errors)
         score.verdicts = result.verdicts
-        score.cache_rows = self.engine.drain_cache_rows()
+        score.assertions = result.assertions
 
     def score_answers_in_batch(self) -> None:
         """Message Batches: judge every recorded item of the run at once, at session end."""
@@ -133,7 +149,7 @@ class CrucibleSession:
         inputs = [AnswerInputs.from_score({**row, "item": items[row["item_id"]]}) for row in rows]
         results = score_answers(inputs, self.engine, self.embedder or HashingEmbedder())
         for row, result in zip(rows, results):
-            store.add_answer_scores(self.run_id, row["item_id"], result.metrics, result.errors, result.verdicts)
+            store.add_answer_scores(self.run_id, row["item_id"], result.metrics, result.errors, result.verdicts, result.assertions)
             self.batch_errors.extend(f"golden item {row['item_id']}: judge failed: {error}" for error in result.errors)
         store.add_cache_rows(self.engine.drain_cache_rows())
 
@@ -160,7 +176,7 @@ class CrucibleSession:
     def _ensure_run(self) -> str:
         if self.run_id is None:
             s = self.settings
-            judge = self.engine.judge if self.judges_answers else None
+            judge = self.engine.judge if self.uses_judge else None
             self.run_id = self.store.start_run(
                 judge_model=judge.model if judge else None,
                 judge_prompt_version=judge.prompt_version if judge else None,
@@ -205,7 +221,7 @@ class CrucibleSession:
             "cost_usd": summary.get("cost_usd"),
             "input_tokens": int(summary.get("input_tokens", 0)),
             "output_tokens": int(summary.get("output_tokens", 0)),
-        } if self.judges_answers else None
+        } if self.uses_judge else None
         store.finish_run(self.run_id, status=self.status, golden_hash=golden_set_hash(store.golden_items(self.run_id)), judge=judge)
 
     # -- the gate ----------------------------------------------------------------------------

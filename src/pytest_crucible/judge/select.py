@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -37,20 +36,13 @@ def make_judge(name: str = "auto", *, model: str | None = None, batch: bool = Fa
     raise JudgeSetupError(f"unknown judge {name!r}: expected one of {', '.join(JUDGE_CHOICES)}")
 
 
-def read_cache_rows(db_path: Path, judge_model: str, prompt_version: str) -> list[dict[str, Any]]:
-    """Cached verdicts of one judge, read without writing (workers may read, never write)."""
-    if not db_path.exists():
-        return []
-    try:
-        conn = sqlite3.connect(f"{db_path.as_uri()}?mode=ro", uri=True, timeout=30.0)
-    except sqlite3.Error:
-        return []
-    try:
-        rows = conn.execute(
-            "SELECT key, verdict FROM judge_cache WHERE judge_model = ? AND prompt_version = ?", [judge_model, prompt_version]
-        ).fetchall()
-    except sqlite3.Error:  # an older file without the table: nothing cached yet
-        return []
-    finally:
-        conn.close()
-    return [{"key": key, "verdict": verdict} for key, verdict in rows]
+def read_cache_rows(db_path: Path, judge_model: str, prompt_version: str | None = None) -> list[dict[str, Any]]:
+    """Cached verdicts of one judge (all its prompt versions unless one is given), read without writing."""
+    from ..store import read_only_rows
+
+    sql = "SELECT key, verdict FROM judge_cache WHERE judge_model = ?"
+    params: list[Any] = [judge_model]
+    if prompt_version is not None:
+        sql += " AND prompt_version = ?"
+        params.append(prompt_version)
+    return read_only_rows(db_path, sql, params)

@@ -9,11 +9,11 @@ from ..metrics import ordered_metrics
 
 
 def metric_table(means: dict[str, tuple[float, int]], k: int | None = None) -> list[str]:
-    lines = [f"  {'metric':<18} {'mean':>8} {'n':>6}"]
+    lines = [f"  {'metric':<22} {'mean':>8} {'n':>6}"]
     for name in ordered_metrics(means):
         mean, n = means[name]
         label = name.replace("AtK", f"@{k}") if k and name.endswith("AtK") else name.replace("At10", "@10")
-        lines.append(f"  {label:<18} {mean:>8.4f} {n:>6}")
+        lines.append(f"  {label:<22} {mean:>8.4f} {n:>6}")
     return lines
 
 
@@ -42,6 +42,21 @@ def judge_line(run: dict[str, Any]) -> str:
     return line
 
 
+def pool_summary(pools, k) -> str | None:
+    """Where the grades of the retrieved pool came from, and how much of it nobody judged."""
+    totals = {"provenance": 0, "human": 0, "llm": 0, "unjudged": 0}
+    for pool in pools:
+        if pool:
+            for name, count in (json.loads(pool) if isinstance(pool, str) else pool).items():
+                totals[name] = totals.get(name, 0) + count
+    size = sum(totals.values())
+    if not size:
+        return None
+    share = totals["unjudged"] / size
+    return (f"qrels for the retrieved pool (top {k}): {totals['provenance']} provenance, {totals['human']} human, "
+            f"{totals['llm']} llm; {totals['unjudged']} unjudged ({share:.0%}), counted as non-relevant as trec_eval does")
+
+
 def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults: list[str] = ()) -> list[str]:
     run = store.get_run(run_id)
     results = store.results(run_id)
@@ -57,6 +72,9 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
         lines.extend(metric_table(means, k))
     else:
         lines.append("  no retrieval metrics: no item had a relevant citation")
+    pool_line = pool_summary([row.get("pool") for row in results], k)
+    if pool_line:
+        lines.append(pool_line)
     lines.append(f"db {store.path}")
     for key in unread_keys:
         lines.append(f"WARNING CrucibleWarning: config key {key} was never read by the pipeline: is the config applied?")

@@ -232,12 +232,13 @@ class Store:
             "SELECT key, verdict FROM judge_cache WHERE judge_model = ? AND prompt_version = ?", [judge_model, prompt_version])]
 
     def add_answer_scores(self, run_id: str, item_id: str, metrics: dict[str, float], judge_errors: list[str],
-                          verdicts: dict[str, Any] | None) -> None:
+                          verdicts: dict[str, Any] | None, assertions: list[dict[str, Any]] | None = None) -> None:
         """Judge-based metrics computed after the item ran (Message Batches at session end)."""
         with self.db.conn:
             for name, value in metrics.items():
                 self._insert("item_metrics", {"run_id": run_id, "item_id": item_id, "metric": name, "value": float(value)}, replace=True)
-            updates: dict[str, Any] = {"judge_errors": json.dumps(judge_errors), "verdicts": json.dumps(verdicts) if verdicts else None}
+            updates: dict[str, Any] = {"judge_errors": json.dumps(judge_errors), "verdicts": json.dumps(verdicts) if verdicts else None,
+                                       "assertions": json.dumps(assertions) if assertions else None}
             if judge_errors:
                 updates["outcome"] = "error"
             assignments = ", ".join(f"{column} = ?" for column in updates)
@@ -457,6 +458,27 @@ def validate_export(document: Any, source: str) -> dict[str, Any]:
         if not isinstance(values, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values.values()):
             raise bad(f"itemMetrics.{metric}", "an object of item id -> number")
     return document
+
+
+def read_only_rows(db_path: str | Path, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
+    """Query a crucible database without writing to it (xdist workers read, only the controller writes).
+
+    A missing file, or an older file without the table, reads as no rows.
+    """
+    db_path = Path(db_path)
+    if not db_path.exists():
+        return []
+    try:
+        conn = sqlite3.connect(f"{db_path.absolute().as_uri()}?mode=ro", uri=True, timeout=30.0)
+    except sqlite3.Error:
+        return []
+    conn.row_factory = sqlite3.Row
+    try:
+        return [dict(row) for row in conn.execute(sql, list(params))]
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        conn.close()
 
 
 def read_export(path: str | Path) -> dict[str, Any]:

@@ -163,7 +163,7 @@ def _lines(path: Path) -> list[tuple[int, str]]:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise QrelsFormatError(path, line, None, f"not valid UTF-8 (byte {data[exc.start]:#04x})",
+        raise QrelsFormatError(path, line, "encoding", f"not valid UTF-8 (byte {data[exc.start]:#04x})",
                                "save the file as UTF-8") from None
     if text.startswith("\ufeff"):
         text = text[1:]

@@ -7,8 +7,10 @@ from typing import Any
 from ..stats.compare import FAMILIES, Comparison, RunData, family_of
 
 
-def run_metrics_json(data: RunData) -> dict[str, Any]:
-    """The spec's metrics shape; families not computed in this run are left out, never zero-filled."""
+def run_metrics_json(data: RunData, items: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The spec's metrics shape; families not computed in this run are left out, never zero-filled.
+
+    With the run's golden items, a ``byFacet`` block breaks every metric down by facet value."""
     means = data.means()
     document: dict[str, Any] = {"runId": data.run_id, "configHash": data.run["config_hash"], "n": len(data.item_ids)}
     for family, names in FAMILIES.items():
@@ -20,6 +22,10 @@ def run_metrics_json(data: RunData) -> dict[str, Any]:
         document["other"] = dict(sorted(others.items()))
     if data.run.get("judge_model"):
         document["judge"] = {"model": data.run["judge_model"], "promptVersion": data.run.get("judge_prompt_version")}
+    if items:
+        from ..facets import by_facet
+
+        document["byFacet"] = by_facet(items, data.metrics)
     return document
 
 

@@ -60,6 +60,14 @@ class RunData:
             return json.loads(value)
         return value or {}
 
+    def restricted(self, item_ids: set[str]) -> "RunData":
+        """The same run seen through a subset of its items (e.g. one facet value)."""
+        return RunData(
+            run=self.run,
+            metrics={metric: {i: v for i, v in values.items() if i in item_ids} for metric, values in self.metrics.items()},
+            item_ids=[i for i in self.item_ids if i in item_ids],
+        )
+
     def means(self) -> dict[str, float]:
         return {metric: sum(values.values()) / len(values) for metric, values in self.metrics.items() if values}
 

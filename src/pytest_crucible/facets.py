@@ -1,0 +1,66 @@
+"""Facets: every metric of a run broken down by question facet.
+
+A golden item belongs to one value of each CRAG facet (``questionType``, ``popularity``,
+``dynamism``, ``answerable``, ``kind``) and to one ``tag`` facet per tag it carries
+(``topic:retention`` style tags give a business-unit view). Unset facets read
+``unspecified``. This module never imports pytest.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+FACETS = ("questionType", "popularity", "dynamism", "answerable", "kind")
+
+
+def facet_values(item: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(facet, value) pairs of one golden item (as its JSON, camelCase)."""
+    pairs = []
+    for facet in FACETS:
+        value = item.get(facet)
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        pairs.append((facet, "unspecified" if value is None else str(value)))
+    pairs.extend(("tag", str(tag)) for tag in item.get("tags") or ())
+    return pairs
+
+
+def parse_facet(text: str) -> tuple[str, str]:
+    """``questionType=multi_hop`` -> ("questionType", "multi_hop"); ValueError with a hint otherwise."""
+    facet, sep, value = text.partition("=")
+    if not sep or not value or facet not in (*FACETS, "tag"):
+        raise ValueError(f"facet {text!r}: expected FACET=VALUE with FACET one of {', '.join((*FACETS, 'tag'))}, "
+                         "e.g. questionType=multi_hop or tag=topic:returns")
+    return facet, value
+
+
+def items_in_facet(items: Iterable[Mapping[str, Any]], facet: str, value: str) -> set[str]:
+    return {item["id"] for item in items if (facet, value) in facet_values(item)}
+
+
+def by_facet(items: Iterable[Mapping[str, Any]], metrics: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """facet -> value -> {"n": items, metric: mean over the items that have it}."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for item in items:
+        for pair in facet_values(item):
+            groups.setdefault(pair, []).append(item["id"])
+    table: dict[str, dict[str, dict[str, Any]]] = {}
+    for (facet, value), ids in sorted(groups.items()):
+        entry: dict[str, Any] = {"n": len(ids)}
+        for metric, values in metrics.items():
+            present = [values[i] for i in ids if i in values]
+            if present:
+                entry[metric] = sum(present) / len(present)
+        table.setdefault(facet, {})[value] = entry
+    return table
+
+
+def worst_facets(table: Mapping[str, Mapping[str, Mapping[str, Any]]], metric: str, count: int = 3, min_items: int = 2) -> list[tuple[str, str, float, int]]:
+    """The facet values with the lowest mean ``metric`` (at least ``min_items`` items each)."""
+    rows = [
+        (facet, value, entry[metric], entry["n"])
+        for facet, values in table.items()
+        for value, entry in values.items()
+        if metric in entry and entry["n"] >= min_items
+    ]
+    return sorted(rows, key=lambda row: (row[2], row[0], row[1]))[:count]

@@ -41,8 +41,16 @@ Let N_j = |g_1| + ... + |g_j| and E_j the number of wrong results among them.
   of the i most confident results: exactly the empirical AURC of Geifman et
   al. (the area under the step risk-coverage curve sampled at coverages
   1/n, 2/n, ..., 1).  With ties that formula depends on how the tie is broken
-  (an arbitrary sort order); the definition here is order-free and lies
-  between the best and the worst tie-break.
+  (an arbitrary sort order); the definition here does not.  Geometrically it
+  is the area under the step function that is constant on each coverage
+  interval (N_{j-1}/n, N_j/n] at the risk of the achievable point at its right
+  end -- the same right-end rule Geifman et al.'s sum uses, applied to the
+  points a threshold can actually reach.  It is *not* the mean over
+  tie-breaks, and it need not lie between the best and the worst tie-break:
+  confidences (2, 1, 1) with correctness (yes, no, no) give 4/9 against 7/18
+  for either tie-break (the tied errors are charged the group's final risk
+  2/3), and (2, 1, 1) with (no, yes, yes) give 5/9 against 11/18 (the tied
+  correct results are credited the group's final risk 1/3).
 
 * **Optimal AURC** -- the AURC of a perfect ranking (every correct result
   more confident than every wrong one) with the same n and number of errors e.
@@ -94,7 +102,7 @@ Groups (highest first): {0.9}, {0.8, 0.8}, {0.6}, {0.3}::
     E-AURC = 79/300 - 39/300 = 40/300 = 2/15 = 0.13333...
 
 Breaking the tie instead would give 59/300 (correct one first) or 89/300
-(wrong one first).  Coverage at target risk: 0.1 -> 0.2, 0.25 -> 0.8 (the
+(wrong one first); here the group rule happens to land between the two.  Coverage at target risk: 0.1 -> 0.2, 0.25 -> 0.8 (the
 point at 0.6 has risk 1/3 > 0.25 but the point at 0.8 has risk exactly 1/4),
 0.4 -> 1.0, and any negative target -> 0.0.
 """

@@ -58,3 +58,32 @@ def test_missing_database_is_one_line_error(tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     assert "no crucible database here" in err and "Traceback" not in err
     assert not (tmp_path / "none.db").exists()  # reading never creates files
+
+
+def test_metrics_by_facet_and_compare_restricted_to_a_facet(tmp_path, capsys) -> None:
+    db = tmp_path / "c.db"
+    store = Store.open(db)
+    ids = []
+    for shift in (0.0, 0.5):
+        run_id = store.start_run(config_hash="h", params={}, resolved={"retrievalLimit": 10}, mode="component", outcome_mode="record")
+        for i in range(8):
+            kind = "multi_hop" if i % 2 else "simple"
+            item = {"id": f"q{i}", "question": "Q", "questionType": kind, "tags": ["topic:x"]}
+            value = 0.2 + 0.01 * i + (shift if kind == "multi_hop" else 0.0)
+            store.record_score(run_id, {"item_id": item["id"], "question": "Q", "item": item, "outcome": "passed",
+                                        "metrics": {"ndcgAt10": value}})
+        store.finish_run(run_id, status="complete", golden_hash=None)
+        ids.append(run_id)
+    store.close()
+    assert main(["metrics", "latest", "--json", "--db", str(db)]) == 0
+    by_facet = json.loads(capsys.readouterr().out)["byFacet"]
+    assert by_facet["questionType"]["simple"] == {"n": 4, "ndcgAt10": pytest.approx(0.23)}
+    assert by_facet["tag"]["topic:x"]["n"] == 8
+    assert main(["compare", ids[0], ids[1], "--facet", "questionType=simple", "--json", "--db", str(db)]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["facet"] == "questionType=simple" and document["pairedItems"] == 4
+    assert document["metrics"]["ndcgAt10"]["delta"] == 0.0
+    assert main(["compare", ids[0], ids[1], "--facet", "questionType=multi_hop", "--json", "--db", str(db)]) == 0
+    assert json.loads(capsys.readouterr().out)["metrics"]["ndcgAt10"]["delta"] == pytest.approx(0.5)
+    assert main(["compare", ids[0], ids[1], "--facet", "colour=red", "--db", str(db)]) == 2
+    assert "expected FACET=VALUE" in capsys.readouterr().err

@@ -70,13 +70,14 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
     store = _open_store(args)
     run_id = store.resolve_run(args.run)
     if args.json:
-        print(json.dumps(run_metrics_json(store.run_data(run_id)), indent=2))
+        print(json.dumps(run_metrics_json(store.run_data(run_id), store.golden_items(run_id)), indent=2))
     else:
         print("\n".join(run_summary_lines(store, run_id)))
     return 0
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
+    from .facets import items_in_facet, parse_facet
     from .report.views import comparison_lines
     from .stats.compare import ComparisonRefused, compare_run_data
     from .store import read_export, run_data_from_export
@@ -84,19 +85,37 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     store = _open_store(args)
 
     def load(ref: str):
+        """(RunData, golden items as run) from a run id/prefix/latest or an exported .json."""
         if ref.endswith(".json"):
-            return run_data_from_export(read_export(ref))
-        return store.run_data(store.resolve_run(ref))
+            document = read_export(ref)
+            return run_data_from_export(document), [golden["item"] for golden in document["goldenItems"]]
+        run_id = store.resolve_run(ref)
+        return store.run_data(run_id), store.golden_items(run_id)
 
+    (a, items_a), (b, items_b) = load(args.a), load(args.b)
+    if args.facet:
+        try:
+            facet, value = parse_facet(args.facet)
+        except ValueError as exc:
+            print(f"crucible: {exc}", file=sys.stderr)
+            return 2
+        # An item is in the facet when the baseline's version of it is (items are paired by id).
+        keep = items_in_facet(items_a or items_b, facet, value)
+        a, b = a.restricted(keep), b.restricted(keep)
     try:
-        comparison = compare_run_data(load(args.a), load(args.b), seed=args.seed, multiple=args.multiple,
+        comparison = compare_run_data(a, b, seed=args.seed, multiple=args.multiple,
                                       metrics=args.metrics.split(",") if args.metrics else None)
     except ComparisonRefused as exc:
         print(f"crucible: {exc}", file=sys.stderr)
         return 3
     if args.json:
-        print(json.dumps(comparison.to_json(), indent=2))
+        document = comparison.to_json()
+        if args.facet:
+            document["facet"] = args.facet
+        print(json.dumps(document, indent=2))
     else:
+        if args.facet:
+            print(f"facet {args.facet}")
         print("\n".join(comparison_lines(comparison)))
     return 0
 
@@ -324,6 +343,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--seed", type=int, default=1337)
     compare.add_argument("--metrics", default=None, metavar="M1,M2", help="only these metrics")
     compare.add_argument("--multiple", choices=["none", "holm"], default="none", help="p-value correction across metrics")
+    compare.add_argument("--facet", default=None, metavar="FACET=VALUE",
+                         help="compare only the items of one facet value, e.g. questionType=multi_hop or tag=topic:returns")
     compare.set_defaults(func=_cmd_compare)
 
     export = with_db(sub.add_parser("export", help="write one run as JSON (commit it as a CI baseline)"))

@@ -298,6 +298,54 @@ def _cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_promote(args: argparse.Namespace) -> int:
+    from .promote import promote
+
+    if args.json:
+        text = sys.stdin.read() if args.json == "-" else open(args.json, encoding="utf-8").read()
+        try:
+            body = json.loads(text)
+        except json.JSONDecodeError as exc:
+            print(f"crucible: {args.json}:{exc.lineno}: not valid JSON: {exc.msg}\nHINT: the body is one JSON object", file=sys.stderr)
+            return 2
+        source = "stdin" if args.json == "-" else args.json
+    else:
+        missing = [flag for flag, value in (("--run", args.run), ("--question", args.question), ("--assertion", args.assertion),
+                                            ("--error-class", args.error_class)) if not value]
+        if missing:
+            print(f"crucible: promote needs {', '.join(missing)} (or --json FILE)", file=sys.stderr)
+            return 2
+        citations = []
+        for text in args.citation or []:
+            doc, _, mode = text.partition(":")
+            doc_id, _, chunk_id = doc.partition("#")
+            citations.append({"docId": doc_id, **({"chunkId": doc} if chunk_id else {}), "mode": mode or "required"})
+        body = {"runId": args.run, "resultId": args.result, "question": args.question, "correctedAssertions": args.assertion,
+                "citations": citations, "errorClass": args.error_class, "tags": args.tag or [], "correctedBy": args.by,
+                "note": args.note}
+        body = {key: value for key, value in body.items() if value is not None}
+        source = "promote"
+    if args.by and "correctedBy" not in body:
+        body["correctedBy"] = args.by
+    store = _open_store(args)
+    print(json.dumps(promote(store, body, source=source), indent=2))
+    return 0
+
+
+def _cmd_golden_export(args: argparse.Namespace) -> int:
+    from .promote import draft_items
+
+    items = draft_items(_open_store(args))
+    text = "".join(json.dumps(item, sort_keys=True) + "\n" for item in items)
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        print(f"wrote {len(items)} draft golden item(s) to {args.output}; review them, move them into your golden set, set status active")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="crucible", description="Read and compare pytest-crucible evaluation runs.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -354,6 +402,26 @@ def build_parser() -> argparse.ArgumentParser:
                         help="json: the whole run (default); trec: a TREC run file of the ranked units the plugin "
                              "scored, for `crucible trec-eval` with `crucible qrels export --effective`")
     export.set_defaults(func=_cmd_export)
+
+    promote = with_db(sub.add_parser("promote", help="turn a reviewed correction into a draft golden item (+ feedback row)"))
+    promote.add_argument("--run", help="run id the correction comes from")
+    promote.add_argument("--result", help="result id in that run (optional)")
+    promote.add_argument("--question")
+    promote.add_argument("--assertion", action="append", help="a corrected must-assertion (repeatable)")
+    promote.add_argument("--citation", action="append", metavar="DOC[#CHUNK][:required|acceptable]", help="citation anchor (repeatable)")
+    promote.add_argument("--error-class", dest="error_class")
+    promote.add_argument("--tag", action="append")
+    promote.add_argument("--by", help="who corrected it")
+    promote.add_argument("--note")
+    promote.add_argument("--json", metavar="FILE|-", help="the request body as JSON (the spec's promote contract)")
+    promote.set_defaults(func=_cmd_promote)
+
+    golden = sub.add_parser("golden", help="golden items promoted from reviews")
+    golden_sub = golden.add_subparsers(dest="golden_command", required=True, metavar="ACTION")
+    golden_export = with_db(golden_sub.add_parser("export", help="write draft items in the golden file format"))
+    golden_export.add_argument("--status", choices=["draft"], default="draft")
+    golden_export.add_argument("-o", "--output", required=True, help="a .jsonl file, or - for stdout")
+    golden_export.set_defaults(func=_cmd_golden_export)
 
     importer = with_db(sub.add_parser("import", help="add an exported run to the database"))
     importer.add_argument("file")

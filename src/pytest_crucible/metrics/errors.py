@@ -268,6 +268,8 @@ def classify(inputs: ClassificationInputs) -> ErrorVerdict:
         return ErrorVerdict(
             "correct", f"The unanswerable item was handled correctly (judge grade {x.crag_grade})."
         )
-    graded = f" and the judge graded it {x.crag_grade}" if x.crag_grade else ""
-    return ErrorVerdict("correct", f"All checks passed: evidence retrieved, claims supported and cited{graded}.")
+    graded = f", judge grade {x.crag_grade}" if x.crag_grade else ", not judged"
+    return ErrorVerdict(
+        "correct", f"All checks passed: required evidence retrieved, claims supported and cited{graded}."
+    )
 

@@ -205,6 +205,9 @@ class Store:
                     "verdicts": json.dumps(score["verdicts"]) if score.get("verdicts") else None,
                     "pool": json.dumps(score["pool"]) if score.get("pool") else None,
                     "assertions": json.dumps(score["assertions"]) if score.get("assertions") else None,
+                    "result_id": score.get("result_id") or new_ulid(),
+                    "error_class": score.get("error_class"),
+                    "error_evidence": score.get("error_evidence"),
                 },
                 replace=True,
             )
@@ -429,7 +432,7 @@ _RUN_COLUMNS = ("id", "started_at", "finished_at", "status", "config_hash", "con
                 "host", "pid", "judge_label", "judge_stats", "cost_estimate_usd", "cost_usd", "input_tokens", "output_tokens")
 _RESULT_COLUMNS = ("run_id", "item_id", "question", "answer", "retrieved", "citations", "confidence", "abstained", "blocked",
                    "detected_concepts", "outcome", "failures", "error", "latency_ms", "recorded_at", "judge_errors", "verdicts",
-                   "pool", "assertions")
+                   "pool", "assertions", "result_id", "error_class", "error_evidence")
 _JSON_RESULT_COLUMNS = ("retrieved", "citations", "detected_concepts", "failures", "judge_errors")
 
 

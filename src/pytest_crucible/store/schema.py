@@ -156,6 +156,38 @@ MIGRATIONS: list[str] = [
     ALTER TABLE results ADD COLUMN pool TEXT;
     ALTER TABLE results ADD COLUMN assertions TEXT;
     """,
+    # version 4: one error class per result, an id per result (what feedback points at),
+    # the append-only eval_feedback queue, and draft golden items promoted from reviews.
+    """
+    ALTER TABLE results ADD COLUMN result_id TEXT;
+    ALTER TABLE results ADD COLUMN error_class TEXT;
+    ALTER TABLE results ADD COLUMN error_evidence TEXT;
+    CREATE UNIQUE INDEX results_by_result_id ON results (result_id) WHERE result_id IS NOT NULL;
+    CREATE TABLE eval_feedback (
+        id TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        result_id TEXT,
+        item_id TEXT,
+        error_class TEXT NOT NULL,
+        evidence TEXT,
+        corrected_by TEXT,
+        note TEXT,
+        golden_item_id TEXT,
+        created_at TEXT NOT NULL
+    );
+    CREATE TRIGGER eval_feedback_no_update BEFORE UPDATE ON eval_feedback
+    BEGIN SELECT RAISE(ABORT, 'eval_feedback is an append-only queue: UPDATE is refused; append a new row instead'); END;
+    CREATE TRIGGER eval_feedback_no_delete BEFORE DELETE ON eval_feedback
+    BEGIN SELECT RAISE(ABORT, 'eval_feedback is an append-only queue: DELETE is refused'); END;
+    CREATE TABLE golden_drafts (
+        id TEXT PRIMARY KEY,
+        status TEXT NOT NULL DEFAULT 'draft',
+        item TEXT NOT NULL,
+        feedback_id TEXT NOT NULL REFERENCES eval_feedback(id),
+        created_by TEXT,
+        created_at TEXT NOT NULL
+    );
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,143 @@
+"""Promote a reviewed correction into a draft golden item: the loop that turns a caught
+regression into a permanent test.
+
+The body follows the spec's contract (``runId``, optional ``resultId``, ``question``,
+``correctedAssertions``, ``citations``, ``errorClass``, ``tags``). It takes assertions a
+reviewer has already corrected and calls no model. The run must exist and, when given,
+the result must belong to that run; then one transaction creates the draft golden item
+(must-assertions, citation anchors, tags) and appends the linked ``eval_feedback`` row.
+A validation or write failure leaves the database exactly as it was.
+
+This module never imports pytest.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
+
+from .golden_set import Citation, GoldenItem, field_path
+from .store import Store, StoreError, new_ulid, utc_now
+
+
+class PromoteError(StoreError):
+    """A promote request that was refused; nothing was written."""
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class PromoteRequest(_Body):
+    run_id: str = Field(min_length=1)
+    result_id: str | None = None
+    question: str = Field(min_length=1)
+    corrected_assertions: list[str] = Field(min_length=1)
+    citations: list[Citation] = Field(default_factory=list)
+    error_class: str
+    tags: list[str] = Field(default_factory=list)
+    corrected_by: str | None = None
+    note: str | None = None
+    status: Literal["draft"] = "draft"
+
+    @field_validator("corrected_assertions")
+    @classmethod
+    def _assertions_not_blank(cls, value: list[str]) -> list[str]:
+        for index, text in enumerate(value):
+            if not text.strip():
+                raise ValueError(f"assertion {index} is blank")
+        return value
+
+    @field_validator("error_class")
+    @classmethod
+    def _known_class(cls, value: str) -> str:
+        from .metrics.errors import ERROR_CLASSES
+
+        if value not in ERROR_CLASSES:
+            raise ValueError(f"must be one of {', '.join(ERROR_CLASSES)}")
+        return value
+
+
+def parse_request(data: Any, source: str = "request") -> PromoteRequest:
+    try:
+        return PromoteRequest.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        problem = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
+        raise PromoteError(
+            f"{source}: field '{field_path(first['loc'])}': {problem}\n"
+            "HINT: the body needs runId, question, correctedAssertions (at least one) and errorClass; "
+            "citations are {docId, chunkId?, mode}"
+        ) from None
+
+
+def promote(store: Store, request: PromoteRequest | dict[str, Any], *, source: str = "request") -> dict[str, Any]:
+    """Create the draft golden item and its feedback row in one transaction; returns the spec's response."""
+    if not isinstance(request, PromoteRequest):
+        request = parse_request(request, source)
+    run = store.db.conn.execute("SELECT id FROM runs WHERE id = ?", [request.run_id]).fetchone()
+    if run is None:
+        raise PromoteError(f"{source}: field 'runId': no run {request.run_id} in {store.path}\nHINT: `crucible runs` lists the runs")
+    item_id_of_result = None
+    if request.result_id is not None:
+        row = store.db.conn.execute("SELECT run_id, item_id FROM results WHERE result_id = ?", [request.result_id]).fetchone()
+        if row is None or row[0] != request.run_id:
+            where = "belongs to another run" if row is not None else "does not exist"
+            raise PromoteError(f"{source}: field 'resultId': result {request.result_id} {where} (run {request.run_id})\n"
+                               "HINT: take resultId from that run's results (`crucible export RUN`)")
+        item_id_of_result = row[1]
+
+    golden_id, feedback_id, now = new_ulid(), new_ulid(), utc_now()
+    item = GoldenItem(
+        id=golden_id,
+        question=request.question,
+        status="draft",
+        assertions=[{"text": text, "kind": "must", "weight": 1.0} for text in request.corrected_assertions],
+        citations=request.citations,
+        tags=request.tags,
+        metadata={"promotedFrom": {"runId": request.run_id, "resultId": request.result_id, "itemId": item_id_of_result}},
+    )
+    note = request.note or f"Correction promoted to golden item {golden_id}."
+    conn = store.db.conn
+    with conn:  # one transaction: both rows or neither
+        conn.execute(
+            "INSERT INTO eval_feedback (id, run_id, result_id, item_id, error_class, evidence, corrected_by, note, golden_item_id, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [feedback_id, request.run_id, request.result_id, item_id_of_result, request.error_class, "reviewed correction",
+             request.corrected_by, note, golden_id, now],
+        )
+        conn.execute(
+            "INSERT INTO golden_drafts (id, status, item, feedback_id, created_by, created_at) VALUES (?, 'draft', ?, ?, ?, ?)",
+            [golden_id, json.dumps(item.to_json(), sort_keys=True), feedback_id, request.corrected_by, now],
+        )
+    shown = item.to_json()
+    return {
+        "item": {
+            "id": golden_id,
+            "status": "draft",
+            "question": shown["question"],
+            "assertions": [{"text": a["text"], "kind": a["kind"], "weight": _number(a["weight"])} for a in shown["assertions"]],
+            "citations": [{k: v for k, v in c.items() if v is not None} for c in shown["citations"]],
+            "tags": shown["tags"],
+        },
+        "feedback": {
+            "id": feedback_id,
+            "runId": request.run_id,
+            "resultId": request.result_id,
+            "errorClass": request.error_class,
+            "correctedBy": request.corrected_by,
+            "note": note,
+        },
+    }
+
+
+def _number(value: float) -> float | int:
+    return int(value) if float(value).is_integer() else value
+
+
+def draft_items(store: Store) -> list[dict[str, Any]]:
+    """Promoted draft items in the golden file format, oldest first."""
+    return [json.loads(row[0]) for row in store.db.conn.execute("SELECT item FROM golden_drafts ORDER BY created_at, id")]

@@ -62,7 +62,7 @@ def test_stated_fact_without_its_concept_is_unsatisfied_and_says_which_concept(p
     result = project.runpytest_subprocess()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
-        "*golden item vela-range: incomplete: must-assertion 'The range is 80 km.' is stated but its concept "
+        "*golden item vela-range: incomplete: *must-assertion 'The range is 80 km.' is stated but its concept "
         "concept:vela-e2 was not detected by the pipeline (the answer is not grounded in it)*",
     ])
     [(stored,)] = rows(project, "SELECT assertions FROM results")
@@ -79,8 +79,10 @@ def test_stated_fact_without_its_concept_is_unsatisfied_and_says_which_concept(p
 
 def test_detected_concept_satisfies_the_assertion(project, monkeypatch) -> None:
     monkeypatch.setenv("DETECT", "1")
-    result = project.runpytest_subprocess()
+    result = project.runpytest_subprocess("--crucible-outcome=record")
     assert result.ret == pytest.ExitCode.OK
+    [(stored,)] = rows(project, "SELECT assertions FROM results")
+    assert json.loads(stored)[0]["satisfied"] is True
     metrics = dict(rows(project, "SELECT metric, value FROM item_metrics"))
     assert metrics["conceptRecall"] == 1.0
     assert metrics["assertionSatisfaction"] == pytest.approx(1.0 / 1.5)  # must (1.0) satisfied, should (0.5) not stated
@@ -137,6 +139,6 @@ def test_assertion_rules_by_hand() -> None:
     assert assertion_satisfaction(results) == pytest.approx(1 / 4)
     reasons = unsatisfied_must_assertions(results)
     assert reasons == [
-        "incomplete: must-assertion 'A' is stated but its concept c1 was not detected by the pipeline (the answer is not grounded in it)",
-        "incomplete: must-assertion 'B' is not stated by the answer",
+        "must-assertion 'A' is stated but its concept c1 was not detected by the pipeline (the answer is not grounded in it)",
+        "must-assertion 'B' is not stated by the answer",
     ]

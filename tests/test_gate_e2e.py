@@ -37,6 +37,8 @@ def crucible_pipeline():
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
     (pytester.path / "golden_set.jsonl").write_text("".join(json.dumps(item) + "\n" for item in ITEMS))
     pytester.makeconftest(CONFTEST)
+    # The gate is about retrieval here: component mode, no answers to judge.
+    pytester.makeini("[pytest]\ncrucible_mode = component\n")
     (pytester.path / "base.json").write_text("{}")
     (pytester.path / "degraded.json").write_text('{"degrade": true}')
     (pytester.path / "improved.json").write_text('{"improve": true}')

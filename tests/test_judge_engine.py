@@ -8,6 +8,7 @@ from pytest_crucible.answers import AnswerInputs, estimate_answer_layer_cost, sc
 from pytest_crucible.judge.engine import Judge, JudgeEngine
 from pytest_crucible.judge.types import (
     ClaimsVerdict,
+    CorrectnessVerdict,
     EntailmentRequest,
     EntailmentVerdict,
     JudgeFailure,
@@ -41,6 +42,8 @@ class ScriptedJudge(Judge):
                 out.append(QuestionsVerdict(questions=[f"q{i}" for i in range(request.n)], noncommittal=[False] * request.n))
             elif request.kind == "usefulness":
                 out.append(UsefulnessVerdict(useful="window" in request.chunk))
+            elif request.kind == "correctness":
+                out.append(CorrectnessVerdict(grade="perfect" if request.reference and request.reference in request.answer else "incorrect"))
             elif request.kind == "entailment":
                 text = " ".join(request.context).lower()
                 out.append(EntailmentVerdict(supported=[claim.lower() in text for claim in request.claims]))
@@ -110,7 +113,7 @@ def test_answer_layer_request_plan_and_metrics() -> None:
                           abstained=False, contexts=CONTEXTS, reference="The return window is 30 days")
     [score] = score_answers([inputs], JudgeEngine(judge), ConstantEmbedder())
     k = len(CONTEXTS)
-    assert len(judge.asked) == 2 * k + 6  # as the cost estimate assumes
+    assert len(judge.asked) == 2 * k + 7  # as the cost estimate assumes
     assert score.errors == []
     assert score.metrics["faithfulness"] == 0.5           # 1 of 2 answer claims is in the context
     assert score.metrics["contextRecall"] == 1.0          # the reference claim is in the context
@@ -119,6 +122,8 @@ def test_answer_layer_request_plan_and_metrics() -> None:
     # "Shipping is free" is incorrect (not in the reference) but no chunk entails it: no noise.
     assert score.metrics["noiseSensitivity"] == 0.0
     assert score.verdicts["faithfulness"]["supported"] == [True, False]
+    assert score.crag_grade == "perfect" and score.metrics["truthfulness"] == 1.0 and score.metrics["abstainRate"] == 0.0
+    assert score.unsupported_claims == ["Shipping is free"]
 
 
 def test_abstained_answer_is_scored_only_on_its_context() -> None:
@@ -126,8 +131,9 @@ def test_abstained_answer_is_scored_only_on_its_context() -> None:
     inputs = AnswerInputs(item_id="q1", question="q", answer="I don't know.", abstained=True, contexts=CONTEXTS,
                           reference="The return window is 30 days")
     [score] = score_answers([inputs], JudgeEngine(judge), ConstantEmbedder())
-    assert set(score.metrics) == {"contextPrecision", "contextRecall"}
-    assert {request.kind for request in judge.asked} == {"claims", "usefulness", "entailment"}
+    assert set(score.metrics) == {"contextPrecision", "contextRecall", "truthfulness", "abstainRate"}
+    assert score.crag_grade == "missing" and score.metrics["truthfulness"] == 0.0 and score.metrics["abstainRate"] == 1.0
+    assert {request.kind for request in judge.asked} == {"claims", "usefulness", "entailment"}  # no judge call for the grade
 
 
 def test_a_failed_request_voids_the_items_judge_metrics_and_only_that_item() -> None:
@@ -144,6 +150,6 @@ def test_cost_estimate_counts_the_same_requests_as_the_plan() -> None:
 
     items = [GoldenItem(id="a", question="q?", reference="r."), GoldenItem(id="b", question="q?")]
     estimate = estimate_answer_layer_cost(items, k=10, token_budget=3000, model="no-such-model", batch=False)
-    assert estimate.requests == (2 * 10 + 6) + 3
+    assert estimate.requests == (2 * 10 + 7) + 4
     assert estimate.cost_usd is None  # no price for an unknown model: said, not guessed
     assert estimate.input_tokens > 10 * 300  # the context dominates

@@ -56,7 +56,11 @@ def test_success_matches_the_spec_shape_and_writes_both_rows(tmp_path) -> None:
     [draft] = draft_items(store)
     assert draft["id"] == item["id"] and draft["status"] == "draft"
     conn = store.db.conn
-    assert conn.execute("SELECT golden_item_id, result_id FROM eval_feedback").fetchall() == [(item["id"], results[0])]
+    assert conn.execute("SELECT golden_item_id, result_id FROM eval_feedback WHERE golden_item_id IS NOT NULL").fetchall() == [
+        (item["id"], results[0])]
+    # The classified failures of both runs were queued when they were recorded.
+    assert conn.execute("SELECT error_class, evidence FROM eval_feedback WHERE golden_item_id IS NULL").fetchall() == [
+        ("incomplete", "must-assertion missing")] * 2
     # The feedback queue is append-only.
     with pytest.raises(sqlite3.DatabaseError, match="append-only"):
         conn.execute("UPDATE eval_feedback SET note = 'x'")

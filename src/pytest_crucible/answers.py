@@ -23,6 +23,7 @@ from typing import Any, Sequence
 from .judge.engine import JudgeEngine
 from .judge.types import (
     ClaimsRequest,
+    CorrectnessRequest,
     ClaimsVerdict,
     EntailmentRequest,
     EntailmentVerdict,
@@ -34,8 +35,10 @@ from .judge.types import (
     UsefulnessVerdict,
 )
 from .metrics import answer as formulas
+from .metrics.crag import crag_score
 
 ANSWER_METRICS = ("faithfulness", "responseRelevancy", "contextPrecision", "contextRecall", "noiseSensitivity")
+ABSTENTION_METRICS = ("truthfulness", "abstainRate")
 GENERATED_QUESTIONS = 3
 
 
@@ -52,6 +55,9 @@ class AnswerInputs:
     # (text, kind, weight, conceptId) of each must/should assertion, and what the pipeline detected.
     assertions: tuple[tuple[str, str, float, str | None], ...] = ()
     detected_concepts: frozenset[str] = frozenset()
+    chunk_ids: tuple[str, ...] = ()  # parallel to contexts
+    answerable: bool = True
+    false_premise: bool = False
 
     @property
     def has_answer(self) -> bool:
@@ -72,7 +78,19 @@ class AnswerInputs:
                 for a in item.get("assertions") or []
             ),
             detected_concepts=frozenset(score.get("detected_concepts") or ()),
+            chunk_ids=tuple(chunk.get("chunk_id") or "" for chunk in score.get("retrieved") or []),
+            answerable=bool(item.get("answerable", True)),
+            false_premise=item.get("questionType") == "false_premise",
         )
+
+    @property
+    def must_assertions(self) -> tuple[str, ...]:
+        return tuple(text for text, kind, *_ in self.assertions if kind == "must")
+
+    @property
+    def gradable(self) -> bool:
+        """CRAG needs something to grade against: a reference, must-assertions, or a trap to spot."""
+        return bool(self.reference or self.must_assertions or not self.answerable or self.false_premise)
 
 
 @dataclass
@@ -83,6 +101,11 @@ class AnswerScore:
     verdicts: dict[str, Any] = field(default_factory=dict)
     # One entry per golden assertion: text, kind, weight, conceptId, conceptDetected, supported, satisfied.
     assertions: list[dict[str, Any]] = field(default_factory=list)
+    # CRAG grade (perfect/acceptable/missing/incorrect) or None when nothing can grade it.
+    crag_grade: str | None = None
+    # Answer claims no retrieved chunk supports, and the chunks that support at least one claim.
+    unsupported_claims: list[str] = field(default_factory=list)
+    supporting_chunk_ids: list[str] = field(default_factory=list)
 
 
 class _Plan:
@@ -115,6 +138,13 @@ def score_answers(batch: Sequence[AnswerInputs], engine: JudgeEngine, embedder) 
         if inputs.has_answer:
             round1.append((plan, "answer_claims", ClaimsRequest(question=inputs.question, text=inputs.answer or "")))
             round1.append((plan, "questions", QuestionsRequest(answer=inputs.answer or "", n=GENERATED_QUESTIONS)))
+            if inputs.gradable:
+                round1.append((plan, "correctness", CorrectnessRequest(
+                    question=inputs.question, answer=inputs.answer or "", reference=inputs.reference,
+                    assertions=inputs.must_assertions, answerable=inputs.answerable, false_premise=inputs.false_premise)))
+        elif inputs.abstained:
+            # An honest abstention needs no judge: it is right exactly when the corpus cannot answer.
+            plan.score.crag_grade = "missing" if inputs.answerable else "perfect"
         if inputs.reference:
             round1.append((plan, "reference_claims", ClaimsRequest(question=inputs.question, text=inputs.reference)))
             for chunk in inputs.contexts:
@@ -128,6 +158,9 @@ def score_answers(batch: Sequence[AnswerInputs], engine: JudgeEngine, embedder) 
             plan.reference_claims = list(verdict.claims)
         elif slot == "questions":
             plan.questions = verdict
+        elif slot == "correctness":
+            plan.score.crag_grade = verdict.grade
+            plan.score.verdicts["correctness"] = {"grade": verdict.grade, "reason": verdict.reason}
         else:
             plan.useful = (plan.useful or []) + [bool(verdict.useful)]
 
@@ -158,6 +191,7 @@ def score_answers(batch: Sequence[AnswerInputs], engine: JudgeEngine, embedder) 
             continue
         if slot == "faithfulness":
             _put(plan, "faithfulness", formulas.faithfulness(verdict.supported))
+            plan.score.unsupported_claims = [c for c, ok in zip(plan.answer_claims or [], verdict.supported) if not ok]
             plan.score.verdicts["faithfulness"] = {"claims": plan.answer_claims, "supported": verdict.supported, "reasons": verdict.reasons}
         elif slot == "recall":
             _put(plan, "contextRecall", formulas.context_recall(verdict.supported))
@@ -173,7 +207,11 @@ def score_answers(batch: Sequence[AnswerInputs], engine: JudgeEngine, embedder) 
         if plan.score.errors:
             # Any failed request voids the item's judge-based metrics: reported, never half-scored.
             plan.score.metrics.clear()
+            plan.score.crag_grade = None
             continue
+        if plan.score.crag_grade is not None:
+            _put(plan, "truthfulness", crag_score(plan.score.crag_grade))
+        _put(plan, "abstainRate", 1.0 if inputs_abstained(plan.inputs) else 0.0)
         inputs = plan.inputs
         if plan.answer_claims and not inputs.contexts:
             _put(plan, "faithfulness", 0.0)  # claims with nothing retrieved to support them
@@ -190,6 +228,7 @@ def score_answers(batch: Sequence[AnswerInputs], engine: JudgeEngine, embedder) 
         if chunks is not None and id(plan) in correct and plan.answer_claims and plan.reference_claims is not None:
             n_answer = len(plan.answer_claims)
             supported = [verdict.supported[:n_answer] for verdict in chunks]
+            plan.score.supporting_chunk_ids = [cid for cid, row in zip(inputs.chunk_ids, supported) if any(row)]
             relevant = [any(verdict.supported[n_answer:]) for verdict in chunks]
             _put(plan, "noiseSensitivity", formulas.noise_sensitivity(correct[id(plan)], supported, relevant, mode="relevant"))
     return [plan.score for plan in plans]
@@ -221,12 +260,16 @@ def unsatisfied_must_assertions(results: Sequence[dict[str, Any]]) -> list[str]:
         if r["kind"] != "must" or r["satisfied"]:
             continue
         if r["supported"] and r["conceptDetected"] is False:
-            reasons.append(f"incomplete: must-assertion {r['text']!r} is stated but its concept {r['conceptId']} was not "
+            reasons.append(f"must-assertion {r['text']!r} is stated but its concept {r['conceptId']} was not "
                            "detected by the pipeline (the answer is not grounded in it)")
         else:
             missing = f" (concept {r['conceptId']} not detected either)" if r["conceptDetected"] is False else ""
-            reasons.append(f"incomplete: must-assertion {r['text']!r} is not stated by the answer{missing}")
+            reasons.append(f"must-assertion {r['text']!r} is not stated by the answer{missing}")
     return reasons
+
+
+def inputs_abstained(inputs: AnswerInputs) -> bool:
+    return inputs.abstained or not (inputs.answer and inputs.answer.strip())
 
 
 def _put(plan: _Plan, name: str, value: float | None) -> None:
@@ -259,8 +302,9 @@ def estimate_answer_layer_cost(items: Sequence[Any], *, k: int, token_budget: in
 
     Retrieved chunks are assumed to fill the config's ``tokenBudget`` evenly over ``k``
     chunks, answers to be as long as the reference (or 80 tokens). The request plan is
-    exactly :func:`score_answers`' (2k + 6 requests per item with a reference, 3 without,
-    one more with assertions); pool labelling adds at most k relevance requests per item.
+    exactly :func:`score_answers`' (2k + 7 requests per item with a reference, 4 without,
+    one more with assertions; the CRAG grade is counted even where an item turns out not
+    gradable, so the estimate errs high); pool labelling adds at most k relevance requests.
     """
     from .judge.prices import cost_usd, estimate_tokens
 
@@ -273,8 +317,8 @@ def estimate_answer_layer_cost(items: Sequence[Any], *, k: int, token_budget: in
         a = r or DEFAULT_ANSWER_TOKENS
         tokens = n = 0
         if answers:
-            tokens += (p + q + a) + (p + a) + (p + k * chunk + a)  # answer claims, questions, faithfulness
-            n += 3
+            tokens += (p + q + a) + (p + a) + (p + k * chunk + a) + (p + q + a + r)  # claims, questions, faithfulness, CRAG grade
+            n += 4
             if item.reference:
                 tokens += (p + q + r) + k * (p + q + r + chunk) + (p + k * chunk + r) + (p + r + a) + k * (p + chunk + a + r)
                 n += 2 * k + 3

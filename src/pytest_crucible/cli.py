@@ -70,7 +70,7 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
     store = _open_store(args)
     run_id = store.resolve_run(args.run)
     if args.json:
-        print(json.dumps(run_metrics_json(store.run_data(run_id), store.golden_items(run_id)), indent=2))
+        print(json.dumps(run_metrics_json(store.run_data(run_id), store.golden_items(run_id), store.results(run_id)), indent=2))
     else:
         print("\n".join(run_summary_lines(store, run_id)))
     return 0

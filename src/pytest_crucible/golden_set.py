@@ -77,6 +77,8 @@ class GoldenItem(_Model):
     dynamism: Literal["static", "slow", "fast"] | None = None
     kind: Literal["retrieval", "aggregation", "adversarial"] = "retrieval"
     tags: list[str] = Field(default_factory=list)
+    # Documents that disagree on this question: a good answer surfaces the conflict.
+    conflicting_sources: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     # Where the item came from; not part of the data model (excluded from dumps).

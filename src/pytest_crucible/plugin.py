@@ -394,7 +394,7 @@ def crucible_evaluate(request: pytest.FixtureRequest, crucible_pipeline, crucibl
 def _evaluate(crucible: "CrucibleSession", node: pytest.Item, golden: "GoldenItem", pipeline, config, embedder) -> "ItemScore":
     """Run the pipeline on one golden item, score it, and decide the item's outcome."""
     from .pipeline import PipelineResultError, coerce_result
-    from .scoring import OUTCOME_STRICT, score_error, score_item
+    from .scoring import OUTCOME_STRICT, classify_score, score_error, score_item
 
     settings = crucible.settings
     crucible.evaluated += 1
@@ -421,21 +421,39 @@ def _evaluate(crucible: "CrucibleSession", node: pytest.Item, golden: "GoldenIte
         labelled, label_errors = label_pool(golden, result, settings.retrieval_limit, item_judgments(golden, ledger), crucible.engine)
     score = score_item(golden, result, k=settings.retrieval_limit, latency_ms=latency, ledger_rows=[*ledger, *labelled])
     score.qrels_rows, score.judge_errors = labelled, label_errors
-    if crucible.judges_answers and not settings.judge_batch:
-        crucible.score_answer_layer(score, embedder)
+    if crucible.judges_answers:
+        from .metrics.crag import is_abstention
+
+        score.abstained = score.abstained or is_abstention(score.answer)
+        if not settings.judge_batch:
+            crucible.score_answer_layer(score, embedder)
     if crucible.uses_judge:
         score.cache_rows = crucible.engine.drain_cache_rows()
+    if not score.judge_errors and not (crucible.judges_answers and settings.judge_batch):
+        score.error_class, score.error_evidence = classify_score(score.to_plain(), mode=settings.mode)
     _attach(node, crucible, score)
     if score.judge_errors:
         # In every outcome mode: an item whose judging failed is an error, never a silent pass.
         pytest.fail(f"golden item {golden.id}: judge failed after retries: " + "; ".join(score.judge_errors), pytrace=False)
     if settings.outcome_mode == OUTCOME_STRICT:
-        from .answers import unsatisfied_must_assertions
-
-        score.failures.extend(unsatisfied_must_assertions(score.assertions))
-    if score.failures and settings.outcome_mode == OUTCOME_STRICT:
-        pytest.fail(f"golden item {golden.id}: " + "\n".join(score.failures), pytrace=False)
+        _fail_strict(golden, score)
     return score
+
+
+def _fail_strict(golden: "GoldenItem", score: "ItemScore") -> None:
+    """Strict outcome: a non-correct item fails with its error class and the evidence."""
+    from .answers import unsatisfied_must_assertions
+
+    details = [*score.failures, *unsatisfied_must_assertions(score.assertions)]
+    if score.error_class is None:  # answer classes arrive at session end (batches): judge retrieval now
+        headline = details[:1]
+    elif score.error_class != "correct":
+        headline = [f"{score.error_class}: {score.error_evidence}"]
+    else:
+        headline = []
+    if headline:
+        lines = headline + [detail for detail in details if detail not in headline]
+        pytest.fail(f"golden item {golden.id}: " + "\n".join(lines), pytrace=False)
 
 
 def _ms_since(started: float) -> float:
@@ -449,6 +467,8 @@ def _attach(node: pytest.Item, crucible: "CrucibleSession", score: "ItemScore") 
     node.user_properties.append(("crucible.configHash", crucible.settings.config_hash))
     if crucible.uses_judge:
         node.user_properties.append(("crucible.judge", crucible.engine.judge.label))
+    if score.error_class:
+        node.user_properties.append(("crucible.errorClass", score.error_class))
     for name, value in score.metrics.items():
         node.user_properties.append((f"crucible.{name}", float(value)))
 

@@ -54,6 +54,13 @@ class ItemScore:
     qrels_rows: list[dict[str, Any]] = field(default_factory=list)
     # Per assertion: text, kind, weight, conceptId, conceptDetected, supported, satisfied.
     assertions: list[dict[str, Any]] = field(default_factory=list)
+    # The abstention layer and the error class (one per result, see metrics/errors.py).
+    missing_citations: list[str] = field(default_factory=list)
+    crag_grade: str | None = None
+    unsupported_claims: list[str] = field(default_factory=list)
+    supporting_chunk_ids: list[str] = field(default_factory=list)
+    error_class: str | None = None
+    error_evidence: str | None = None
 
     def to_plain(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,18 +70,20 @@ class ItemScore:
         return cls(**data)
 
 
-def missing_required_citations(item: GoldenItem, result: PipelineResult, k: int) -> list[str]:
-    """Required citations with no matching chunk among the top ``k`` retrieved."""
-    top = result.retrieved[:k]
-    chunk_ids = {chunk.chunk_id for chunk in top}
-    doc_ids = {chunk.doc_id for chunk in top}
+def missing_required_citations(item: GoldenItem | dict[str, Any], retrieved: Sequence[Any], k: int) -> list[str]:
+    """Required citations with no matching chunk among the top ``k`` retrieved (models or plain dicts)."""
+    top = [chunk if isinstance(chunk, dict) else chunk.model_dump() for chunk in retrieved[:k]]
+    chunk_ids = {chunk["chunk_id"] for chunk in top}
+    doc_ids = {chunk["doc_id"] for chunk in top}
+    citations = item.to_json()["citations"] if isinstance(item, GoldenItem) else item.get("citations") or []
     missing = []
-    for citation in item.citations:
-        if citation.mode != "required":
+    for citation in citations:
+        if citation.get("mode", "required") != "required":
             continue
-        found = citation.chunk_id in chunk_ids if citation.chunk_id else citation.doc_id in doc_ids
+        chunk_id = citation.get("chunkId")
+        found = chunk_id in chunk_ids if chunk_id else citation["docId"] in doc_ids
         if not found:
-            missing.append(citation.chunk_id or citation.doc_id)
+            missing.append(chunk_id or citation["docId"])
     return missing
 
 
@@ -146,7 +155,8 @@ def score_item(item: GoldenItem, result: PipelineResult, *, k: int, latency_ms: 
     score.metrics.update(concept_metrics(item, result, k))
     score.pool = pool_sources(ranking[:k], judgments)
 
-    missing = missing_required_citations(item, result, k)
+    missing = missing_required_citations(item, result.retrieved, k)
+    score.missing_citations = missing
     if missing:
         shown = ", ".join(chunk.chunk_id for chunk in result.retrieved[:5]) or "nothing"
         more = " ..." if len(result.retrieved) > 5 else ""
@@ -155,3 +165,57 @@ def score_item(item: GoldenItem, result: PipelineResult, *, k: int, latency_ms: 
             f"(retrievalLimit); retrieved: {shown}{more}"
         )
     return score
+
+
+CONFLICT_HEDGES = ("sources differ", "sources disagree", "conflicting", "conflict", "depending on", "differs between",
+                   "according to one", "other document", "both documents")
+
+
+def _stale_chunk(chunk: dict[str, Any], today: str) -> bool:
+    meta = chunk.get("metadata") or {}
+    valid_to = meta.get("valid_to") or meta.get("validTo")
+    return bool(meta.get("superseded_by") or meta.get("supersededBy")) or bool(valid_to and str(valid_to) < today)
+
+
+def classify_score(score: dict[str, Any], *, mode: str, today: str | None = None) -> tuple[str, str]:
+    """(error class, evidence) of one scored item (plain data), by the rules of metrics/errors.py.
+
+    Stale sources are cited chunks (else the chunks that support the answer) whose metadata
+    says ``superseded_by`` or a ``valid_to`` date before ``today``; a conflict is surfaced when
+    the cited chunks span two of the item's ``conflictingSources`` or the answer says so.
+    """
+    from datetime import date
+
+    from .answers import unsatisfied_must_assertions
+    from .metrics.errors import ClassificationInputs, classify
+
+    item = score["item"]
+    missing = tuple(score.get("missing_citations") or ())
+    if mode == "component":
+        if missing and item.get("answerable", True):
+            return "retrieval_miss", f"required citation(s) {', '.join(missing)} not retrieved"
+        return "correct", "retrieval found every required citation"
+    today = today or date.today().isoformat()
+    by_id = {chunk["chunk_id"]: chunk for chunk in score.get("retrieved") or []}
+    cited = [c for c in score.get("citations") or [] if c in by_id]
+    relied = cited or list(score.get("supporting_chunk_ids") or [])
+    conflicting = tuple(item.get("conflictingSources") or ())
+    cited_docs = {by_id[c]["doc_id"] for c in cited}
+    answer = (score.get("answer") or "").lower()
+    inputs = ClassificationInputs(
+        answerable=bool(item.get("answerable", True)),
+        question_type=item.get("questionType") or "simple",
+        dynamism=item.get("dynamism"),
+        abstained=bool(score.get("abstained")),
+        missing_required_citations=missing,
+        unsupported_claims=tuple(score.get("unsupported_claims") or ()),
+        cited_chunk_ids=tuple(score.get("citations") or ()),
+        supporting_chunk_ids=tuple(score.get("supporting_chunk_ids") or ()),
+        stale_cited=tuple(c for c in relied if _stale_chunk(by_id[c], today)),
+        conflicting_docs=conflicting,
+        answer_mentions_conflict=len(cited_docs & set(conflicting)) >= 2 or any(h in answer for h in CONFLICT_HEDGES),
+        unsatisfied_must=tuple(unsatisfied_must_assertions(score.get("assertions") or [])),
+        crag_grade=score.get("crag_grade"),
+    )
+    verdict = classify(inputs)
+    return verdict.error_class, verdict.evidence

@@ -136,20 +136,28 @@ class CrucibleSession:
         score.judge_errors.extend(result.errors)
         score.verdicts = result.verdicts
         score.assertions = result.assertions
+        score.crag_grade = result.crag_grade
+        score.unsupported_claims = result.unsupported_claims
+        score.supporting_chunk_ids = result.supporting_chunk_ids
 
     def score_answers_in_batch(self) -> None:
         """Message Batches: judge every recorded item of the run at once, at session end."""
         from .answers import AnswerInputs, score_answers
         from .embed import HashingEmbedder
+        from .scoring import classify_score, missing_required_citations
 
         store = self.store
         document = store.export_run(self.run_id)
         items = {golden["item_id"]: golden["item"] for golden in document["goldenItems"]}
-        rows = [row for row in document["results"] if not row.get("error")]
-        inputs = [AnswerInputs.from_score({**row, "item": items[row["item_id"]]}) for row in rows]
-        results = score_answers(inputs, self.engine, self.embedder or HashingEmbedder())
+        rows = [{**row, "item": items[row["item_id"]]} for row in document["results"] if not row.get("error")]
+        results = score_answers([AnswerInputs.from_score(row) for row in rows], self.engine, self.embedder or HashingEmbedder())
         for row, result in zip(rows, results):
-            store.add_answer_scores(self.run_id, row["item_id"], result.metrics, result.errors, result.verdicts, result.assertions)
+            row.update(assertions=result.assertions, crag_grade=result.crag_grade, unsupported_claims=result.unsupported_claims,
+                       supporting_chunk_ids=result.supporting_chunk_ids,
+                       missing_citations=missing_required_citations(row["item"], row["retrieved"], self.settings.retrieval_limit))
+            error_class, evidence = (None, None) if result.errors else classify_score(row, mode=self.settings.mode)
+            store.add_answer_scores(self.run_id, row["item_id"], result.metrics, result.errors, result.verdicts, result.assertions,
+                                    error_class=error_class, error_evidence=evidence, crag_grade=result.crag_grade)
             self.batch_errors.extend(f"golden item {row['item_id']}: judge failed: {error}" for error in result.errors)
         store.add_cache_rows(self.engine.drain_cache_rows())
 

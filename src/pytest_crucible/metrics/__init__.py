@@ -8,6 +8,8 @@ METRIC_FAMILIES: dict[str, tuple[str, ...]] = {
     "ragas": ("faithfulness", "responseRelevancy", "contextPrecision", "contextRecall", "noiseSensitivity"),
     "abstention": ("truthfulness", "abstainRate", "aurc"),
 }
+# Metrics with no better direction: a significant change is reported, never gated as a regression.
+NO_DIRECTION = frozenset({"abstainRate"})
 LOWER_IS_BETTER = frozenset({"noiseSensitivity", "aurc", "eAurc", "nearMissRate", "attackSuccessRate", "falsePositiveRate"})
 
 

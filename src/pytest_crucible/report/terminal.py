@@ -72,6 +72,27 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
         lines.extend(metric_table(means, k))
     else:
         lines.append("  no retrieval metrics: no item had a relevant citation")
+    from .views import error_class_counts, selective_summary
+
+    selective = selective_summary(results)
+    if selective:
+        truth = means.get("truthfulness", (None, 0))[0]
+        abstain = means.get("abstainRate", (None, 0))[0]
+        lines.append(
+            "abstention: " + (f"truthfulness {truth:+.4f}, " if truth is not None else "")
+            + (f"abstainRate {abstain:.4f}, " if abstain is not None else "")
+            + f"aurc {selective['aurc']:.4f} (eAurc {selective['eAurc']:.4f}), "
+            f"coverage at risk <= 10%: {selective['coverageAtRisk']:.2f} (n {selective['n']})"
+        )
+    classes = error_class_counts(results)
+    if classes:
+        lines.append("error classes: " + ", ".join(f"{name} {n}" for name, n in classes.items()))
+    if "truthfulness" in means:
+        from ..facets import by_facet, worst_facets
+
+        worst = worst_facets(by_facet(store.golden_items(run_id), store.item_metrics(run_id)), "truthfulness")
+        if worst:
+            lines.append("worst truthfulness by facet: " + ", ".join(f"{facet}={value} {mean:+.2f} (n {n})" for facet, value, mean, n in worst))
     pool_line = pool_summary([row.get("pool") for row in results], k)
     if pool_line:
         lines.append(pool_line)

@@ -7,7 +7,39 @@ from typing import Any
 from ..stats.compare import FAMILIES, Comparison, RunData, family_of
 
 
-def run_metrics_json(data: RunData, items: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+TARGET_RISK = 0.1
+
+
+def selective_summary(results: list[dict[str, Any]]) -> dict[str, float] | None:
+    """Run-level selective prediction from the results' (confidence, CRAG-correct) pairs.
+
+    An item counts when it has a confidence and a CRAG grade; correct = perfect or acceptable
+    (an honest abstention on an unanswerable item is perfect, on an answerable one missing).
+    """
+    from ..metrics.crag import is_correct
+    from ..metrics.selective import aurc, coverage_at_risk, e_aurc
+
+    pairs = [(row["confidence"], is_correct(row["crag_grade"])) for row in results
+             if row.get("confidence") is not None and row.get("crag_grade")]
+    if not pairs:
+        return None
+    confidences, correct = [c for c, _ in pairs], [ok for _, ok in pairs]
+    return {"aurc": aurc(confidences, correct), "eAurc": e_aurc(confidences, correct),
+            "coverageAtRisk": coverage_at_risk(confidences, correct, TARGET_RISK), "n": len(pairs)}
+
+
+def error_class_counts(results: list[dict[str, Any]]) -> dict[str, int]:
+    from ..metrics.errors import ERROR_CLASSES
+
+    counts = {name: 0 for name in ERROR_CLASSES}
+    for row in results:
+        if row.get("error_class"):
+            counts[row["error_class"]] += 1
+    return {name: n for name, n in counts.items() if n}
+
+
+def run_metrics_json(data: RunData, items: list[dict[str, Any]] | None = None,
+                     results: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The spec's metrics shape; families not computed in this run are left out, never zero-filled.
 
     With the run's golden items, a ``byFacet`` block breaks every metric down by facet value."""
@@ -17,6 +49,14 @@ def run_metrics_json(data: RunData, items: list[dict[str, Any]] | None = None) -
         values = {name: means[name] for name in names if name in means}
         if values:
             document[family] = values
+    selective = selective_summary(results) if results else None
+    if selective:
+        document.setdefault("abstention", {}).update(aurc=selective["aurc"], eAurc=selective["eAurc"],
+                                                    coverageAtRisk10=selective["coverageAtRisk"])
+    if results:
+        classes = error_class_counts(results)
+        if classes:
+            document["errorClasses"] = classes
     others = {name: value for name, value in means.items() if family_of(name) is None}
     if others:
         document["other"] = dict(sorted(others.items()))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from ..config import config_diff
-from ..metrics import LOWER_IS_BETTER, METRIC_FAMILIES, ordered_metrics
+from ..metrics import LOWER_IS_BETTER, METRIC_FAMILIES, NO_DIRECTION, ordered_metrics
 from . import holm_adjust, min_pairs_for_alpha, paired_test
 
 DEFAULT_SEED = 1337
@@ -93,6 +93,8 @@ class MetricComparison:
     def verdict(self) -> str:
         if not self.significant or self.delta is None:
             return "not significant"
+        if self.metric in NO_DIRECTION:
+            return "changed"
         improved = (self.delta > 0) == self.higher_is_better
         return "improved" if improved else "regressed"
 

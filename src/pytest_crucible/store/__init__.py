@@ -176,6 +176,7 @@ class Store:
         """Write one item's result, metrics and provenance qrels in one transaction."""
         now = utc_now()
         item_id = score["item_id"]
+        result_id = score.get("result_id") or new_ulid()
         with self.db.conn:
             self._insert(
                 "golden_items",
@@ -205,12 +206,14 @@ class Store:
                     "verdicts": json.dumps(score["verdicts"]) if score.get("verdicts") else None,
                     "pool": json.dumps(score["pool"]) if score.get("pool") else None,
                     "assertions": json.dumps(score["assertions"]) if score.get("assertions") else None,
-                    "result_id": score.get("result_id") or new_ulid(),
+                    "result_id": result_id,
                     "error_class": score.get("error_class"),
                     "error_evidence": score.get("error_evidence"),
+                    "crag_grade": score.get("crag_grade"),
                 },
                 replace=True,
             )
+            self._append_feedback(run_id, result_id, item_id, score.get("error_class"), score.get("error_evidence"), now)
             self.db.conn.execute("DELETE FROM item_metrics WHERE run_id = ? AND item_id = ?", [run_id, item_id])
             metrics = score.get("metrics") or {}
             for name, value in metrics.items():
@@ -221,6 +224,13 @@ class Store:
             for concept in score["item"].get("concepts") or []:
                 self._insert("golden_concepts", {"run_id": run_id, "item_id": item_id, "concept_id": concept["id"],
                                                  "grade": concept.get("grade", "required")}, replace=True)
+
+    def _append_feedback(self, run_id: str, result_id: str | None, item_id: str, error_class: str | None,
+                         evidence: str | None, now: str) -> None:
+        # Every classified non-correct result joins the append-only review queue.
+        if error_class and error_class != "correct":
+            self._insert("eval_feedback", {"id": new_ulid(), "run_id": run_id, "result_id": result_id, "item_id": item_id,
+                                           "error_class": error_class, "evidence": evidence, "created_at": now})
 
     def _add_cache_rows(self, rows: Iterable[dict[str, Any]], now: str) -> None:
         for row in rows:
@@ -235,13 +245,18 @@ class Store:
             "SELECT key, verdict FROM judge_cache WHERE judge_model = ? AND prompt_version = ?", [judge_model, prompt_version])]
 
     def add_answer_scores(self, run_id: str, item_id: str, metrics: dict[str, float], judge_errors: list[str],
-                          verdicts: dict[str, Any] | None, assertions: list[dict[str, Any]] | None = None) -> None:
+                          verdicts: dict[str, Any] | None, assertions: list[dict[str, Any]] | None = None, *,
+                          error_class: str | None = None, error_evidence: str | None = None, crag_grade: str | None = None) -> None:
         """Judge-based metrics computed after the item ran (Message Batches at session end)."""
         with self.db.conn:
+            if error_class:
+                result_id = self.db.conn.execute("SELECT result_id FROM results WHERE run_id = ? AND item_id = ?", [run_id, item_id]).fetchone()
+                self._append_feedback(run_id, result_id[0] if result_id else None, item_id, error_class, error_evidence, utc_now())
             for name, value in metrics.items():
                 self._insert("item_metrics", {"run_id": run_id, "item_id": item_id, "metric": name, "value": float(value)}, replace=True)
             updates: dict[str, Any] = {"judge_errors": json.dumps(judge_errors), "verdicts": json.dumps(verdicts) if verdicts else None,
-                                       "assertions": json.dumps(assertions) if assertions else None}
+                                       "assertions": json.dumps(assertions) if assertions else None,
+                                       "error_class": error_class, "error_evidence": error_evidence, "crag_grade": crag_grade}
             if judge_errors:
                 updates["outcome"] = "error"
             assignments = ", ".join(f"{column} = ?" for column in updates)
@@ -432,7 +447,7 @@ _RUN_COLUMNS = ("id", "started_at", "finished_at", "status", "config_hash", "con
                 "host", "pid", "judge_label", "judge_stats", "cost_estimate_usd", "cost_usd", "input_tokens", "output_tokens")
 _RESULT_COLUMNS = ("run_id", "item_id", "question", "answer", "retrieved", "citations", "confidence", "abstained", "blocked",
                    "detected_concepts", "outcome", "failures", "error", "latency_ms", "recorded_at", "judge_errors", "verdicts",
-                   "pool", "assertions", "result_id", "error_class", "error_evidence")
+                   "pool", "assertions", "result_id", "error_class", "error_evidence", "crag_grade")
 _JSON_RESULT_COLUMNS = ("retrieved", "citations", "detected_concepts", "failures", "judge_errors")
 
 

@@ -162,6 +162,7 @@ MIGRATIONS: list[str] = [
     ALTER TABLE results ADD COLUMN result_id TEXT;
     ALTER TABLE results ADD COLUMN error_class TEXT;
     ALTER TABLE results ADD COLUMN error_evidence TEXT;
+    ALTER TABLE results ADD COLUMN crag_grade TEXT;
     CREATE UNIQUE INDEX results_by_result_id ON results (result_id) WHERE result_id IS NOT NULL;
     CREATE TABLE eval_feedback (
         id TEXT PRIMARY KEY,

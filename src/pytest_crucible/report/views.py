@@ -16,11 +16,10 @@ def selective_summary(results: list[dict[str, Any]]) -> dict[str, float] | None:
     An item counts when it has a confidence and a CRAG grade; correct = perfect or acceptable
     (an honest abstention on an unanswerable item is perfect, on an answerable one missing).
     """
-    from ..metrics.crag import is_correct
     from ..metrics.selective import aurc, coverage_at_risk, e_aurc
+    from ..store import selective_pairs
 
-    pairs = [(row["confidence"], is_correct(row["crag_grade"])) for row in results
-             if row.get("confidence") is not None and row.get("crag_grade")]
+    pairs = list(selective_pairs(results).values())
     if not pairs:
         return None
     confidences, correct = [c for c, _ in pairs], [ok for _, ok in pairs]
@@ -78,7 +77,7 @@ def comparison_lines(comparison: Comparison, gated: set[str] | None = None) -> l
     lines = [
         f"baseline {comparison.a} -> this run {comparison.b}: {comparison.paired_items} paired items, "
         f"seed {comparison.seed}" + (", Holm-adjusted p" if comparison.multiple == "holm" else ""),
-        f"  {'metric':<16} {'a':>7} {'b':>7} {'delta':>8} {'95% CI':>19} {'p':>7}  verdict",
+        f"  {'metric':<21} {'a':>7} {'b':>7} {'delta':>8} {'95% CI':>19} {'p':>7}  verdict",
     ]
     for name, m in comparison.metrics.items():
         ci = f"[{m.ci[0]:+.4f}, {m.ci[1]:+.4f}]" if m.ci else "-"
@@ -94,7 +93,7 @@ def comparison_lines(comparison: Comparison, gated: set[str] | None = None) -> l
                 verdict += f"; n for this delta: {m.required_n})" if m.required_n else ")"
         if gated is not None and name not in gated:
             verdict += " [not gated]"
-        lines.append(f"  {name:<16} {_fmt(m.a)} {_fmt(m.b)} {delta} {ci:>19} {_fmt(m.p, 7, 3)}  {verdict}")
+        lines.append(f"  {name:<21} {_fmt(m.a)} {_fmt(m.b)} {delta} {ci:>19} {_fmt(m.p, 7, 3)}  {verdict}")
     for key, (old, new) in comparison.config_changes.items():
         lines.append(f"  config {key}: {old!r} -> {new!r}")
     for warning in comparison.warnings:

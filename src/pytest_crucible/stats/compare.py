@@ -46,6 +46,8 @@ class RunData:
     run: dict[str, Any]
     metrics: dict[str, dict[str, float]]  # metric -> {item_id: value}
     item_ids: list[str]
+    # item_id -> (confidence, correct) for run-level selective prediction (AURC).
+    selective: dict[str, tuple[float, bool]] = field(default_factory=dict)
 
     @property
     def run_id(self) -> str:
@@ -66,6 +68,7 @@ class RunData:
             run=self.run,
             metrics={metric: {i: v for i, v in values.items() if i in item_ids} for metric, values in self.metrics.items()},
             item_ids=[i for i in self.item_ids if i in item_ids],
+            selective={i: pair for i, pair in self.selective.items() if i in item_ids},
         )
 
     def means(self) -> dict[str, float]:
@@ -186,6 +189,9 @@ def compare_run_data(
                 entry.note = f"not significant: {len(both)} pairs can never reach p < {alpha} (need {min_pairs_for_alpha(alpha)})"
         results[name] = entry
 
+    if (metrics is None or "aurc" in metrics) and a.selective and b.selective:
+        results["aurc"] = _compare_aurc(a, b, shared, seed=seed, n_resamples=n_resamples, n_permutations=n_permutations, alpha=alpha)
+
     if multiple == "holm":
         tested = [m for m in results.values() if m.p is not None]
         for m, adjusted in zip(tested, holm_adjust([m.p for m in tested])):
@@ -205,6 +211,28 @@ def compare_run_data(
         warnings.append(f"{missing} item(s) ran in only one of the two runs and are not compared")
     return Comparison(a=a.run_id, b=b.run_id, paired_items=len(shared), seed=seed, metrics=results,
                       config_changes=changes, warnings=warnings, multiple=multiple)
+
+
+def _compare_aurc(a: RunData, b: RunData, shared: list[str], **options: Any) -> MetricComparison:
+    """AURC is a statistic of the whole run, not a mean of items: tested by resampling items (see run_level)."""
+    from ..metrics.selective import aurc
+    from .run_level import paired_aurc_test
+
+    both = [item for item in shared if item in a.selective and item in b.selective]
+    dropped = sum(1 for item in shared if (item in a.selective) != (item in b.selective))
+    xs, ys = [a.selective[i] for i in both], [b.selective[i] for i in both]
+    entry = MetricComparison(
+        metric="aurc",
+        a=aurc([c for c, _ in xs], [ok for _, ok in xs]) if xs else None,
+        b=aurc([c for c, _ in ys], [ok for _, ok in ys]) if ys else None,
+        delta=None, ci=None, p=None, significant=False, n=len(both), dropped=dropped, higher_is_better=False,
+    )
+    if len(both) < 2:
+        entry.note = f"only {len(both)} paired item(s): not tested"
+        return entry
+    test = paired_aurc_test(xs, ys, **options)
+    entry.delta, entry.ci, entry.p, entry.significant = test.delta, (test.ci_low, test.ci_high), test.p_value, test.significant
+    return entry
 
 
 def compare_runs(store, a: str, b: str, **options: Any) -> Comparison:

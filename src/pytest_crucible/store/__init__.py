@@ -385,8 +385,9 @@ class Store:
         from ..stats.compare import RunData
 
         run = self.get_run(run_id)
-        item_ids = [row[0] for row in self.db.conn.execute("SELECT item_id FROM results WHERE run_id = ? ORDER BY item_id", [run_id])]
-        return RunData(run=run, metrics=self.item_metrics(run_id), item_ids=item_ids)
+        rows = self.db.conn.execute("SELECT item_id, confidence, crag_grade FROM results WHERE run_id = ? ORDER BY item_id", [run_id]).fetchall()
+        return RunData(run=run, metrics=self.item_metrics(run_id), item_ids=[row[0] for row in rows], selective=selective_pairs(
+            {"item_id": item_id, "confidence": confidence, "crag_grade": grade} for item_id, confidence, grade in rows))
 
     def export_run(self, run_id: str) -> dict[str, Any]:
         """One run as a self-contained JSON document (commit it to use as a CI baseline)."""
@@ -510,8 +511,16 @@ def read_export(path: str | Path) -> dict[str, Any]:
     return validate_export(document, str(path))
 
 
+def selective_pairs(results: Iterable[dict[str, Any]]) -> dict[str, tuple[float, bool]]:
+    """item -> (confidence, correct) for the items with both a confidence and a CRAG grade."""
+    from ..metrics.crag import is_correct
+
+    return {row["item_id"]: (float(row["confidence"]), is_correct(row["crag_grade"]))
+            for row in results if row.get("confidence") is not None and row.get("crag_grade")}
+
+
 def run_data_from_export(document: dict[str, Any]):
     from ..stats.compare import RunData
 
     return RunData(run=document["run"], metrics=document["itemMetrics"],
-                   item_ids=sorted(row["item_id"] for row in document["results"]))
+                   item_ids=sorted(row["item_id"] for row in document["results"]), selective=selective_pairs(document["results"]))

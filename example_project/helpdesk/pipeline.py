@@ -104,7 +104,9 @@ class HelpdeskRAG:
         ranked = self.retrieve(question, limit=limit, rerank=rerank, candidate_pool=pool or 0)
         retrieved = [
             {"chunk_id": c.chunk_id, "doc_id": c.doc_id, "text": c.text, "score": round(float(s), 6),
-             "metadata": {"concepts": self.chunk_concepts[c.chunk_id]}}
+             # Corpus metadata the evaluation reads: concepts (near misses) and validity (stale sources).
+             "metadata": {"concepts": self.chunk_concepts[c.chunk_id],
+                          **{key: c.metadata[key] for key in ("superseded_by", "valid_to", "updated") if c.metadata.get(key)}}}
             for c, s in ranked
         ]
         # Detected concepts: those of the retrieved chunks, in order of first appearance.

@@ -70,6 +70,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="Judge verdict cache in the database (default readwrite: a re-run of unchanged items makes no judge calls).")
     group.addoption("--crucible-label-pool", dest="crucible_label_pool", action="store_true", default=False,
                     help="Grade retrieved chunks nobody has judged yet (UMBRELA-style, 0-3) into the qrels ledger.")
+    group.addoption("--crucible-run-id", dest="crucible_run_id", metavar="ID", default=None,
+                    help="Give this run a fixed id, so CI shards of one suite share it (join them with `crucible merge`).")
     group.addoption("--crucible-max-cost", dest="crucible_max_cost", type=float, metavar="USD", default=None,
                     help="Refuse to start a run whose estimated judge cost exceeds USD.")
     parser.addini("crucible_judge", default="auto", help="auto, lexical or anthropic.")
@@ -121,6 +123,7 @@ def _build_session(config: pytest.Config) -> "CrucibleSession":
         judge_cache=config.getoption("crucible_judge_cache"),
         max_cost=config.getoption("crucible_max_cost"),
         label_pool=bool(config.getoption("crucible_label_pool")),
+        run_id=_run_id_option(config, db_path.absolute()),
         **_gate_settings(config, db_path.absolute()),
     )
     if settings.mode == "system" and settings.judge == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
@@ -129,6 +132,23 @@ def _build_session(config: pytest.Config) -> "CrucibleSession":
             "HINT: export ANTHROPIC_API_KEY=..., or use the offline judge with --crucible-judge=lexical"
         )
     return CrucibleSession(settings=settings, is_worker=hasattr(config, "workerinput"))
+
+
+def _run_id_option(config: pytest.Config, db_path: Path) -> str | None:
+    run_id = config.getoption("crucible_run_id")
+    if not run_id or hasattr(config, "workerinput"):
+        return run_id
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}", run_id):
+        raise pytest.UsageError(f"--crucible-run-id={run_id!r}: use letters, digits and . _ : - (at most 64)\n"
+                                "HINT: e.g. --crucible-run-id=$CI_PIPELINE_ID")
+    from .store import read_only_rows
+
+    if read_only_rows(db_path, "SELECT id FROM runs WHERE id = ?", [run_id]):
+        raise pytest.UsageError(f"--crucible-run-id={run_id}: {db_path} already has a run with this id\n"
+                                "HINT: each shard writes its own database; join them with `crucible merge SHARD.db ... -o RUN.db`")
+    return run_id
 
 
 def _parse_floors(values: list[str]) -> tuple[tuple[str, float], ...]:

@@ -44,6 +44,8 @@ class Settings:
     judge_cache: str = "readwrite"
     max_cost: float | None = None
     label_pool: bool = False
+    # Shards on several machines share one run id; `crucible merge` joins them.
+    run_id: str | None = None
 
     @property
     def retrieval_limit(self) -> int:
@@ -186,6 +188,7 @@ class CrucibleSession:
             s = self.settings
             judge = self.engine.judge if self.uses_judge else None
             self.run_id = self.store.start_run(
+                run_id=s.run_id,
                 judge_model=judge.model if judge else None,
                 judge_prompt_version=judge.prompt_version if judge else None,
                 judge_label=judge.label if judge else None,

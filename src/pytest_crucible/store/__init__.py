@@ -352,7 +352,10 @@ class Store:
             if row is None:
                 raise RunNotFound(f"no complete run in {self.path}\nHINT: run the golden set once to make a baseline")
             return row[0]
-        matches = [row[0] for row in self.db.conn.execute("SELECT id FROM runs WHERE id LIKE ? || '%' ORDER BY id", [ref.upper()])]
+        if self.db.conn.execute("SELECT 1 FROM runs WHERE id = ?", [ref]).fetchone():
+            return ref
+        # LIKE is case-insensitive in SQLite: ULID prefixes work in either case.
+        matches = [row[0] for row in self.db.conn.execute("SELECT id FROM runs WHERE id LIKE ? || '%' ORDER BY id", [ref])]
         if not matches:
             raise RunNotFound(f"no run matches '{ref}' in {self.path}\nHINT: `crucible runs` lists the runs")
         if len(matches) > 1:

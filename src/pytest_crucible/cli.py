@@ -298,6 +298,18 @@ def _cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_merge(args: argparse.Namespace) -> int:
+    from .store.merge import merge_shards
+
+    report = merge_shards(args.shards, args.output, run_id=args.run_id)
+    for warning in report.warnings:
+        print(f"crucible: warning: {warning}", file=sys.stderr)
+    print(f"merged run {report.run_id} from {len(report.shards)} shard(s) into {args.output}: "
+          f"{report.items} items, status {report.status}, goldenHash {report.golden_hash[:12]}")
+    print(f"qrels: {report.qrels_added} judgment(s) added; judge cache: {report.cache_rows_added} row(s) added")
+    return 0
+
+
 def _cmd_promote(args: argparse.Namespace) -> int:
     from .promote import promote
 
@@ -426,6 +438,14 @@ def build_parser() -> argparse.ArgumentParser:
     importer = with_db(sub.add_parser("import", help="add an exported run to the database"))
     importer.add_argument("file")
     importer.set_defaults(func=_cmd_import)
+
+    merge = sub.add_parser("merge", help="join the shard databases of one sharded run (--crucible-run-id) into one")
+    merge.add_argument("shards", nargs="+", metavar="SHARD.db", help="the shards' --crucible-db files")
+    merge.add_argument("-o", "--output", required=True, metavar="RUN.db",
+                       help="crucible database to add the merged run to (created if missing)")
+    merge.add_argument("--run-id", dest="run_id", default=None, metavar="ID",
+                       help="the run to merge (default: the one run id every shard holds)")
+    merge.set_defaults(func=_cmd_merge)
 
     qrels = sub.add_parser("qrels", help="the relevance-judgment ledger: import, export, override, agreement")
     qrels_sub = qrels.add_subparsers(dest="qrels_command", required=True, metavar="QRELS_COMMAND")

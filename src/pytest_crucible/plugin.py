@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,10 +69,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="Judge verdict cache in the database (default readwrite: a re-run of unchanged items makes no judge calls).")
     group.addoption("--crucible-label-pool", dest="crucible_label_pool", action="store_true", default=False,
                     help="Grade retrieved chunks nobody has judged yet (UMBRELA-style, 0-3) into the qrels ledger.")
+    group.addoption("--crucible-concurrency", dest="crucible_concurrency", type=int, metavar="N", default=None,
+                    help="Call the pipeline for up to N items at once ahead of their tests (needs a session-scoped "
+                         "crucible_pipeline; default: ini crucible_concurrency, else 1).")
     group.addoption("--crucible-run-id", dest="crucible_run_id", metavar="ID", default=None,
                     help="Give this run a fixed id, so CI shards of one suite share it (join them with `crucible merge`).")
     group.addoption("--crucible-max-cost", dest="crucible_max_cost", type=float, metavar="USD", default=None,
                     help="Refuse to start a run whose estimated judge cost exceeds USD.")
+    parser.addini("crucible_concurrency", default="1", help="Pipeline calls in flight at once.")
     parser.addini("crucible_judge", default="auto", help="auto, lexical or anthropic.")
     parser.addini("crucible_judge_model", default="", help="Claude model of the anthropic judge.")
     parser.addini("crucible_golden_files", type="args", default=DEFAULT_GOLDEN_PATTERNS,
@@ -124,6 +127,7 @@ def _build_session(config: pytest.Config) -> "CrucibleSession":
         max_cost=config.getoption("crucible_max_cost"),
         label_pool=bool(config.getoption("crucible_label_pool")),
         run_id=_run_id_option(config, db_path.absolute()),
+        concurrency=_concurrency(config),
         **_gate_settings(config, db_path.absolute()),
     )
     if settings.mode == "system" and settings.judge == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
@@ -132,6 +136,19 @@ def _build_session(config: pytest.Config) -> "CrucibleSession":
             "HINT: export ANTHROPIC_API_KEY=..., or use the offline judge with --crucible-judge=lexical"
         )
     return CrucibleSession(settings=settings, is_worker=hasattr(config, "workerinput"))
+
+
+def _concurrency(config: pytest.Config) -> int:
+    raw = config.getoption("crucible_concurrency")
+    if raw is None:
+        raw = config.getini("crucible_concurrency") or 1
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        value = 0
+    if value < 1:
+        raise pytest.UsageError(f"crucible concurrency {raw!r}: expected a positive integer\nHINT: --crucible-concurrency=16")
+    return value
 
 
 def _run_id_option(config: pytest.Config, db_path: Path) -> str | None:
@@ -418,13 +435,12 @@ def _evaluate(crucible: "CrucibleSession", node: pytest.Item, golden: "GoldenIte
 
     settings = crucible.settings
     crucible.evaluated += 1
-    started = time.perf_counter()
-    try:
-        raw = pipeline(golden.question, item=golden, config=config, mode=settings.mode)
-    except Exception as exc:
-        _attach(node, crucible, score_error(golden, f"{type(exc).__name__}: {exc}", _ms_since(started)))
-        raise  # the pipeline's own traceback is the useful one
-    latency = _ms_since(started)
+    outcome = crucible.run_pipeline(node.nodeid, golden, pipeline, config, selected=lambda: _selected_golden(node.session))
+    latency = round(outcome.latency_ms, 3)
+    if outcome.error is not None:
+        _attach(node, crucible, score_error(golden, f"{type(outcome.error).__name__}: {outcome.error}", latency))
+        raise outcome.error  # the pipeline's own traceback is the useful one
+    raw = outcome.value
     try:
         result = coerce_result(raw)
     except PipelineResultError as exc:
@@ -476,8 +492,14 @@ def _fail_strict(golden: "GoldenItem", score: "ItemScore") -> None:
         pytest.fail(f"golden item {golden.id}: " + "\n".join(lines), pytrace=False)
 
 
-def _ms_since(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000.0, 3)
+def _selected_golden(session: pytest.Session) -> list[tuple[str, "GoldenItem"]]:
+    """The golden items this session will run, in run order (deselected and skipped ones left out)."""
+    selected = []
+    for item in session.items:
+        golden = _golden_of(item)
+        if golden is not None and item.get_closest_marker("skip") is None:
+            selected.append((item.nodeid, golden))
+    return selected
 
 
 def _attach(node: pytest.Item, crucible: "CrucibleSession", score: "ItemScore") -> None:
@@ -537,6 +559,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     crucible = session.config.stash.get(SESSION_KEY, None)
     if crucible is None:
         return
+    crucible.stop_pipeline_calls()
     if crucible.is_worker:
         session.config.workeroutput["crucible"] = {
             "reads": sorted(crucible.config_reads),

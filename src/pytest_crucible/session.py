@@ -8,6 +8,7 @@ the run (the controller under xdist) opens the store.
 from __future__ import annotations
 
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ class Settings:
     judge_cache: str = "readwrite"
     max_cost: float | None = None
     label_pool: bool = False
+    concurrency: int = 1
     # Shards on several machines share one run id; `crucible merge` joins them.
     run_id: str | None = None
 
@@ -82,6 +84,43 @@ class CrucibleSession:
     _tracked: TrackedConfig | None = None
     _engine: Any = None
     _ledger: dict[str, list[dict[str, Any]]] | None = None
+    _prefetcher: Any = None
+    _async_runner: Any = None
+
+    # -- calling the pipeline --------------------------------------------------------------
+    @property
+    def async_runner(self):
+        if self._async_runner is None:
+            from .concurrency import AsyncRunner
+
+            self._async_runner = AsyncRunner()
+        return self._async_runner
+
+    def run_pipeline(self, key: str, golden, pipeline, config, selected=None):
+        """Call the pipeline for one item (or take the result the prefetcher already has).
+
+        ``selected`` gives the remaining selected items in run order as (key, golden item),
+        asked for only when concurrency is on and nothing is prefetched yet.
+        """
+        from .concurrency import Outcome, Prefetcher, call_pipeline
+
+        kwargs = {"config": config, "mode": self.settings.mode}
+        if self.settings.concurrency > 1:
+            if self._prefetcher is None and selected is not None:
+                self._prefetcher = Prefetcher(pipeline, selected(), concurrency=self.settings.concurrency,
+                                              kwargs=kwargs, runner=self.async_runner)
+            if self._prefetcher is not None and key in self._prefetcher:
+                return self._prefetcher.take(key)
+        started = time.perf_counter()
+        try:
+            value = call_pipeline(pipeline, self.async_runner, golden.question, item=golden, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - the item's own error
+            return Outcome(error=exc, latency_ms=(time.perf_counter() - started) * 1000.0)
+        return Outcome(value=value, latency_ms=(time.perf_counter() - started) * 1000.0)
+
+    def stop_pipeline_calls(self) -> None:
+        if self._prefetcher is not None:
+            self._prefetcher.close()
 
     # -- the config handed to the pipeline ---------------------------------------
     @property
@@ -288,6 +327,9 @@ class CrucibleSession:
         return lines
 
     def close(self) -> None:
+        self.stop_pipeline_calls()
+        if self._async_runner is not None:
+            self._async_runner.close()
         if self._engine is not None:
             self._engine.judge.close()
         if self._store is not None:

@@ -1,0 +1,166 @@
+"""Calling the pipeline for many golden items at once, results still read one item at a time.
+
+With ``--crucible-concurrency=N`` the runner calls the pipeline for the items just ahead
+of the test that is running (a window of 2N selected items), N at a time; each test then
+takes its own result, so outcomes, reports and their order stay per item. Sync pipelines
+run in worker threads; ``async def`` pipelines run on one background event loop (so
+clients bound to a loop keep working). A rate-limit error (HTTP 429, or an exception
+whose class name says RateLimit) halves the concurrency and retries the call after a
+back-off; each success adds one slot back (additive increase, multiplicative decrease).
+Any other exception is that item's error and nothing else's.
+
+This module never imports pytest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+RATE_LIMIT_RETRIES = 8
+BACKOFF_BASE_S = 0.05
+BACKOFF_MAX_S = 2.0
+
+
+def is_rate_limit(exc: BaseException) -> bool:
+    status = getattr(exc, "status_code", None) or getattr(exc, "status", None)
+    return status == 429 or "ratelimit" in type(exc).__name__.lower().replace("_", "")
+
+
+class AsyncRunner:
+    """One event loop in a daemon thread, for ``async def`` pipelines."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+
+    def run(self, awaitable) -> Any:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="crucible-async", daemon=True).start()
+                self._loop = loop
+        return asyncio.run_coroutine_threadsafe(_await(awaitable), self._loop).result()
+
+    def close(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._loop = None
+
+
+async def _await(awaitable):
+    return await awaitable
+
+
+def call_pipeline(pipeline: Callable[..., Any], runner: AsyncRunner, question: str, **kwargs: Any) -> Any:
+    result = pipeline(question, **kwargs)
+    if inspect.isawaitable(result):
+        result = runner.run(result)
+    return result
+
+
+class AdaptiveLimit:
+    """A counting limit between 1 and ``ceiling`` that halves on rate limits and grows by one on success."""
+
+    def __init__(self, ceiling: int):
+        self.ceiling = max(1, ceiling)
+        self.limit = self.ceiling
+        self.in_use = 0
+        self.lowest = self.ceiling
+        self._cond = threading.Condition()
+
+    def acquire(self) -> None:
+        with self._cond:
+            while self.in_use >= self.limit:
+                self._cond.wait()
+            self.in_use += 1
+
+    def release(self, *, rate_limited: bool = False) -> None:
+        with self._cond:
+            self.in_use -= 1
+            if rate_limited:
+                self.limit = max(1, self.limit // 2)
+                self.lowest = min(self.lowest, self.limit)
+            elif self.limit < self.ceiling:
+                self.limit += 1
+            self._cond.notify_all()
+
+
+@dataclass
+class Outcome:
+    value: Any = None
+    error: BaseException | None = None
+    latency_ms: float = 0.0
+
+
+class Prefetcher:
+    """Calls the pipeline ahead of the tests, for a window of the selected items in run order."""
+
+    def __init__(self, pipeline: Callable[..., Any], items: Sequence[tuple[str, Any]], *, concurrency: int,
+                 kwargs: dict[str, Any], runner: AsyncRunner):
+        self.pipeline = pipeline
+        self.order = [key for key, _ in items]
+        self.items = dict(items)
+        self.position = {key: index for index, key in enumerate(self.order)}
+        self.window = 2 * concurrency
+        self.kwargs = kwargs
+        self.runner = runner
+        self.limit = AdaptiveLimit(concurrency)
+        self.rate_limited = 0
+        self._futures: dict[str, Future] = {}
+        self._next = 0
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=concurrency + 1, thread_name_prefix="crucible-pipeline")
+        self._closed = False
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.position
+
+    def _call(self, key: str) -> Outcome:
+        golden = self.items[key]
+        for attempt in range(RATE_LIMIT_RETRIES + 1):
+            self.limit.acquire()
+            started = time.perf_counter()
+            try:
+                value = call_pipeline(self.pipeline, self.runner, golden.question, item=golden, **self.kwargs)
+            except Exception as exc:  # noqa: BLE001 - the item's own error, handed to its test
+                limited = is_rate_limit(exc) and attempt < RATE_LIMIT_RETRIES
+                self.limit.release(rate_limited=limited)
+                if limited:
+                    with self._lock:
+                        self.rate_limited += 1
+                    time.sleep(min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2**attempt))
+                    continue
+                return Outcome(error=exc, latency_ms=(time.perf_counter() - started) * 1000.0)
+            self.limit.release()
+            return Outcome(value=value, latency_ms=(time.perf_counter() - started) * 1000.0)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _fill(self, upto: int) -> None:
+        with self._lock:
+            while not self._closed and self._next < min(upto, len(self.order)):
+                key = self.order[self._next]
+                self._futures[key] = self._pool.submit(self._call, key)
+                self._next += 1
+
+    def take(self, key: str) -> Outcome:
+        """This item's outcome (waits for it); keeps the window ahead of it filled."""
+        self._fill(self.position[key] + 1 + self.window)
+        with self._lock:
+            future = self._futures.pop(key, None)
+        if future is None:  # already taken (a re-run of the same node) or cancelled: call now
+            return self._call(key)
+        return future.result()
+
+    def close(self) -> None:
+        """Cancel calls not started yet (e.g. after -x stopped the session)."""
+        with self._lock:
+            self._closed = True
+            for future in self._futures.values():
+                future.cancel()
+        self._pool.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,270 @@
+"""Sharded runs: `crucible merge` joins the shard databases of one --crucible-run-id."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from pytest_crucible.cli import main as crucible_main
+from pytest_crucible.golden_set import golden_set_hash
+from pytest_crucible.store import Store, StoreError
+from pytest_crucible.store.merge import merge_shards
+
+RANKED_UNITS = [("returns#p1", "returns"), ("bikes#p2", "bikes"), ("battery#p1", "battery"), ("faq#p9", "faq")]
+# Twelve items whose cited units sit at different ranks, so every item has its own metric values.
+ITEMS = [
+    {"id": f"q-{n:02d}", "question": f"question {n}", "questionType": "simple" if n % 2 else "multi_hop",
+     "citations": [{"docId": RANKED_UNITS[n % 4][1], "chunkId": RANKED_UNITS[n % 4][0], "mode": "required"}]
+     + ([{"docId": RANKED_UNITS[(n + 1) % 4][1], "mode": "acceptable"}] if n % 3 == 0 else [])
+     + ([{"docId": "nowhere", "chunkId": "nowhere#p1", "mode": "acceptable"}] if n % 5 == 0 else [])}
+    for n in range(1, 13)
+]
+FIRST_HALF = [item["id"] for item in ITEMS[:6]]
+SHARD_1 = " or ".join(FIRST_HALF)
+SHARD_2 = f"not ({SHARD_1})"
+
+# The deterministic pipeline of test_plugin_e2e.py (component mode: no answer, no judge).
+CONFTEST = """
+import pytest
+
+RANKED = [("returns#p1", "returns", "Bikes can be returned within 30 days."), ("bikes#p2", "bikes", "The Vela uses the PB500 battery."),
+          ("battery#p1", "battery", "The PB500 battery charges in 4 hours."), ("faq#p9", "faq", "Opening hours are 9 to 5.")]
+
+@pytest.fixture(scope="session")
+def crucible_pipeline():
+    def pipeline(question, *, item, config, mode):
+        k = config["retrievalLimit"]
+        retrieved = [{"chunk_id": c, "doc_id": d, "text": t, "score": 1.0 / (i + 1)} for i, (c, d, t) in enumerate(RANKED)][:k]
+        return {"answer": None, "retrieved": retrieved, "confidence": 0.8}
+    return pipeline
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    (pytester.path / "golden_support.jsonl").write_text("".join(json.dumps(item) + "\n" for item in ITEMS))
+    pytester.makeconftest(CONFTEST)
+    pytester.makeini("[pytest]\ncrucible_mode = component\n")
+    (pytester.path / "rerank.json").write_text('{"retrieval": {"rerank": true}}')
+    return pytester
+
+
+def run_shard(project: pytest.Pytester, db: str, selection: str, *args: str, passed: int = 6) -> Path:
+    result = project.runpytest("--crucible-run-id=ci-42", f"--crucible-db={db}", "-k", selection, *args)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.assert_outcomes(passed=passed)
+    return project.path / db
+
+
+def rows(db: Path, sql: str, params=()) -> list[tuple]:
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+def metric_table(db: Path, run_id: str) -> dict[tuple[str, str], float]:
+    return {(item, metric): value for item, metric, value in
+            rows(db, "SELECT item_id, metric, value FROM item_metrics WHERE run_id = ?", [run_id])}
+
+
+def test_merged_shards_are_the_unsharded_run(project: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    shard1 = run_shard(project, "shard1.db", SHARD_1)
+    shard2 = run_shard(project, "shard2.db", SHARD_2)
+    [(hash1,)] = rows(shard1, "SELECT golden_hash FROM runs")
+    [(hash2,)] = rows(shard2, "SELECT golden_hash FROM runs")
+    assert hash1 != hash2  # each shard saw half of the golden set
+
+    merged = project.path / "merged.db"
+    capsys.readouterr()
+    assert crucible_main(["merge", str(shard1), str(shard2), "-o", str(merged)]) == 0
+    out = capsys.readouterr().out
+    [(run_id, status, n_items, golden_hash, mode, pid)] = rows(merged, "SELECT id, status, n_items, golden_hash, mode, pid FROM runs")
+    assert (run_id, status, n_items, mode, pid) == ("ci-42", "complete", 12, "component", None)
+    assert f"merged run ci-42 from 2 shard(s) into {merged}: 12 items, status complete, goldenHash {golden_hash[:12]}" in out
+    # Recomputed over the union of the shards' golden items (the shards' own hashes cover halves).
+    assert golden_hash == golden_set_hash(json.loads(item) for (item,) in rows(shard1, "SELECT item FROM golden_items")
+                                          + rows(shard2, "SELECT item FROM golden_items"))
+    assert sorted(row[0] for row in rows(merged, "SELECT item_id FROM results")) == [item["id"] for item in ITEMS]
+    assert sorted(row[0] for row in rows(merged, "SELECT item_id FROM golden_items")) == [item["id"] for item in ITEMS]
+
+    # The merged run, exported, is the baseline of the whole suite run unsharded: nothing regressed.
+    exported = project.path / "merged-run.json"
+    assert crucible_main(["export", "--db", str(merged), "ci-42", "-o", str(exported)]) == 0
+    result = project.runpytest(f"--crucible-baseline={exported}")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.assert_outcomes(passed=12)
+    result.stdout.fnmatch_lines(["baseline ci-42 -> this run *: 12 paired items, seed 1337"])
+
+    single_db = project.path / ".crucible" / "crucible.db"
+    [(single_id, single_hash, single_n)] = rows(single_db, "SELECT id, golden_hash, n_items FROM runs")
+    assert single_hash == golden_hash and single_n == 12
+    single, sharded = metric_table(single_db, single_id), metric_table(merged, "ci-42")
+    assert len(sharded) > 12 * 4 and sharded == single  # same metrics, same values, per item
+    # The ledger holds the same judgments as the unsharded run's.
+    judgments = "SELECT query_id, chunk_id, doc_id, grade, source, judge_model FROM qrels ORDER BY 1, 2, 3"
+    assert rows(merged, judgments) == rows(single_db, judgments)
+
+    capsys.readouterr()
+    assert crucible_main(["compare", "--db", str(single_db), str(exported), single_id, "--json"]) == 0
+    comparison = json.loads(capsys.readouterr().out)
+    assert comparison["pairedItems"] == 12 and comparison["configChanges"] == {}
+    assert all(metric["delta"] == 0 for metric in comparison["metrics"].values())
+    assert crucible_main(["compare", "--db", str(merged), "ci-42", "ci-42"]) == 0
+
+    # Merging again into the same output is refused and changes nothing.
+    before = dump(merged)
+    assert crucible_main(["merge", str(shard1), str(shard2), "-o", str(merged)]) == 2
+    assert "already has a run ci-42" in capsys.readouterr().err
+    assert dump(merged) == before
+
+
+def test_shards_of_different_configs_are_refused(project: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    shard1 = run_shard(project, "shard1.db", SHARD_1)
+    shard2 = run_shard(project, "shard2.db", SHARD_2, "--crucible-config=rerank.json")
+    [(config1,)] = rows(shard1, "SELECT config_hash FROM runs")
+    [(config2,)] = rows(shard2, "SELECT config_hash FROM runs")
+    assert config1 != config2
+    output = project.path / "merged.db"
+    capsys.readouterr()
+    assert crucible_main(["merge", str(shard1), str(shard2), "-o", str(output)]) == 2
+    err = capsys.readouterr().err
+    first = err.splitlines()[0]
+    assert first.startswith("crucible: run ci-42: the shards are not one run: config_hash differs:")
+    assert f"{config1} in {shard1}" in first and f"{config2} in {shard2}" in first
+    assert not output.exists()
+
+
+def test_overlapping_shards_are_refused_naming_the_items(project: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    shard1 = run_shard(project, "shard1.db", SHARD_1)
+    shard2 = run_shard(project, "shard2.db", f"q-05 or q-06 or {SHARD_2}", passed=8)
+    output = project.path / "merged.db"
+    with pytest.raises(StoreError) as refused:
+        merge_shards([shard1, shard2], output)
+    assert str(refused.value).splitlines()[0] == (
+        f"2 item(s) scored by more than one shard: q-05 ({shard1}, {shard2}); q-06 ({shard1}, {shard2})")
+    assert not output.exists()
+
+
+# -- unit level: shards written through the Store API ------------------------------------------
+def make_shard(path: Path, item_ids, *, run_id: str = "ci-7", status: str = "complete", config_hash: str = "c" * 64,
+               judge: dict | None = None, versions: dict | None = None, human: list | None = None) -> Path:
+    store = Store.open(path)
+    store.start_run(run_id=run_id, config_hash=config_hash, params={}, resolved={}, mode="component", outcome_mode="strict")
+    for n, item_id in enumerate(item_ids):
+        item = {"id": item_id, "question": (versions or {}).get(item_id, f"question {item_id}"),
+                "citations": [{"docId": "d1", "mode": "required"}]}
+        store.record_score(run_id, {"item_id": item_id, "item": item, "question": item["question"], "outcome": "passed",
+                                    "metrics": {"recallAtK": 1.0, "ndcgAt10": 0.5 + n / 100},
+                                    "qrels_rows": [{"query_id": item_id, "doc_id": "d2", "grade": 2, "source": "llm", "judge_model": "m"}],
+                                    "cache_rows": [{"key": f"k-{item_id}", "judge_model": "m", "prompt_version": "v", "kind": "rel",
+                                                    "request": "{}", "verdict": "{}"}]})
+    store.append_qrels(human or [])
+    store.finish_run(run_id, status=status, golden_hash="ignored", judge=judge)
+    store.close()
+    return path
+
+
+def dump(path: Path) -> list[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return list(conn.iterdump())
+    finally:
+        conn.close()
+
+
+def test_a_failure_mid_merge_leaves_the_output_unchanged(tmp_path: Path) -> None:
+    a = make_shard(tmp_path / "a.db", ["x-1", "x-2"])
+    b = make_shard(tmp_path / "b.db", ["x-3"])
+    output = make_shard(tmp_path / "out.db", ["y-1"], run_id="earlier")
+    conn = sqlite3.connect(output)
+    conn.execute("CREATE TRIGGER refuse_metrics BEFORE INSERT ON item_metrics WHEN NEW.run_id = 'ci-7'"
+                 " BEGIN SELECT RAISE(ABORT, 'disk says no'); END")
+    conn.commit()
+    conn.close()
+    before = dump(output)
+    with pytest.raises(StoreError, match=r"merging run ci-7 failed, nothing was written: disk says no"):
+        merge_shards([a, b], output)
+    assert dump(output) == before
+
+
+def test_a_failure_in_a_new_output_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_crucible.store import merge
+
+    a = make_shard(tmp_path / "a.db", ["x-1"])
+
+    def broken(*args, **kwargs):
+        raise sqlite3.OperationalError("disk says no")
+
+    monkeypatch.setattr(merge, "_add_qrels", broken)
+    with pytest.raises(StoreError, match="nothing was written"):
+        merge_shards([a], tmp_path / "new.db")
+    assert not (tmp_path / "new.db").exists()
+
+
+def test_status_sums_and_ledger_of_a_merge(tmp_path: Path) -> None:
+    note = {"query_id": "x-1", "doc_id": "d1", "grade": 0, "source": "human", "created_by": "ann", "created_at": "2024-01-01T00:00:00.000Z"}
+    judge = {"stats": {"requests": 3, "cache_hits": 1}, "cost_usd": 0.25, "input_tokens": 100, "output_tokens": 10}
+    a = make_shard(tmp_path / "a.db", ["x-1", "x-2"], judge=judge, human=[note])
+    b = make_shard(tmp_path / "b.db", ["x-3"], status="incomplete", judge=judge, human=[note])
+    report = merge_shards([a, b], tmp_path / "out.db")
+    assert (report.run_id, report.items, report.status) == ("ci-7", 3, "incomplete")
+    assert report.shards == [str(a), str(b)]
+    out = tmp_path / "out.db"
+    [(status, n_items, stats, cost, tokens_in, tokens_out, golden_hash)] = rows(
+        out, "SELECT status, n_items, judge_stats, cost_usd, input_tokens, output_tokens, golden_hash FROM runs")
+    assert (status, n_items, json.loads(stats), cost, tokens_in, tokens_out) == (
+        "incomplete", 3, {"requests": 6, "cache_hits": 2}, 0.5, 200, 20)
+    assert golden_hash == report.golden_hash == golden_set_hash(
+        {"id": i, "question": f"question {i}", "citations": [{"docId": "d1", "mode": "required"}]} for i in ("x-1", "x-2", "x-3"))
+    # 3 provenance + 3 llm judgments, and the one human judgment both shards carried, once.
+    assert report.qrels_added == 7 and rows(out, "SELECT source, COUNT(*) FROM qrels GROUP BY source ORDER BY 1") == [
+        ("human", 1), ("llm", 3), ("provenance", 3)]
+    assert report.cache_rows_added == 3
+    # Merged again into a second output, the ledger there keeps a distinct later human judgment.
+    later = {**note, "grade": 3, "created_at": "2024-02-01T00:00:00.000Z"}
+    make_shard(tmp_path / "c.db", ["z-1"], run_id="other", human=[note, later])
+    assert merge_shards([tmp_path / "c.db"], out).qrels_added == 1 + 1 + 1  # provenance, llm, the later human one
+    assert rows(out, "SELECT grade FROM qrels WHERE source = 'human' ORDER BY id") == [(0,), (3,)]
+
+    c = make_shard(tmp_path / "c2.db", ["x-4"], status="interrupted")
+    assert merge_shards([a, c], tmp_path / "out2.db").status == "interrupted"
+
+
+def test_choosing_the_run_and_refusing_mixed_shards(tmp_path: Path) -> None:
+    a = make_shard(tmp_path / "a.db", ["x-1"])
+    b = make_shard(tmp_path / "b.db", ["x-2"])
+    make_shard(a, ["x-1"], run_id="ci-8")
+    make_shard(b, ["x-2"], run_id="ci-8")
+    with pytest.raises(StoreError, match=r"the shards share 2 runs \(ci-7, ci-8\): which one to merge\?"):
+        merge_shards([a, b], tmp_path / "out.db")
+    assert merge_shards([a, b], tmp_path / "out.db", run_id="ci-8").items == 2
+    with pytest.raises(StoreError, match=r"run ci-9 is not in .*a\.db, .*b\.db"):
+        merge_shards([a, b], tmp_path / "out.db", run_id="ci-9")
+
+    lone = make_shard(tmp_path / "lone.db", ["x-3"], run_id="ci-1")
+    with pytest.raises(StoreError, match=r"no run id is in every shard \(.*a\.db holds ci-7, ci-8; .*lone\.db holds ci-1\)"):
+        merge_shards([a, lone], tmp_path / "out3.db")
+
+    # One golden item in two versions.
+    v1 = make_shard(tmp_path / "v1.db", ["x-1", "x-2"])
+    v2 = make_shard(tmp_path / "v2.db", ["x-2", "x-3"], versions={"x-2": "reworded"})
+    with pytest.raises(StoreError, match=r"golden items differ between shards \(same id, different item\): x-2 \(.*v1\.db, .*v2\.db\)"):
+        merge_shards([v1, v2], tmp_path / "out4.db")
+    assert not (tmp_path / "out4.db").exists()
+
+
+def test_missing_shard_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = make_shard(tmp_path / "a.db", ["x-1"])
+    missing = tmp_path / "shard2.db"
+    assert crucible_main(["merge", str(a), str(missing), "-o", str(tmp_path / "out.db")]) == 2
+    assert capsys.readouterr().err == f"crucible: shard database not found: {missing}\n"
+    assert not (tmp_path / "out.db").exists()
+    assert crucible_main(["merge", str(a), str(a), "-o", str(tmp_path / "out.db")]) == 2
+    assert "is given twice" in capsys.readouterr().err
+    assert crucible_main(["merge", str(a), "-o", str(a)]) == 2
+    assert "the output is one of the shards" in capsys.readouterr().err

@@ -178,13 +178,76 @@ def package_of(filename: str) -> str:
     return filename
 
 
-def profile(plugin_dir: Path, bare_dir: Path, tmp: Path) -> None:
+MEMPROBE = '''
+"""tracemalloc probe loaded with -p: what is still allocated at the end of the session."""
+import os
+import tracemalloc
+
+import pytest
+
+tracemalloc.start(1)
+_SNAPS = {}
+
+
+def pytest_collection_finish(session):
+    _SNAPS["collected"] = tracemalloc.get_traced_memory()[0]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter):
+    current, peak = tracemalloc.get_traced_memory()
+    snap = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+    with open(os.environ["MEMPROBE_OUT"], "w") as out:
+        out.write(f"{_SNAPS.get('collected', 0)} {current} {peak}\\n")
+        for stat in snap.statistics("lineno")[:40]:
+            frame = stat.traceback[0]
+            out.write(f"{stat.size} {stat.count} {frame.filename}:{frame.lineno}\\n")
+'''
+
+
+def memory_probe(plugin_dir: Path, bare_dir: Path, tmp: Path, n_items: int) -> None:
+    probe_dir = tmp / "probe"
+    probe_dir.mkdir(exist_ok=True)
+    (probe_dir / "crucible_memprobe.py").write_text(MEMPROBE)
+    results = {}
+    for label, args, cwd in (("plugin", plugin_cmd(plugin_dir, tmp / "memprobe.db"), plugin_dir), ("bare", bare_cmd(), bare_dir)):
+        out = tmp / f"memprobe-{label}.txt"
+        env = {**os.environ, "PYTHONPATH": str(probe_dir), "MEMPROBE_OUT": str(out)}
+        subprocess.run([PY, *args, "-p", "crucible_memprobe"], cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, check=False)
+        lines = out.read_text().splitlines()
+        collected, current, peak = (int(x) for x in lines[0].split())
+        rows = []
+        for line in lines[1:]:
+            size, count, where = line.split(" ", 2)
+            rows.append((int(size), int(count), where))
+        results[label] = (collected, current, peak, rows)
+    mb = 2 ** 20
+    print(f"\nmemory (tracemalloc, {n_items} items, Python allocations only, still allocated at the terminal summary):")
+    for label in ("plugin", "bare"):
+        collected, current, peak, _ = results[label]
+        print(f"  {label:6s}: after collection {collected / mb:6.1f} MB, at end {current / mb:6.1f} MB, traced peak {peak / mb:6.1f} MB")
+    extra = results["plugin"][1] - results["bare"][1]
+    print(f"  plugin - bare at end: {extra / mb:.1f} MB = {extra / n_items / 1024:.1f} KB per item"
+          f" (x 10,000 items = {extra / n_items * 10_000 / mb:.0f} MB)")
+    bare_by_line = {where: size for size, _count, where in results["bare"][3]}
+    print("  plugin run, largest allocation sites still alive at the end (KB per item):")
+    for size, count, where in results["plugin"][3][:14]:
+        short = where.replace(str(ROOT) + "/", "").replace(str(plugin_dir) + "/", "<tmp>/")
+        short = re.sub(r".*/site-packages/", "", short)
+        short = re.sub(r".*/lib/python3\.\d+/", "stdlib/", short)
+        note = " (bare too)" if where.replace(str(plugin_dir), str(bare_dir)) in bare_by_line else ""
+        print(f"    {size / n_items / 1024:6.2f} KB/item {count / n_items:7.1f} objs/item  {short}{note}")
+
+
+def profile(plugin_dir: Path, bare_dir: Path, tmp: Path, n_items: int) -> None:
     prof_plugin, prof_bare = tmp / "plugin.prof", tmp / "bare.prof"
     db = tmp / "profile.db"
     w_p, _, rc_p = run_child(["-m", "cProfile", "-o", str(prof_plugin), *plugin_cmd(plugin_dir, db)], plugin_dir,
                              tmp / "prof-plugin.log")
     w_b, _, rc_b = run_child(["-m", "cProfile", "-o", str(prof_bare), *bare_cmd()], bare_dir, tmp / "prof-bare.log")
-    print(f"\nprofile (cProfile, one run each; profiling inflates both): plugin {w_p:.2f} s (rc {rc_p}), bare {w_b:.2f} s (rc {rc_b})")
+    print(f"\nprofile (cProfile, {n_items} items, one run each; cProfile inflates call-heavy code): "
+          f"plugin {w_p:.2f} s (rc {rc_p}), bare {w_b:.2f} s (rc {rc_b})")
 
     def by_package(path: Path) -> tuple[dict[str, float], float, pstats.Stats]:
         stats = pstats.Stats(str(path))
@@ -197,33 +260,30 @@ def profile(plugin_dir: Path, bare_dir: Path, tmp: Path) -> None:
     plugin_pkgs, plugin_total, plugin_stats = by_package(prof_plugin)
     bare_pkgs, bare_total, _ = by_package(prof_bare)
     print(f"profiled total: plugin {plugin_total:.2f} s, bare {bare_total:.2f} s, extra {plugin_total - bare_total:+.2f} s")
-    print("\nown time (tottime) by package/module, plugin vs bare, largest extra first:")
-    print(f"  {'where':48s} {'plugin s':>9s} {'bare s':>8s} {'extra s':>8s}")
+    print("own time (tottime) by where the code lives, plugin vs bare, largest extra first:")
+    print(f"  {'where':44s} {'plugin s':>9s} {'bare s':>8s} {'extra s':>8s}")
     keys = sorted(set(plugin_pkgs) | set(bare_pkgs), key=lambda k: plugin_pkgs.get(k, 0) - bare_pkgs.get(k, 0), reverse=True)
-    for key in keys[:16]:
+    for key in keys[:12]:
         p, b = plugin_pkgs.get(key, 0.0), bare_pkgs.get(key, 0.0)
-        if max(p, b) < 0.05:
-            continue
-        print(f"  {key[:48]:48s} {p:9.2f} {b:8.2f} {p - b:+8.2f}")
+        if max(p, b) >= 0.05:
+            print(f"  {key[:44]:44s} {p:9.2f} {b:8.2f} {p - b:+8.2f}")
 
-    def rows(sort: str, limit: int) -> list[tuple]:
+    def rows(key: int) -> list[tuple]:
         items = []
-        for (filename, line, name), (cc, nc, tt, ct, _callers) in plugin_stats.stats.items():
-            items.append((tt if sort == "tottime" else ct, nc, tt, ct, f"{package_of(filename)}:{line}({name})"))
+        for (filename, line, name), (_cc, nc, tt, ct, _callers) in plugin_stats.stats.items():
+            items.append(((tt, ct)[key], nc, tt, ct, f"{package_of(filename)}:{line}({name})"))
         items.sort(reverse=True)
-        return items[:limit]
+        return items
 
-    print("\nplugin run, top functions by own time (tottime):")
-    print(f"  {'ncalls':>9s} {'tottime':>8s} {'cumtime':>8s}  function")
-    for _key, nc, tt, ct, where in rows("tottime", 15):
-        print(f"  {nc:9d} {tt:8.2f} {ct:8.2f}  {where[:100]}")
-    print("\nplugin run, top crucible functions by cumulative time:")
-    print(f"  {'ncalls':>9s} {'tottime':>8s} {'cumtime':>8s}  function")
-    shown = 0
-    for _key, nc, tt, ct, where in rows("cumtime", 400):
-        if where.startswith("pytest_crucible/") and shown < 15:
-            print(f"  {nc:9d} {tt:8.2f} {ct:8.2f}  {where[:100]}")
-            shown += 1
+    print("plugin run, top functions by own time (tottime):")
+    print(f"  {'ncalls':>9s} {'tottime':>8s} {'cumtime':>8s} {'ms/item':>8s}  function")
+    for _key, nc, tt, ct, where in rows(0)[:14]:
+        print(f"  {nc:9d} {tt:8.2f} {ct:8.2f} {tt / n_items * 1000:8.3f}  {where[:90]}")
+    print("plugin run, pytest_crucible functions by cumulative time (cumtime includes callees):")
+    print(f"  {'ncalls':>9s} {'tottime':>8s} {'cumtime':>8s} {'ms/item':>8s}  function")
+    shown = [row for row in rows(1) if row[4].startswith("pytest_crucible/")][:22]
+    for _key, nc, tt, ct, where in shown:
+        print(f"  {nc:9d} {tt:8.2f} {ct:8.2f} {ct / n_items * 1000:8.3f}  {where[:90]}")
 
 
 def main() -> int:
@@ -231,7 +291,9 @@ def main() -> int:
     parser.add_argument("--items", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-profile", action="store_true", help="skip the profile even if the target is missed")
-    parser.add_argument("--profile", action="store_true", help="profile even if the target is met")
+    parser.add_argument("--profile", action="store_true", help="profile even if the targets are met")
+    parser.add_argument("--profile-items", type=int, default=3_000,
+                        help="items in the profiled runs (smaller than --items to keep the script under 3 minutes)")
     opts = parser.parse_args()
 
     import pytest  # noqa: PLC0415 - versions for the report only
@@ -277,8 +339,16 @@ def main() -> int:
               f"; extra {per_item_ms:.3f} ms per item")
         print(f"plugin peak RSS:     {peak:.1f} MB (target < {RSS_TARGET_MB:.0f} MB: {'met' if peak < RSS_TARGET_MB else 'NOT met'})"
               f"; bare peak RSS {max(r for _, r in bare_runs):.1f} MB")
-        if (ratio > TIME_TARGET and not opts.no_profile) or opts.profile:
-            profile(plugin_dir, bare_dir, tmp)
+        time_missed, memory_missed = ratio > TIME_TARGET, peak >= RSS_TARGET_MB
+        if ((time_missed or memory_missed) and not opts.no_profile) or opts.profile:
+            n_prof = min(opts.profile_items, opts.items)
+            prof_tmp = tmp / "profile"
+            prof_tmp.mkdir()
+            prof_plugin_dir, prof_bare_dir = build(prof_tmp, n_prof) if n_prof != opts.items else (plugin_dir, bare_dir)
+            if time_missed or opts.profile:
+                profile(prof_plugin_dir, prof_bare_dir, prof_tmp, n_prof)
+            if memory_missed or opts.profile:
+                memory_probe(prof_plugin_dir, prof_bare_dir, prof_tmp, n_prof)
     return 0
 
 

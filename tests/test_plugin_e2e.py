@@ -374,5 +374,12 @@ def test_under_xdist_the_controller_records_everything_once(pytester: pytest.Pyt
     result.assert_outcomes(passed=12)
     assert db_rows(pytester, "SELECT status, n_items FROM runs") == [("complete", 12)]
     assert db_rows(pytester, "SELECT COUNT(*), COUNT(DISTINCT item_id) FROM item_metrics WHERE metric = 'ndcgAt10'") == [(12, 12)]
+    # The same rows as a run without xdist (answer metrics and error classes included).
+    assert pytester.runpytest_subprocess("-p", "no:xdist", "--crucible-config=rerank.json").ret == pytest.ExitCode.OK
+    runs = [row[0] for row in db_rows(pytester, "SELECT id FROM runs ORDER BY rowid")]
+    per_run = [db_rows(pytester, "SELECT item_id, metric, value FROM item_metrics WHERE run_id = ? ORDER BY item_id, metric", [r]) for r in runs]
+    classes = [db_rows(pytester, "SELECT item_id, error_class FROM results WHERE run_id = ? ORDER BY item_id", [r]) for r in runs]
+    assert per_run[0] == per_run[1] and len(per_run[0]) > 12 * 5
+    assert classes[0] == classes[1]
     # The workers' config reads reach the controller: the unread key is still reported.
     result.stdout.fnmatch_lines(["WARNING CrucibleWarning: config key retrieval.rerank=true was never read*"])

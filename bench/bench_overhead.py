@@ -142,10 +142,15 @@ def bare_cmd() -> list[str]:
     return ["-m", "pytest", "test_bare.py", "-p", "no:crucible", "-p", "no:cacheprovider", "-q"]
 
 
-def run_child(args: list[str], cwd: Path, log: Path) -> tuple[float, float, int]:
+# Children get a bytecode cache in the temp dir (PYTHONPYCACHEPREFIX, set in main): this shell
+# exports PYTHONDONTWRITEBYTECODE=1, under which pytest re-parses and re-rewrites every module of
+# an entry-point plugin on every run; a user's machine caches them. Nothing is written to the repo.
+CHILD_ENV: dict[str, str] = {}
+
+
+def run_child(args: list[str], cwd: Path, log: Path, extra_env: dict[str, str] | None = None) -> tuple[float, float, int]:
     """Wall seconds, peak RSS (MB) of this child alone, exit code."""
-    env = dict(os.environ)
-    env.pop("PYTEST_ADDOPTS", None)
+    env = {**CHILD_ENV, **(extra_env or {})}
     with open(log, "wb") as out:
         started = time.perf_counter()
         proc = subprocess.Popen([PY, *args], cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=env)
@@ -205,39 +210,54 @@ def pytest_terminal_summary(terminalreporter):
 '''
 
 
-def memory_probe(plugin_dir: Path, bare_dir: Path, tmp: Path, n_items: int) -> None:
+def _short(where: str) -> str:
+    where = where.replace(str(ROOT) + "/", "")
+    where = re.sub(r"/tmp/[^/]+/(profile/)?(plugin|bare|mem\d+/(plugin|bare))/", "<tmp>/", where)
+    where = re.sub(r".*/site-packages/", "", where)
+    return re.sub(r".*/lib/python3\.\d+/", "stdlib/", where)
+
+
+def memory_probe(tmp: Path, sizes: tuple[int, int]) -> None:
+    """tracemalloc at two item counts: the per-item slope separates what each item keeps alive
+    from fixed costs (imported modules, caches)."""
     probe_dir = tmp / "probe"
     probe_dir.mkdir(exist_ok=True)
     (probe_dir / "crucible_memprobe.py").write_text(MEMPROBE)
-    results = {}
-    for label, args, cwd in (("plugin", plugin_cmd(plugin_dir, tmp / "memprobe.db"), plugin_dir), ("bare", bare_cmd(), bare_dir)):
-        out = tmp / f"memprobe-{label}.txt"
-        env = {**os.environ, "PYTHONPATH": str(probe_dir), "MEMPROBE_OUT": str(out)}
-        subprocess.run([PY, *args, "-p", "crucible_memprobe"], cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, check=False)
-        lines = out.read_text().splitlines()
-        collected, current, peak = (int(x) for x in lines[0].split())
-        rows = []
-        for line in lines[1:]:
-            size, count, where = line.split(" ", 2)
-            rows.append((int(size), int(count), where))
-        results[label] = (collected, current, peak, rows)
-    mb = 2 ** 20
-    print(f"\nmemory (tracemalloc, {n_items} items, Python allocations only, still allocated at the terminal summary):")
+    results: dict[tuple[str, int], tuple[int, int, int, dict[str, int]]] = {}
+    for n in sizes:
+        base = tmp / f"mem{n}"
+        base.mkdir()
+        plugin_dir, bare_dir = build(base, n)
+        for label, args, cwd in (("plugin", plugin_cmd(plugin_dir, base / "memprobe.db"), plugin_dir),
+                                 ("bare", bare_cmd(), bare_dir)):
+            out = base / f"memprobe-{label}.txt"
+            run_child([*args, "-p", "crucible_memprobe"], cwd, base / f"memprobe-{label}.log",
+                      {"PYTHONPATH": str(probe_dir), "MEMPROBE_OUT": str(out)})
+            lines = out.read_text().splitlines()
+            collected, current, peak = (int(x) for x in lines[0].split())
+            by_line: dict[str, int] = {}
+            for line in lines[1:]:
+                size, _count, where = line.split(" ", 2)
+                by_line[_short(where)] = by_line.get(_short(where), 0) + int(size)
+            results[label, n] = (collected, current, peak, by_line)
+    mb, (n1, n2) = 2 ** 20, sizes
+    print(f"\nmemory (tracemalloc, Python allocations still alive at the terminal summary, runs of {n1} and {n2} items;"
+          f" per item = slope between the two):")
+    slopes = {}
     for label in ("plugin", "bare"):
-        collected, current, peak, _ = results[label]
-        print(f"  {label:6s}: after collection {collected / mb:6.1f} MB, at end {current / mb:6.1f} MB, traced peak {peak / mb:6.1f} MB")
-    extra = results["plugin"][1] - results["bare"][1]
-    print(f"  plugin - bare at end: {extra / mb:.1f} MB = {extra / n_items / 1024:.1f} KB per item"
-          f" (x 10,000 items = {extra / n_items * 10_000 / mb:.0f} MB)")
-    bare_by_line = {where: size for size, _count, where in results["bare"][3]}
-    print("  plugin run, largest allocation sites still alive at the end (KB per item):")
-    for size, count, where in results["plugin"][3][:14]:
-        short = where.replace(str(ROOT) + "/", "").replace(str(plugin_dir) + "/", "<tmp>/")
-        short = re.sub(r".*/site-packages/", "", short)
-        short = re.sub(r".*/lib/python3\.\d+/", "stdlib/", short)
-        note = " (bare too)" if where.replace(str(plugin_dir), str(bare_dir)) in bare_by_line else ""
-        print(f"    {size / n_items / 1024:6.2f} KB/item {count / n_items:7.1f} objs/item  {short}{note}")
+        (c1, e1, _p1, _), (c2, e2, p2, _) = results[label, n1], results[label, n2]
+        slopes[label] = (e2 - e1) / (n2 - n1)
+        print(f"  {label:6s}: at {n2} items: after collection {c2 / mb:6.1f} MB, at end {e2 / mb:6.1f} MB (traced peak {p2 / mb:6.1f} MB);"
+              f" per item: collection {(c2 - c1) / (n2 - n1) / 1024:5.1f} KB, total {slopes[label] / 1024:5.1f} KB")
+    extra = slopes["plugin"] - slopes["bare"]
+    print(f"  plugin keeps {extra / 1024:.1f} KB per item more than bare (x 10,000 items = {extra * 10_000 / mb:.0f} MB)")
+    lines1, lines2 = results["plugin", n1][3], results["plugin", n2][3]
+    bare1, bare2 = results["bare", n1][3], results["bare", n2][3]
+    growth = sorted(((lines2.get(k, 0) - lines1.get(k, 0)) / (n2 - n1), k) for k in set(lines1) | set(lines2))
+    print("  plugin run, allocation sites by bytes kept alive per item (slope; bare's slope for the same line):")
+    for per_item, where in reversed(growth[-12:]):
+        bare_slope = (bare2.get(where, 0) - bare1.get(where, 0)) / (n2 - n1)
+        print(f"    {per_item / 1024:6.2f} KB/item (bare {bare_slope / 1024:5.2f})  {where}")
 
 
 def profile(plugin_dir: Path, bare_dir: Path, tmp: Path, n_items: int) -> None:
@@ -268,6 +288,20 @@ def profile(plugin_dir: Path, bare_dir: Path, tmp: Path, n_items: int) -> None:
         if max(p, b) >= 0.05:
             print(f"  {key[:44]:44s} {p:9.2f} {b:8.2f} {p - b:+8.2f}")
 
+    bare_stats = pstats.Stats(str(prof_bare))
+    bare_tt: dict[str, float] = {}
+    for (filename, line, name), (_cc, _nc, tt, _ct, _callers) in bare_stats.stats.items():
+        bare_tt[f"{_short(filename)}:{line}({name})"] = tt
+    diffs = []
+    for (filename, line, name), (_cc, nc, tt, ct, _callers) in plugin_stats.stats.items():
+        key = f"{_short(filename)}:{line}({name})"
+        diffs.append((tt - bare_tt.get(key, 0.0), nc, tt, key))
+    diffs.sort(reverse=True)
+    print("functions with the largest extra own time, plugin - bare:")
+    print(f"  {'extra s':>8s} {'ms/item':>8s} {'ncalls':>9s}  function")
+    for extra, nc, _tt, key in diffs[:14]:
+        print(f"  {extra:8.2f} {extra / n_items * 1000:8.3f} {nc:9d}  {key[:90]}")
+
     def rows(key: int) -> list[tuple]:
         items = []
         for (filename, line, name), (_cc, nc, tt, ct, _callers) in plugin_stats.stats.items():
@@ -275,10 +309,6 @@ def profile(plugin_dir: Path, bare_dir: Path, tmp: Path, n_items: int) -> None:
         items.sort(reverse=True)
         return items
 
-    print("plugin run, top functions by own time (tottime):")
-    print(f"  {'ncalls':>9s} {'tottime':>8s} {'cumtime':>8s} {'ms/item':>8s}  function")
-    for _key, nc, tt, ct, where in rows(0)[:14]:
-        print(f"  {nc:9d} {tt:8.2f} {ct:8.2f} {tt / n_items * 1000:8.3f}  {where[:90]}")
     print("plugin run, pytest_crucible functions by cumulative time (cumtime includes callees):")
     print(f"  {'ncalls':>9s} {'tottime':>8s} {'cumtime':>8s} {'ms/item':>8s}  function")
     shown = [row for row in rows(1) if row[4].startswith("pytest_crucible/")][:22]
@@ -303,6 +333,15 @@ def main() -> int:
           f"best of {opts.repeat}, interleaved")
     with tempfile.TemporaryDirectory(prefix="crucible-bench-") as name:
         tmp = Path(name)
+        CHILD_ENV.update(os.environ)
+        for variable in ("PYTHONDONTWRITEBYTECODE", "PYTEST_ADDOPTS"):
+            CHILD_ENV.pop(variable, None)
+        CHILD_ENV["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+        warm = tmp / "warmup"
+        warm.mkdir()
+        warm_plugin, warm_bare = build(warm, 50)  # untimed: fills the bytecode cache
+        run_child(plugin_cmd(warm_plugin, warm / "warm.db"), warm_plugin, warm / "plugin.log")
+        run_child(bare_cmd(), warm_bare, warm / "bare.log")
         plugin_dir, bare_dir = build(tmp, opts.items)
         plugin_runs, bare_runs = [], []
         ok = True
@@ -348,7 +387,7 @@ def main() -> int:
             if time_missed or opts.profile:
                 profile(prof_plugin_dir, prof_bare_dir, prof_tmp, n_prof)
             if memory_missed or opts.profile:
-                memory_probe(prof_plugin_dir, prof_bare_dir, prof_tmp, n_prof)
+                memory_probe(prof_tmp, (max(n_prof // 3, 100), n_prof))
     return 0
 
 

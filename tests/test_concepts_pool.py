@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 
 import pytest
+
+from helpers import db_rows
 
 from pytest_crucible.answers import AnswerInputs, assertion_results, assertion_satisfaction, unsatisfied_must_assertions
 from pytest_crucible.golden_set import GoldenItem
@@ -49,13 +50,6 @@ def project(pytester: pytest.Pytester, monkeypatch) -> pytest.Pytester:
     return pytester
 
 
-def rows(pytester: pytest.Pytester, sql: str):
-    conn = sqlite3.connect(pytester.path / ".crucible" / "crucible.db")
-    try:
-        return conn.execute(sql).fetchall()
-    finally:
-        conn.close()
-
 
 def test_stated_fact_without_its_concept_is_unsatisfied_and_says_which_concept(project, monkeypatch) -> None:
     monkeypatch.setenv("DETECT", "0")
@@ -65,15 +59,15 @@ def test_stated_fact_without_its_concept_is_unsatisfied_and_says_which_concept(p
         "*golden item vela-range: incomplete: *must-assertion 'The range is 80 km.' is stated but its concept "
         "concept:vela-e2 was not detected by the pipeline (the answer is not grounded in it)*",
     ])
-    [(stored,)] = rows(project, "SELECT assertions FROM results")
+    [(stored,)] = db_rows(project, "SELECT assertions FROM results")
     must, should = json.loads(stored)
     assert (must["supported"], must["conceptDetected"], must["satisfied"]) == (True, False, False)
     assert should["conceptDetected"] is None and should["satisfied"] is False  # not stated by the answer
-    metrics = dict(rows(project, "SELECT metric, value FROM item_metrics"))
+    metrics = dict(db_rows(project, "SELECT metric, value FROM item_metrics"))
     assert metrics["conceptRecall"] == 0.0
     assert metrics["nearMissRate"] == 0.5  # one of two retrieved chunks is about the irrelevant Vela E3
     assert metrics["assertionSatisfaction"] == 0.0
-    assert rows(project, "SELECT concept_id, grade FROM golden_concepts ORDER BY concept_id") == [
+    assert db_rows(project, "SELECT concept_id, grade FROM golden_concepts ORDER BY concept_id") == [
         ("concept:vela-e2", "required"), ("concept:vela-e3", "irrelevant")]
 
 
@@ -81,9 +75,9 @@ def test_detected_concept_satisfies_the_assertion(project, monkeypatch) -> None:
     monkeypatch.setenv("DETECT", "1")
     result = project.runpytest_subprocess("--crucible-outcome=record")
     assert result.ret == pytest.ExitCode.OK
-    [(stored,)] = rows(project, "SELECT assertions FROM results")
+    [(stored,)] = db_rows(project, "SELECT assertions FROM results")
     assert json.loads(stored)[0]["satisfied"] is True
-    metrics = dict(rows(project, "SELECT metric, value FROM item_metrics"))
+    metrics = dict(db_rows(project, "SELECT metric, value FROM item_metrics"))
     assert metrics["conceptRecall"] == 1.0
     assert metrics["assertionSatisfaction"] == pytest.approx(1.0 / 1.5)  # must (1.0) satisfied, should (0.5) not stated
 
@@ -95,11 +89,11 @@ def test_pool_labelling_writes_llm_judgments_and_the_rerun_asks_nothing(project)
         "judge lexical-v1 (offline heuristic), prompts lexical-v1: 1 requests, 0 cached, 1 judged, 0 failed",
         "qrels for the retrieved pool (top 10): 1 provenance, 0 human, 1 llm; 0 unjudged (0%), counted as non-relevant as trec_eval does",
     ])
-    [(chunk, grade, model, prompt)] = rows(project, "SELECT chunk_id, grade, judge_model, prompt_version FROM qrels WHERE source = 'llm'")
+    [(chunk, grade, model, prompt)] = db_rows(project, "SELECT chunk_id, grade, judge_model, prompt_version FROM qrels WHERE source = 'llm'")
     assert (chunk, model, prompt) == ("prod-vela-e3#p2", "lexical-v1", "lexical-v1") and 0 <= grade <= 3
     result = project.runpytest_subprocess("--crucible-mode=component", "--crucible-label-pool")
     result.stdout.fnmatch_lines(["judge lexical-v1 (offline heuristic), prompts lexical-v1: 0 requests, 0 cached, 0 judged, 0 failed"])
-    assert rows(project, "SELECT COUNT(*) FROM qrels WHERE source = 'llm'") == [(1,)]
+    assert db_rows(project, "SELECT COUNT(*) FROM qrels WHERE source = 'llm'") == [(1,)]
 
 
 def test_without_labelling_the_pool_reports_what_is_unjudged(project) -> None:
@@ -112,7 +106,7 @@ def test_pool_labelling_through_claude_makes_zero_requests_the_second_time(proje
     monkeypatch.setenv("ANTHROPIC_BASE_URL", mock_anthropic.base_url)
     assert project.runpytest_subprocess("--crucible-mode=component", "--crucible-label-pool").ret == pytest.ExitCode.OK
     assert mock_anthropic.counts["messages"] == 1
-    assert rows(project, "SELECT judge_model, prompt_version FROM qrels WHERE source = 'llm'") == [("claude-haiku-5-5", "umbrela-v1")]
+    assert db_rows(project, "SELECT judge_model, prompt_version FROM qrels WHERE source = 'llm'") == [("claude-haiku-5-5", "umbrela-v1")]
     # A fresh cache cannot be what saves the second run: the ledger itself says the chunk is judged.
     assert project.runpytest_subprocess("--crucible-mode=component", "--crucible-label-pool", "--crucible-judge-cache=off").ret == 0
     assert mock_anthropic.counts["messages"] == 1

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 
 import pytest
+
+from helpers import db_rows
 
 FAKE_KEY = "sk-ant-test-0000-not-a-real-key-CRUCIBLE"
 
@@ -41,13 +42,6 @@ def project(pytester: pytest.Pytester, mock_anthropic, monkeypatch) -> pytest.Py
     return pytester
 
 
-def rows(pytester: pytest.Pytester, sql: str):
-    conn = sqlite3.connect(pytester.path / ".crucible" / "crucible.db")
-    try:
-        return conn.execute(sql).fetchall()
-    finally:
-        conn.close()
-
 
 def test_claude_judge_scores_then_the_cache_serves_the_rerun(project: pytest.Pytester, mock_anthropic) -> None:
     result = project.runpytest_subprocess("--junitxml=junit.xml")
@@ -61,9 +55,9 @@ def test_claude_judge_scores_then_the_cache_serves_the_rerun(project: pytest.Pyt
         "crucible: judge cost estimate: 108 requests, ~* input + ~16,200 output tokens, $0.0* with claude-haiku-5-5 (before cache hits)",
         "judge claude-haiku-5-5 via Anthropic API, prompts crucible-v1: 44 requests, * cached, * judged, 0 failed, $0.00* (* in / * out tokens), estimated $0.0*",
     ])
-    [(model, prompt, cost, status)] = rows(project, "SELECT judge_model, judge_prompt_version, cost_usd, status FROM runs")
+    [(model, prompt, cost, status)] = db_rows(project, "SELECT judge_model, judge_prompt_version, cost_usd, status FROM runs")
     assert (model, prompt, status) == ("claude-haiku-5-5", "crucible-v1", "complete") and cost > 0
-    assert rows(project, "SELECT COUNT(DISTINCT metric) FROM item_metrics WHERE metric IN "
+    assert db_rows(project, "SELECT COUNT(DISTINCT metric) FROM item_metrics WHERE metric IN "
                          "('faithfulness','responseRelevancy','contextPrecision','contextRecall','noiseSensitivity')") == [(5,)]
 
     # Second run over unchanged items: zero judge requests reach the API.
@@ -86,8 +80,8 @@ def test_message_batches_judge_everything_at_session_end(project: pytest.Pyteste
     assert mock_anthropic.counts["messages"] == 0
     assert mock_anthropic.counts["batches_create"] == 2  # one batch per round
     result.stdout.fnmatch_lines(["*(Message Batches, 50% off)*"])
-    assert rows(project, "SELECT COUNT(*) FROM item_metrics WHERE metric = 'faithfulness'") == [(4,)]
-    assert rows(project, "SELECT status FROM runs") == [("complete",)]
+    assert db_rows(project, "SELECT COUNT(*) FROM item_metrics WHERE metric = 'faithfulness'") == [(4,)]
+    assert db_rows(project, "SELECT status FROM runs") == [("complete",)]
 
 
 def test_persistent_judge_failure_is_an_item_error_and_the_run_is_incomplete(project: pytest.Pytester, mock_anthropic) -> None:
@@ -96,11 +90,11 @@ def test_persistent_judge_failure_is_an_item_error_and_the_run_is_incomplete(pro
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.assert_outcomes(failed=4)
     result.stdout.fnmatch_lines(["*golden item a-0: judge failed after retries: *500*"])
-    assert rows(project, "SELECT status FROM runs") == [("incomplete",)]
-    assert rows(project, "SELECT COUNT(*) FROM results WHERE outcome = 'error' AND judge_errors != '[]'") == [(4,)]
+    assert db_rows(project, "SELECT status FROM runs") == [("incomplete",)]
+    assert db_rows(project, "SELECT COUNT(*) FROM results WHERE outcome = 'error' AND judge_errors != '[]'") == [(4,)]
     # Retrieval metrics were still measured; judge metrics of the failed items are absent, not zero.
-    assert rows(project, "SELECT COUNT(*) FROM item_metrics WHERE metric = 'faithfulness'") == [(0,)]
-    assert rows(project, "SELECT COUNT(*) FROM item_metrics WHERE metric = 'ndcgAt10'") == [(4,)]
+    assert db_rows(project, "SELECT COUNT(*) FROM item_metrics WHERE metric = 'faithfulness'") == [(0,)]
+    assert db_rows(project, "SELECT COUNT(*) FROM item_metrics WHERE metric = 'ndcgAt10'") == [(4,)]
     # Failures are not cached: once the API recovers, the next run judges everything.
     mock_anthropic.faults["messages"].clear()
     assert project.runpytest_subprocess().ret == pytest.ExitCode.OK
@@ -127,7 +121,7 @@ def test_without_a_key_the_offline_judge_is_used_and_named(project: pytest.Pytes
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["judge lexical-v1 (offline heuristic), prompts lexical-v1: *"])
     assert mock_anthropic.counts["messages"] == 0
-    assert rows(project, "SELECT judge_model FROM runs") == [("lexical-v1",)]
+    assert db_rows(project, "SELECT judge_model FROM runs") == [("lexical-v1",)]
 
 
 def test_example_project_rerun_makes_zero_claude_requests(tmp_path, mock_anthropic, monkeypatch) -> None:

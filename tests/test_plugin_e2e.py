@@ -9,6 +9,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from helpers import db_rows
+
 GOLDEN = [
     {"id": "q-001", "question": "What is the return window?", "questionType": "simple",
      "citations": [{"docId": "returns", "chunkId": "returns#p1", "mode": "required"}]},
@@ -46,13 +48,6 @@ def write_golden(pytester: pytest.Pytester, items=GOLDEN, name="golden_support.j
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(item) + "\n" for item in items))
 
-
-def db_rows(pytester: pytest.Pytester, sql: str, params=()):
-    conn = sqlite3.connect(pytester.path / ".crucible" / "crucible.db")
-    try:
-        return conn.execute(sql, params).fetchall()
-    finally:
-        conn.close()
 
 
 def test_golden_file_items_become_tests_in_file_order(pytester: pytest.Pytester) -> None:

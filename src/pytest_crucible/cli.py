@@ -10,6 +10,16 @@ from typing import Sequence
 DEFAULT_DB = ".crucible/crucible.db"
 
 
+def _write_output(output: str, text: str, message: str) -> None:
+    """Write ``text`` to stdout when ``output`` is ``-``, else to the file, and say so."""
+    if output == "-":
+        sys.stdout.write(text)
+    else:
+        with open(output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        print(message)
+
+
 def _cmd_schema(args: argparse.Namespace) -> int:
     from .golden_set import golden_json_schema
 
@@ -126,12 +136,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     if args.format == "trec":
         return _export_trec_run(store, run_id, args.output)
     text = json.dumps(store.export_run(run_id), indent=1, sort_keys=True) + "\n"
-    if args.output == "-":
-        sys.stdout.write(text)
-    else:
-        with open(args.output, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        print(f"exported run {run_id} to {args.output}")
+    _write_output(args.output, text, f"exported run {run_id} to {args.output}")
     return 0
 
 
@@ -349,12 +354,8 @@ def _cmd_golden_export(args: argparse.Namespace) -> int:
 
     items = draft_items(_open_store(args))
     text = "".join(json.dumps(item, sort_keys=True) + "\n" for item in items)
-    if args.output == "-":
-        sys.stdout.write(text)
-    else:
-        with open(args.output, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        print(f"wrote {len(items)} draft golden item(s) to {args.output}; review them, move them into your golden set, set status active")
+    _write_output(args.output, text, f"wrote {len(items)} draft golden item(s) to {args.output}; "
+                                     "review them, move them into your golden set, set status active")
     return 0
 
 

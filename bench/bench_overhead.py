@@ -184,29 +184,84 @@ def package_of(filename: str) -> str:
 
 
 MEMPROBE = '''
-"""tracemalloc probe loaded with -p: what is still allocated at the end of the session."""
+"""Memory probe loaded with -p: what is still allocated at the end of the session.
+
+Writes: a header line (traced bytes after collection, at the end, traced peak), the
+allocation sites (tracemalloc, 1 frame), and the deep size of what each test item and
+each call report holds: per report attribute and per item stash entry / attribute.
+"""
 import os
+import sys
 import tracemalloc
 
 import pytest
 
 tracemalloc.start(1)
-_SNAPS = {}
+_STATE = {}
 
 
 def pytest_collection_finish(session):
-    _SNAPS["collected"] = tracemalloc.get_traced_memory()[0]
+    _STATE["collected"] = tracemalloc.get_traced_memory()[0]
+    _STATE["session"] = session
+
+
+def _deep_size(obj, seen):
+    # Bytes of obj and everything it references that has not been counted yet (shared objects once).
+    total, stack = 0, [obj]
+    while stack:
+        o = stack.pop()
+        if id(o) in seen or o is None or isinstance(o, (type, bool)) or callable(o) and not hasattr(o, "__dict__"):
+            continue
+        seen.add(id(o))
+        total += sys.getsizeof(o)
+        if isinstance(o, dict):
+            stack.extend(o.keys())
+            stack.extend(o.values())
+        elif isinstance(o, (list, tuple, set, frozenset)):
+            stack.extend(o)
+        elif not isinstance(o, (str, bytes, int, float)):
+            for name in ("__dict__", "__pydantic_private__", "__pydantic_fields_set__", "__pydantic_extra__"):
+                value = getattr(o, name, None)
+                if isinstance(value, (dict, set)):
+                    stack.append(value)
+    return total
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter):
     current, peak = tracemalloc.get_traced_memory()
     snap = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+    tracemalloc.stop()
+    held = {}
+    seen = set()
+    # Module-level objects (the pipeline's precomputed results, imported modules) are not per item.
+    for module in list(sys.modules.values()):
+        seen.add(id(module))
+        for value in list(getattr(module, "__dict__", {}).values()):
+            seen.add(id(value))
+    items = _STATE["session"].items
+    for item in items:
+        for name, value in item.__dict__.items():
+            if name in ("stash", "_stash"):
+                for key, entry in value._storage.items():
+                    label = f"item.stash[{type(entry).__module__}.{type(entry).__name__}]"
+                    held[label] = held.get(label, 0) + _deep_size(entry, seen)
+            elif name not in ("parent", "session", "config", "_fixtureinfo", "fixturenames", "_request",
+                              "_pyfuncitem", "obj", "_obj", "callspec", "_instance", "funcargs"):
+                held[f"item.{name}"] = held.get(f"item.{name}", 0) + _deep_size(value, seen)
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if getattr(report, "when", None) != "call":
+                continue
+            for name, value in report.__dict__.items():
+                held[f"report.{name}"] = held.get(f"report.{name}", 0) + _deep_size(value, seen)
     with open(os.environ["MEMPROBE_OUT"], "w") as out:
-        out.write(f"{_SNAPS.get('collected', 0)} {current} {peak}\\n")
-        for stat in snap.statistics("lineno")[:40]:
+        out.write(f"{_STATE.get('collected', 0)} {current} {peak} {len(items)}\\n")
+        for stat in snap.statistics("lineno")[:150]:
             frame = stat.traceback[0]
-            out.write(f"{stat.size} {stat.count} {frame.filename}:{frame.lineno}\\n")
+            out.write(f"site {stat.size} {frame.filename}:{frame.lineno}\\n")
+        for label, size in held.items():
+            out.write(f"held {size} {label}\\n")
 '''
 
 
@@ -218,12 +273,12 @@ def _short(where: str) -> str:
 
 
 def memory_probe(tmp: Path, sizes: tuple[int, int]) -> None:
-    """tracemalloc at two item counts: the per-item slope separates what each item keeps alive
-    from fixed costs (imported modules, caches)."""
+    """Two runs per variant at two item counts: the per-item slope separates what each item keeps
+    alive from fixed costs (imported modules, caches)."""
     probe_dir = tmp / "probe"
     probe_dir.mkdir(exist_ok=True)
     (probe_dir / "crucible_memprobe.py").write_text(MEMPROBE)
-    results: dict[tuple[str, int], tuple[int, int, int, dict[str, int]]] = {}
+    results: dict[tuple[str, int], tuple[int, int, int, dict[str, int], dict[str, int]]] = {}
     for n in sizes:
         base = tmp / f"mem{n}"
         base.mkdir()
@@ -234,30 +289,42 @@ def memory_probe(tmp: Path, sizes: tuple[int, int]) -> None:
             run_child([*args, "-p", "crucible_memprobe"], cwd, base / f"memprobe-{label}.log",
                       {"PYTHONPATH": str(probe_dir), "MEMPROBE_OUT": str(out)})
             lines = out.read_text().splitlines()
-            collected, current, peak = (int(x) for x in lines[0].split())
-            by_line: dict[str, int] = {}
+            collected, current, peak, _n = (int(x) for x in lines[0].split())
+            sites: dict[str, int] = {}
+            held: dict[str, int] = {}
             for line in lines[1:]:
-                size, _count, where = line.split(" ", 2)
-                by_line[_short(where)] = by_line.get(_short(where), 0) + int(size)
-            results[label, n] = (collected, current, peak, by_line)
+                kind, size, where = line.split(" ", 2)
+                target = sites if kind == "site" else held
+                target[_short(where)] = target.get(_short(where), 0) + int(size)
+            results[label, n] = (collected, current, peak, sites, held)
     mb, (n1, n2) = 2 ** 20, sizes
-    print(f"\nmemory (tracemalloc, Python allocations still alive at the terminal summary, runs of {n1} and {n2} items;"
+    print(f"\nmemory (tracemalloc, Python allocations still alive at the terminal summary; runs of {n1} and {n2} items,"
           f" per item = slope between the two):")
     slopes = {}
     for label in ("plugin", "bare"):
-        (c1, e1, _p1, _), (c2, e2, p2, _) = results[label, n1], results[label, n2]
+        (c1, e1, _p1, *_), (c2, e2, p2, *_) = results[label, n1], results[label, n2]
         slopes[label] = (e2 - e1) / (n2 - n1)
-        print(f"  {label:6s}: at {n2} items: after collection {c2 / mb:6.1f} MB, at end {e2 / mb:6.1f} MB (traced peak {p2 / mb:6.1f} MB);"
-              f" per item: collection {(c2 - c1) / (n2 - n1) / 1024:5.1f} KB, total {slopes[label] / 1024:5.1f} KB")
+        print(f"  {label:6s}: {n2} items: {c2 / mb:5.1f} MB after collection, {e2 / mb:5.1f} MB at end (traced peak {p2 / mb:5.1f});"
+              f" per item: {(c2 - c1) / (n2 - n1) / 1024:4.1f} KB after collection, {slopes[label] / 1024:4.1f} KB at end")
     extra = slopes["plugin"] - slopes["bare"]
-    print(f"  plugin keeps {extra / 1024:.1f} KB per item more than bare (x 10,000 items = {extra * 10_000 / mb:.0f} MB)")
-    lines1, lines2 = results["plugin", n1][3], results["plugin", n2][3]
-    bare1, bare2 = results["bare", n1][3], results["bare", n2][3]
-    growth = sorted(((lines2.get(k, 0) - lines1.get(k, 0)) / (n2 - n1), k) for k in set(lines1) | set(lines2))
-    print("  plugin run, allocation sites by bytes kept alive per item (slope; bare's slope for the same line):")
-    for per_item, where in reversed(growth[-12:]):
-        bare_slope = (bare2.get(where, 0) - bare1.get(where, 0)) / (n2 - n1)
-        print(f"    {per_item / 1024:6.2f} KB/item (bare {bare_slope / 1024:5.2f})  {where}")
+    print(f"  plugin keeps {extra / 1024:.1f} KB per item more than bare (x 10,000 items = {extra * 10_000 / mb:.0f} MB of"
+          f" Python objects; RSS grows more: allocator overhead, SQLite page cache)")
+
+    def slope(index: int, label: str, key: str) -> float:
+        return (results[label, n2][index].get(key, 0) - results[label, n1][index].get(key, 0)) / (n2 - n1)
+
+    keys = set(results["plugin", n1][3]) | set(results["plugin", n2][3])
+    growth = sorted(((slope(3, "plugin", k), k) for k in keys), reverse=True)
+    print("  plugin run, allocation sites by bytes kept alive per item (bare's slope for the same line):")
+    for per_item, where in growth[:10]:
+        print(f"    {per_item / 1024:6.2f} KB/item (bare {slope(3, 'bare', where) / 1024:5.2f})  {where}")
+    keys = set(results["plugin", n2][4]) | set(results["bare", n2][4])
+    held = sorted(((slope(4, "plugin", k), k) for k in keys), reverse=True)
+    print("  what the test items and call reports hold at the end (deep size per item, shared objects counted once):")
+    print(f"    {'plugin':>8s} {'bare':>8s}  held by")
+    for per_item, key in held[:10]:
+        if max(abs(per_item), abs(slope(4, "bare", key))) >= 50:
+            print(f"    {per_item / 1024:5.2f} KB {slope(4, 'bare', key) / 1024:5.2f} KB  {key}")
 
 
 def profile(plugin_dir: Path, bare_dir: Path, tmp: Path, n_items: int) -> None:
@@ -322,7 +389,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-profile", action="store_true", help="skip the profile even if the target is missed")
     parser.add_argument("--profile", action="store_true", help="profile even if the targets are met")
-    parser.add_argument("--profile-items", type=int, default=3_000,
+    parser.add_argument("--profile-items", type=int, default=1_500,
                         help="items in the profiled runs (smaller than --items to keep the script under 3 minutes)")
     opts = parser.parse_args()
 

@@ -133,3 +133,14 @@ def test_schema_v1_file_migrates_forward_without_loss(tmp_path) -> None:
         conn.execute("DELETE FROM qrels")
     store.finish_run("01KZRUNB00000000000000000", status="incomplete", golden_hash="g")
     assert store.get_run("01KZRUNB00000000000000000")["status"] == "incomplete"
+
+
+def test_views_read_like_tables(tmp_path) -> None:
+    store = Store.open(tmp_path / "c.db")
+    run_id = new_run(store)
+    store.record_score(run_id, {**SCORE, "error_class": "hallucination", "error_evidence": "claim X unsupported"})
+    [row] = list(store.db.query("SELECT item_id, error_class, ndcgAt10, recallAtK, faithfulness FROM item_results"))
+    assert row == {"item_id": "q1", "error_class": "hallucination", "ndcgAt10": 1.0, "recallAtK": 1.0, "faithfulness": None}
+    assert list(store.db.query("SELECT error_class, n FROM run_error_classes")) == [{"error_class": "hallucination", "n": 1}]
+    assert list(store.db.query("SELECT metric, mean, n FROM run_metrics ORDER BY metric")) == [
+        {"metric": "ndcgAt10", "mean": 1.0, "n": 1}, {"metric": "recallAtK", "mean": 1.0, "n": 1}]

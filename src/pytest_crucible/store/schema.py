@@ -189,6 +189,27 @@ MIGRATIONS: list[str] = [
         created_at TEXT NOT NULL
     );
     """,
+    # version 5: views that make the file readable as it is (e.g. in Datasette):
+    # one row per item with its main metrics, and the error-class distribution per run.
+    """
+    CREATE VIEW item_results AS
+    SELECT r.run_id, r.item_id, r.question, r.outcome, r.error_class, r.error_evidence, r.crag_grade,
+        r.confidence, r.abstained, r.latency_ms, r.answer,
+        (SELECT value FROM item_metrics m WHERE m.run_id = r.run_id AND m.item_id = r.item_id AND m.metric = 'recallAtK') AS recallAtK,
+        (SELECT value FROM item_metrics m WHERE m.run_id = r.run_id AND m.item_id = r.item_id AND m.metric = 'precisionAtK') AS precisionAtK,
+        (SELECT value FROM item_metrics m WHERE m.run_id = r.run_id AND m.item_id = r.item_id AND m.metric = 'ndcgAt10') AS ndcgAt10,
+        (SELECT value FROM item_metrics m WHERE m.run_id = r.run_id AND m.item_id = r.item_id AND m.metric = 'mrr') AS mrr,
+        (SELECT value FROM item_metrics m WHERE m.run_id = r.run_id AND m.item_id = r.item_id AND m.metric = 'hitAtK') AS hitAtK,
+        (SELECT value FROM item_metrics m WHERE m.run_id = r.run_id AND m.item_id = r.item_id AND m.metric = 'faithfulness') AS faithfulness,
+        (SELECT value FROM item_metrics m WHERE m.run_id = r.run_id AND m.item_id = r.item_id AND m.metric = 'responseRelevancy') AS responseRelevancy,
+        (SELECT value FROM item_metrics m WHERE m.run_id = r.run_id AND m.item_id = r.item_id AND m.metric = 'contextPrecision') AS contextPrecision,
+        (SELECT value FROM item_metrics m WHERE m.run_id = r.run_id AND m.item_id = r.item_id AND m.metric = 'contextRecall') AS contextRecall,
+        (SELECT value FROM item_metrics m WHERE m.run_id = r.run_id AND m.item_id = r.item_id AND m.metric = 'noiseSensitivity') AS noiseSensitivity,
+        (SELECT value FROM item_metrics m WHERE m.run_id = r.run_id AND m.item_id = r.item_id AND m.metric = 'truthfulness') AS truthfulness
+    FROM results r;
+    CREATE VIEW run_error_classes AS
+        SELECT run_id, error_class, COUNT(*) AS n FROM results WHERE error_class IS NOT NULL GROUP BY run_id, error_class;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

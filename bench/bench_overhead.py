@@ -118,6 +118,72 @@ def test_item(item, crucible_pipeline):
 '''
 
 
+PHASEPROBE = '''
+"""Phase probe loaded with -p in the timed runs: wall-clock marks of the session phases (a few hook calls)."""
+import atexit
+import os
+import time
+
+import pytest
+
+_T0 = float(os.environ["CRUCIBLE_BENCH_T0"])
+_OUT = open(os.environ["CRUCIBLE_BENCH_PHASES"], "w")
+
+
+def _mark(name):
+    _OUT.write(f"{name} {time.time() - _T0:.4f}\\n")
+    _OUT.flush()
+
+
+def pytest_sessionstart(session):
+    _mark("sessionstart")
+
+
+def pytest_collection_finish(session):
+    _mark("collected")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session):
+    result = yield
+    _mark("tests")
+    return result
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    _mark("sessionfinish")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter):
+    _mark("summary")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    _mark("unconfigure")
+    atexit.register(_mark, "atexit")
+'''
+
+PHASES = (("sessionstart", "startup"), ("collected", "collection"), ("tests", "tests"), ("sessionfinish", "sessionfinish"),
+          ("summary", "terminal summary"), ("unconfigure", "unconfigure"), ("atexit", "atexit"), ("end", "interpreter exit"))
+
+
+def read_phases(path: Path, wall: float) -> dict[str, float]:
+    """Seconds spent in each phase (from the marks of PHASEPROBE)."""
+    marks = {"end": wall}
+    for line in path.read_text().splitlines():
+        name, value = line.split()
+        marks[name] = float(value)
+    out, previous = {}, 0.0
+    for mark, label in PHASES:
+        if mark in marks:
+            out[label] = marks[mark] - previous
+            previous = marks[mark]
+    return out
+
+
 def build(tmp: Path, n_items: int) -> tuple[Path, Path]:
     source = PIPELINE_SOURCE.format(n_items=n_items)
     namespace: dict = {}
@@ -411,17 +477,23 @@ def main() -> int:
         run_child(bare_cmd(), warm_bare, warm / "bare.log")
         plugin_dir, bare_dir = build(tmp, opts.items)
         plugin_runs, bare_runs = [], []
+        probe_dir = tmp / "phaseprobe"
+        probe_dir.mkdir()
+        (probe_dir / "crucible_phaseprobe.py").write_text(PHASEPROBE)
         ok = True
+
+        def timed(args: list[str], cwd: Path, name: str) -> tuple[float, float, dict[str, float]]:
+            nonlocal ok
+            phases = tmp / f"{name}.phases"
+            env = {"PYTHONPATH": str(probe_dir), "CRUCIBLE_BENCH_PHASES": str(phases), "CRUCIBLE_BENCH_T0": repr(time.time())}
+            wall, rss, rc = run_child([*args, "-p", "crucible_phaseprobe"], cwd, tmp / f"{name}.log", env)
+            print(f"  {name:14s} {wall:7.2f} s  peak RSS {rss:6.1f} MB  rc={rc}  [{last_line(tmp / f'{name}.log')}]")
+            ok &= rc == 0
+            return wall, rss, read_phases(phases, wall) if phases.exists() else {}
+
         for rep in range(1, opts.repeat + 1):
-            db = tmp / f"run-{rep}.db"
-            wall, rss, rc = run_child(plugin_cmd(plugin_dir, db), plugin_dir, tmp / f"plugin-{rep}.log")
-            plugin_runs.append((wall, rss))
-            print(f"  rep {rep} plugin: {wall:7.2f} s  peak RSS {rss:6.1f} MB  rc={rc}  [{last_line(tmp / f'plugin-{rep}.log')}]")
-            ok &= rc == 0
-            wall, rss, rc = run_child(bare_cmd(), bare_dir, tmp / f"bare-{rep}.log")
-            bare_runs.append((wall, rss))
-            print(f"  rep {rep} bare:   {wall:7.2f} s  peak RSS {rss:6.1f} MB  rc={rc}  [{last_line(tmp / f'bare-{rep}.log')}]")
-            ok &= rc == 0
+            plugin_runs.append(timed(plugin_cmd(plugin_dir, tmp / f"run-{rep}.db"), plugin_dir, f"rep {rep} plugin"))
+            bare_runs.append(timed(bare_cmd(), bare_dir, f"rep {rep} bare"))
         if not ok:
             print("a run failed; its log:")
             for log in sorted(tmp.glob("*.log")):
@@ -433,10 +505,11 @@ def main() -> int:
             means = conn.execute("SELECT metric, AVG(value), COUNT(*) FROM item_metrics GROUP BY metric ORDER BY metric").fetchall()
         print(f"stored (run 1): {results} results; " + ", ".join(f"{m} {v:.3f} (n={n})" for m, v, n in means))
 
-        best_plugin = min(w for w, _ in plugin_runs)
-        best_bare = min(w for w, _ in bare_runs)
+        best_plugin_run = min(plugin_runs, key=lambda run: run[0])
+        best_bare_run = min(bare_runs, key=lambda run: run[0])
+        best_plugin, best_bare = best_plugin_run[0], best_bare_run[0]
         ratio = best_plugin / best_bare
-        peak = max(r for _, r in plugin_runs)
+        peak = max(r for _, r, _ in plugin_runs)
         per_item_ms = (best_plugin - best_bare) / opts.items * 1000
         print()
         print(f"plugin (component, record, SQLite): best {best_plugin:6.2f} s")
@@ -444,7 +517,13 @@ def main() -> int:
         print(f"ratio plugin / bare: {ratio:.2f}x   (target <= {TIME_TARGET}x: {'met' if ratio <= TIME_TARGET else 'NOT met'})"
               f"; extra {per_item_ms:.3f} ms per item")
         print(f"plugin peak RSS:     {peak:.1f} MB (target < {RSS_TARGET_MB:.0f} MB: {'met' if peak < RSS_TARGET_MB else 'NOT met'})"
-              f"; bare peak RSS {max(r for _, r in bare_runs):.1f} MB")
+              f"; bare peak RSS {max(r for _, r, _ in bare_runs):.1f} MB")
+        if best_plugin_run[2] and best_bare_run[2]:
+            print("\nwhere the wall time goes (best run of each, phase marks from a probe plugin):")
+            print(f"  {'phase':18s} {'plugin s':>9s} {'bare s':>8s} {'extra s':>8s} {'extra ms/item':>14s}")
+            for _mark, label in PHASES:
+                p, b = best_plugin_run[2].get(label, 0.0), best_bare_run[2].get(label, 0.0)
+                print(f"  {label:18s} {p:9.2f} {b:8.2f} {p - b:+8.2f} {(p - b) / opts.items * 1000:14.3f}")
         time_missed, memory_missed = ratio > TIME_TARGET, peak >= RSS_TARGET_MB
         if ((time_missed or memory_missed) and not opts.no_profile) or opts.profile:
             n_prof = min(opts.profile_items, opts.items)
@@ -454,7 +533,7 @@ def main() -> int:
             if time_missed or opts.profile:
                 profile(prof_plugin_dir, prof_bare_dir, prof_tmp, n_prof)
             if memory_missed or opts.profile:
-                memory_probe(prof_tmp, (max(n_prof // 3, 100), n_prof))
+                memory_probe(prof_tmp, (max(n_prof // 5, 50), max(n_prof * 2 // 3, 150)))
     return 0
 
 

@@ -140,6 +140,29 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    from .report.html import render_report, write_report
+    from .stats.compare import ComparisonRefused
+
+    store = _open_store(args)
+    run_id = store.resolve_run(args.run)
+    try:
+        html = render_report(store, run_id, against=args.against)
+    except ComparisonRefused as exc:
+        print(f"crucible: {exc}", file=sys.stderr)
+        return 3
+    if args.output == "-":
+        sys.stdout.write(html)
+        return 0
+    try:
+        path = write_report(args.output, html)
+    except OSError as exc:
+        print(f"crucible: {args.output}: cannot write the report: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print(f"wrote the report of run {run_id}" + (f" against {args.against}" if args.against else "") + f" to {path}")
+    return 0
+
+
 def _export_trec_run(store, run_id: str, output: str) -> int:
     from .qrels_io import format_trec_run, run_rankings
 
@@ -415,6 +438,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="json: the whole run (default); trec: a TREC run file of the ranked units the plugin "
                              "scored, for `crucible trec-eval` with `crucible qrels export --effective`")
     export.set_defaults(func=_cmd_export)
+
+    report = with_db(sub.add_parser("report", help="write one run as a self-contained HTML report"))
+    report.add_argument("run", help="run id, unique prefix, or latest")
+    report.add_argument("--against", default=None, metavar="BASELINE",
+                        help="compare with a baseline: run id, prefix, latest (newest other complete run), or an exported run .json")
+    report.add_argument("-o", "--output", required=True, help="output .html file, or - for stdout")
+    report.set_defaults(func=_cmd_report)
 
     promote = with_db(sub.add_parser("promote", help="turn a reviewed correction into a draft golden item (+ feedback row)"))
     promote.add_argument("--run", help="run id the correction comes from")

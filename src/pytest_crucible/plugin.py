@@ -72,6 +72,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--crucible-concurrency", dest="crucible_concurrency", type=int, metavar="N", default=None,
                     help="Call the pipeline for up to N items at once ahead of their tests (needs a session-scoped "
                          "crucible_pipeline; default: ini crucible_concurrency, else 1).")
+    group.addoption("--crucible-html", dest="crucible_html", metavar="PATH", default=None,
+                    help="Write the run as one self-contained HTML report (with the comparison when --crucible-baseline is given).")
     group.addoption("--crucible-run-id", dest="crucible_run_id", metavar="ID", default=None,
                     help="Give this run a fixed id, so CI shards of one suite share it (join them with `crucible merge`).")
     group.addoption("--crucible-max-cost", dest="crucible_max_cost", type=float, metavar="USD", default=None,
@@ -576,6 +578,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
     except Exception as exc:  # noqa: BLE001 - a comparison that cannot run is a fault, not a pass
         crucible.faults.append(f"could not compare with the baseline: {type(exc).__name__}: {exc}")
+    html_path = session.config.getoption("crucible_html")
+    if html_path and crucible.run_id is not None:
+        try:
+            from .report.html import render_report, write_report
+
+            s = crucible.settings
+            write_report(html_path, render_report(crucible.store, crucible.run_id, against=s.baseline, seed=s.seed, multiple=s.multiple))
+        except Exception as exc:  # noqa: BLE001 - a report that cannot be written is a fault, not a crash
+            crucible.faults.append(f"could not write the HTML report to {html_path}: {type(exc).__name__}: {exc}")
     if crucible.faults and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

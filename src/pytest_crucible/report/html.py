@@ -1,0 +1,378 @@
+"""The HTML report: one self-contained file (inline CSS and SVG, no network, no scripts).
+
+``render_report(store, run_id, against=...)`` reads a run (and optionally a baseline) from the
+store and renders ``templates/report.html.j2`` with autoescaping on: every string that came from
+a golden set, a pipeline or a judge is escaped. Geometry for the SVG plots is computed here so the
+template stays declarative. This module never imports pytest.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+__all__ = ["render_report", "write_report", "risk_coverage_plot", "ci_scale"]
+
+EXCERPT_CHARS = 400
+
+VERDICT_CLASSES = {"improved": "improved", "regressed": "regressed", "changed": "changed", "not significant": "ns"}
+
+
+def _environment():
+    import jinja2
+
+    env = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    env.filters["num"] = _num
+    env.filters["signed"] = _signed
+    env.filters["pretty_json"] = lambda value: json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+    return env
+
+
+def _template_text() -> str:
+    return resources.files("pytest_crucible.report").joinpath("templates/report.html.j2").read_text(encoding="utf-8")
+
+
+def _num(value: Any, places: int = 4) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    return f"{float(value):.{places}f}"
+
+
+def _signed(value: Any, places: int = 4) -> str:
+    return "–" if value is None else f"{float(value):+.{places}f}"
+
+
+def _loads(value: Any, default: Any = None) -> Any:
+    if value is None or value == "":
+        return default
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return default
+    return value
+
+
+def _metric_label(name: str, k: int | None) -> str:
+    if k and name.endswith("AtK"):
+        return name.replace("AtK", f"@{k}")
+    return name.replace("At10", "@10")
+
+
+# -- plots -------------------------------------------------------------------------------------
+@dataclass
+class Plot:
+    """Pixel geometry of one x-y plot; values map from [0, 1] x [y_min, y_max]."""
+
+    width: int = 560
+    height: int = 360
+    left: int = 64
+    right: int = 20
+    top: int = 20
+    bottom: int = 52
+    y_min: float = 0.0
+    y_max: float = 1.0
+
+    def x(self, value: float) -> float:
+        return round(self.left + value * (self.width - self.left - self.right), 2)
+
+    def y(self, value: float) -> float:
+        span = (self.y_max - self.y_min) or 1.0
+        return round(self.height - self.bottom - (value - self.y_min) / span * (self.height - self.top - self.bottom), 2)
+
+
+def _curve(confidences: list[float], correct: list[bool], plot: Plot) -> dict[str, Any] | None:
+    from ..metrics.selective import risk_coverage_curve
+
+    if not confidences:
+        return None
+    points = risk_coverage_curve(confidences, correct)
+    # A step function: risk_j holds on the coverage interval that ends at point j.
+    d = []
+    previous = 0.0
+    for index, point in enumerate(points):
+        d.append(f"{'M' if index == 0 else 'L'}{plot.x(previous)},{plot.y(point.risk)}")
+        d.append(f"L{plot.x(point.coverage)},{plot.y(point.risk)}")
+        previous = point.coverage
+    return {
+        "d": " ".join(d),
+        "points": [{"cx": plot.x(p.coverage), "cy": plot.y(p.risk), "coverage": p.coverage, "risk": p.risk,
+                    "threshold": p.threshold} for p in points],
+        "n": len(confidences),
+    }
+
+
+def risk_coverage_plot(pairs: dict[str, tuple[float, bool]], baseline: dict[str, tuple[float, bool]] | None = None,
+                       target_risk: float = 0.1) -> dict[str, Any] | None:
+    """SVG geometry of the risk-coverage curve (and the baseline's, when given); None without data."""
+    plot = Plot()
+    values = list(pairs.values())
+    curve = _curve([c for c, _ in values], [ok for _, ok in values], plot)
+    if curve is None:
+        return None
+    base_values = list((baseline or {}).values())
+    base = _curve([c for c, _ in base_values], [ok for _, ok in base_values], plot) if base_values else None
+    ticks = [i / 4 for i in range(5)]
+    return {
+        "width": plot.width, "height": plot.height,
+        "x0": plot.x(0), "x1": plot.x(1), "y0": plot.y(0), "y1": plot.y(1),
+        "xticks": [{"pos": plot.x(t), "label": f"{t:.2f}"} for t in ticks],
+        "yticks": [{"pos": plot.y(t), "label": f"{t:.2f}"} for t in ticks],
+        "target": {"y": plot.y(target_risk), "label": f"target risk {target_risk:g}"},
+        "curve": curve, "baseline": base,
+        "x_label_x": round((plot.x(0) + plot.x(1)) / 2, 2), "x_label_y": plot.height - 10,
+        "y_label_x": 16, "y_label_y": round((plot.y(0) + plot.y(1)) / 2, 2),
+    }
+
+
+def ci_scale(comparisons) -> float:
+    """Half-width of the shared delta axis of the CI plots: every interval and delta fits."""
+    extent = 0.0
+    for m in comparisons:
+        for value in (*(m.ci or ()), m.delta):
+            if value is not None:
+                extent = max(extent, abs(float(value)))
+    return extent * 1.1 if extent > 0 else 1.0
+
+
+def _ci_row(m, scale: float, width: int = 240, height: int = 26) -> dict[str, Any]:
+    pad = 8
+
+    def x(value: float) -> float:
+        return round(pad + (value + scale) / (2 * scale) * (width - 2 * pad), 2)
+
+    row = {"width": width, "height": height, "zero": x(0.0), "mid": height / 2, "lo": None, "hi": None, "delta": None}
+    if m.ci is not None:
+        row["lo"], row["hi"] = x(m.ci[0]), x(m.ci[1])
+    if m.delta is not None:
+        row["delta"] = x(m.delta)
+    return row
+
+
+def _verdict_text(m) -> str:
+    text = m.note or m.verdict
+    if m.verdict == "not significant" and m.mde is not None and not m.note:
+        if m.mde == 0.0:
+            text += " (no item changed)"
+        else:
+            text += f" (detectable: {m.mde:.3f}" + (f"; n for this delta: {m.required_n})" if m.required_n else ")")
+    return text
+
+
+# -- data --------------------------------------------------------------------------------------
+def _load_baseline(store, against: str, run_id: str):
+    """(RunData, label) of the baseline: a run id/prefix/latest, or an exported run .json."""
+    from ..store import read_export, run_data_from_export
+
+    if against.endswith(".json") or Path(against).is_file():
+        return run_data_from_export(read_export(against)), against
+    baseline_id = store.resolve_run(against, exclude=run_id)
+    return store.run_data(baseline_id), baseline_id
+
+
+def _comparison_context(store, run_id: str, data, against: str, **options: Any) -> dict[str, Any]:
+    from ..stats.compare import ComparisonRefused, compare_run_data
+
+    baseline, label = _load_baseline(store, against, run_id)
+    context: dict[str, Any] = {"baseline_id": baseline.run_id, "label": label, "refused": None, "rows": [],
+                               "baseline_selective": baseline.selective}
+    try:
+        comparison = compare_run_data(baseline, data, **options)
+    except ComparisonRefused as exc:
+        context["refused"] = str(exc)
+        return context
+    scale = ci_scale(comparison.metrics.values())
+    k = data.resolved.get("retrievalLimit")
+    for name, m in comparison.metrics.items():
+        context["rows"].append({
+            "metric": name, "label": _metric_label(name, k), "a": m.a, "b": m.b, "delta": m.delta, "ci": m.ci, "p": m.p,
+            "n": m.n, "dropped": m.dropped, "verdict": m.verdict, "verdict_text": _verdict_text(m),
+            "css": VERDICT_CLASSES.get(m.verdict, "ns"), "lower_is_better": not m.higher_is_better,
+            "plot": _ci_row(m, scale),
+        })
+    context.update(paired=comparison.paired_items, seed=comparison.seed, scale=scale, multiple=comparison.multiple,
+                   config_changes=[{"key": key, "a": json.dumps(old), "b": json.dumps(new)}
+                                   for key, (old, new) in comparison.config_changes.items()],
+                   warnings=list(comparison.warnings))
+    return context
+
+
+def _grades_by_item(store, run_id: str, items: dict[str, dict[str, Any]]) -> dict[str, dict[str, tuple[int, str]]]:
+    """item -> unit -> (effective grade, source): golden citations, human and llm judgments."""
+    from ..metrics.retrieval import provenance_qrels
+    from ..qrels import effective_grades
+
+    rows_by_query: dict[str, list[dict[str, Any]]] = {}
+    try:
+        for row in store.qrels_rows(query_ids=list(items), sources=("human", "llm")):
+            rows_by_query.setdefault(row["query_id"], []).append(row)
+    except Exception:  # an unreadable ledger must not cost the whole report
+        rows_by_query = {}
+    grades = {}
+    for item_id, item in items.items():
+        try:
+            grades[item_id] = effective_grades(provenance_qrels(item.get("citations") or []), rows_by_query.get(item_id, []))
+        except ValueError:
+            grades[item_id] = {}
+    return grades
+
+
+def _item_context(row: dict[str, Any], item: dict[str, Any] | None, grades: dict[str, tuple[int, str]],
+                  metrics: dict[str, float], k: int | None) -> dict[str, Any]:
+    from ..metrics import ordered_metrics
+
+    verdicts = _loads(row.get("verdicts"), {}) or {}
+    useful = (verdicts.get("contextPrecision") or {}).get("useful") or []
+    cited = set(_loads(row.get("citations"), []) or [])
+    chunks = []
+    for rank, hit in enumerate(_loads(row.get("retrieved"), []) or [], start=1):
+        hit = hit if isinstance(hit, dict) else {}
+        chunk_id, doc_id = hit.get("chunk_id") or hit.get("chunkId"), hit.get("doc_id") or hit.get("docId")
+        grade = grades.get(f"chunk:{chunk_id}") if chunk_id else None
+        if grade is None and doc_id:
+            grade = grades.get(f"doc:{doc_id}")
+        text = hit.get("text") or ""
+        chunks.append({
+            "rank": rank, "chunk_id": chunk_id, "doc_id": doc_id, "score": hit.get("score"),
+            "excerpt": text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS].rstrip() + "…",
+            "grade": grade[0] if grade else None, "source": grade[1] if grade else "unjudged",
+            "useful": useful[rank - 1] if rank - 1 < len(useful) else None,
+            "cited": chunk_id in cited or f"S{rank}" in cited,
+        })
+    faith = verdicts.get("faithfulness") or {}
+    claims = [{"text": claim, "supported": _at(faith.get("supported"), i), "reason": _at(faith.get("reasons"), i)}
+              for i, claim in enumerate(faith.get("claims") or [])]
+    recall = verdicts.get("contextRecall") or {}
+    reference_claims = [{"text": claim, "attributed": _at(recall.get("attributed"), i)}
+                        for i, claim in enumerate(recall.get("referenceClaims") or [])]
+    relevancy = verdicts.get("responseRelevancy") or {}
+    questions = [{"text": q, "noncommittal": _at(relevancy.get("noncommittal"), i)}
+                 for i, q in enumerate(relevancy.get("questions") or [])]
+    item = item or {}
+    facets = [(name, item.get(name)) for name in ("questionType", "popularity", "dynamism", "answerable", "kind")
+              if item.get(name) is not None]
+    return {
+        "id": row["item_id"], "question": row.get("question") or "", "answer": row.get("answer"),
+        "outcome": row.get("outcome") or "", "error_class": row.get("error_class"), "error_evidence": row.get("error_evidence"),
+        "crag_grade": row.get("crag_grade"), "confidence": row.get("confidence"), "abstained": bool(row.get("abstained")),
+        "blocked": bool(row.get("blocked")), "latency_ms": row.get("latency_ms"), "error": row.get("error"),
+        "failures": _loads(row.get("failures"), []) or [], "judge_errors": _loads(row.get("judge_errors"), []) or [],
+        "chunks": chunks, "claims": claims, "reference_claims": reference_claims, "questions": questions,
+        "useful": useful, "correctness": verdicts.get("correctness"),
+        "assertions": _loads(row.get("assertions"), []) or [],
+        "reference": item.get("reference"), "facets": facets, "tags": item.get("tags") or [],
+        "metrics": [{"name": name, "label": _metric_label(name, k), "value": metrics[name]} for name in ordered_metrics(metrics)],
+        "ndcg": metrics.get("ndcgAt10"), "truthfulness": metrics.get("truthfulness"),
+    }
+
+
+def _at(values: Any, index: int) -> Any:
+    return values[index] if isinstance(values, list) and index < len(values) else None
+
+
+def _build_context(store, run_id: str, against: str | None, **options: Any) -> dict[str, Any]:
+    from ..facets import by_facet
+    from ..metrics import ordered_metrics
+    from ..stats.compare import FAMILIES, family_of
+    from ..store import selective_pairs
+    from .terminal import judge_line, pool_summary
+    from .views import TARGET_RISK, error_class_counts, selective_summary
+
+    run = store.get_run(run_id)
+    data = store.run_data(run_id)
+    results = store.results(run_id)
+    golden = store.golden_items(run_id)
+    items_by_id = {item["id"]: item for item in golden if isinstance(item, dict) and "id" in item}
+    item_metrics = store.item_metrics(run_id)
+    means = store.metric_means(run_id)
+    resolved = _loads(run.get("resolved"), {}) or {}
+    k = resolved.get("retrievalLimit")
+
+    outcomes: dict[str, int] = {}
+    for row in results:
+        outcomes[row.get("outcome") or "unknown"] = outcomes.get(row.get("outcome") or "unknown", 0) + 1
+
+    selective = selective_summary(results)
+    families = []
+    for family, names in FAMILIES.items():
+        rows = [{"name": name, "label": _metric_label(name, k), "mean": means[name][0], "n": means[name][1]}
+                for name in names if name in means]
+        if family == "abstention" and selective:
+            rows.append({"name": "aurc", "label": "aurc (run level)", "mean": selective["aurc"], "n": selective["n"]})
+            rows.append({"name": "eAurc", "label": "eAurc", "mean": selective["eAurc"], "n": selective["n"]})
+            rows.append({"name": "coverageAtRisk", "label": f"coverage at risk ≤ {TARGET_RISK:g}",
+                         "mean": selective["coverageAtRisk"], "n": selective["n"]})
+        if rows:
+            families.append({"name": family, "rows": rows})
+    others = [{"name": name, "label": _metric_label(name, k), "mean": means[name][0], "n": means[name][1]}
+              for name in ordered_metrics(means) if family_of(name) is None]
+    if others:
+        families.append({"name": "other", "rows": others})
+
+    classes = error_class_counts(results)
+    class_total = sum(classes.values()) or 1
+    error_classes = [{"name": name, "n": n, "share": n / class_total} for name, n in classes.items()]
+
+    facet_table = by_facet(golden, item_metrics) if golden else {}
+    facet_metrics = ordered_metrics({m for values in facet_table.values() for entry in values.values() for m in entry if m != "n"})
+    facets = [{"name": facet, "metrics": [{"name": m, "label": _metric_label(m, k)} for m in facet_metrics],
+               "rows": [{"value": value, "n": entry["n"], "cells": [entry.get(m) for m in facet_metrics]}
+                        for value, entry in values.items()]}
+              for facet, values in facet_table.items()]
+
+    comparison = _comparison_context(store, run_id, data, against, **options) if against else None
+    plot = risk_coverage_plot(selective_pairs(results), comparison["baseline_selective"] if comparison else None, TARGET_RISK)
+
+    grades = _grades_by_item(store, run_id, items_by_id)
+    per_item: dict[str, dict[str, float]] = {}
+    for metric, values in item_metrics.items():
+        for item_id, value in values.items():
+            per_item.setdefault(item_id, {})[metric] = value
+    items = [_item_context(row, items_by_id.get(row["item_id"]), grades.get(row["item_id"], {}), per_item.get(row["item_id"], {}), k)
+             for row in results]
+
+    cost = None
+    if run.get("cost_usd"):
+        cost = f"${run['cost_usd']:.4f} ({run.get('input_tokens') or 0:,} in / {run.get('output_tokens') or 0:,} out tokens)"
+    elif run.get("cost_estimate_usd") is not None:
+        cost = f"estimated ${run['cost_estimate_usd']:.2f}"
+
+    return {
+        "run": run, "resolved": resolved, "params": _loads(run.get("params"), {}),
+        "config_path": run.get("config_path") or "(defaults)",
+        "judge": judge_line(run) if run.get("judge_model") else None,
+        "cost": cost, "n_items": len(results), "outcomes": sorted(outcomes.items()),
+        "families": families, "selective": selective, "plot": plot, "comparison": comparison,
+        "facets": facets, "error_classes": error_classes, "items": items, "k": k,
+        "pool": pool_summary([row.get("pool") for row in results], k), "db": str(store.path),
+    }
+
+
+def render_report(store, run_id: str, *, against: str | None = None, seed: int | None = None, multiple: str = "none") -> str:
+    """One self-contained HTML page for a run (``run_id``: id, unique prefix or ``latest``).
+
+    ``against``: a baseline run id, prefix or ``latest`` (the newest complete run other than this
+    one), or the path of an exported run ``.json``; adds the paired comparison (``seed`` and
+    ``multiple`` as in ``compare_run_data``, so the report matches the session's gate).
+    """
+    from ..stats.compare import DEFAULT_SEED
+
+    run_id = store.resolve_run(run_id)
+    options = {"seed": DEFAULT_SEED if seed is None else seed, "multiple": multiple}
+    env = _environment()
+    return env.from_string(_template_text()).render(**_build_context(store, run_id, against, **options))
+
+
+def write_report(path: str | Path, html: str) -> Path:
+    path = Path(path)
+    if path.parent and not path.parent.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(html, encoding="utf-8")
+    return path

@@ -1,0 +1,352 @@
+"""The HTML report: content from real runs of the example project, escaping, the CLI, and a real browser."""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+import subprocess
+import sys
+import zlib
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from pytest_crucible.cli import main as crucible_main
+from pytest_crucible.report.html import render_report, risk_coverage_plot, write_report
+from pytest_crucible.store import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "example_project"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def _run_example(db: Path, *extra: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "pytest", str(EXAMPLE), f"--crucible-db={db}", "-q", "-p", "no:cacheprovider", *extra],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def example_runs(tmp_path_factory):
+    """(db, baseline run id, candidate run id): the example project, then with the reranker on."""
+    db = tmp_path_factory.mktemp("html") / "crucible.db"
+    _run_example(db)
+    _run_example(db, f"--crucible-config={EXAMPLE / 'configs' / 'rerank.json'}", "--crucible-baseline=latest")
+    store = Store.open(db, create=False)
+    try:
+        runs = store.list_runs()
+    finally:
+        store.close()
+    assert len(runs) == 2
+    return db, runs[1]["id"], runs[0]["id"]
+
+
+@pytest.fixture(scope="module")
+def example_html(example_runs, tmp_path_factory) -> Path:
+    db, baseline, candidate = example_runs
+    store = Store.open(db, create=False)
+    try:
+        html = render_report(store, candidate, against=baseline)
+    finally:
+        store.close()
+    return write_report(tmp_path_factory.mktemp("report") / "report.html", html)
+
+
+class _Elements(HTMLParser):
+    """Every start tag with its attributes, and the text of the page (entities decoded)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str]]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, {name: value or "" for name, value in attrs}))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+    def find(self, tag: str, **attrs: str) -> list[dict[str, str]]:
+        def matches(found: dict[str, str]) -> bool:
+            for name, value in attrs.items():
+                name = name.rstrip("_")
+                if name == "class":
+                    if value not in found.get("class", "").split():
+                        return False
+                elif found.get(name) != value:
+                    return False
+            return True
+
+        return [found for name, found in self.tags if name == tag and matches(found)]
+
+
+def _parse(html: str) -> _Elements:
+    parser = _Elements()
+    parser.feed(html)
+    return parser
+
+
+# -- content ----------------------------------------------------------------------------------
+def test_report_of_the_example_project(example_runs, example_html) -> None:
+    db, baseline, candidate = example_runs
+    html = example_html.read_text(encoding="utf-8")
+    page = _parse(html)
+    store = Store.open(db, create=False)
+    try:
+        results = store.results(candidate)
+        run = store.get_run(candidate)
+    finally:
+        store.close()
+
+    # Self-contained: no scripts, nothing fetched from anywhere.
+    assert "<script" not in html
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)
+
+    # Header.
+    text = " ".join(page.text)
+    assert run["id"] in text and run["config_hash"][:12] in text
+    assert "example_project/configs/rerank.json" in text
+    assert "judge lexical-v1" in text
+    assert '"rerank": true' in text  # the resolved config
+
+    # Metric families.
+    families = {table["data-family"] for table in page.find("table", class_="family")}
+    assert {"retrieval", "ragas", "abstention"} <= families
+
+    # The risk-coverage plot: an SVG with a step path through several points, and axis labels.
+    [svg] = page.find("svg", id="risk-coverage")
+    assert svg["viewbox"].startswith("0 0 ")
+    [curve] = page.find("path", class_="curve")
+    coordinates = re.findall(r"[ML](-?[\d.]+),(-?[\d.]+)", curve["d"])
+    assert len(coordinates) >= 4
+    points = page.find("circle", class_="pt")
+    assert len(points) >= 2
+    width, height = (float(v) for v in svg["viewbox"].split()[2:])
+    assert all(0 <= float(x) <= width and 0 <= float(y) <= height for x, y in coordinates)
+    assert "coverage (share of questions answered)" in text and "selective risk (error rate)" in text
+    assert page.find("path", class_="curve-base"), "the baseline's curve is drawn beside this run's"
+
+    # The comparison: one row per metric, coloured by verdict, with a CI drawn around a zero line.
+    rows = page.find("tr", **{"data-metric": "ndcgAt10"})
+    assert rows and rows[0]["data-verdict"] in ("improved", "regressed", "not significant")
+    expected_class = {"improved": "improved", "regressed": "regressed", "not significant": "ns", "changed": "changed"}
+    verdict_rows = [tag for tag in page.find("tr") if "data-verdict" in tag]
+    assert len(verdict_rows) >= 10
+    for row in verdict_rows:
+        assert row["class"] == expected_class[row["data-verdict"]]
+    assert len(page.find("svg", class_="ci")) == len(verdict_rows)
+    assert len(page.find("line", class_="zero")) == len(verdict_rows)
+    assert "config retrieval.rerank" in text.replace("\n", " ") or "retrieval.rerank" in text
+
+    # Error classes and facets.
+    assert page.find("section", id="error-classes") and "hallucination" in text
+    facets = {table["data-facet"] for table in page.find("table", class_="facet")}
+    assert {"questionType", "popularity", "tag"} <= facets
+
+    # One <details class="item"> per result, in the results' order, each with its retrieved chunks.
+    items = page.find("details", class_="item")
+    assert [item["data-item"] for item in items] == [row["item_id"] for row in results]
+    assert len(page.find("table", class_="chunks")) == sum(1 for row in results if json.loads(row["retrieved"]))
+    assert "provenance" in text  # a retrieved chunk graded by its golden citation
+    assert page.find("table", class_="claims"), "faithfulness claims of a system-mode run"
+    assert page.find("table", class_="assertions")
+
+
+def test_report_against_an_exported_baseline(example_runs, tmp_path) -> None:
+    db, baseline, candidate = example_runs
+    store = Store.open(db, create=False)
+    try:
+        export = tmp_path / "baseline.json"
+        export.write_text(json.dumps(store.export_run(baseline)), encoding="utf-8")
+        from_file = render_report(store, candidate, against=str(export))
+        from_store = render_report(store, candidate, against="latest")
+        alone = render_report(store, baseline)
+    finally:
+        store.close()
+    for html in (from_file, from_store):
+        assert 'id="comparison"' in html and baseline in html
+        assert html.count('class="ci"') >= 10
+    assert 'id="comparison"' not in alone
+
+
+def _small_store(path: Path) -> tuple[Store, str]:
+    store = Store.open(path)
+    run_id = store.start_run(config_hash="c" * 64, params={}, resolved={"retrievalLimit": 10}, mode="system", outcome_mode="record",
+                             config_path="configs/<evil>.json")
+    evil = '<script>alert("x")</script>'
+    rows = [("q1", f"What about {evil}?", "perfect", 0.9), ("q2", "Plain question?", "incorrect", 0.4), ("q3", "Third?", "acceptable", 0.7)]
+    for item_id, question, grade, confidence in rows:
+        store.record_score(run_id, {
+            "item_id": item_id, "question": question,
+            "item": {"id": item_id, "question": question, "citations": [{"docId": "d", "chunkId": "d#1", "mode": "required"}],
+                     "tags": ["topic:<b>tag</b>"], "questionType": "simple"},
+            "answer": "Answer with <img src=x onerror=alert(1)> markup [S1]", "citations": ["d#1"],
+            "retrieved": [{"chunk_id": "d#1", "doc_id": "d", "text": "chunk text </td></tr><script>bad()</script>", "score": 1.0},
+                          {"chunk_id": "e#2", "doc_id": "e", "text": "other", "score": 0.5}],
+            "confidence": confidence, "abstained": False, "outcome": "passed", "metrics": {"ndcgAt10": 1.0, "truthfulness": 1.0},
+            "verdicts": {"faithfulness": {"claims": ["claim <i>one</i>"], "supported": [True], "reasons": ["because <u>"]},
+                         "contextPrecision": {"useful": [True, False]}, "correctness": {"grade": "correct", "reason": "<ok>"}},
+            "assertions": [{"text": "says <em>x</em>", "kind": "must", "weight": 1.0, "supported": True, "satisfied": True}],
+            "error_class": "correct" if grade != "incorrect" else "hallucination", "error_evidence": "evidence <x>",
+            "crag_grade": grade,
+        })
+    store.finish_run(run_id, status="complete", golden_hash="g")
+    return store, run_id
+
+
+def test_everything_is_escaped(tmp_path) -> None:
+    store, run_id = _small_store(tmp_path / "small.db")
+    try:
+        html = render_report(store, run_id)
+    finally:
+        store.close()
+    assert "<script" not in html
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in html
+    assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+    for raw in ("<i>one</i>", "<em>x</em>", "<b>tag</b>", "<evil>", "<u>", "<ok>", "<x>"):
+        assert raw not in html
+    page = _parse(html)
+    assert 'What about <script>alert("x")</script>?' in page.text  # the decoded text is the question as asked
+    assert len(page.find("details", class_="item")) == 3
+    assert page.find("svg", id="risk-coverage") and len(page.find("circle", class_="pt")) == 3
+    assert "provenance" in "".join(page.text) and "unjudged" in "".join(page.text)
+
+
+def test_risk_coverage_plot_geometry() -> None:
+    pairs = {"a": (0.9, True), "b": (0.8, False), "c": (0.8, True), "d": (0.6, True), "e": (0.3, False)}
+    plot = risk_coverage_plot(pairs)
+    points = plot["curve"]["points"]
+    assert [round(p["coverage"], 3) for p in points] == [0.2, 0.6, 0.8, 1.0]  # tied confidences enter together
+    assert [round(p["risk"], 3) for p in points] == [0.0, 0.333, 0.25, 0.4]
+    xs = [p["cx"] for p in points]
+    assert xs == sorted(xs) and plot["x0"] < xs[0] and xs[-1] == plot["x1"]
+    assert risk_coverage_plot({}) is None
+
+
+def test_cli_report(example_runs, tmp_path, capsys) -> None:
+    db, baseline, candidate = example_runs
+    out = tmp_path / "out" / "report.html"
+    assert crucible_main(["report", candidate[:12], "--against", baseline, "-o", str(out), "--db", str(db)]) == 0
+    assert f"wrote the report of run {candidate}" in capsys.readouterr().out
+    html = out.read_text(encoding="utf-8")
+    assert html.startswith("<!DOCTYPE html>") and 'id="risk-coverage"' in html and 'id="comparison"' in html
+    assert crucible_main(["report", "nope", "-o", str(out), "--db", str(db)]) == 2
+    assert "no run matches 'nope'" in capsys.readouterr().err
+    assert crucible_main(["report", "latest", "--against", str(tmp_path / "missing.json"), "-o", str(out), "--db", str(db)]) == 2
+    assert "missing.json" in capsys.readouterr().err
+
+
+# -- a real browser ---------------------------------------------------------------------------
+def _png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
+    """(width, height, rows of raw pixel bytes) of an 8-bit RGB/RGBA PNG, without Pillow."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, header = 8, b"", None
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            header = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    width, height, depth, colour, _, _, interlace = header
+    assert depth == 8 and colour in (2, 6) and interlace == 0, header
+    bpp = 3 if colour == 2 else 4
+    raw, stride = zlib.decompress(idat), width * bpp
+    rows, previous = [], bytearray(stride)
+    for y in range(height):
+        start = y * (stride + 1)
+        kind, line = raw[start], bytearray(raw[start + 1:start + 1 + stride])
+        for i in range(stride):
+            left = line[i - bpp] if i >= bpp else 0
+            up = previous[i]
+            if kind == 1:
+                line[i] = (line[i] + left) & 0xFF
+            elif kind == 2:
+                line[i] = (line[i] + up) & 0xFF
+            elif kind == 3:
+                line[i] = (line[i] + ((left + up) >> 1)) & 0xFF
+            elif kind == 4:
+                corner = previous[i - bpp] if i >= bpp else 0
+                p = left + up - corner
+                pa, pb, pc = abs(p - left), abs(p - up), abs(p - corner)
+                line[i] = (line[i] + (left if pa <= pb and pa <= pc else up if pb <= pc else corner)) & 0xFF
+        rows.append(bytes(line))
+        previous = line
+    return width, height, [bytes(row[i:i + 3]) for row in rows for i in range(0, stride, bpp)]
+
+
+def test_report_in_a_real_browser(example_html, tmp_path) -> None:
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is not installed (apt-get install -y --no-install-recommends chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright client is not installed (pip install playwright)")
+
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            requests, errors = [], []
+            page.on("request", lambda request: requests.append(request.url))
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.goto(example_html.as_uri())
+
+            # Nothing but the file itself is loaded, and nothing fails.
+            assert all(url.startswith(("file:", "data:")) for url in requests), requests
+            assert errors == []
+
+            svg = page.locator("#risk-coverage")
+            box = svg.bounding_box()
+            assert box and box["width"] > 100 and box["height"] > 100
+            curve = page.locator("#risk-coverage path.curve")
+            assert curve.evaluate("path => path.getTotalLength()") > 100
+            assert curve.evaluate("path => path.getAttribute('d').split(/[ML]/).filter(Boolean).length") >= 4
+            assert page.locator("#risk-coverage circle.pt").count() >= 2
+            curve_box = curve.bounding_box()
+            assert curve_box["width"] > 50
+
+            # An item opens to its retrieved chunks.
+            first = page.locator("details.item").first
+            chunks = first.locator("table.chunks")
+            assert not chunks.is_visible()
+            first.locator("summary").click()
+            assert first.evaluate("details => details.open") is True
+            assert chunks.is_visible()
+            assert chunks.locator("tr").count() >= 2
+            assert page.locator("details.item").count() == page.locator("details.item[data-item]").count() > 0
+
+            # The comparison's intervals are drawn.
+            assert page.locator("svg.ci").first.bounding_box()["width"] > 0
+
+            # Screenshots: the plot is not one flat colour, the page is not blank.
+            svg_png = svg.screenshot(path=str(tmp_path / "risk-coverage.png"))
+            page_png = tmp_path / "report.png"
+            page.screenshot(path=str(page_png), full_page=True)
+        finally:
+            browser.close()
+
+    width, height, pixels = _png_pixels(svg_png)
+    assert width > 100 and height > 100
+    colours = set(pixels)
+    assert len(colours) >= 3, colours  # background, grid/axes, the curve
+    accent = [p for p in pixels if p[2] > 150 and p[0] < 120]  # the blue curve and its points
+    assert len(accent) > 100
+    assert page_png.stat().st_size > 20_000
+
+
+def test_the_plugin_writes_the_report_at_session_end(tmp_path) -> None:
+    pytest.importorskip("bm25s", reason="the example project needs the example extra")
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "example_project"
+    report = tmp_path / "report.html"
+    done = subprocess.run([sys.executable, "-m", "pytest", str(example), "-q", "-p", "no:cacheprovider", "--crucible-mode=component",
+                           f"--crucible-db={tmp_path / 'e.db'}", f"--crucible-html={report}"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:]
+    html = report.read_text()
+    assert html.count('<details class="item"') >= 40 and "crucible run" in html

@@ -591,6 +591,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+def _markup(line: str) -> dict[str, bool]:
+    """Colour where the terminal supports it: red for regressions and faults, green for improvements."""
+    if line.startswith(("WARNING", "FAULT", "GATE FAILED", "JUDGE ERROR")) or line.rstrip().endswith(("regressed", "regressed [not gated]")):
+        return {"red": True}
+    if line.rstrip().endswith(("improved", "improved [not gated]")) or line.startswith("gate passed"):
+        return {"green": True}
+    return {}
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     crucible = config.stash.get(SESSION_KEY, None)
     if crucible is None:
@@ -603,5 +612,5 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         return
     terminalreporter.write_sep("=", "crucible")
     for line in lines:
-        markup = {"red": True} if line.startswith(("WARNING", "FAULT", "GATE FAILED")) else {}
+        markup = _markup(line)
         terminalreporter.write_line(line, **markup)

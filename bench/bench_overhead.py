@@ -127,12 +127,21 @@ import time
 import pytest
 
 _T0 = float(os.environ["CRUCIBLE_BENCH_T0"])
-_OUT = open(os.environ["CRUCIBLE_BENCH_PHASES"], "w")
+_STATE = {"worker": False, "out": None}
 
 
 def _mark(name):
-    _OUT.write(f"{name} {time.time() - _T0:.4f}\\n")
-    _OUT.flush()
+    if _STATE["worker"]:  # xdist workers load -p plugins too; only the controller writes
+        return
+    if _STATE["out"] is None:
+        _STATE["out"] = open(os.environ["CRUCIBLE_BENCH_PHASES"], "w")
+    _STATE["out"].write(f"{name} {time.time() - _T0:.4f}\\n")
+    _STATE["out"].flush()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    _STATE["worker"] = hasattr(config, "workerinput")
 
 
 def pytest_sessionstart(session):

@@ -64,15 +64,6 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_show(args: argparse.Namespace) -> int:
-    from .report.terminal import run_summary_lines
-
-    store = _open_store(args)
-    run_id = store.resolve_run(args.run)
-    print("\n".join(run_summary_lines(store, run_id)))
-    return 0
-
-
 def _cmd_metrics(args: argparse.Namespace) -> int:
     from .report.terminal import run_summary_lines
     from .report.views import run_metrics_json
@@ -411,9 +402,10 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--json", action="store_true")
     runs.set_defaults(func=_cmd_runs)
 
-    show = with_db(sub.add_parser("show", help="summarise one run"))
+    show = with_db(sub.add_parser("show", help="summarise one run (the same as metrics)"))
     show.add_argument("run", help="run id, unique prefix, or latest")
-    show.set_defaults(func=_cmd_show)
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=_cmd_metrics)
 
     metrics = with_db(sub.add_parser("metrics", help="a run's metrics (--json: the spec's metrics shape)"))
     metrics.add_argument("run", help="run id, unique prefix, or latest")

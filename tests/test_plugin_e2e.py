@@ -378,3 +378,12 @@ def test_under_xdist_the_controller_records_everything_once(pytester: pytest.Pyt
     assert classes[0] == classes[1]
     # The workers' config reads reach the controller: the unread key is still reported.
     result.stdout.fnmatch_lines(["WARNING CrucibleWarning: config key retrieval.rerank=true was never read*"])
+
+
+def test_verbose_summary_adds_facet_rows(pytester: pytest.Pytester) -> None:
+    write_golden(pytester)
+    pytester.makeconftest(CONFTEST)
+    result = pytester.runpytest("-v", "--crucible-mode=component")
+    result.stdout.fnmatch_lines(["  facet * n * ndcgAt10 * recallAtK", "  questionType=multi_hop * 1 * 0.6590 * 1.0000"])
+    plain = pytester.runpytest("--crucible-mode=component")
+    plain.stdout.no_fnmatch_line("  facet *")

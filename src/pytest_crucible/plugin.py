@@ -605,7 +605,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if crucible is None:
         return
     try:
-        lines = crucible.summary_lines()
+        lines = crucible.summary_lines(verbose=config.get_verbosity())
     except Exception as exc:  # noqa: BLE001 - the summary must never crash pytest
         lines = [f"crucible: could not read the run back from {crucible.settings.db_path}: {exc}"]
     if not lines:

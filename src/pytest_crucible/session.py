@@ -337,12 +337,12 @@ class CrucibleSession:
             self._store = None
 
     # -- what the terminal shows -------------------------------------------------------
-    def summary_lines(self) -> list[str]:
+    def summary_lines(self, verbose: int = 0) -> list[str]:
         if self.run_id is None:
             return []
         from .report.terminal import run_summary_lines
 
-        lines = run_summary_lines(self.store, self.run_id, unread_keys=self.unread_config_keys(), faults=self.faults)
+        lines = run_summary_lines(self.store, self.run_id, unread_keys=self.unread_config_keys(), faults=self.faults, verbose=verbose)
         lines.extend(f"JUDGE ERROR {error}" for error in self.batch_errors)
         if self.status == "incomplete":
             lines.append("WARNING run incomplete: some items' judge requests failed after retries; their answer metrics are missing")

@@ -57,7 +57,24 @@ def pool_summary(pools, k) -> str | None:
             f"{totals['llm']} llm; {totals['unjudged']} unjudged ({share:.0%}), counted as non-relevant as trec_eval does")
 
 
-def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults: list[str] = ()) -> list[str]:
+FACET_COLUMNS = ("ndcgAt10", "recallAtK", "faithfulness", "truthfulness")
+
+
+def facet_lines(items, metrics) -> list[str]:
+    """One row per facet value (the ``-v`` view): n and the headline metrics."""
+    from ..facets import by_facet
+
+    table = by_facet(items, metrics)
+    columns = [c for c in FACET_COLUMNS if any(c in entry for values in table.values() for entry in values.values())]
+    lines = [f"  {'facet':<34} {'n':>4} " + " ".join(f"{c:>13}" for c in columns)]
+    for facet, values in table.items():
+        for value, entry in values.items():
+            cells = " ".join(f"{entry[c]:>13.4f}" if c in entry else f"{'-':>13}" for c in columns)
+            lines.append(f"  {(facet + '=' + value)[:34]:<34} {entry['n']:>4} {cells}")
+    return lines
+
+
+def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults: list[str] = (), verbose: int = 0) -> list[str]:
     run = store.get_run(run_id)
     results = store.results(run_id)
     counts: dict[str, int] = {}
@@ -93,6 +110,8 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
         worst = worst_facets(by_facet(store.golden_items(run_id), store.item_metrics(run_id)), "truthfulness")
         if worst:
             lines.append("worst truthfulness by facet: " + ", ".join(f"{facet}={value} {mean:+.2f} (n {n})" for facet, value, mean, n in worst))
+    if verbose > 0:
+        lines.extend(facet_lines(store.golden_items(run_id), store.item_metrics(run_id)))
     pool_line = pool_summary([row.get("pool") for row in results], k)
     if pool_line:
         lines.append(pool_line)

@@ -2,7 +2,7 @@
 
 Run from the repository root:
 
-    .venv/bin/python bench/bench_overhead.py [--items N] [--repeat R] [--no-profile]
+    .venv/bin/python bench/bench_overhead.py [--items N] [--repeat R] [--no-profile | --profile] [--profile-items N]
 
 Workload (written into a temporary directory):
 
@@ -23,9 +23,19 @@ Timed, interleaved, in this one invocation (subprocesses of this python):
 
 Best of R (default 3) wall time per variant and the ratio (target: plugin <=
 1.3x bare).  Peak RSS of each child comes from ``os.wait4`` (ru_maxrss of that
-child alone; target: < 300 MB for the plugin run).  When the time target is
-missed the script profiles one run of each variant with cProfile and prints
-where the plugin's extra time goes (by package and top functions).
+child alone; target: < 300 MB for the plugin run).  Children get a bytecode
+cache in the temp dir (PYTHONPYCACHEPREFIX; this shell exports
+PYTHONDONTWRITEBYTECODE=1) and one untimed warm-up run; both variants load a
+tiny probe plugin that marks the session phases (startup, collection, tests,
+sessionfinish, summary, teardown, interpreter exit), printed side by side.
+
+When the time target is missed the script profiles one smaller run of each
+variant (--profile-items, default 1,500) with cProfile and prints where the
+plugin's extra time goes (by package, by function, and the pytest_crucible
+functions by cumulative time).  When the memory target is missed it runs both
+variants under tracemalloc at two sizes and prints, per item (the slope between
+the two, so fixed costs drop out), the allocation sites and what the test items
+and call reports hold at the end.  All of it takes about 2.5 minutes.
 
 It reports, it never fails: the exit code is 0 whenever the runs themselves
 succeeded.
@@ -34,7 +44,6 @@ succeeded.
 from __future__ import annotations
 
 import argparse
-import cProfile  # noqa: F401 - imported to fail early if unavailable
 import json
 import os
 import platform

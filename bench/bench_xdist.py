@@ -104,9 +104,9 @@ def lcg(seed: int, steps: int) -> int:
 
 
 def calibrate(ms: float) -> int:
-    """LCG steps that take about ``ms`` milliseconds here (best of 5 timings)."""
-    steps = 100_000
-    best = min(_time(lambda: lcg(1, steps)) for _ in range(5))
+    """LCG steps that take about ``ms`` milliseconds here (best of 7 timings of ~30 ms each)."""
+    steps = 300_000
+    best = min(_time(lambda: lcg(1, steps)) for _ in range(7))
     return max(1, int(steps * (ms / 1000.0) / best))
 
 
@@ -208,21 +208,24 @@ def measure(tmp: Path, label: str, n_items: int, ms: float, repeat: int, env: di
     speedup = serial.wall / parallel.wall
     reference = item_metrics(dbs[0])
     identical = all(item_metrics(db) == reference for db in dbs[1:])
-    pure_work = n_items * ms / 1000.0
     print(f"  -n 0 best {serial.wall:6.2f} s, -n 2 best {parallel.wall:6.2f} s: speed-up {speedup:.2f}x "
           f"(target >= {TARGET}x: {'met' if speedup >= TARGET else 'NOT met'})")
     if with_bare:
         bare_serial, bare_parallel = (min(bare_results[n], key=lambda r: r.wall).wall for n in (0, 2))
         print(f"  reference, bare module without the plugin: -n 0 {bare_serial:6.2f} s, -n 2 {bare_parallel:6.2f} s: "
               f"speed-up {bare_serial / bare_parallel:.2f}x (what xdist itself gives on this machine)")
-    print(f"  pipeline work alone: {pure_work:.1f} s serial, {pure_work / 2:.1f} s on two workers; the rest: "
-          f"-n 0 {serial.wall - pure_work:+.2f} s, -n 2 {parallel.wall - pure_work / 2:+.2f} s")
-    if serial.phases and parallel.phases:
-        print("  controller's wall time by phase (best run of each; under -n 2 the workers start during 'collection'):")
-        print(f"    {'phase':18s} {'-n 0 s':>7s} {'-n 2 s':>7s}")
+    if serial.phases.get("tests") and parallel.phases.get("tests"):
+        rest0, rest2 = serial.wall - serial.phases["tests"], parallel.wall - parallel.phases["tests"]
+        print(f"  the 'tests' phase alone (pipeline calls, scoring, recording; under -n 2 also worker start-up): "
+              f"{serial.phases['tests'] / parallel.phases['tests']:.2f}x faster; outside it: -n 0 {rest0:.2f} s, -n 2 {rest2:.2f} s")
+    columns = [("plugin -n 0", serial), ("plugin -n 2", parallel)]
+    if with_bare:
+        columns += [(f"bare -n {n}", min(bare_results[n], key=lambda r: r.wall)) for n in (0, 2)]
+    if all(result.phases for _, result in columns):
+        print("  controller's wall time by phase, s (best run of each; under -n 2 the workers start inside 'tests'):")
+        print("    " + f"{'phase':18s}" + "".join(f"{name:>13s}" for name, _ in columns))
         for _mark, phase in PHASES:
-            if phase in serial.phases or phase in parallel.phases:
-                print(f"    {phase:18s} {serial.phases.get(phase, 0.0):7.2f} {parallel.phases.get(phase, 0.0):7.2f}")
+            print("    " + f"{phase:18s}" + "".join(f"{result.phases.get(phase, 0.0):13.2f}" for _, result in columns))
     metrics = sorted({metric for _item, metric in reference})
     print(f"  item_metrics identical across all {len(dbs)} databases (both modes): {'yes' if identical else 'NO'} "
           f"({len(reference)} rows: {len(reference) // max(len(metrics), 1)} items x {', '.join(metrics)})")

@@ -414,7 +414,7 @@ def crucible_embedder():
 
 
 @pytest.fixture
-def crucible_evaluate(request: pytest.FixtureRequest, crucible_pipeline, crucible_config, crucible_embedder):
+def crucible_evaluate(request: pytest.FixtureRequest, crucible_pipeline, crucible_config):
     """Evaluate this test's golden item once; returns its :class:`ItemScore`."""
     node = request.node
 
@@ -425,7 +425,10 @@ def crucible_evaluate(request: pytest.FixtureRequest, crucible_pipeline, crucibl
         golden = node.stash.get(GOLDEN_ITEM_KEY, None)
         if golden is None:
             raise pytest.UsageError("crucible_evaluate needs a golden item: use it in a test marked @crucible.golden(path)")
-        return _evaluate(_crucible(request.config), node, golden, crucible_pipeline, crucible_config, crucible_embedder)
+        crucible = _crucible(request.config)
+        # Only answers need embeddings: component runs never build (or import) an embedder.
+        embedder = request.getfixturevalue("crucible_embedder") if crucible.judges_answers else None
+        return _evaluate(crucible, node, golden, crucible_pipeline, crucible_config, embedder)
 
     return evaluate
 
@@ -527,6 +530,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         plain["outcome"] = "error" if score.error or score.judge_errors else report.outcome
         # A plain dict on the report travels to the xdist controller with it.
         report.crucible_score = plain
+        del item.stash[SCORE_KEY]
     return report
 
 
@@ -541,6 +545,11 @@ class _Recorder:
         score = getattr(report, "crucible_score", None)
         if score is not None and report.when == "call":
             self.crucible.record(score)
+            if not self.crucible.is_worker:
+                # The terminal reporter keeps every report for the whole session: once stored,
+                # the score need not ride along (memory on large sets). A worker must keep it:
+                # the report still has to travel to the controller.
+                del report.crucible_score
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..stats.compare import FAMILIES, Comparison, RunData, family_of
+from ..metrics import METRIC_FAMILIES as FAMILIES
+
+if TYPE_CHECKING:  # the comparison engine (numpy) is imported only when a comparison is shown
+    from ..stats.compare import Comparison, RunData
+
+
+def family_of(metric: str) -> str | None:
+    return next((family for family, names in FAMILIES.items() if metric in names), None)
 
 
 TARGET_RISK = 0.1
@@ -16,12 +23,13 @@ def selective_summary(results: list[dict[str, Any]]) -> dict[str, float] | None:
     An item counts when it has a confidence and a CRAG grade; correct = perfect or acceptable
     (an honest abstention on an unanswerable item is perfect, on an answerable one missing).
     """
-    from ..metrics.selective import aurc, coverage_at_risk, e_aurc
     from ..store import selective_pairs
 
     pairs = list(selective_pairs(results).values())
     if not pairs:
         return None
+    from ..metrics.selective import aurc, coverage_at_risk, e_aurc
+
     confidences, correct = [c for c, _ in pairs], [ok for _, ok in pairs]
     return {"aurc": aurc(confidences, correct), "eAurc": e_aurc(confidences, correct),
             "coverageAtRisk": coverage_at_risk(confidences, correct, TARGET_RISK), "n": len(pairs)}

@@ -16,6 +16,9 @@ from typing import Any
 from .config import TrackedConfig, unread_changed_keys
 
 MODES = ("system", "component")
+# Scores are written in batches of this many items, or at least this often.
+FLUSH_ITEMS = 50
+FLUSH_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,8 @@ class CrucibleSession:
     _ledger: dict[str, list[dict[str, Any]]] | None = None
     _prefetcher: Any = None
     _async_runner: Any = None
+    _pending: list[dict[str, Any]] = field(default_factory=list)
+    _flushed_at: float = field(default_factory=time.monotonic)
 
     # -- calling the pipeline --------------------------------------------------------------
     @property
@@ -244,18 +249,36 @@ class CrucibleSession:
         return self.run_id
 
     def record(self, score: dict[str, Any]) -> None:
-        """Store one item's score. A store failure is kept as a fault, never lost silently."""
+        """Queue one item's score for the store; written in batches (see ``flush``)."""
         outcome = score.get("outcome") or "unknown"
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
         if self.is_worker:
             return
+        self._pending.append(score)
+        if len(self._pending) >= FLUSH_ITEMS or time.monotonic() - self._flushed_at >= FLUSH_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the queued scores in one transaction. A store failure is kept as a fault, never lost silently.
+
+        Batching keeps SQLite commits off the per-item path; a killed process loses at most
+        the last FLUSH_ITEMS items (or FLUSH_SECONDS) of its own run, never an earlier run.
+        """
+        self._flushed_at = time.monotonic()
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
         try:
-            self.store.record_score(self._ensure_run(), score)
+            self.store.record_scores(self._ensure_run(), pending)
         except Exception as exc:  # noqa: BLE001 - reported as a fault that fails the session
-            self.faults.append(f"could not record item {score.get('item_id')!r} in {self.settings.db_path}: {exc}")
+            ids = ", ".join(repr(score.get("item_id")) for score in pending[:5])
+            self.faults.append(f"could not record {len(pending)} item(s) ({ids}...) in {self.settings.db_path}: {exc}")
 
     def finish(self, interrupted: bool) -> None:
-        if self.is_worker or self.run_id is None:
+        if self.is_worker:
+            return
+        self.flush()
+        if self.run_id is None:
             return
         from .golden_set import golden_set_hash
 

@@ -174,56 +174,64 @@ class Store:
     # -- results ---------------------------------------------------------------
     def record_score(self, run_id: str, score: dict[str, Any]) -> None:
         """Write one item's result, metrics and provenance qrels in one transaction."""
+        self.record_scores(run_id, [score])
+
+    def record_scores(self, run_id: str, scores: list[dict[str, Any]]) -> None:
+        """Write several items in one transaction (all or none)."""
         now = utc_now()
+        with self.db.conn:
+            for score in scores:
+                self._write_score(run_id, score, now)
+
+    def _write_score(self, run_id: str, score: dict[str, Any], now: str) -> None:
         item_id = score["item_id"]
         result_id = score.get("result_id") or new_ulid()
-        with self.db.conn:
-            self._insert(
-                "golden_items",
-                {"run_id": run_id, "item_id": item_id, "source": score.get("source"), "line": score.get("line"),
-                 "item": json.dumps(score["item"], sort_keys=True)},
-                replace=True,
-            )
-            self._insert(
-                "results",
-                {
-                    "run_id": run_id,
-                    "item_id": item_id,
-                    "question": score["question"],
-                    "answer": score.get("answer"),
-                    "retrieved": json.dumps(score.get("retrieved") or []),
-                    "citations": json.dumps(score.get("citations") or []),
-                    "confidence": score.get("confidence"),
-                    "abstained": int(bool(score.get("abstained"))),
-                    "blocked": int(bool(score.get("blocked"))),
-                    "detected_concepts": json.dumps(score.get("detected_concepts") or []),
-                    "outcome": score.get("outcome") or "",
-                    "failures": json.dumps(score.get("failures") or []),
-                    "error": score.get("error"),
-                    "latency_ms": score.get("latency_ms"),
-                    "recorded_at": now,
-                    "judge_errors": json.dumps(score.get("judge_errors") or []),
-                    "verdicts": json.dumps(score["verdicts"]) if score.get("verdicts") else None,
-                    "pool": json.dumps(score["pool"]) if score.get("pool") else None,
-                    "assertions": json.dumps(score["assertions"]) if score.get("assertions") else None,
-                    "result_id": result_id,
-                    "error_class": score.get("error_class"),
-                    "error_evidence": score.get("error_evidence"),
-                    "crag_grade": score.get("crag_grade"),
-                },
-                replace=True,
-            )
-            self._append_feedback(run_id, result_id, item_id, score.get("error_class"), score.get("error_evidence"), now)
-            self.db.conn.execute("DELETE FROM item_metrics WHERE run_id = ? AND item_id = ?", [run_id, item_id])
-            metrics = score.get("metrics") or {}
-            for name, value in metrics.items():
-                self._insert("item_metrics", {"run_id": run_id, "item_id": item_id, "metric": name, "value": float(value)})
-            self._append_provenance_qrels(run_id, item_id, score["item"], now)
-            self._append_qrels(score.get("qrels_rows") or [], now)
-            self._add_cache_rows(score.get("cache_rows") or [], now)
-            for concept in score["item"].get("concepts") or []:
-                self._insert("golden_concepts", {"run_id": run_id, "item_id": item_id, "concept_id": concept["id"],
-                                                 "grade": concept.get("grade", "required")}, replace=True)
+        self._insert(
+            "golden_items",
+            {"run_id": run_id, "item_id": item_id, "source": score.get("source"), "line": score.get("line"),
+             "item": json.dumps(score["item"], sort_keys=True)},
+            replace=True,
+        )
+        self._insert(
+            "results",
+            {
+                "run_id": run_id,
+                "item_id": item_id,
+                "question": score["question"],
+                "answer": score.get("answer"),
+                "retrieved": json.dumps(score.get("retrieved") or []),
+                "citations": json.dumps(score.get("citations") or []),
+                "confidence": score.get("confidence"),
+                "abstained": int(bool(score.get("abstained"))),
+                "blocked": int(bool(score.get("blocked"))),
+                "detected_concepts": json.dumps(score.get("detected_concepts") or []),
+                "outcome": score.get("outcome") or "",
+                "failures": json.dumps(score.get("failures") or []),
+                "error": score.get("error"),
+                "latency_ms": score.get("latency_ms"),
+                "recorded_at": now,
+                "judge_errors": json.dumps(score.get("judge_errors") or []),
+                "verdicts": json.dumps(score["verdicts"]) if score.get("verdicts") else None,
+                "pool": json.dumps(score["pool"]) if score.get("pool") else None,
+                "assertions": json.dumps(score["assertions"]) if score.get("assertions") else None,
+                "result_id": result_id,
+                "error_class": score.get("error_class"),
+                "error_evidence": score.get("error_evidence"),
+                "crag_grade": score.get("crag_grade"),
+            },
+            replace=True,
+        )
+        self._append_feedback(run_id, result_id, item_id, score.get("error_class"), score.get("error_evidence"), now)
+        self.db.conn.execute("DELETE FROM item_metrics WHERE run_id = ? AND item_id = ?", [run_id, item_id])
+        metrics = score.get("metrics") or {}
+        for name, value in metrics.items():
+            self._insert("item_metrics", {"run_id": run_id, "item_id": item_id, "metric": name, "value": float(value)})
+        self._append_provenance_qrels(run_id, item_id, score["item"], now)
+        self._append_qrels(score.get("qrels_rows") or [], now)
+        self._add_cache_rows(score.get("cache_rows") or [], now)
+        for concept in score["item"].get("concepts") or []:
+            self._insert("golden_concepts", {"run_id": run_id, "item_id": item_id, "concept_id": concept["id"],
+                                             "grade": concept.get("grade", "required")}, replace=True)
 
     def _append_feedback(self, run_id: str, result_id: str | None, item_id: str, error_class: str | None,
                          evidence: str | None, now: str) -> None:

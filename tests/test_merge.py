@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import RANKED_CONFTEST
+
 from pytest_crucible.cli import main as crucible_main
 from pytest_crucible.golden_set import golden_set_hash
 from pytest_crucible.store import Store, StoreError
@@ -26,21 +28,7 @@ FIRST_HALF = [item["id"] for item in ITEMS[:6]]
 SHARD_1 = " or ".join(FIRST_HALF)
 SHARD_2 = f"not ({SHARD_1})"
 
-# The deterministic pipeline of test_plugin_e2e.py (component mode: no answer, no judge).
-CONFTEST = """
-import pytest
-
-RANKED = [("returns#p1", "returns", "Bikes can be returned within 30 days."), ("bikes#p2", "bikes", "The Vela uses the PB500 battery."),
-          ("battery#p1", "battery", "The PB500 battery charges in 4 hours."), ("faq#p9", "faq", "Opening hours are 9 to 5.")]
-
-@pytest.fixture(scope="session")
-def crucible_pipeline():
-    def pipeline(question, *, item, config, mode):
-        k = config["retrievalLimit"]
-        retrieved = [{"chunk_id": c, "doc_id": d, "text": t, "score": 1.0 / (i + 1)} for i, (c, d, t) in enumerate(RANKED)][:k]
-        return {"answer": None, "retrieved": retrieved, "confidence": 0.8}
-    return pipeline
-"""
+CONFTEST = RANKED_CONFTEST  # the deterministic pipeline of the end-to-end tests (component mode here)
 
 
 @pytest.fixture

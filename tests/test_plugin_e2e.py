@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from helpers import db_rows
+from helpers import RANKED_CONFTEST, db_rows
 
 GOLDEN = [
     {"id": "q-001", "question": "What is the return window?", "questionType": "simple",
@@ -21,26 +21,7 @@ GOLDEN = [
     {"id": "q-004", "question": "What does the moon cost?", "questionType": "false_premise", "answerable": False},
 ]
 
-# A deterministic pipeline: retrieves the same ranked list for every question, answers
-# from the first chunk and cites it, and abstains on questions its corpus cannot answer.
-CONFTEST = """
-import pytest
-
-RANKED = [("returns#p1", "returns", "Bikes can be returned within 30 days."), ("bikes#p2", "bikes", "The Vela uses the PB500 battery."),
-          ("battery#p1", "battery", "The PB500 battery charges in 4 hours."), ("faq#p9", "faq", "Opening hours are 9 to 5.")]
-
-@pytest.fixture(scope="session")
-def crucible_pipeline():
-    def pipeline(question, *, item, config, mode):
-        k = config["retrievalLimit"]
-        retrieved = [{"chunk_id": c, "doc_id": d, "text": t, "score": 1.0 / (i + 1)} for i, (c, d, t) in enumerate(RANKED)][:k]
-        if mode == "component":
-            return {"answer": None, "retrieved": retrieved, "confidence": 0.8}
-        if not item.answerable:
-            return {"answer": "I don't know.", "retrieved": retrieved, "confidence": 0.2, "abstained": True}
-        return {"answer": "Bikes can be returned within 30 days [S1].", "retrieved": retrieved, "confidence": 0.8}
-    return pipeline
-"""
+CONFTEST = RANKED_CONFTEST
 
 
 def write_golden(pytester: pytest.Pytester, items=GOLDEN, name="golden_support.jsonl") -> None:

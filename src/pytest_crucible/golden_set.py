@@ -84,6 +84,7 @@ class GoldenItem(_Model):
     # Where the item came from; not part of the data model (excluded from dumps).
     _source: str = PrivateAttr(default="")
     _line: int = PrivateAttr(default=0)
+    _json: dict[str, Any] | None = PrivateAttr(default=None)
 
     @field_validator("id", "question")
     @classmethod
@@ -101,8 +102,12 @@ class GoldenItem(_Model):
         return self._line
 
     def to_json(self) -> dict[str, Any]:
-        """The item as it appears in a golden file (camelCase, defaults filled in)."""
-        return self.model_dump(by_alias=True, mode="json")
+        """The item as it appears in a golden file (camelCase, defaults filled in).
+
+        Computed once (the model is frozen); treat the result as read-only."""
+        if self._json is None:
+            self._json = self.model_dump(by_alias=True, mode="json")
+        return self._json
 
 
 class GoldenFileError(Exception):

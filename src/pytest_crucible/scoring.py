@@ -77,7 +77,7 @@ def missing_required_citations(item: GoldenItem | dict[str, Any], retrieved: Seq
     top = [chunk if isinstance(chunk, dict) else chunk.model_dump() for chunk in retrieved[:k]]
     chunk_ids = {chunk["chunk_id"] for chunk in top}
     doc_ids = {chunk["doc_id"] for chunk in top}
-    citations = item.to_json()["citations"] if isinstance(item, GoldenItem) else item.get("citations") or []
+    citations = (item.to_json() if isinstance(item, GoldenItem) else item).get("citations") or []
     missing = []
     for citation in citations:
         if citation.get("mode", "required") != "required":
@@ -140,7 +140,7 @@ def score_item(item: GoldenItem, result: PipelineResult, *, k: int, latency_ms: 
     """
     score = _base(item)
     score.answer = result.answer
-    score.retrieved = [chunk.model_dump(mode="json") for chunk in result.retrieved]
+    score.retrieved = result.model_dump(mode="json", include={"retrieved"})["retrieved"]  # one pydantic call, not one per chunk
     score.citations = result.cited_chunk_ids()
     score.confidence = result.confidence
     score.abstained = result.abstained
@@ -157,7 +157,7 @@ def score_item(item: GoldenItem, result: PipelineResult, *, k: int, latency_ms: 
     score.metrics.update(concept_metrics(item, result, k))
     score.pool = pool_sources(ranking[:k], judgments)
 
-    missing = missing_required_citations(item, result.retrieved, k)
+    missing = missing_required_citations(item, score.retrieved, k)
     score.missing_citations = missing
     if missing:
         shown = ", ".join(chunk.chunk_id for chunk in result.retrieved[:5]) or "nothing"

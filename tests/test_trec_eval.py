@@ -236,47 +236,29 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
 
 
 @pytest.mark.parametrize(
-    ("text", "line", "field", "expected"),
+    ("reader", "name", "text", "line", "field", "expected"),
     [
-        ("q1 0 a 1\nq1 0 b\n", 2, None, "expected 4 whitespace-separated fields"),
-        ("q1 0 a 1\n\n# note\nq1 0 b high\n", 4, "rel", "expected an integer"),
-        ("q1 0 a 1\nq1 0 a 0\n", 2, "docno", "judged twice"),
+        (read_qrels, "my.qrels", "q1 0 a 1\nq1 0 b\n", 2, None, "expected 4 whitespace-separated fields"),
+        (read_qrels, "my.qrels", "q1 0 a 1\n\n# note\nq1 0 b high\n", 4, "rel", "expected an integer"),
+        (read_qrels, "my.qrels", "q1 0 a 1\nq1 0 a 0\n", 2, "docno", "judged twice"),
+        (read_run, "my.run", "q1 Q0 a 1 2.5 run\nq1 Q0 b 2 1.5\n", 2, None, "expected 6 whitespace-separated fields"),
+        (read_run, "my.run", "q1 Q0 a 1 2.5 run\nq1 Q0 b 2 high run\n", 2, "score", "expected a finite number"),
+        (read_run, "my.run", "q1 Q0 a 1 nan run\n", 1, "score", "expected a finite number"),
+        (read_run, "my.run", "q1 Q0 a 1 2.5 run\nq1 Q0 a 2 1.5 run\n", 2, "docno", "retrieved twice"),
     ],
 )
-def test_qrels_errors_name_file_line_field(  # type: ignore[no-untyped-def]
-    tmp_path, text, line, field, expected
+def test_format_errors_name_file_line_field(  # type: ignore[no-untyped-def]
+    tmp_path, reader, name, text, line, field, expected
 ) -> None:
-    path = _write(tmp_path, "my.qrels", text)
+    path = _write(tmp_path, name, text)
     with pytest.raises(TrecFormatError) as info:
-        read_qrels(path)
+        reader(path)
     message = str(info.value)
     assert str(path) in message and f"line {line}" in message and expected in message
     assert "hint:" in message and "\n" not in message
     if field:
         assert f"field '{field}'" in message
     assert (info.value.line, info.value.field) == (line, field)
-
-
-@pytest.mark.parametrize(
-    ("text", "line", "field", "expected"),
-    [
-        ("q1 Q0 a 1 2.5 run\nq1 Q0 b 2 1.5\n", 2, None, "expected 6 whitespace-separated fields"),
-        ("q1 Q0 a 1 2.5 run\nq1 Q0 b 2 high run\n", 2, "score", "expected a finite number"),
-        ("q1 Q0 a 1 nan run\n", 1, "score", "expected a finite number"),
-        ("q1 Q0 a 1 2.5 run\nq1 Q0 a 2 1.5 run\n", 2, "docno", "retrieved twice"),
-    ],
-)
-def test_run_errors_name_file_line_field(  # type: ignore[no-untyped-def]
-    tmp_path, text, line, field, expected
-) -> None:
-    path = _write(tmp_path, "my.run", text)
-    with pytest.raises(TrecFormatError) as info:
-        read_run(path)
-    message = str(info.value)
-    assert str(path) in message and f"line {line}" in message and expected in message
-    assert "hint:" in message and "\n" not in message
-    if field:
-        assert f"field '{field}'" in message
 
 
 def test_swapped_arguments_hint(tmp_path: Path) -> None:

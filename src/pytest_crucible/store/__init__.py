@@ -119,7 +119,9 @@ class Store:
     def start_run(self, *, config_hash: str, params: dict, resolved: dict, mode: str, outcome_mode: str,
                   config_path: str | None = None, git_commit: str | None = None, pytest_args: list[str] | None = None,
                   run_id: str | None = None, judge_model: str | None = None, judge_prompt_version: str | None = None,
-                  judge_label: str | None = None, cost_estimate_usd: float | None = None) -> str:
+                  judge_label: str | None = None, cost_estimate_usd: float | None = None,
+                  workspace: str = "default", labels: dict[str, str] | None = None,
+                  kinds: list[str] | None = None) -> str:
         run_id = run_id or new_ulid()
         with self.db.conn:
             self._insert(
@@ -142,6 +144,9 @@ class Store:
                     "judge_prompt_version": judge_prompt_version,
                     "judge_label": judge_label,
                     "cost_estimate_usd": cost_estimate_usd,
+                    "workspace": workspace,
+                    "labels": json.dumps(labels or {}, sort_keys=True),
+                    "kinds": json.dumps(sorted(kinds)) if kinds else None,
                 }
             )
         return run_id
@@ -204,6 +209,7 @@ class Store:
                 "confidence": score.get("confidence"),
                 "abstained": int(bool(score.get("abstained"))),
                 "blocked": int(bool(score.get("blocked"))),
+                "blocked_layer": score.get("blocked_layer"),
                 "detected_concepts": json.dumps(score.get("detected_concepts") or []),
                 "outcome": score.get("outcome") or "",
                 "failures": json.dumps(score.get("failures") or []),
@@ -338,11 +344,23 @@ class Store:
         }
 
     # -- reading ---------------------------------------------------------------
-    def list_runs(self, limit: int | None = None) -> list[dict[str, Any]]:
-        sql = "SELECT * FROM runs ORDER BY started_at DESC, rowid DESC"
+    def list_runs(self, limit: int | None = None, *, workspace: str | None = None, config_hash: str | None = None,
+                  labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        """Newest first; ``workspace=None`` means every workspace, ``labels`` must all match."""
+        where, params = [], []
+        if workspace is not None:
+            where.append("workspace = ?")
+            params.append(workspace)
+        if config_hash:
+            where.append("config_hash LIKE ? || '%'")
+            params.append(config_hash)
+        for key, value in (labels or {}).items():
+            where.append("json_extract(labels, '$.' || json_quote(?)) = ?")
+            params.extend([key, value])
+        sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY started_at DESC, rowid DESC"
         if limit:
             sql += f" LIMIT {int(limit)}"
-        return [dict(row) for row in self.db.query(sql)]
+        return [dict(row) for row in self.db.query(sql, params)]
 
     def get_run(self, run_id: str) -> dict[str, Any]:
         rows = list(self.db.query("SELECT * FROM runs WHERE id = ?", [run_id]))
@@ -435,7 +453,8 @@ class Store:
                 return run_id, False
             raise StoreError(f"{source}: run {run_id} already exists in {self.path} with different content\nHINT: import into another --db")
         with self.db.conn:
-            self._insert("runs", {key: run.get(key) for key in _RUN_COLUMNS})
+            # Exports older than schema 6 carry no workspace or labels: the columns' defaults apply.
+            self._insert("runs", {key: run[key] for key in _RUN_COLUMNS if run.get(key) is not None})
             for golden in document["goldenItems"]:
                 self._insert("golden_items", {"run_id": run_id, "item_id": golden["item_id"], "source": golden.get("source"),
                                               "line": golden.get("line"), "item": json.dumps(golden["item"], sort_keys=True)})
@@ -456,10 +475,11 @@ EXPORT_FORMAT = "pytest-crucible-run"
 EXPORT_VERSION = 1
 _RUN_COLUMNS = ("id", "started_at", "finished_at", "status", "config_hash", "config_path", "params", "resolved", "mode",
                 "outcome_mode", "golden_hash", "n_items", "git_commit", "pytest_args", "judge_model", "judge_prompt_version",
-                "host", "pid", "judge_label", "judge_stats", "cost_estimate_usd", "cost_usd", "input_tokens", "output_tokens")
+                "host", "pid", "judge_label", "judge_stats", "cost_estimate_usd", "cost_usd", "input_tokens", "output_tokens",
+                "workspace", "labels", "kinds")
 _RESULT_COLUMNS = ("run_id", "item_id", "question", "answer", "retrieved", "citations", "confidence", "abstained", "blocked",
                    "detected_concepts", "outcome", "failures", "error", "latency_ms", "recorded_at", "judge_errors", "verdicts",
-                   "pool", "assertions", "result_id", "error_class", "error_evidence", "crag_grade")
+                   "pool", "assertions", "result_id", "error_class", "error_evidence", "crag_grade", "blocked_layer")
 _JSON_RESULT_COLUMNS = ("retrieved", "citations", "detected_concepts", "failures", "judge_errors")
 
 

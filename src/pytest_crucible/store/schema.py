@@ -210,6 +210,27 @@ MIGRATIONS: list[str] = [
     CREATE VIEW run_error_classes AS
         SELECT run_id, error_class, COUNT(*) AS n FROM results WHERE error_class IS NOT NULL GROUP BY run_id, error_class;
     """,
+    # version 6: runs belong to a workspace and carry labels (model, collection, mode, ...)
+    # and the question kinds they selected; results name the guardrail layer that blocked;
+    # API keys for `crucible serve` keep only a salted hash of the secret.
+    """
+    ALTER TABLE runs ADD COLUMN workspace TEXT NOT NULL DEFAULT 'default';
+    ALTER TABLE runs ADD COLUMN labels TEXT NOT NULL DEFAULT '{}';
+    ALTER TABLE runs ADD COLUMN kinds TEXT;
+    CREATE INDEX runs_by_workspace ON runs (workspace, started_at);
+    ALTER TABLE results ADD COLUMN blocked_layer TEXT;
+    CREATE TABLE api_keys (
+        id TEXT PRIMARY KEY,
+        workspace TEXT NOT NULL,
+        name TEXT,
+        scopes TEXT NOT NULL,
+        salt TEXT NOT NULL,
+        key_hash TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        revoked_at TEXT
+    );
+    CREATE INDEX api_keys_by_workspace ON api_keys (workspace);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -102,7 +102,35 @@ def resolve_config(params: Mapping[str, Any], *, source: str = "<config>", text:
     if not isinstance(params, Mapping):
         raise ConfigError(f"{source}: expected a JSON object at the top level, got {type(params).__name__}\nHINT: {{}} means the defaults.")
     _check_types(params, source, text)
-    return deep_merge(DEFAULT_CONFIG, params)
+    run_labels(params, source=source, text=text)  # validated here; labels describe the run, not its setup
+    return deep_merge(DEFAULT_CONFIG, {key: value for key, value in params.items() if key != LABELS_KEY})
+
+
+# A config's top-level "labels" object tags the run (model, collection, mode, ...). It is
+# kept out of the resolved config, so relabelling a run never changes its configHash.
+LABELS_KEY = "labels"
+STANDARD_LABELS = ("model", "collection", "mode")
+
+
+def run_labels(params: Mapping[str, Any], *, source: str = "<config>", text: str = "") -> dict[str, str]:
+    labels = params.get(LABELS_KEY, {}) if isinstance(params, Mapping) else {}
+    line = _line_of_key(text, LABELS_KEY)
+    where = f"{source}:{line}" if line else source
+    if not isinstance(labels, Mapping) or not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in labels.values()):
+        raise ConfigError(f"{where}: field 'labels': expected an object of strings, got {json.dumps(labels)}\n"
+                          'HINT: e.g. "labels": {"model": "claude-haiku", "collection": "helpdesk", "mode": "hybrid"}')
+    return {str(key): str(value) for key, value in labels.items()}
+
+
+def parse_label_options(values: list[str]) -> dict[str, str]:
+    """``--crucible-label key=value`` options as a dict; raises ValueError naming the bad one."""
+    labels = {}
+    for value in values:
+        key, sep, label = value.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--crucible-label {value!r}: expected KEY=VALUE\nHINT: e.g. --crucible-label model=claude-haiku --crucible-label mode=dense")
+        labels[key.strip()] = label.strip()
+    return labels
 
 
 def load_config_file(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -78,6 +78,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="Give this run a fixed id, so CI shards of one suite share it (join them with `crucible merge`).")
     group.addoption("--crucible-max-cost", dest="crucible_max_cost", type=float, metavar="USD", default=None,
                     help="Refuse to start a run whose estimated judge cost exceeds USD.")
+    group.addoption("--crucible-kind", dest="crucible_kind", metavar="KIND[,KIND...]", action="append", default=[],
+                    help="Run only golden items of these kinds: retrieval, aggregation, adversarial (repeatable; "
+                         "default every kind). The others are deselected and never reach the pipeline.")
+    group.addoption("--crucible-label", dest="crucible_label", metavar="KEY=VALUE", action="append", default=[],
+                    help="Tag the run, e.g. model=claude-haiku, collection=helpdesk, mode=hybrid (repeatable; "
+                         "overrides the config's \"labels\"; never part of the configHash).")
+    group.addoption("--crucible-workspace", dest="crucible_workspace", metavar="NAME", default=None,
+                    help="Workspace the run belongs to (default: ini crucible_workspace, else the rootdir's name).")
+    parser.addini("crucible_workspace", default="", help="Workspace of the runs (default: the rootdir's name).")
     parser.addini("crucible_concurrency", default="1", help="Pipeline calls in flight at once.")
     parser.addini("crucible_judge", default="auto", help="auto, lexical or anthropic.")
     parser.addini("crucible_judge_model", default="", help="Claude model of the anthropic judge.")
@@ -130,6 +139,9 @@ def _build_session(config: pytest.Config) -> "CrucibleSession":
         label_pool=bool(config.getoption("crucible_label_pool")),
         run_id=_run_id_option(config, db_path.absolute()),
         concurrency=_concurrency(config),
+        workspace=config.getoption("crucible_workspace") or config.getini("crucible_workspace") or rootdir.name or "default",
+        labels=_labels(config, params, resolved),
+        kinds=_kinds(config),
         **_gate_settings(config, db_path.absolute()),
     )
     if settings.mode == "system" and settings.judge == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
@@ -138,6 +150,32 @@ def _build_session(config: pytest.Config) -> "CrucibleSession":
             "HINT: export ANTHROPIC_API_KEY=..., or use the offline judge with --crucible-judge=lexical"
         )
     return CrucibleSession(settings=settings, is_worker=hasattr(config, "workerinput"))
+
+
+KINDS = ("retrieval", "aggregation", "adversarial")
+
+
+def _kinds(config: pytest.Config) -> tuple[str, ...] | None:
+    kinds = [part.strip() for value in config.getoption("crucible_kind") for part in value.split(",") if part.strip()]
+    unknown = [kind for kind in kinds if kind not in KINDS]
+    if unknown:
+        raise pytest.UsageError(f"--crucible-kind={unknown[0]}: expected one of {', '.join(KINDS)}\n"
+                                "HINT: e.g. --crucible-kind=retrieval,adversarial")
+    return tuple(sorted(set(kinds))) if kinds else None
+
+
+def _labels(config: pytest.Config, params: dict[str, Any], resolved: dict[str, Any]) -> dict[str, str]:
+    """model, collection and mode always, then the config's labels, then --crucible-label."""
+    from .config import parse_label_options, run_labels
+
+    # "mode" is the retrieval mode under test (e.g. dense-only vs hybrid+rerank); only the user knows it.
+    labels = {"model": str(resolved.get("chatModelSlot", "")), "collection": config.rootpath.name, "mode": "default"}
+    labels.update(run_labels(params))
+    try:
+        labels.update(parse_label_options(config.getoption("crucible_label")))
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return labels
 
 
 def _concurrency(config: pytest.Config) -> int:
@@ -288,7 +326,10 @@ def _golden_file_test(crucible_evaluate) -> None:
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     crucible = config.stash.get(SESSION_KEY, None)
-    if crucible is None or crucible.is_worker or not crucible.uses_judge:
+    if crucible is None:
+        return
+    _deselect_kinds(config, crucible.settings.kinds, items)
+    if crucible.is_worker or not crucible.uses_judge:
         return
     golden = [_golden_of(item) for item in items]
     golden = [g for g in golden if g is not None and (g.status != "draft" or crucible.settings.include_drafts)]
@@ -319,6 +360,19 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             "HINT: select fewer items (-k, a marker filter), use --crucible-judge-batch (50% off), "
             "--crucible-mode=component (no judge), or raise the limit"
         )
+
+
+def _deselect_kinds(config: pytest.Config, kinds: tuple[str, ...] | None, items: list[pytest.Item]) -> None:
+    """--crucible-kind: golden items of other kinds are deselected, so their pipeline is never called."""
+    if not kinds:
+        return
+    keep, drop = [], []
+    for item in items:
+        golden = _golden_of(item)
+        (drop if golden is not None and golden.kind not in kinds else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 def _golden_of(item: pytest.Item):

@@ -51,6 +51,11 @@ class Settings:
     concurrency: int = 1
     # Shards on several machines share one run id; `crucible merge` joins them.
     run_id: str | None = None
+    # Who the run belongs to and how it is tagged (never part of the configHash).
+    workspace: str = "default"
+    labels: dict[str, str] = field(default_factory=dict)
+    # --crucible-kind: the question kinds this run selected (None: every kind).
+    kinds: tuple[str, ...] | None = None
 
     @property
     def retrieval_limit(self) -> int:
@@ -233,6 +238,9 @@ class CrucibleSession:
             judge = self.engine.judge if self.uses_judge else None
             self.run_id = self.store.start_run(
                 run_id=s.run_id,
+                workspace=s.workspace,
+                labels=s.labels,
+                kinds=list(s.kinds) if s.kinds else None,
                 judge_model=judge.model if judge else None,
                 judge_prompt_version=judge.prompt_version if judge else None,
                 judge_label=judge.label if judge else None,

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Iterable, Literal, Sequence, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 # CRAG's question types; the tuple is what code iterates (facets), the Literal what pydantic checks.
@@ -61,6 +61,22 @@ class Concept(_Model):
     grade: Literal["required", "acceptable", "irrelevant"] = "required"
 
 
+class Attack(_Model):
+    """What an adversarial item attacks with: an instruction in the question, or planted in a document."""
+
+    category: str = Field(min_length=1)
+    # question: the attack is the question itself; document: ``document`` is planted
+    # in what the pipeline retrieves (the pipeline receives the item and plants it).
+    vector: Literal["question", "document"] = "question"
+    document: str | None = None
+
+    @model_validator(mode="after")
+    def _planted_document_given(self) -> "Attack":
+        if self.vector == "document" and not (self.document or "").strip():
+            raise ValueError("a document attack needs the planted text in 'document'")
+        return self
+
+
 class GoldenItem(_Model):
     """One golden item: a question, what a good answer must contain, and where it lives."""
 
@@ -79,6 +95,10 @@ class GoldenItem(_Model):
     tags: list[str] = Field(default_factory=list)
     # Documents that disagree on this question: a good answer surfaces the conflict.
     conflicting_sources: list[str] = Field(default_factory=list)
+    # Guardrail eval: what the input defences should do with this item. Unset: an
+    # item with an attack expects "blocked", every other item "answered".
+    attack: Attack | None = None
+    expect: Literal["blocked", "answered"] | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     # Where the item came from; not part of the data model (excluded from dumps).
@@ -96,6 +116,11 @@ class GoldenItem(_Model):
     @property
     def source(self) -> str:
         return self._source
+
+    @property
+    def expected_guardrail(self) -> str:
+        """"blocked" or "answered": what a correct guardrail does with this item."""
+        return self.expect or ("blocked" if self.attack is not None else "answered")
 
     @property
     def line(self) -> int:
@@ -136,6 +161,7 @@ _FIELD_NAMES = {
         "assertions": Assertion,
         "citations": Citation,
         "concepts": Concept,
+        "attack": Attack,
     }.items()
 }
 

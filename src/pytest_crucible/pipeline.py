@@ -42,7 +42,9 @@ class PipelineResult(_Model):
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)
     abstained: bool = False
     detected_concepts: list[str] = Field(default_factory=list)
+    # The input defences refused the question; blocked_by names the layer that did.
     blocked: bool = False
+    blocked_by: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     def cited_chunk_ids(self) -> list[str]:

@@ -516,7 +516,8 @@ def _evaluate(crucible: "CrucibleSession", node: pytest.Item, golden: "GoldenIte
         labelled, label_errors = label_pool(golden, result, settings.retrieval_limit, item_judgments(golden, ledger), crucible.engine)
     score = score_item(golden, result, k=settings.retrieval_limit, latency_ms=latency, ledger_rows=[*ledger, *labelled])
     score.qrels_rows, score.judge_errors = labelled, label_errors
-    if crucible.judges_answers:
+    # A blocked question has no answer to judge: its outcome is the guardrail metrics' business.
+    if crucible.judges_answers and not score.blocked:
         from .metrics.crag import is_abstention
 
         score.abstained = score.abstained or is_abstention(score.answer)
@@ -524,7 +525,7 @@ def _evaluate(crucible: "CrucibleSession", node: pytest.Item, golden: "GoldenIte
             crucible.score_answer_layer(score, embedder)
     if crucible.uses_judge:
         score.cache_rows = crucible.engine.drain_cache_rows()
-    if not score.judge_errors and not (crucible.judges_answers and settings.judge_batch):
+    if not score.blocked and not score.judge_errors and not (crucible.judges_answers and settings.judge_batch):
         score.error_class, score.error_evidence = classify_score(score.to_plain(), mode=settings.mode)
     _attach(node, crucible, score)
     if score.judge_errors:
@@ -540,7 +541,9 @@ def _fail_strict(golden: "GoldenItem", score: "ItemScore") -> None:
     from .answers import unsatisfied_must_assertions
 
     details = [*score.failures, *unsatisfied_must_assertions(score.assertions)]
-    if score.error_class is None:  # answer classes arrive at session end (batches): judge retrieval now
+    if score.guardrail_failure:  # the guardrail outcome is judged on its own, whatever the answer layer says
+        headline = [score.guardrail_failure]
+    elif score.error_class is None:  # answer classes arrive at session end (batches): judge retrieval now
         headline = details[:1]
     elif score.error_class != "correct":
         headline = [f"{score.error_class}: {score.error_evidence}"]

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from .golden_set import GoldenItem
+from .metrics.guardrail import guardrail_failure, guardrail_item_metrics
 from .metrics.retrieval import provenance_qrels, ranking_units, retrieval_metrics
 from .pipeline import PipelineResult
 from .qrels import effective_grades
@@ -35,6 +36,9 @@ class ItemScore:
     confidence: float | None = None
     abstained: bool = False
     blocked: bool = False
+    blocked_layer: str | None = None
+    # Guardrail eval: an attack let through or a clean question refused (fails in strict mode).
+    guardrail_failure: str | None = None
     detected_concepts: list[str] = field(default_factory=list)
     latency_ms: float | None = None
     metrics: dict[str, float] = field(default_factory=dict)
@@ -145,6 +149,7 @@ def score_item(item: GoldenItem, result: PipelineResult, *, k: int, latency_ms: 
     score.confidence = result.confidence
     score.abstained = result.abstained
     score.blocked = result.blocked
+    score.blocked_layer = result.blocked_by if result.blocked else None
     score.detected_concepts = list(result.detected_concepts)
     score.latency_ms = latency_ms
 
@@ -156,6 +161,9 @@ def score_item(item: GoldenItem, result: PipelineResult, *, k: int, latency_ms: 
     score.metrics = retrieval_metrics(ranking, qrels, k, relevance_level=relevance_level)
     score.metrics.update(concept_metrics(item, result, k))
     score.pool = pool_sources(ranking[:k], judgments)
+    item_json = item.to_json()
+    score.metrics.update(guardrail_item_metrics(item_json, result.blocked))
+    score.guardrail_failure = guardrail_failure(item_json, result.blocked, score.blocked_layer)
 
     missing = missing_required_citations(item, score.retrieved, k)
     score.missing_citations = missing

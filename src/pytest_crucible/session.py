@@ -200,7 +200,7 @@ class CrucibleSession:
         store = self.store
         document = store.export_run(self.run_id)
         items = {golden["item_id"]: golden["item"] for golden in document["goldenItems"]}
-        rows = [{**row, "item": items[row["item_id"]]} for row in document["results"] if not row.get("error")]
+        rows = [{**row, "item": items[row["item_id"]]} for row in document["results"] if not row.get("error") and not row.get("blocked")]
         results = score_answers([AnswerInputs.from_score(row) for row in rows], self.engine, self.embedder or HashingEmbedder())
         for row, result in zip(rows, results):
             row.update(assertions=result.assertions, crag_grade=result.crag_grade, unsupported_claims=result.unsupported_claims,

@@ -7,6 +7,7 @@ METRIC_FAMILIES: dict[str, tuple[str, ...]] = {
     "retrieval": ("recallAtK", "precisionAtK", "ndcgAt10", "mrr", "hitAtK"),
     "ragas": ("faithfulness", "responseRelevancy", "contextPrecision", "contextRecall", "noiseSensitivity"),
     "abstention": ("truthfulness", "abstainRate", "aurc"),
+    "guardrails": ("attackSuccessRate", "falsePositiveRate"),
 }
 # Metrics with no better direction: a significant change is reported, never gated as a regression.
 NO_DIRECTION = frozenset({"abstainRate"})

@@ -23,6 +23,13 @@ def run_header(run: dict[str, Any]) -> list[str]:
         f"run {run['id']}  status {run['status']}  mode {run['mode']}  outcome {run['outcome_mode']}",
         f"config {config}  configHash {run['config_hash'][:12]}",
     ]
+    from .views import run_labels
+
+    labels = run_labels(run)
+    if labels or run.get("kinds"):
+        tags = " ".join(f"{key}={value}" for key, value in labels.items())
+        kinds = f"  kinds {','.join(json.loads(run['kinds']))}" if run.get("kinds") else ""
+        lines.append(f"workspace {run.get('workspace', 'default')}  labels {tags or '-'}{kinds}")
     if run.get("judge_model"):
         lines.append(judge_line(run))
     return lines
@@ -74,6 +81,24 @@ def facet_lines(items, metrics) -> list[str]:
     return lines
 
 
+def guardrail_lines(items, metrics, results, *, verbose: int = 0) -> list[str]:
+    """The guardrail eval in one line (``-v``: one row per attack category)."""
+    from ..metrics.guardrail import describe_rate
+    from .views import run_guardrails
+
+    summary = run_guardrails(items, metrics, results)
+    if not summary:
+        return []
+    rates = [describe_rate(name, summary[name]) for name in ("attackSuccessRate", "falsePositiveRate") if name in summary]
+    lines = ["guardrails: " + "; ".join(rates)]
+    if summary.get("blockedByLayer"):
+        lines.append("  blocked by layer: " + ", ".join(f"{layer} {n}" for layer, n in summary["blockedByLayer"].items()))
+    if verbose > 0:
+        for category, entry in (summary.get("byCategory") or {}).items():
+            lines.append(f"  attack category {category[:28]:<28} " + describe_rate("attackSuccessRate", entry))
+    return lines
+
+
 def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults: list[str] = (), verbose: int = 0) -> list[str]:
     run = store.get_run(run_id)
     results = store.results(run_id)
@@ -104,6 +129,7 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
     classes = error_class_counts(results)
     if classes:
         lines.append("error classes: " + ", ".join(f"{name} {n}" for name, n in classes.items()))
+    lines.extend(guardrail_lines(store.golden_items(run_id), store.item_metrics(run_id), results, verbose=verbose))
     if "truthfulness" in means:
         from ..facets import by_facet, worst_facets
 

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from ..metrics import METRIC_FAMILIES as FAMILIES
 
 if TYPE_CHECKING:  # the comparison engine (numpy) is imported only when a comparison is shown
     from ..stats.compare import Comparison, RunData
+
+
+def run_labels(run: dict[str, Any]) -> dict[str, str]:
+    """The run's labels (model, collection, mode, ...); empty for runs stored before labels existed."""
+    raw = run.get("labels")
+    return json.loads(raw) if isinstance(raw, str) else dict(raw or {})
 
 
 def family_of(metric: str) -> str | None:
@@ -45,6 +52,15 @@ def error_class_counts(results: list[dict[str, Any]]) -> dict[str, int]:
     return {name: n for name, n in counts.items() if n}
 
 
+def run_guardrails(items: list[dict[str, Any]], metrics: dict[str, dict[str, float]],
+                   results: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
+    """Guardrail rates with Wilson intervals, attacks by category, blocks by layer (None: no guardrail eval)."""
+    from ..metrics.guardrail import guardrail_summary
+
+    layers = {row["item_id"]: row.get("blocked_layer") for row in results or [] if row.get("blocked")}
+    return guardrail_summary(items, metrics, layers)
+
+
 def run_metrics_json(data: RunData, items: list[dict[str, Any]] | None = None,
                      results: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The spec's metrics shape; families not computed in this run are left out, never zero-filled.
@@ -52,6 +68,11 @@ def run_metrics_json(data: RunData, items: list[dict[str, Any]] | None = None,
     With the run's golden items, a ``byFacet`` block breaks every metric down by facet value."""
     means = data.means()
     document: dict[str, Any] = {"runId": data.run_id, "configHash": data.run["config_hash"], "n": len(data.item_ids)}
+    labels = run_labels(data.run)
+    if labels:
+        document["labels"] = labels
+    if data.run.get("kinds"):
+        document["kinds"] = json.loads(data.run["kinds"])
     for family, names in FAMILIES.items():
         values = {name: means[name] for name in names if name in means}
         if values:
@@ -64,6 +85,10 @@ def run_metrics_json(data: RunData, items: list[dict[str, Any]] | None = None,
         classes = error_class_counts(results)
         if classes:
             document["errorClasses"] = classes
+    if items:
+        detail = run_guardrails(items, data.metrics, results)
+        if detail:
+            document["guardrailDetail"] = detail
     others = {name: value for name, value in means.items() if family_of(name) is None}
     if others:
         document["other"] = dict(sorted(others.items()))

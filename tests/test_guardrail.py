@@ -246,3 +246,57 @@ def test_bad_labels_are_one_clear_error(pytester: pytest.Pytester, monkeypatch: 
     result = pytester.runpytest("-p", "no:cacheprovider", "--crucible-label", "dense")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--crucible-label 'dense': expected KEY=VALUE*"])
+
+
+def test_ablation_reports_each_layers_contribution(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture) -> None:
+    from pytest_crucible.cli import main
+
+    _project(pytester, monkeypatch)
+    (pytester.path / "base.json").write_text(json.dumps({"labels": {"mode": "scanner-v1"}}))
+    monkeypatch.chdir(pytester.path)
+    code = main(["ablate", "--config", "base.json", "--layers", "patterns,docscan,nosuch", "--db", "ablate.db", "--json",
+                 "--", "--crucible-mode=component"])
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    residual = report["residual"]
+    assert (residual["attackSuccessRate"]["k"], residual["attackSuccessRate"]["n"]) == (1, 3)
+    assert (residual["falsePositiveRate"]["k"], residual["falsePositiveRate"]["n"]) == (1, 2)
+    layers = {entry["layer"]: entry for entry in report["layers"]}
+    patterns = layers["patterns"]["contribution"]
+    # Without the patterns layer atk-1 gets through (+1/3) and cln-2 is no longer refused (-1/2).
+    assert patterns["attackSuccessRate"]["without"] == pytest.approx(2 / 3)
+    assert patterns["attackSuccessRate"]["delta"] == pytest.approx(1 / 3)
+    assert patterns["falsePositiveRate"]["delta"] == pytest.approx(-1 / 2)
+    assert layers["docscan"]["contribution"]["attackSuccessRate"]["delta"] == pytest.approx(1 / 3)
+    assert layers["docscan"]["contribution"]["falsePositiveRate"]["delta"] == pytest.approx(0.0)
+    # A layer the pipeline never reads contributes nothing and is flagged.
+    assert layers["nosuch"]["contribution"]["attackSuccessRate"]["delta"] == pytest.approx(0.0)
+    assert layers["nosuch"]["layerNameUnread"] and not layers["patterns"]["layerNameUnread"]
+    # Three attacks can never reach p < 0.05: the verdict says so rather than guessing.
+    assert not patterns["attackSuccessRate"]["significant"]
+    # Every variant is a labelled run in the database, with only its own layer switched off.
+    rows = db_rows(pytester.path / "ablate.db", "SELECT id, labels, resolved FROM runs ORDER BY started_at")
+    assert [json.loads(labels)["ablation"] for _, labels, _ in rows] == [
+        "all-layers-on", "without-patterns", "without-docscan", "without-nosuch"]
+    assert json.loads(rows[1][2])["guardrails"] == {"layers": {"patterns": False}}
+    assert all(json.loads(labels)["mode"] == "scanner-v1" for _, labels, _ in rows)
+    # The text view names every layer and the residual risk.
+    assert main(["ablate", "--config", "base.json", "--layers", "docscan", "--db", "ablate.db", "--",
+                 "--crucible-mode=component"]) == 0
+    text = capsys.readouterr().out
+    assert "  attackSuccessRate 0.3333 (1/3, 95% Wilson [0.0615, 0.7923])" in text
+    assert any(line.startswith("  docscan ") and "attackSuccessRate" in line for line in text.splitlines())
+
+
+def test_ablation_errors_are_one_line_with_a_hint(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture) -> None:
+    from pytest_crucible.cli import main
+
+    _project(pytester, monkeypatch)
+    monkeypatch.chdir(pytester.path)
+    assert main(["ablate", "--layers", "docscan", "--kind", "retrieval", "--db", "a.db", "--", "--crucible-mode=component"]) == 2
+    err = capsys.readouterr().err
+    assert "the runs have no guardrail items" in err and "HINT:" in err
+    assert main(["ablate", "--layers", "a b", "--db", "a.db"]) == 2
+    assert "is not a layer name" in capsys.readouterr().err

@@ -9,6 +9,89 @@ from typing import Sequence
 
 DEFAULT_DB = ".crucible/crucible.db"
 
+# Exit codes: 0 done, 1 a failed gate (compare found a significant regression), 2 a usage
+# error (argparse's own, or bad input: one line saying what is wrong, then a HINT line),
+# 3 a comparison refused (runs judged by different judges).
+EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
+
+# The example at the end of every command's --help, keyed by the command path ("" is
+# `crucible` itself, "qrels override" a nested command). A command without one fails
+# tests/test_cli.py; add its entry here when you add a command.
+EXAMPLES: dict[str, str] = {
+    "": "crucible runs\n"
+        "crucible metrics latest --json\n"
+        "crucible compare baselines/main.json latest        # exit 1 on a significant regression",
+    "schema": "crucible schema golden > golden.schema.json",
+    "trec-eval": "crucible trec-eval -q -m ndcg_cut_10 -m P_10 qrels.txt run.txt\n"
+                 "crucible trec-eval --json qrels.txt run.txt",
+    "runs": "crucible runs --limit 5\n"
+            "crucible runs --json --db example_project/.crucible/crucible.db",
+    "show": "crucible show latest\n"
+            "crucible show 01J9Z3 --json      # a unique prefix of the run id",
+    "metrics": "crucible metrics latest\n"
+               "crucible metrics latest --json   # runId, configHash, n, one block per family, byFacet",
+    "compare": "crucible compare baselines/main.json latest\n"
+               "crucible compare 01J9Z3 latest --metrics ndcgAt10,mrr --json\n"
+               "crucible compare 01J9Z3 latest --facet questionType=multi_hop",
+    "export": "crucible export latest -o baselines/main.json\n"
+              "crucible export latest --format trec -o run.txt",
+    "report": "crucible report latest -o report.html\n"
+              "crucible report latest --against baselines/main.json -o report.html",
+    "promote": "crucible promote --run 01J9Z3KQ8W5RRB8M2X3VYT4N6D --result RESULT_ID --question \"What is the retention period?\" \\\n"
+               "    --assertion \"Audit exports are retained for seven years.\" --citation pol-retention#p2:required \\\n"
+               "    --error-class incomplete --by dana\n"
+               "crucible promote --json body.json",
+    "golden": "crucible golden export --status draft -o golden/golden_promoted.jsonl",
+    "golden export": "crucible golden export --status draft -o golden/golden_promoted.jsonl",
+    "import": "crucible import baselines/main.json --db .crucible/crucible.db",
+    "merge": "crucible merge shard-1.db shard-2.db -o run.db\n"
+             "crucible compare baselines/main.json latest --db run.db",
+    "qrels": "crucible qrels export --effective -o qrels.txt\n"
+             "crucible qrels override ret-001 pol-returns#p2 3 --by dana --note \"states the 30 days\"\n"
+             "crucible qrels agreement",
+    "qrels import": "crucible qrels import reviews.jsonl --source human --by dana\n"
+                    "crucible qrels import umbrela.txt --source llm --judge-model claude-haiku-5-5",
+    "qrels export": "crucible qrels export -o ledger.jsonl\n"
+                    "crucible qrels export --effective --run latest --format trec -o qrels.txt",
+    "qrels override": "crucible qrels override ret-001 pol-returns#p2 3 --by dana --note \"states the 30 days\"\n"
+                      "crucible qrels override ret-001 pol-returns 1 --doc --by dana",
+    "ablate": "crucible ablate --config example_project/configs/baseline.json \\\n"
+              "    --layers instructionPatterns,documentScan,obfuscation --db ablation.db -- example_project",
+    "qrels agreement": "crucible qrels agreement\n"
+                       "crucible qrels agreement --json",
+}
+
+
+class CrucibleParser(argparse.ArgumentParser):
+    """argparse with the house style of errors: what is wrong, then a HINT; exit 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\nHINT: `{self.prog} --help` lists the options, with an example\n")
+
+
+def subcommands(parser: argparse.ArgumentParser, path: str = ""):
+    """Every (command path, parser) under ``parser``, itself first ("" for the top level)."""
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help for choice in action._choices_actions}
+            for name, child in action.choices.items():
+                # A command's one-line help from its parent's list doubles as its own description.
+                if child.description is None and helps.get(name):
+                    child.description = helps[name]
+                yield from subcommands(child, f"{path} {name}".strip())
+
+
+def _add_examples(parser: argparse.ArgumentParser) -> None:
+    """Put each command's example from EXAMPLES at the end of its --help."""
+    for path, command in subcommands(parser):
+        if path in EXAMPLES and not command.epilog:
+            command.formatter_class = argparse.RawDescriptionHelpFormatter
+            example = EXAMPLES[path]
+            command.epilog = ("examples:\n" if "\n" in example else "example:\n") + "\n".join(
+                f"  {line}" for line in example.splitlines())
+
 
 def _write_output(output: str, text: str, message: str) -> None:
     """Write ``text`` to stdout when ``output`` is ``-``, else to the file, and say so."""
@@ -373,8 +456,25 @@ def _cmd_golden_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_ablate(args: argparse.Namespace) -> int:
+    from .ablation import AblationError, ablation_json, ablation_lines, run_ablation
+
+    echo = (lambda line: print(line, file=sys.stderr)) if args.json else print
+    try:
+        ablation = run_ablation(args.config, args.layers.split(","), db=args.db, pytest_args=args.pytest_args,
+                                kinds=None if args.kind == "all" else args.kind, seed=args.seed, echo=echo)
+    except AblationError as exc:
+        print(f"crucible ablate: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps(ablation_json(ablation), indent=2))
+    else:
+        print("\n".join(ablation_lines(ablation)))
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="crucible", description="Read and compare pytest-crucible evaluation runs.")
+    parser = CrucibleParser(prog="crucible", description="Read and compare pytest-crucible evaluation runs.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     schema = sub.add_parser("schema", help="print the JSON Schema of a file format")
@@ -502,8 +602,19 @@ def build_parser() -> argparse.ArgumentParser:
     q_override.set_defaults(func=_cmd_qrels_override)
 
     q_agreement = with_db(qrels_sub.add_parser("agreement", help="Cohen's kappa between llm and human judgments"))
-    q_agreement.add_argument("--json", action="store_true")
+    q_agreement.add_argument("--json", action="store_true", help="print the kappas and the judgment counts as JSON")
     q_agreement.set_defaults(func=_cmd_qrels_agreement)
+
+    ablate = with_db(sub.add_parser("ablate", help="each guardrail layer's contribution: one run per layer switched off"))
+    ablate.add_argument("--config", metavar="PATH", help="the base pipeline config (default: the defaults)")
+    ablate.add_argument("--layers", required=True, metavar="A,B,...", help="guardrail layers to switch off one at a time")
+    ablate.add_argument("--kind", default="adversarial", metavar="KIND[,KIND]",
+                        help="golden item kinds to run (default adversarial; 'all' runs every kind)")
+    ablate.add_argument("--seed", type=int, default=1337, help="seed of the paired test (default 1337)")
+    ablate.add_argument("--json", action="store_true", help="print the contributions as JSON")
+    ablate.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="passed to pytest, e.g. -- example_project")
+    ablate.set_defaults(func=_cmd_ablate)
+    _add_examples(parser)
     return parser
 
 

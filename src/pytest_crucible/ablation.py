@@ -1,0 +1,175 @@
+"""Guardrail ablation: each defence layer's exact contribution, with a significance verdict.
+
+The golden set runs once with every layer on, then once per layer with only that
+layer switched off (``guardrails.layers.NAME: false`` in the applied config). Each
+run is a normal pytest session through the plugin, in a subprocess, into one
+database, with a fixed run id; the runs are then compared item by item with the
+same paired test as ``crucible compare``. A layer's contribution is
+
+    rate without the layer - rate with every layer on
+
+for attackSuccessRate (the attacks only this layer stops) and falsePositiveRate
+(the clean questions only this layer refuses; negative means the layer costs
+false positives). Residual risk is the all-layers-on attackSuccessRate, reported
+with its Wilson interval. This module never imports pytest.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .config import ConfigError, deep_merge, load_config_file
+from .metrics.guardrail import GUARDRAIL_METRICS, describe_rate
+
+ALL_ON = "all-layers-on"
+
+
+class AblationError(Exception):
+    """An ablation that could not run; ``str()`` is the user-facing message."""
+
+
+@dataclass
+class LayerResult:
+    layer: str
+    run_id: str
+    comparison: Any  # stats.compare.Comparison: the all-on run (a) against this layer off (b)
+    unread: bool = False  # the pipeline never read guardrails.layers.<layer>: the name is probably wrong
+
+
+@dataclass
+class Ablation:
+    base_run: str
+    base_summary: dict[str, Any]
+    layers: list[LayerResult] = field(default_factory=list)
+    seed: int = 1337
+
+
+def layer_off(params: dict[str, Any], layer: str) -> dict[str, Any]:
+    """The config as written, with one guardrail layer switched off and the run labelled so."""
+    switched = deep_merge(params, {"guardrails": {"layers": {layer: False}}})
+    switched["labels"] = {**(params.get("labels") or {}), "ablation": f"without-{layer}"}
+    return switched
+
+
+def _variant_params(params: dict[str, Any], layer: str | None) -> dict[str, Any]:
+    if layer is None:
+        return {**params, "labels": {**(params.get("labels") or {}), "ablation": ALL_ON}}
+    return layer_off(params, layer)
+
+
+def _run_id(stamp: str, layer: str | None) -> str:
+    return f"ablate-{stamp}-{layer or 'base'}"[:64]
+
+
+def run_ablation(config_path: str | None, layers: Sequence[str], *, db: str | Path, pytest_args: Sequence[str] = (),
+                 kinds: str | None = "adversarial", seed: int = 1337,
+                 run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+                 echo: Callable[[str], None] = lambda line: None) -> Ablation:
+    """Run the set with every layer on and once per layer switched off, then compare."""
+    from .store import Store, new_ulid
+    from .stats.compare import compare_runs
+
+    layers = [name.strip() for name in layers if name.strip()]
+    if not layers:
+        raise AblationError("no layers to ablate\nHINT: --layers instructionPatterns,documentScan")
+    bad = [name for name in layers if not name.replace("_", "").replace("-", "").isalnum()]
+    if bad:
+        raise AblationError(f"--layers: {bad[0]!r} is not a layer name (letters, digits, - and _)\nHINT: --layers patterns,docscan")
+    try:
+        params = load_config_file(config_path)[0] if config_path else {}
+    except ConfigError as exc:
+        raise AblationError(str(exc)) from None
+    db = Path(db).absolute()
+    stamp = new_ulid()[-10:].lower()
+    run_ids: dict[str | None, str] = {}
+    unread: set[str] = set()
+    with tempfile.TemporaryDirectory(prefix="crucible-ablate-") as scratch:
+        for layer in [None, *layers]:
+            config_file = Path(scratch) / f"{layer or 'base'}.json"
+            config_file.write_text(json.dumps(_variant_params(params, layer), indent=2))
+            run_id = _run_id(stamp, layer)
+            command = [sys.executable, "-m", "pytest", *pytest_args, f"--crucible-config={config_file}",
+                       f"--crucible-db={db}", f"--crucible-run-id={run_id}", "--crucible-outcome=record",
+                       "-p", "no:cacheprovider", "-q"]
+            if kinds:
+                command.append(f"--crucible-kind={kinds}")
+            echo(f"ablate: {'every layer on' if layer is None else f'without {layer}'} (run {run_id})")
+            done = run(command, capture_output=True, text=True)
+            if done.returncode != 0:
+                tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+                raise AblationError(f"the run {'with every layer on' if layer is None else f'without {layer}'} "
+                                    f"exited {done.returncode}:\n{tail}\n"
+                                    "HINT: record outcome fails only on pipeline errors; run the same pytest command to see them")
+            if layer is not None and f"guardrails.layers.{layer}=false was never read" in done.stdout:
+                unread.add(layer)
+            run_ids[layer] = run_id
+    store = Store.open(db, create=False)
+    try:
+        base = run_ids[None]
+        base_summary = _guardrail_summary(store, base)
+        if not base_summary:
+            raise AblationError("the runs have no guardrail items (no attacks and no clean items of kind adversarial)\n"
+                                "HINT: give golden items an \"attack\" and kind \"adversarial\"; see docs/golden-format.md")
+        ablation = Ablation(base_run=base, base_summary=base_summary, seed=seed)
+        for layer in layers:
+            comparison = compare_runs(store, base, run_ids[layer], metrics=list(GUARDRAIL_METRICS), seed=seed)
+            ablation.layers.append(LayerResult(layer=layer, run_id=run_ids[layer], comparison=comparison, unread=layer in unread))
+    finally:
+        store.close()
+    return ablation
+
+
+def _guardrail_summary(store, run_id: str) -> dict[str, Any] | None:
+    from .report.views import run_guardrails
+
+    return run_guardrails(store.golden_items(run_id), store.item_metrics(run_id), store.results(run_id))
+
+
+def _verdict(m) -> str:
+    if m.note:
+        return m.note
+    if not m.significant:
+        return "not significant" + (f" (detectable: {m.mde:.3f})" if m.mde else "")
+    return "significant"
+
+
+def ablation_lines(ablation: Ablation) -> list[str]:
+    """The report: residual risk with every layer on, then each layer's contribution (fits 100 columns)."""
+    s = ablation.base_summary
+    lines = [f"every layer on (run {ablation.base_run}): residual risk",
+             *(f"  {describe_rate(name, s[name])}" for name in GUARDRAIL_METRICS if name in s),
+             f"contribution = rate without the layer - rate with every layer on; paired over items, seed {ablation.seed}",
+             f"  {'layer':<20} {'metric':<18} {'without':>7} {'contrib':>8} {'95% CI':>19} {'p':>6}  verdict"]
+    for result in ablation.layers:
+        for name in GUARDRAIL_METRICS:
+            m = result.comparison.metrics.get(name)
+            if m is None or m.b is None:
+                continue
+            delta = f"{m.delta:+8.4f}" if m.delta is not None else f"{m.b - m.a:+8.4f}"
+            ci = f"[{m.ci[0]:+.4f}, {m.ci[1]:+.4f}]" if m.ci else "-"
+            p = f"{m.p:6.3f}" if m.p is not None else f"{'-':>6}"
+            lines.append(f"  {result.layer[:20]:<20} {name:<18} {m.b:7.4f} {delta} {ci:>19} {p}  {_verdict(m)}")
+        if result.unread:
+            lines.append(f"WARNING the pipeline never read guardrails.layers.{result.layer}: is the layer name right?")
+    return lines
+
+
+def ablation_json(ablation: Ablation) -> dict[str, Any]:
+    return {
+        "baseRun": ablation.base_run,
+        "seed": ablation.seed,
+        "residual": ablation.base_summary,
+        "layers": [
+            {"layer": r.layer, "runId": r.run_id, "layerNameUnread": r.unread,
+             "contribution": {name: {"without": m.b, "delta": m.delta if m.delta is not None else (m.b - m.a if m.b is not None and m.a is not None else None),
+                                     "ci": list(m.ci) if m.ci else None, "p": m.p, "significant": m.significant}
+                              for name, m in r.comparison.metrics.items() if name in GUARDRAIL_METRICS}}
+            for r in ablation.layers
+        ],
+    }

@@ -227,6 +227,7 @@ def _grades_by_item(store, run_id: str, items: dict[str, dict[str, Any]]) -> dic
 def _item_context(row: dict[str, Any], item: dict[str, Any] | None, grades: dict[str, tuple[int, str]],
                   metrics: dict[str, float], k: int | None) -> dict[str, Any]:
     from ..metrics import ordered_metrics
+    from ..metrics.guardrail import expected_outcome
 
     verdicts = _loads(row.get("verdicts"), {}) or {}
     useful = (verdicts.get("contextPrecision") or {}).get("useful") or []
@@ -262,7 +263,8 @@ def _item_context(row: dict[str, Any], item: dict[str, Any] | None, grades: dict
         "id": row["item_id"], "question": row.get("question") or "", "answer": row.get("answer"),
         "outcome": row.get("outcome") or "", "error_class": row.get("error_class"), "error_evidence": row.get("error_evidence"),
         "crag_grade": row.get("crag_grade"), "confidence": row.get("confidence"), "abstained": bool(row.get("abstained")),
-        "blocked": bool(row.get("blocked")), "latency_ms": row.get("latency_ms"), "error": row.get("error"),
+        "blocked": bool(row.get("blocked")), "blocked_layer": row.get("blocked_layer"),
+        "attack": item.get("attack"), "expect": expected_outcome(item) or "answered", "latency_ms": row.get("latency_ms"), "error": row.get("error"),
         "failures": _loads(row.get("failures"), []) or [], "judge_errors": _loads(row.get("judge_errors"), []) or [],
         "chunks": chunks, "claims": claims, "reference_claims": reference_claims, "questions": questions,
         "useful": useful, "correctness": verdicts.get("correctness"),
@@ -277,13 +279,25 @@ def _at(values: Any, index: int) -> Any:
     return values[index] if isinstance(values, list) and index < len(values) else None
 
 
+def _guardrail_context(golden, item_metrics, results) -> dict[str, Any] | None:
+    from .views import run_guardrails
+
+    summary = run_guardrails(golden, item_metrics, results)
+    if not summary:
+        return None
+    rows = [{"name": name, "label": name, **summary[name]} for name in ("attackSuccessRate", "falsePositiveRate") if name in summary]
+    rows += [{"name": f"attackSuccessRate.{category}", "label": f"attackSuccessRate, {category}", **entry}
+             for category, entry in (summary.get("byCategory") or {}).items()]
+    return {"rows": rows, "layers": list((summary.get("blockedByLayer") or {}).items())}
+
+
 def _build_context(store, run_id: str, against: str | None, **options: Any) -> dict[str, Any]:
     from ..facets import by_facet
     from ..metrics import ordered_metrics
     from ..stats.compare import FAMILIES, family_of
     from ..store import selective_pairs
     from .terminal import judge_line, pool_summary
-    from .views import TARGET_RISK, error_class_counts, selective_summary
+    from .views import TARGET_RISK, error_class_counts, run_labels, selective_summary
 
     run = store.get_run(run_id)
     data = store.run_data(run_id)
@@ -338,6 +352,8 @@ def _build_context(store, run_id: str, against: str | None, **options: Any) -> d
     items = [_item_context(row, items_by_id.get(row["item_id"]), grades.get(row["item_id"], {}), per_item.get(row["item_id"], {}), k)
              for row in results]
 
+    guardrails = _guardrail_context(golden, item_metrics, results)
+
     cost = None
     if run.get("cost_usd"):
         cost = f"${run['cost_usd']:.4f} ({run.get('input_tokens') or 0:,} in / {run.get('output_tokens') or 0:,} out tokens)"
@@ -350,7 +366,8 @@ def _build_context(store, run_id: str, against: str | None, **options: Any) -> d
         "judge": judge_line(run) if run.get("judge_model") else None,
         "cost": cost, "n_items": len(results), "outcomes": sorted(outcomes.items()),
         "families": families, "selective": selective, "plot": plot, "comparison": comparison,
-        "facets": facets, "error_classes": error_classes, "items": items, "k": k,
+        "facets": facets, "error_classes": error_classes, "items": items, "k": k, "guardrails": guardrails,
+        "labels": run_labels(run), "kinds": _loads(run.get("kinds"), None),
         "pool": pool_summary([row.get("pool") for row in results], k), "db": str(store.path),
     }
 

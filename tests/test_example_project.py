@@ -18,7 +18,7 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "example_project"
 def run_example(db: Path, config: str, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "pytest", str(EXAMPLE), f"--crucible-config={EXAMPLE / 'configs' / config}",
-         f"--crucible-db={db}", "-p", "no:cacheprovider", "-q", *extra],
+         f"--crucible-db={db}", "-p", "no:cacheprovider", *extra],  # no -q: the full summary
         capture_output=True, text=True, timeout=300,
     )
 

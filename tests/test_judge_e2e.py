@@ -133,7 +133,7 @@ def test_example_project_rerun_makes_zero_claude_requests(tmp_path, mock_anthrop
     example = Path(__file__).resolve().parents[1] / "example_project"
     monkeypatch.setenv("ANTHROPIC_API_KEY", FAKE_KEY)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", mock_anthropic.base_url)
-    command = [sys.executable, "-m", "pytest", str(example), f"--crucible-db={tmp_path / 'e.db'}", "-p", "no:cacheprovider", "-q"]
+    command = [sys.executable, "-m", "pytest", str(example), f"--crucible-db={tmp_path / 'e.db'}", "-p", "no:cacheprovider"]
     first = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stdout[-3000:]
     calls = mock_anthropic.counts["messages"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import textwrap
 import xml.etree.ElementTree as ET
@@ -368,3 +369,21 @@ def test_verbose_summary_adds_facet_rows(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["  facet * n * ndcgAt10 * recallAtK", "  questionType=multi_hop * 1 * 0.5869 * 1.0000"])
     plain = pytester.runpytest("--crucible-mode=component")
     plain.stdout.no_fnmatch_line("  facet *")
+
+
+def test_quiet_keeps_one_summary_line_and_every_alert(pytester: pytest.Pytester) -> None:
+    write_golden(pytester)
+    pytester.makeconftest(CONFTEST)
+    full = pytester.runpytest("-p", "no:cacheprovider", "--crucible-mode=component")
+    assert full.ret == pytest.ExitCode.OK
+    assert any(line.startswith("=") and " crucible " in line for line in full.outlines)
+    quiet = pytester.runpytest("-q", "-p", "no:cacheprovider", "--crucible-mode=component", "--crucible-baseline=latest")
+    assert quiet.ret == pytest.ExitCode.OK
+    crucible_lines = [line for line in quiet.outlines if "crucible" in line]
+    assert len(crucible_lines) == 1, quiet.outlines
+    assert re.fullmatch(r"crucible run \w{10} complete, 3 items: ndcg@10 \d\.\d{3} recall@10 \d\.\d{3}; gate passed",
+                        crucible_lines[0]), crucible_lines
+    # A failed gate is never reduced to a word: its reason line stays, and the exit code says so.
+    failing = pytester.runpytest("-q", "-p", "no:cacheprovider", "--crucible-mode=component", "--crucible-fail-under=mrr=1.01")
+    assert failing.ret == pytest.ExitCode.TESTS_FAILED
+    failing.stdout.fnmatch_lines(["crucible run * complete, 3 items: *; GATE FAILED", "GATE FAILED mrr = * is below the floor 1.01"])

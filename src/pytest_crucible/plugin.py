@@ -659,9 +659,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def _markup(line: str) -> dict[str, bool]:
     """Colour where the terminal supports it: red for regressions and faults, green for improvements."""
-    if line.startswith(("WARNING", "FAULT", "GATE FAILED", "JUDGE ERROR")) or line.rstrip().endswith(("regressed", "regressed [not gated]")):
+    if line.startswith(("WARNING", "FAULT", "GATE FAILED", "JUDGE ERROR")) or line.rstrip().endswith(("regressed", "regressed [not gated]", "GATE FAILED")):
         return {"red": True}
-    if line.rstrip().endswith(("improved", "improved [not gated]")) or line.startswith("gate passed"):
+    if line.rstrip().endswith(("improved", "improved [not gated]", "gate passed")) or line.startswith("gate passed"):  # -q ends with it
         return {"green": True}
     return {}
 
@@ -676,7 +676,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         lines = [f"crucible: could not read the run back from {crucible.settings.db_path}: {exc}"]
     if not lines:
         return
-    terminalreporter.write_sep("=", "crucible")
+    if config.get_verbosity() >= 0:
+        terminalreporter.write_sep("=", "crucible")
     for line in lines:
         markup = _markup(line)
         terminalreporter.write_line(line, **markup)

@@ -369,8 +369,21 @@ class CrucibleSession:
 
     # -- what the terminal shows -------------------------------------------------------
     def summary_lines(self, verbose: int = 0) -> list[str]:
+        """The crucible section of the terminal summary; ``verbose < 0`` (-q) keeps one line,
+        plus every warning, fault and gate failure (those are never hidden)."""
         if self.run_id is None:
             return []
+        from .report.terminal import ALERT_PREFIXES, one_line_summary
+
+        if verbose < 0:
+            lines = self._full_summary_lines(verbose)
+            gate = None
+            if self.gate_checked:
+                gate = "GATE FAILED" if self.gate_failures else "gate passed"
+            return [one_line_summary(self.store, self.run_id, gate=gate)] + [line for line in lines if line.startswith(ALERT_PREFIXES)]
+        return self._full_summary_lines(verbose)
+
+    def _full_summary_lines(self, verbose: int) -> list[str]:
         from .report.terminal import run_summary_lines
 
         lines = run_summary_lines(self.store, self.run_id, unread_keys=self.unread_config_keys(), faults=self.faults, verbose=verbose)

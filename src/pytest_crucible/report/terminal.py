@@ -99,6 +99,22 @@ def guardrail_lines(items, metrics, results, *, verbose: int = 0) -> list[str]:
     return lines
 
 
+# The headline numbers of the one-line (-q) summary, one per layer, when measured.
+ONE_LINE_METRICS = ("ndcgAt10", "recallAtK", "faithfulness", "truthfulness", "attackSuccessRate", "falsePositiveRate")
+ALERT_PREFIXES = ("WARNING", "FAULT", "GATE FAILED", "JUDGE ERROR")
+
+
+def one_line_summary(store, run_id: str, *, gate: str | None = None) -> str:
+    """The run in one line: id, status, items, the headline metrics and the gate's result."""
+    run = store.get_run(run_id)
+    means = store.metric_means(run_id)
+    k = json.loads(run["resolved"]).get("retrievalLimit")
+    shown = " ".join(f"{name.replace('AtK', f'@{k}').replace('At10', '@10')} {means[name][0]:.3f}"
+                     for name in ONE_LINE_METRICS if name in means)
+    line = f"crucible run {run['id'][:10]} {run['status']}, {run['n_items']} items" + (f": {shown}" if shown else "")
+    return line + (f"; {gate}" if gate else "")
+
+
 def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults: list[str] = (), verbose: int = 0) -> list[str]:
     run = store.get_run(run_id)
     results = store.results(run_id)

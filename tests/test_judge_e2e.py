@@ -80,6 +80,10 @@ def test_message_batches_judge_everything_at_session_end(project: pytest.Pyteste
     assert mock_anthropic.counts["messages"] == 0
     assert mock_anthropic.counts["batches_create"] == 2  # one batch per round
     result.stdout.fnmatch_lines(["*(Message Batches, 50% off)*"])
+    # Progress while the batches are processed, one line per poll at most every 10 s, and the end.
+    result.stdout.fnmatch_lines(["crucible: Message Batch 1 for 4 items (msgbatch_*): 0/* judge requests (0%), elapsed *",
+                                 "crucible: Message Batch 1 for 4 items (msgbatch_*): */* judge requests (100%), elapsed *",
+                                 "crucible: Message Batch 2 for 4 items (msgbatch_*): */* judge requests (100%), elapsed *"])
     assert db_rows(project, "SELECT COUNT(*) FROM item_metrics WHERE metric = 'faithfulness'") == [(4,)]
     assert db_rows(project, "SELECT status FROM runs") == [("complete",)]
 

@@ -635,6 +635,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             "judge": {name: float(value) for name, value in crucible.judge_summary().items()},
         }
         return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and crucible.progress_writer is None:
+        crucible.progress_writer = lambda line: (reporter.ensure_newline(), reporter.write_line(line))
     try:
         crucible.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
     except Exception as exc:  # noqa: BLE001 - never raise out of sessionfinish

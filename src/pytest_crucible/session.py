@@ -86,6 +86,8 @@ class CrucibleSession:
     # Counters reported by xdist workers (their engines ran the judge).
     worker_judge: dict[str, float] = field(default_factory=dict)
     cost_estimate: Any = None
+    # Where progress lines of long judge work go (the plugin sets pytest's terminal writer).
+    progress_writer: Any = None
     batch_errors: list[str] = field(default_factory=list)
     embedder: Any = None
     _store: Any = None
@@ -201,6 +203,7 @@ class CrucibleSession:
         document = store.export_run(self.run_id)
         items = {golden["item_id"]: golden["item"] for golden in document["goldenItems"]}
         rows = [{**row, "item": items[row["item_id"]]} for row in document["results"] if not row.get("error") and not row.get("blocked")]
+        self._watch_batches(len(rows))
         results = score_answers([AnswerInputs.from_score(row) for row in rows], self.engine, self.embedder or HashingEmbedder())
         for row, result in zip(rows, results):
             row.update(assertions=result.assertions, crag_grade=result.crag_grade, unsupported_claims=result.unsupported_claims,
@@ -211,6 +214,22 @@ class CrucibleSession:
                                     error_class=error_class, error_evidence=evidence, crag_grade=result.crag_grade)
             self.batch_errors.extend(f"golden item {row['item_id']}: judge failed: {error}" for error in result.errors)
         store.add_cache_rows(self.engine.drain_cache_rows())
+
+    def _watch_batches(self, n_items: int) -> None:
+        """Progress lines while Message Batches are processed (one Progress per batch)."""
+        if self.progress_writer is None or not hasattr(self.engine.judge, "on_progress"):
+            return
+        from .progress import Progress
+
+        watched: dict[str, Progress] = {}
+
+        def on_progress(batch_id: str, done: int, total: int) -> None:
+            if batch_id not in watched:
+                label = f"Message Batch {len(watched) + 1} for {n_items} items ({batch_id})"
+                watched[batch_id] = Progress(label, total, self.progress_writer, unit="judge requests")
+            watched[batch_id].update(done, total)
+
+        self.engine.judge.on_progress = on_progress
 
     def judge_summary(self) -> dict[str, Any]:
         """Requests, cache hits, tokens and cost of this session's judging (all processes)."""

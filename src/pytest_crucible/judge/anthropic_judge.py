@@ -34,7 +34,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from pydantic import ValidationError
 
@@ -292,6 +292,8 @@ class AnthropicJudge(Judge):
         self._lock = threading.Lock()
         self._usage = Usage()
         self.priced = price_for(model) is not None
+        # Called as on_progress(batch_id, done, total) while a Message Batch is polled.
+        self.on_progress: Callable[[str, int, int], None] | None = None
 
     def prompt_version_for(self, kind: str) -> str:
         # Graded relevance (pool labelling, written into qrels) has its own UMBRELA-style prompt.
@@ -416,12 +418,14 @@ class AnthropicJudge(Judge):
             return [self._api_failure(r.kind, err, "creating the Message Batch") for r in requests]
         deadline = time.monotonic() + self.max_batch_wait
         try:
+            self._report_progress(batch, len(requests))
             while batch.processing_status != "ended":
                 if time.monotonic() > deadline:
                     message = f"Message Batch {batch.id} did not end within {self.max_batch_wait:.0f}s"
                     return [self._failure(r.kind, f"{r.kind} request failed: {message}") for r in requests]
                 time.sleep(self.poll_interval)
                 batch = batches.retrieve(batch.id)
+                self._report_progress(batch, len(requests))
             lines = batches.results(batch.id)
             invalid: list[tuple[int, str]] = []
             for line in lines:
@@ -458,6 +462,14 @@ class AnthropicJudge(Judge):
             r if r is not None else self._failure(q.kind, f"{q.kind} request has no result in Message Batch {batch.id}")
             for r, q in zip(results, requests)
         ]
+
+    def _report_progress(self, batch: Any, total: int) -> None:
+        if self.on_progress is None:
+            return
+        counts = getattr(batch, "request_counts", None)
+        processing = getattr(counts, "processing", total) if counts is not None else total
+        done = total if batch.processing_status == "ended" else max(0, total - int(processing or 0))
+        self.on_progress(batch.id, done, total)
 
     # -- usage and failures ---------------------------------------------------------------------
     def _record_usage(self, message: Any, *, batch: bool) -> None:

@@ -42,6 +42,7 @@ def test_wilson_interval_is_the_score_test_inversion(k: int, n: int) -> None:
 
 
 def test_wilson_interval_edge_cases() -> None:
+    assert wilson_interval(0, 24)[0] == 0.0 and wilson_interval(24, 24)[1] == 1.0
     assert wilson_interval(0, 0) is None
     with pytest.raises(ValueError):
         wilson_interval(3, 2)

@@ -42,8 +42,10 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
     z2 = z * z
     centre = (p + z2 / (2 * n)) / (1 + z2 / n)
     half = z / (1 + z2 / n) * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
-    # Clamp float noise at the ends (0/n and n/n give exact 0 and 1 bounds).
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # At 0/n the lower bound is exactly 0 and at n/n the upper bound exactly 1 (float noise aside).
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return low, high
 
 
 def expected_outcome(item: Mapping[str, Any]) -> str | None:

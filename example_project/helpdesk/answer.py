@@ -122,8 +122,11 @@ class ExtractiveAnswerer:
             best = max(best, self.coverage(weights, tokens))
         return best
 
-    def _document_text(self, doc_id: str) -> str:
-        doc = self.index.corpus.document(doc_id)
+    def _document_text(self, chunk: Chunk) -> str:
+        try:
+            doc = self.index.corpus.document(chunk.doc_id)
+        except KeyError:  # a chunk from outside the corpus (a planted page) stands for itself
+            return chunk.title + "\n" + chunk.text
         return doc.title + "\n" + "\n".join(doc.paragraphs)
 
     def _context_credit(self, weights, terms, context_terms) -> float:
@@ -183,7 +186,7 @@ class ExtractiveAnswerer:
 
         asked = self.glossary.detect([question])
         if asked:
-            cited_text = [self._document_text(c.chunk.doc_id) for c in chosen]
+            cited_text = [self._document_text(c.chunk) for c in chosen]
             present = set(self.glossary.detect(cited_text))
             consistency = sum(1 for cid in asked if cid in present) / len(asked)
         else:

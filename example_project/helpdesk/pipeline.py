@@ -16,7 +16,19 @@ Configuration keys read (and only when they matter):
 * ``retrieval.candidatePool``   - BM25 candidates given to the reranker
                                   (read only when reranking);
 * ``retrieval.tokenBudget``     - context budget for the answerer
-                                  (read only in system mode).
+                                  (read only in system mode);
+* ``guardrails.layers.<name>``  - switch one input defence layer off
+                                  (see :mod:`helpdesk.guardrails`; all on by default).
+
+Input defences: the question and the retrieved chunks go through
+:class:`~helpdesk.guardrails.InputScanner` before the answerer sees them. When a
+golden item carries a document attack (``item.attack.vector == "document"``), its
+planted text is added to the ranking as chunk ``planted:<item id>`` of document
+``planted``, ranked first, the way a poisoned knowledge-base page would arrive.
+A blocked question returns ``blocked=True``, ``blocked_by=<layer>``, no answer
+(``answer`` is None: nothing was generated, and the refusal the user sees is the
+application's business), the retrieved list as it was, and the scanner's reason
+in ``metadata["guardrail"]``.
 """
 
 from __future__ import annotations
@@ -28,6 +40,7 @@ from typing import Any, Mapping
 from .answer import ExtractiveAnswerer
 from .concepts import ConceptGlossary
 from .corpus import Chunk, Corpus, load_corpus
+from .guardrails import InputScanner
 from .index import BM25Index
 from .rerank import FeatureReranker, RerankWeights
 from .text import analyze
@@ -61,6 +74,7 @@ class HelpdeskRAG:
         self.answerer = ExtractiveAnswerer(
             self.index, abstain_below=abstain_below, glossary=self.glossary
         )
+        self.scanner = InputScanner()
 
     @classmethod
     def from_directory(cls, path: str | Path, **kwargs: Any) -> "HelpdeskRAG":
@@ -82,6 +96,18 @@ class HelpdeskRAG:
         ranking += [(self.index.chunks[h.index], h.score) for h in hits[candidate_pool:]]
         return ranking[:limit]
 
+    @staticmethod
+    def planted_chunk(item: Any) -> Chunk | None:
+        """The poisoned page a document attack plants, or None (see the module docstring)."""
+        attack = getattr(item, "attack", None)
+        if attack is None or getattr(attack, "vector", None) != "document" or not getattr(attack, "document", None):
+            return None
+        return Chunk(chunk_id=f"planted:{item.id}", doc_id="planted", title="", text=attack.document, position=1)
+
+    def _concepts(self, chunk: Chunk) -> list[str]:
+        known = self.chunk_concepts.get(chunk.chunk_id)
+        return known if known is not None else self.glossary.detect([f"{chunk.title}\n{chunk.text}"])
+
     # -- harness entry point ---------------------------------------------------
     def __call__(
         self,
@@ -102,15 +128,19 @@ class HelpdeskRAG:
         pool = int(retrieval_cfg["candidatePool"]) if rerank else None
 
         ranked = self.retrieve(question, limit=limit, rerank=rerank, candidate_pool=pool or 0)
+        planted = self.planted_chunk(item)
+        if planted is not None:
+            # A poisoned page that made it to the top of the ranking.
+            ranked = [(planted, ranked[0][1] if ranked else 0.0), *ranked][:limit]
         retrieved = [
             {"chunk_id": c.chunk_id, "doc_id": c.doc_id, "text": c.text, "score": round(float(s), 6),
              # Corpus metadata the evaluation reads: concepts (near misses) and validity (stale sources).
-             "metadata": {"concepts": self.chunk_concepts[c.chunk_id],
+             "metadata": {"concepts": self._concepts(c),
                           **{key: c.metadata[key] for key in ("superseded_by", "valid_to", "updated") if c.metadata.get(key)}}}
             for c, s in ranked
         ]
         # Detected concepts: those of the retrieved chunks, in order of first appearance.
-        concepts = list(dict.fromkeys(cid for c, _ in ranked for cid in self.chunk_concepts[c.chunk_id]))
+        concepts = list(dict.fromkeys(cid for c, _ in ranked for cid in self._concepts(c)))
         metadata: dict[str, Any] = {
             "reranked": rerank,
             "retrieval_limit": limit,
@@ -118,6 +148,22 @@ class HelpdeskRAG:
             "query_terms": analyze(question),
             "stale_chunks": [c.chunk_id for c, _ in ranked if c.superseded],
         }
+
+        verdict = self.scanner.scan(question, [(c.chunk_id, c.text) for c, _ in ranked], config=cfg)
+        if verdict is not None:
+            metadata["guardrail"] = verdict.to_dict()
+            metadata["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)
+            return {
+                "answer": None,
+                "retrieved": retrieved,
+                "citations": [],
+                "confidence": None,
+                "abstained": False,
+                "detected_concepts": concepts,
+                "blocked": True,
+                "blocked_by": verdict.layer,
+                "metadata": metadata,
+            }
 
         if mode == "component":
             result = {

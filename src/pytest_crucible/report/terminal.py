@@ -81,6 +81,24 @@ def facet_lines(items, metrics) -> list[str]:
     return lines
 
 
+KIND_COLUMNS = ("ndcgAt10", "recallAtK", "faithfulness", "truthfulness", "attackSuccessRate")
+
+
+def kind_lines(items, metrics) -> list[str]:
+    """When a run mixes question kinds, the headline metrics per kind: retrieval numbers of
+    retrieval questions are not blurred by attacks or aggregations (--crucible-kind runs one kind)."""
+    from ..facets import by_facet
+
+    kinds = by_facet(items, metrics).get("kind", {})
+    if len(kinds) < 2:
+        return []
+    lines = ["by kind (--crucible-kind=KIND runs one):"]
+    for kind, entry in kinds.items():
+        cells = ", ".join(f"{name} {entry[name]:.4f}" for name in KIND_COLUMNS if name in entry)
+        lines.append(f"  {kind:<12} n {entry['n']:>4}" + (f": {cells}" if cells else ""))
+    return lines
+
+
 def guardrail_lines(items, metrics, results, *, verbose: int = 0) -> list[str]:
     """The guardrail eval in one line (``-v``: one row per attack category)."""
     from ..metrics.guardrail import describe_rate
@@ -145,6 +163,7 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
     classes = error_class_counts(results)
     if classes:
         lines.append("error classes: " + ", ".join(f"{name} {n}" for name, n in classes.items()))
+    lines.extend(kind_lines(store.golden_items(run_id), store.item_metrics(run_id)))
     lines.extend(guardrail_lines(store.golden_items(run_id), store.item_metrics(run_id), results, verbose=verbose))
     if "truthfulness" in means:
         from ..facets import by_facet, worst_facets

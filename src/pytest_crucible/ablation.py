@@ -135,6 +135,8 @@ def _verdict(m) -> str:
     if m.note:
         return m.note
     if not m.significant:
+        if m.mde == 0.0:
+            return "not significant (no item changed)"
         return "not significant" + (f" (detectable: {m.mde:.3f})" if m.mde else "")
     return "significant"
 

@@ -13,7 +13,8 @@ so retries, headers, JSONL streaming and URL resolution are the SDK's own. Route
 
 The request kind is read from the marker line every crucible prompt starts with
 (``Judge task: <version>/<kind>``). Faults are scripted per route and consumed in
-order; everything received (paths, headers, bodies) is recorded so a test can assert
+order, or decided per request by :attr:`MockAnthropic.rules` (which see the request and
+how many times this exact request was sent before); everything received (paths, headers, bodies) is recorded so a test can assert
 what was sent and that a secret never leaks into anything the code under test made.
 
 Use the ``mock_anthropic`` fixture (defined here; tests/conftest.py imports it).
@@ -78,7 +79,8 @@ class MockRequest:
 
 @dataclass
 class Fault:
-    """A scripted response. kind: status | reset | text | json | raw_body | message."""
+    """A scripted response. kind: status | reset | text | json | raw_body | message | delay
+    (``delay``: sleep ``body`` seconds, e.g. past the client's timeout, then answer normally)."""
 
     kind: str
     status: int = 200
@@ -128,6 +130,11 @@ class MockAnthropic:
         self.batch_outcomes: dict[int, str] = {}  # request index in the next batch -> errored|expired|canceled|missing
         self.shuffle_seed = 1234
         self.faults: dict[str, deque[Fault]] = {route: deque() for route in ROUTES}
+        # Per-request faults for POST /v1/messages, tried after the scripted queue: rule(request,
+        # attempt) -> Fault | None, attempt = how many times this exact body was sent before.
+        self.rules: list[Callable[[MockRequest, int], Fault | None]] = []
+        self.faults_served: Counter[str] = Counter()  # "status:429", "reset", "delay", "text", ...
+        self._attempts: Counter[str] = Counter()
         self.counts: Counter[str] = Counter()  # by route name
         self.paths: Counter[str] = Counter()  # by "METHOD /path"
         self.received: list[dict[str, Any]] = []  # method, path, headers, body
@@ -216,9 +223,21 @@ class MockAnthropic:
             self._ids += 1
             return f"{prefix}_mock{self._ids:04d}"
 
-    def _next_fault(self, route: str) -> Fault | None:
+    def _next_fault(self, route: str, body: dict[str, Any] | None = None) -> Fault | None:
         with self._lock:
-            return self.faults[route].popleft() if self.faults[route] else None
+            if self.faults[route]:
+                return self.faults[route].popleft()
+            if route != "messages" or not self.rules or body is None:
+                return None
+            key = json.dumps(body, sort_keys=True)
+            attempt = self._attempts[key]
+            self._attempts[key] += 1
+        request = self.parse_request(body)
+        for rule in self.rules:
+            fault = rule(request, attempt)
+            if fault is not None:
+                return fault
+        return None
 
     def parse_request(self, body: dict[str, Any], custom_id: str | None = None) -> MockRequest:
         system = body.get("system", "")
@@ -419,7 +438,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _apply_fault(self, fault: Fault, body: dict[str, Any]) -> None:
         mock = self.server_mock
-        if fault.kind == "status":
+        with mock._lock:
+            mock.faults_served[f"status:{fault.status}" if fault.kind == "status" else fault.kind] += 1
+        if fault.kind == "delay":
+            time.sleep(float(fault.body))
+            try:  # the client has usually given up by now
+                self._send(200, mock.message(body, mock.answer_text(mock.parse_request(body))))
+            except OSError:
+                self.close_connection = True
+        elif fault.kind == "status":
             self._error(fault.status, f"mock {fault.status}", headers=fault.headers, body=fault.body)
         elif fault.kind == "reset":
             self._reset()
@@ -451,7 +478,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if route == "messages" and mock.response_delay:
                 time.sleep(mock.response_delay)
-            fault = mock._next_fault(route)
+            fault = mock._next_fault(route, body)
             if fault is not None:
                 self._apply_fault(fault, body)
             elif route == "messages":

@@ -66,3 +66,97 @@ def test_sigkill_mid_run(pytester: pytest.Pytester) -> None:
     kept = conn.execute("SELECT COUNT(*) FROM results WHERE run_id = ?", [killed_id]).fetchone()[0]
     assert 50 <= kept < 300  # finished items were kept, up to the last unwritten batch
     store.close()
+
+
+# -- Ctrl-C -----------------------------------------------------------------------------------------
+CTRL_C_CONFTEST = """
+import os, time
+import pytest
+
+@pytest.fixture(scope="session")
+def crucible_pipeline():
+    def pipeline(question, *, item, config, mode):
+        if item.id == os.environ.get("INTERRUPT_AT"):
+            raise KeyboardInterrupt  # what Ctrl-C raises inside whatever is running
+        if os.environ.get("SLOW") == "1":
+            with open("progress.txt", "a") as fh:
+                fh.write(item.id + "\\n")
+            time.sleep(0.02)
+        return {"answer": None, "retrieved": [{"chunk_id": item.id + "#1", "doc_id": item.id}, {"chunk_id": "x#1", "doc_id": "x"}]}
+    return pipeline
+"""
+
+
+@pytest.fixture
+def ctrl_c_project(pytester: pytest.Pytester) -> pytest.Pytester:
+    items = [{"id": f"k-{i:03d}", "question": "q", "citations": [{"docId": f"k-{i:03d}"}]} for i in range(200)]
+    (pytester.path / "golden_ctrl_c.jsonl").write_text("".join(json.dumps(item) + "\n" for item in items))
+    pytester.makeconftest(CTRL_C_CONFTEST)
+    pytester.makeini("[pytest]\ncrucible_mode = component\n")
+    return pytester
+
+
+def _runs(db) -> list[tuple]:
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute("SELECT id, status, n_items FROM runs ORDER BY rowid").fetchall()
+    finally:
+        conn.close()
+
+
+def _kept(db, run_id: str) -> tuple[list[str], int]:
+    conn = sqlite3.connect(db)
+    try:
+        items = [row[0] for row in conn.execute("SELECT item_id FROM results WHERE run_id = ? ORDER BY item_id", [run_id])]
+        metrics = conn.execute("SELECT COUNT(DISTINCT item_id) FROM item_metrics WHERE run_id = ? AND metric = 'ndcgAt10'",
+                               [run_id]).fetchone()[0]
+        return items, metrics
+    finally:
+        conn.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("concurrency", ["1", "4"])
+def test_keyboard_interrupt_keeps_every_finished_item_and_marks_the_run_interrupted(ctrl_c_project: pytest.Pytester,
+                                                                                    monkeypatch, concurrency: str) -> None:
+    # Item 131 of 200 raises KeyboardInterrupt: past two full write batches (50 items), mid-way through a third.
+    monkeypatch.setenv("INTERRUPT_AT", "k-130")
+    result = ctrl_c_project.runpytest_subprocess(f"--crucible-concurrency={concurrency}", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*KeyboardInterrupt*"])
+    db = ctrl_c_project.path / ".crucible" / "crucible.db"
+    [(run_id, status, n_items)] = _runs(db)
+    assert status == "interrupted"
+    items, with_metrics = _kept(db, run_id)
+    # Every item that finished before Ctrl-C is kept, with its metrics; nothing after it ran.
+    assert items == [f"k-{i:03d}" for i in range(130)] and with_metrics == 130 and n_items == 130
+
+
+@pytest.mark.slow
+def test_sigint_mid_run_exits_2_and_keeps_what_finished(ctrl_c_project: pytest.Pytester) -> None:
+    db = ctrl_c_project.path / ".crucible" / "crucible.db"
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    assert subprocess.run(command, cwd=ctrl_c_project.path, capture_output=True, timeout=300).returncode == 0
+    [earlier] = _runs(db)
+
+    process = subprocess.Popen(command, cwd=ctrl_c_project.path, env={**os.environ, "SLOW": "1"},
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    progress = ctrl_c_project.path / "progress.txt"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not progress.exists() or len(progress.read_text().split()) < 120):
+        time.sleep(0.02)
+    process.send_signal(signal.SIGINT)  # Ctrl-C
+    output, _ = process.communicate(timeout=120)
+    assert process.returncode == pytest.ExitCode.INTERRUPTED, output.decode()[-2000:]
+    assert b"KeyboardInterrupt" in output
+    started = progress.read_text().split()
+    assert len(started) < 200
+
+    runs = _runs(db)
+    assert runs[0] == earlier and len(runs) == 2  # the earlier run is untouched
+    run_id, status, n_items = runs[1]
+    assert status == "interrupted"
+    items, with_metrics = _kept(db, run_id)
+    # The item Ctrl-C landed in did not finish; every item before it did and is kept.
+    assert items == sorted(started)[: len(items)] and len(started) - 1 <= len(items) <= len(started)
+    assert with_metrics == len(items) == n_items

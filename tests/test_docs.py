@@ -1,24 +1,195 @@
-"""The README's option table cannot drift from the options the plugin defines."""
+"""The documentation cannot drift from the code: generated parts equal their generator, the
+options documented are the options defined, the CI recipe passes what this repository's CI
+passes, the quickstart's files still run, and every link resolves."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+from pytest_crucible import reference
+from pytest_crucible.cli import main as crucible_main
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+REGENERATE = f"regenerate with `{reference.REGENERATE}` (from the repository root, in the project's venv)"
 
 
-def test_every_option_and_ini_key_is_in_the_readme(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest("--help")
-    help_text = result.stdout.str()
+def test_configuration_reference_is_generated_from_the_code() -> None:
+    committed = (DOCS / "configuration.md").read_text(encoding="utf-8")
+    assert committed == reference.render(), f"docs/configuration.md is out of date: {REGENERATE}"
+
+
+def test_every_option_and_ini_key_is_in_the_configuration_reference(pytester: pytest.Pytester) -> None:
+    """Against pytest's own --help, so an option defined outside pytest_addoption is caught too."""
+    help_text = pytester.runpytest("--help").stdout.str()
     options = sorted(set(re.findall(r"--crucible-[a-z-]+", help_text)))
     ini_keys = sorted(set(re.findall(r"^  (crucible_[a-z_]+) ", help_text, flags=re.M)))
     assert len(options) >= 19 and len(ini_keys) >= 8
-    readme = README.read_text()
-    table = readme[readme.index("## Options and ini keys"):]
-    missing = [name for name in options + ini_keys if f"`{name}" not in table]
-    assert missing == [], f"add these to the README's options table: {missing}"
-    documented = set(re.findall(r"`(--crucible-[a-z-]+)", table))
-    assert documented <= set(options), f"the README documents options that do not exist: {documented - set(options)}"
+    doc = (DOCS / "configuration.md").read_text(encoding="utf-8")
+    missing = [name for name in options + ini_keys if f"`{name}" not in doc]
+    assert missing == [], f"docs/configuration.md lacks {missing}: {REGENERATE}"
+    documented = set(re.findall(r"`(--crucible-[a-z-]+)", doc))
+    assert documented <= set(options), f"docs/configuration.md documents options that do not exist: {documented - set(options)}"
+
+
+def test_every_pipeline_config_key_is_described() -> None:
+    from pytest_crucible.config import _KNOWN_TYPES
+
+    doc = (DOCS / "configuration.md").read_text(encoding="utf-8")
+    assert [key for key in _KNOWN_TYPES if f"| `{key}` |" not in doc] == []
+
+
+def test_every_environment_variable_read_is_in_the_configuration_reference() -> None:
+    source = "\n".join(path.read_text(encoding="utf-8") for path in (ROOT / "src" / "pytest_crucible").rglob("*.py"))
+    names = set(re.findall(r"environ(?:\.get)?\(\s*[\"']([A-Z][A-Z0-9_]+)[\"']", source))
+    names |= set(re.findall(r"^ENV_VAR\s*=\s*[\"']([A-Z][A-Z0-9_]+)[\"']", source, flags=re.M))
+    doc = (DOCS / "configuration.md").read_text(encoding="utf-8")
+    assert "ANTHROPIC_API_KEY" in names
+    assert sorted(name for name in names if f"`{name}`" not in doc) == [], f"add them to the Environment table: {REGENERATE}"
+
+
+def test_the_readme_points_at_the_reference_instead_of_a_table() -> None:
+    readme = README.read_text(encoding="utf-8")
+    section = readme[readme.index("## Options and ini keys"):]
+    section = section[:section.index("\n## ", 1)]
+    assert "docs/configuration.md" in section
+    assert "| option | ini key |" not in section  # the hand-written table is gone for good
+
+
+def test_the_embedded_golden_schema_is_the_commands_output(capsys) -> None:
+    assert crucible_main(["schema", "golden"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    doc = (DOCS / "golden-format.md").read_text(encoding="utf-8")
+    block = doc[doc.index(reference.SCHEMA_BEGIN):doc.index(reference.SCHEMA_END)]
+    embedded = json.loads(block[block.index("```json") + len("```json"):block.rindex("```")])
+    assert embedded == printed, f"the schema in docs/golden-format.md differs from `crucible schema golden`: {REGENERATE}"
+    assert doc == reference.replace_schema_block(doc), f"docs/golden-format.md's schema block is not formatted as generated: {REGENERATE}"
+
+
+def test_every_golden_item_field_is_documented() -> None:
+    from pytest_crucible.golden_set import Assertion, Attack, Citation, Concept, GoldenItem
+
+    doc = (DOCS / "golden-format.md").read_text(encoding="utf-8")
+    missing = [f"{model.__name__}.{info.alias or name}"
+               for model in (GoldenItem, Assertion, Citation, Concept, Attack)
+               for name, info in model.model_fields.items()
+               if f"`{info.alias or name}`" not in doc and f"`attack.{info.alias or name}`" not in doc]
+    assert missing == [], f"fields not described in docs/golden-format.md: {missing}"
+
+
+# -- the CI recipe is this repository's CI ---------------------------------------------------------
+def _pytest_commands(text: str) -> list[str]:
+    """Every `pytest example_project ...` command of a page, continuation lines joined
+    (shell backslashes, YAML folded scalars and list items)."""
+    commands, current, lines = [], None, text.splitlines()
+    for line in lines:
+        stripped = line.strip().removeprefix("- ").removeprefix("run: ").strip()
+        if current is not None and (current.endswith("\\") or stripped.startswith("--")):
+            current = current.rstrip("\\").rstrip() + " " + stripped
+            continue
+        if current is not None:
+            commands.append(current)
+            current = None
+        if stripped.startswith("pytest example_project"):
+            current = stripped
+    if current is not None:
+        commands.append(current)
+    return commands
+
+
+def _options(command: str) -> dict[str, str]:
+    return dict(re.findall(r"(--[a-z][a-z-]*)(?:=(\S+))?", command))
+
+
+def test_the_ci_recipe_passes_what_this_repositorys_ci_passes() -> None:
+    script = (ROOT / "scripts" / "run-example.sh").read_text(encoding="utf-8")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "scripts/run-example.sh" in ci
+    ci_options = set(re.findall(r"--crucible-[a-z-]+", script + ci))
+    ci_config = re.search(r"^config=(\S+)$", script, flags=re.M).group(1)
+    assert "pytest example_project" in script and "--crucible-config" in ci_options
+
+    page = (DOCS / "ci.md").read_text(encoding="utf-8")
+    commands = _pytest_commands(page)
+    recipes = [c for c in commands if "--crucible-baseline" in c]
+    assert len(recipes) >= 3, f"expected the every-build, GitHub and GitLab commands in docs/ci.md, found {commands}"
+    defined = {option.name for option in reference.plugin_definitions()[0]}
+    for command in commands:
+        options = _options(command)
+        crucible_options = {name for name in options if name.startswith("--crucible-")}
+        assert crucible_options <= defined, f"docs/ci.md uses options that do not exist: {crucible_options - defined}"
+        assert options["--crucible-config"] == ci_config, f"docs/ci.md runs another config than CI ({ci_config}): {command}"
+    for command in recipes:
+        crucible_options = {name for name in _options(command) if name.startswith("--crucible-")}
+        assert ci_options <= crucible_options, (
+            f"this repository's CI passes {sorted(ci_options - crucible_options)} (.ci/run, scripts/run-example.sh), "
+            f"docs/ci.md does not: {command}")
+    shapes = {tuple(sorted(_options(command))) for command in recipes}
+    assert len(shapes) == 1, f"the recipes of docs/ci.md pass different options: {shapes}"
+
+
+# -- the quickstart still works --------------------------------------------------------------------
+def _quickstart_files() -> dict[str, str]:
+    page = (DOCS / "quickstart.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"<!-- file: (\S+) -->\n```[a-z]*\n(.*?)```", page, flags=re.S)
+    return {name: body for name, body in blocks}
+
+
+def test_the_quickstart_runs_as_written(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)  # the page shows the offline judge; never the network
+    files = _quickstart_files()
+    assert {"conftest.py", "golden_shop.jsonl", "configs/baseline.json", "configs/rerank.json"} <= set(files)
+    for name, body in files.items():
+        path = pytester.path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(body, encoding="utf-8")
+    page = (DOCS / "quickstart.md").read_text(encoding="utf-8")
+    shown = page[page.index("$ pytest\n"):]
+    shown = shown[:shown.index("```")]
+
+    result = pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4, failed=1)
+    out = result.stdout.str()
+    # The page's output, minus what differs per machine (run ids, paths, timings, versions).
+    for line in shown.splitlines():
+        if line.startswith(("items ", "  ", "error classes", "abstention:", "qrels for", "retrieval_miss", "golden item")):
+            assert line in out, f"docs/quickstart.md shows a line this run does not print: {line!r}"
+
+    exported = pytester.path / "baselines" / "main.json"
+    exported.parent.mkdir()
+    assert crucible_main(["export", "latest", "-o", str(exported), "--db", str(pytester.path / ".crucible" / "crucible.db")]) == 0
+    gated = pytester.runpytest("-p", "no:cacheprovider", "--crucible-config=configs/rerank.json",
+                               f"--crucible-baseline={exported}")
+    assert "config retrieval.rerank: False -> True" in gated.stdout.str()
+    assert "gate passed: no significant regression" in gated.stdout.str()
+    floor = pytester.runpytest("-p", "no:cacheprovider", "--crucible-outcome=record", f"--crucible-baseline={exported}",
+                               "--crucible-fail-under", "ndcgAt10=0.8")
+    assert floor.ret == 1 and "GATE FAILED ndcgAt10 = 0.7500 is below the floor 0.8" in floor.stdout.str()
+
+
+# -- links -------------------------------------------------------------------------------------------
+def test_the_readme_links_every_doc_and_keeps_its_opening() -> None:
+    readme = README.read_text(encoding="utf-8")
+    assert readme.startswith(
+        "# pytest-crucible\n\n```bash\n"
+        "bash scripts/run-example.sh    # main job"
+    ) and "\nbash scripts/run-tests.sh      # the project's test suite\n```\n" in readme[:400]
+    section = readme[readme.index("## Documentation"):]
+    unlinked = [path.name for path in sorted(DOCS.glob("*.md")) if f"(docs/{path.name})" not in section]
+    assert unlinked == [], f"add these to the README's Documentation section: {unlinked}"
+
+
+def test_every_relative_link_resolves() -> None:
+    broken = []
+    for page in [README, *sorted(DOCS.glob("*.md"))]:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
+            if "://" in target:
+                continue
+            if not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(ROOT)} -> {target}")
+    assert broken == []

@@ -371,3 +371,18 @@ def test_ablation_on_the_example_project(tmp_path, monkeypatch: pytest.MonkeyPat
         assert entry["significant"] and entry["ci"][0] > 0, (layer, entry)
     # The layer that stops the most attacks on its own is the phrase layer.
     assert max(contributions, key=lambda layer: contributions[layer]["delta"]) == "instructionPatterns"
+
+
+def test_baseline_latest_is_the_latest_run_of_this_workspace(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    _project(pytester, monkeypatch)
+    args = ["-p", "no:cacheprovider", "--crucible-mode=component", "--crucible-kind=retrieval"]
+    assert pytester.runpytest(*args, "--crucible-workspace=team-a").ret == pytest.ExitCode.OK
+    monkeypatch.setenv("CRUCIBLE_WORKSPACE", "team-b")  # the CLI's variable names the plugin's workspace too
+    result = pytester.runpytest(*args, "--crucible-baseline=latest")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR  # team-b has no run yet; team-a's is not its baseline
+    result.stderr.fnmatch_lines(["*no complete run in workspace 'team-b'*"])
+    assert pytester.runpytest(*args).ret == pytest.ExitCode.OK
+    result = pytester.runpytest(*args, "--crucible-baseline=latest")
+    assert result.ret == pytest.ExitCode.OK
+    rows = db_rows(pytester, "SELECT workspace FROM runs ORDER BY started_at")
+    assert [row[0] for row in rows] == ["team-a", "team-b", "team-b"]

@@ -25,7 +25,8 @@ EXAMPLES: dict[str, str] = {
     "trec-eval": "crucible trec-eval -q -m ndcg_cut_10 -m P_10 qrels.txt run.txt\n"
                  "crucible trec-eval --json qrels.txt run.txt",
     "runs": "crucible runs --limit 5\n"
-            "crucible runs --json --db example_project/.crucible/crucible.db",
+            "crucible runs --json --db example_project/.crucible/crucible.db\n"
+            "crucible runs --all-workspaces --label model:claude-haiku-5-5",
     "show": "crucible show latest\n"
             "crucible show 01J9Z3 --json      # a unique prefix of the run id",
     "metrics": "crucible metrics latest\n"
@@ -46,6 +47,17 @@ EXAMPLES: dict[str, str] = {
     "import": "crucible import baselines/main.json --db .crucible/crucible.db",
     "merge": "crucible merge shard-1.db shard-2.db -o run.db\n"
              "crucible compare baselines/main.json latest --db run.db",
+    "serve": "crucible keys create --workspace shop --scope runs:read --name ci-dashboard\n"
+             "crucible serve --db .crucible/crucible.db --port 8765\n"
+             "curl -s http://127.0.0.1:8765/api/v1/evals/runs/RUN_ID/metrics -H \"Authorization: Bearer $ELI_KEY\"",
+    "keys": "crucible keys create --workspace shop --scope runs:read --name dashboard   # prints the key once\n"
+            "crucible keys list\n"
+            "crucible keys revoke 01J9Z3KQ8W5RRB8M2X3VYT4N6D",
+    "keys create": "crucible keys create --workspace shop --scope feedback:write --name review-tool\n"
+                   "export ELI_KEY=$(crucible keys create --workspace shop --scope runs:read --scope kb:read)",
+    "keys list": "crucible keys list --workspace shop\n"
+                 "crucible keys list --json",
+    "keys revoke": "crucible keys revoke 01J9Z3KQ8W5RRB8M2X3VYT4N6D",
     "qrels": "crucible qrels export --effective -o qrels.txt\n"
              "crucible qrels override ret-001 pol-returns#p2 3 --by dana --note \"states the 30 days\"\n"
              "crucible qrels agreement",
@@ -120,6 +132,7 @@ def _cmd_trec_eval(args: argparse.Namespace) -> int:
         per_query=args.per_query,
         relevance_level=args.level,
         complete=args.complete,
+        as_json=args.json,
     )
 
 
@@ -129,32 +142,78 @@ def _open_store(args: argparse.Namespace):
     return Store.open(args.db, create=False)
 
 
+def _workspace(args: argparse.Namespace, store, *, announce: bool = False) -> str | None:
+    """The workspace listings and `latest` read (None: all): --all-workspaces, --workspace, else
+    the current project's (CRUCIBLE_WORKSPACE, ini crucible_workspace, the project directory's name),
+    or the only workspace of a file that holds no other (``announce``: say so on stderr)."""
+    from .workspace import default_workspace, reading_workspace
+
+    if getattr(args, "all_workspaces", False):
+        return None
+    if getattr(args, "workspace", None):
+        return args.workspace
+    workspace, note = reading_workspace(default_workspace(), store.workspaces())
+    if note and announce:
+        print(f"crucible: {note}", file=sys.stderr)
+    return workspace
+
+
+def _resolve_run(store, args: argparse.Namespace, ref: str, **options) -> str:
+    """A run named on the command line: ids and prefixes in any workspace (the file is the
+    user's own), `latest` in the workspace being read."""
+    if ref == "latest":
+        return store.resolve_run(ref, workspace=_workspace(args, store), **options)
+    return store.resolve_run(ref, **options)
+
+
 def _cmd_runs(args: argparse.Namespace) -> int:
+    from .workspace import parse_label_filters
+
     store = _open_store(args)
-    runs = store.list_runs(limit=args.limit)
+    try:
+        labels = parse_label_filters(args.label or [], "--label")
+    except ValueError as exc:
+        print(f"crucible: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    workspace = _workspace(args, store, announce=True)
+    runs = store.list_runs(limit=args.limit, workspace=workspace, config_hash=args.config_hash, labels=labels)
+    counts = store.workspaces()
+    if not runs and workspace is not None and workspace not in counts and counts:
+        # Say where the runs are rather than "no runs": the file holds other projects' runs.
+        print(f"no runs in workspace '{workspace}' of {store.path}; {sum(counts.values())} run(s) in "
+              f"{len(counts)} other workspace(s): {', '.join(counts)}\n"
+              "HINT: crucible runs --all-workspaces, or --workspace NAME", file=sys.stderr if args.json else sys.stdout)
     if args.json:
         print(json.dumps(runs, indent=2))
         return 0
     if not runs:
-        print(f"no runs in {store.path}")
+        if not counts:
+            print(f"no runs in {store.path}")
+        elif workspace is None or workspace in counts:
+            print(f"no runs match in {store.path}" + (f" (workspace '{workspace}')" if workspace else ""))
         return 0
-    print(f"{'run id':<26}  {'started':<24}  {'status':<11}  {'mode':<9}  {'items':>5}  {'configHash':<12}  config")
-    for run in runs:
+    rows = [(run, run.get("workspace") or "default", run["config_path"] or "(defaults)",
+             " ".join(f"{key}={value}" for key, value in json.loads(run.get("labels") or "{}").items())) for run in runs]
+    ws_width = max(len("workspace"), *(len(row[1]) for row in rows))
+    config_width = max(len("config"), *(len(row[2]) for row in rows))
+    print(f"{'run id':<26}  {'started':<24}  {'status':<11}  {'mode':<9}  {'items':>5}  {'configHash':<12}  "
+          f"{'workspace':<{ws_width}}  {'config':<{config_width}}  labels")
+    for run, run_workspace, config, run_labels in rows:
         print(
             f"{run['id']:<26}  {run['started_at']:<24}  {run['status']:<11}  {run['mode']:<9}  "
-            f"{run['n_items']:>5}  {run['config_hash'][:12]:<12}  {run['config_path'] or '(defaults)'}"
+            f"{run['n_items']:>5}  {run['config_hash'][:12]:<12}  {run_workspace:<{ws_width}}  {config:<{config_width}}  {run_labels}"
         )
     return 0
 
 
 def _cmd_metrics(args: argparse.Namespace) -> int:
     from .report.terminal import run_summary_lines
-    from .report.views import run_metrics_json
+    from .report.views import run_metrics_document
 
     store = _open_store(args)
-    run_id = store.resolve_run(args.run)
+    run_id = _resolve_run(store, args, args.run)
     if args.json:
-        print(json.dumps(run_metrics_json(store.run_data(run_id), store.golden_items(run_id), store.results(run_id)), indent=2))
+        print(json.dumps(run_metrics_document(store, run_id), indent=2))
     else:
         print("\n".join(run_summary_lines(store, run_id)))
     return 0
@@ -163,7 +222,7 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from .facets import items_in_facet, parse_facet
     from .report.views import comparison_lines
-    from .stats.compare import ComparisonRefused, compare_run_data
+    from .stats.compare import ComparisonRefused, compare_run_data, regression_reasons
     from .store import read_export, run_data_from_export
 
     store = _open_store(args)
@@ -173,7 +232,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         if ref.endswith(".json"):
             document = read_export(ref)
             return run_data_from_export(document), [golden["item"] for golden in document["goldenItems"]]
-        run_id = store.resolve_run(ref)
+        run_id = _resolve_run(store, args, ref)
         return store.run_data(run_id), store.golden_items(run_id)
 
     (a, items_a), (b, items_b) = load(args.a), load(args.b)
@@ -182,7 +241,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             facet, value = parse_facet(args.facet)
         except ValueError as exc:
             print(f"crucible: {exc}", file=sys.stderr)
-            return 2
+            return EXIT_USAGE
         # An item is in the facet when the baseline's version of it is (items are paired by id).
         keep = items_in_facet(items_a or items_b, facet, value)
         a, b = a.restricted(keep), b.restricted(keep)
@@ -191,7 +250,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                                       metrics=args.metrics.split(",") if args.metrics else None)
     except ComparisonRefused as exc:
         print(f"crucible: {exc}", file=sys.stderr)
-        return 3
+        return EXIT_REFUSED
     if args.json:
         document = comparison.to_json()
         if args.facet:
@@ -201,12 +260,16 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         if args.facet:
             print(f"facet {args.facet}")
         print("\n".join(comparison_lines(comparison)))
-    return 0
+    # The same verdict as the plugin's gate: B regressed significantly on a compared metric.
+    failures = regression_reasons(comparison)
+    for reason in failures:
+        print(f"GATE FAILED {reason}", file=sys.stderr)
+    return EXIT_GATE_FAILED if failures else EXIT_OK
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
     store = _open_store(args)
-    run_id = store.resolve_run(args.run)
+    run_id = _resolve_run(store, args, args.run)
     if args.format == "trec":
         return _export_trec_run(store, run_id, args.output)
     text = json.dumps(store.export_run(run_id), indent=1, sort_keys=True) + "\n"
@@ -219,20 +282,23 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from .stats.compare import ComparisonRefused
 
     store = _open_store(args)
-    run_id = store.resolve_run(args.run)
+    run_id = _resolve_run(store, args, args.run)
+    # "latest" as a baseline: the newest other complete run of the workspace being read.
+    against = _resolve_run(store, args, "latest", exclude=run_id) if args.against == "latest" else args.against
     try:
-        html = render_report(store, run_id, against=args.against)
+        html = render_report(store, run_id, against=against)
     except ComparisonRefused as exc:
         print(f"crucible: {exc}", file=sys.stderr)
-        return 3
+        return EXIT_REFUSED
     if args.output == "-":
         sys.stdout.write(html)
         return 0
     try:
         path = write_report(args.output, html)
     except OSError as exc:
-        print(f"crucible: {args.output}: cannot write the report: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+        print(f"crucible: {args.output}: cannot write the report: {exc.strerror or exc}\n"
+              "HINT: check the -o path; its directory must exist", file=sys.stderr)
+        return EXIT_USAGE
     print(f"wrote the report of run {run_id}" + (f" against {args.against}" if args.against else "") + f" to {path}")
     return 0
 
@@ -291,7 +357,7 @@ def _cmd_qrels_export(args: argparse.Namespace) -> int:
     store = _open_store(args)
     fmt = args.format or ("trec" if args.effective else "jsonl")
     if args.effective:
-        run_id = store.resolve_run(args.run)
+        run_id = _resolve_run(store, args, args.run)
         text = format_effective_qrels(store.effective_qrels(run_id), fmt)
         what = f"the effective judgments of run {run_id}"
     else:
@@ -303,16 +369,16 @@ def _cmd_qrels_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _query_judgments(store, query: str) -> tuple[dict, bool]:
+def _query_judgments(store, query: str, workspace: str | None = None) -> tuple[dict, bool]:
     """(unit -> (effective grade, source), whether the query is known) for one query:
-    its citations in the newest complete run (if it has the item), human and llm rows."""
+    its citations in the newest complete run of ``workspace`` (if it has the item), human and llm rows."""
     from .metrics.retrieval import provenance_qrels
     from .qrels import effective_grades
     from .store import RunNotFound
 
     provenance, known = {}, False
     try:
-        run_id = store.resolve_run("latest")
+        run_id = store.resolve_run("latest", workspace=workspace)
     except RunNotFound:
         run_id = None
     for item in store.golden_items(run_id) if run_id else []:
@@ -346,13 +412,13 @@ def _cmd_qrels_override(args: argparse.Namespace) -> int:
     store = _open_store(args)
     chunk_id, doc_id = (None, args.unit) if args.doc else (args.unit, _chunk_docs(store).get(args.unit))
     unit = f"doc:{doc_id}" if args.doc else f"chunk:{chunk_id}"
-    before, known = _query_judgments(store, args.query)
+    before, known = _query_judgments(store, args.query, _workspace(args, store))
     if not known:
         print(f"crucible: warning: query {args.query!r} is neither in the latest run nor in the ledger; is the id right?",
               file=sys.stderr)
     store.append_qrels([{"query_id": args.query, "chunk_id": chunk_id, "doc_id": doc_id, "grade": grade,
                          "source": "human", "created_by": args.by, "note": args.note}])
-    after, _ = _query_judgments(store, args.query)
+    after, _ = _query_judgments(store, args.query, _workspace(args, store))
     history = [row for row in store.qrels_rows(query_ids=[args.query]) if unit_key(row) == unit]
     print(f"{args.query} {unit}: effective grade {_describe(before, unit, doc_id)} -> {_describe(after, unit, doc_id)}, by {args.by}")
     print(f"the ledger keeps all {len(history)} judgment(s) of this unit; every metric now reads the newest human one")
@@ -416,19 +482,32 @@ def _cmd_promote(args: argparse.Namespace) -> int:
     from .promote import promote
 
     if args.json:
-        text = sys.stdin.read() if args.json == "-" else open(args.json, encoding="utf-8").read()
+        try:
+            text = sys.stdin.read() if args.json == "-" else open(args.json, encoding="utf-8-sig").read()
+        except OSError as exc:
+            print(f"crucible: {args.json}: cannot read the request body: {exc.strerror or exc}\n"
+                  "HINT: --json takes a file holding one JSON object, or - for stdin", file=sys.stderr)
+            return EXIT_USAGE
+        except UnicodeDecodeError as exc:
+            print(f"crucible: {args.json}: not UTF-8 text ({exc.reason} at byte {exc.start})\nHINT: save the body as UTF-8",
+                  file=sys.stderr)
+            return EXIT_USAGE
         try:
             body = json.loads(text)
-        except json.JSONDecodeError as exc:
-            print(f"crucible: {args.json}:{exc.lineno}: not valid JSON: {exc.msg}\nHINT: the body is one JSON object", file=sys.stderr)
+        except (ValueError, RecursionError) as exc:
+            from .json_input import json_problem
+
+            where = f"{args.json}:{exc.lineno}" if isinstance(exc, json.JSONDecodeError) else args.json
+            print(f"crucible: {where}: not valid JSON: {json_problem(exc)}\nHINT: the body is one JSON object", file=sys.stderr)
             return 2
         source = "stdin" if args.json == "-" else args.json
     else:
         missing = [flag for flag, value in (("--run", args.run), ("--question", args.question), ("--assertion", args.assertion),
                                             ("--error-class", args.error_class)) if not value]
         if missing:
-            print(f"crucible: promote needs {', '.join(missing)} (or --json FILE)", file=sys.stderr)
-            return 2
+            print(f"crucible: promote needs {', '.join(missing)} (or --json FILE)\n"
+                  "HINT: `crucible promote --help` shows an example", file=sys.stderr)
+            return EXIT_USAGE
         citations = []
         for text in args.citation or []:
             doc, _, mode = text.partition(":")
@@ -473,8 +552,99 @@ def _cmd_ablate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- serve and keys: the HTTP API and who may call it ------------------------------------------
+def _server_extra_missing(exc: ModuleNotFoundError) -> bool:
+    from .server import EXTRA_MISSING, SERVER_MODULES
+
+    if (exc.name or "").split(".")[0] not in SERVER_MODULES:
+        return False
+    print(f"crucible: {EXTRA_MISSING}", file=sys.stderr)
+    return True
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .keys import active_key_count
+    from .server import is_loopback, listen
+
+    try:  # the framework is an optional extra: imported only here
+        import uvicorn
+
+        from .server.app import create_app, openapi_text
+    except ModuleNotFoundError as exc:
+        if _server_extra_missing(exc):
+            return EXIT_USAGE
+        raise
+    if args.openapi:
+        sys.stdout.write(openapi_text())
+        return EXIT_OK
+    store = _open_store(args)  # a normal open migrates the file; read endpoints then open it read-only
+    keys = active_key_count(store.db.conn)
+    store.close()
+    listener = listen(args.host, args.port, active_keys=keys, db=Path(args.db))
+    print(f"serving {args.db} on {listener.url} (OpenAPI document: {listener.url}/openapi.json); Ctrl+C stops", flush=True)
+    if keys == 0:
+        print("crucible: no API key yet, so every request gets 401\n"
+              "HINT: crucible keys create --workspace NAME --scope runs:read", file=sys.stderr, flush=True)
+    elif not is_loopback(listener.host):
+        print("crucible: warning: plain HTTP on an address other machines can reach; put TLS in front of it "
+              "(a reverse proxy)", file=sys.stderr, flush=True)
+    config = uvicorn.Config(create_app(args.db), host=listener.host, port=listener.port, log_level="info")
+    uvicorn.Server(config).run(sockets=[listener.sock])
+    return EXIT_OK
+
+
+def _cmd_keys_create(args: argparse.Namespace) -> int:
+    from .keys import create_key
+
+    store = _open_store(args)
+    row, key = create_key(store.db.conn, workspace=args.workspace, scopes=args.scope, name=args.name)
+    print(key)  # alone on stdout, so `export ELI_KEY=$(crucible keys create ...)` works
+    print(f"created key {row['id']} for workspace '{row['workspace']}' with scope(s) {', '.join(row['scopes'])}; "
+          "this is the only time the key is shown (only a salted hash of it is stored)", file=sys.stderr)
+    return EXIT_OK
+
+
+def _cmd_keys_list(args: argparse.Namespace) -> int:
+    from .keys import list_keys
+
+    store = _open_store(args)
+    rows = list_keys(store.db.conn, workspace=args.workspace)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    if not rows:
+        print(f"no API keys in {store.path}" + (f" for workspace '{args.workspace}'" if args.workspace else ""))
+        print("HINT: crucible keys create --workspace NAME --scope runs:read")
+        return EXIT_OK
+    ws_width = max(len("workspace"), *(len(row["workspace"]) for row in rows))
+    name_width = max(len("name"), *(len(row["name"] or "-") for row in rows))
+    print(f"{'key id':<26}  {'workspace':<{ws_width}}  {'name':<{name_width}}  {'created':<24}  {'revoked':<24}  scopes")
+    for row in rows:
+        print(f"{row['id']:<26}  {row['workspace']:<{ws_width}}  {row['name'] or '-':<{name_width}}  {row['createdAt']:<24}  "
+              f"{row['revokedAt'] or '-':<24}  {' '.join(row['scopes'])}")
+    return EXIT_OK
+
+
+def _cmd_keys_revoke(args: argparse.Namespace) -> int:
+    from .keys import revoke_key
+
+    store = _open_store(args)
+    row, revoked = revoke_key(store.db.conn, args.key)
+    if revoked:
+        print(f"revoked key {row['id']} ({row['name'] or 'no name'}, workspace '{row['workspace']}'): "
+              "a server refuses it from its next request on")
+    else:
+        print(f"key {row['id']} was already revoked at {row['revokedAt']}")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = CrucibleParser(prog="crucible", description="Read and compare pytest-crucible evaluation runs.")
+    parser = CrucibleParser(prog="crucible", description=(
+        "Read and compare pytest-crucible evaluation runs.\n\n"
+        "exit status: 0 done; 1 a significant regression (compare); 2 a usage error (what is wrong, then a HINT);\n"
+        "3 a refused comparison (runs judged by different judges)"))
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     schema = sub.add_parser("schema", help="print the JSON Schema of a file format")
@@ -491,32 +661,42 @@ def build_parser() -> argparse.ArgumentParser:
                       help="relevance level: grades >= LEVEL count as relevant (default 1)")
     trec.add_argument("-c", dest="complete", action="store_true",
                       help="average over every query in the qrels (missing queries score 0), as trec_eval -c")
+    trec.add_argument("--json", action="store_true", help="print JSON: {all: {measure: value}, perQuery: {...} with -q}")
     trec.set_defaults(func=_cmd_trec_eval)
 
     def with_db(cmd: argparse.ArgumentParser) -> argparse.ArgumentParser:
         cmd.add_argument("--db", default=DEFAULT_DB, help=f"SQLite results file (default {DEFAULT_DB})")
         return cmd
 
-    runs = with_db(sub.add_parser("runs", help="list the runs in the database"))
-    runs.add_argument("--limit", type=int, default=None)
-    runs.add_argument("--json", action="store_true")
+    runs = with_db(sub.add_parser("runs", help="list the runs of the current workspace (--all-workspaces: of every one)"))
+    runs.add_argument("--limit", type=int, default=None, metavar="N", help="only the N newest runs")
+    runs.add_argument("--json", action="store_true", help="print the runs as a JSON array (newest first)")
+    runs.add_argument("--all-workspaces", dest="all_workspaces", action="store_true",
+                      help="list the runs of every workspace (default: the current project's workspace)")
+    runs.add_argument("--config-hash", dest="config_hash", default=None, metavar="HASH", help="only runs of this configHash (or prefix)")
+    runs.add_argument("--label", action="append", default=None, metavar="KEY:VALUE",
+                      help="only runs with this label, e.g. model:claude-haiku-5-5 (repeatable: all must match)")
     runs.set_defaults(func=_cmd_runs)
 
     show = with_db(sub.add_parser("show", help="summarise one run (the same as metrics)"))
     show.add_argument("run", help="run id, unique prefix, or latest")
-    show.add_argument("--json", action="store_true")
+    show.add_argument("--json", action="store_true", help="print the metrics as JSON (as `crucible metrics --json`)")
     show.set_defaults(func=_cmd_metrics)
 
     metrics = with_db(sub.add_parser("metrics", help="a run's metrics (--json: the spec's metrics shape)"))
     metrics.add_argument("run", help="run id, unique prefix, or latest")
-    metrics.add_argument("--json", action="store_true")
+    metrics.add_argument("--json", action="store_true",
+                         help="print JSON: runId, configHash, n, one block per metric family, byFacet")
     metrics.set_defaults(func=_cmd_metrics)
 
-    compare = with_db(sub.add_parser("compare", help="paired comparison of two runs behind two significance gates"))
+    compare = with_db(sub.add_parser("compare", help="paired comparison of two runs behind two significance gates; "
+                                                      "exit 1 when B regressed significantly"))
     compare.add_argument("a", help="baseline: run id, prefix, latest, or an exported run .json")
     compare.add_argument("b", help="candidate: run id, prefix, latest, or an exported run .json")
-    compare.add_argument("--json", action="store_true")
-    compare.add_argument("--seed", type=int, default=1337)
+    compare.add_argument("--json", action="store_true",
+                         help="print JSON: a, b, pairedItems, seed, metrics (delta, ci, p, significant), verdicts, power")
+    compare.add_argument("--seed", type=int, default=1337, metavar="N",
+                         help="seed of the bootstrap and the permutation test (default 1337)")
     compare.add_argument("--metrics", default=None, metavar="M1,M2", help="only these metrics")
     compare.add_argument("--multiple", choices=["none", "holm"], default="none", help="p-value correction across metrics")
     compare.add_argument("--facet", default=None, metavar="FACET=VALUE",
@@ -614,6 +794,34 @@ def build_parser() -> argparse.ArgumentParser:
     ablate.add_argument("--json", action="store_true", help="print the contributions as JSON")
     ablate.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="passed to pytest, e.g. -- example_project")
     ablate.set_defaults(func=_cmd_ablate)
+    serve = with_db(sub.add_parser("serve", help="serve the HTTP API over the database (needs pytest-crucible[server])"))
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default 127.0.0.1; another address needs an API key in the database)")
+    serve.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
+    serve.add_argument("--openapi", action="store_true", help="print the OpenAPI document and exit")
+    serve.set_defaults(func=_cmd_serve)
+
+    keys = sub.add_parser("keys", help="API keys of `crucible serve`: create, list, revoke")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
+    keys_create = with_db(keys_sub.add_parser("create", help="create a key and print it once (only its salted hash is kept)"))
+    keys_create.add_argument("--workspace", required=True, metavar="NAME", help="the one workspace the key can reach")
+    keys_create.add_argument("--scope", action="append", required=True, metavar="SCOPE",
+                             help="runs:read or kb:read (metrics, compare, list), feedback:write (promote); repeatable")
+    keys_create.add_argument("--name", default=None, metavar="NAME", help="what the key is for (shown by keys list)")
+    keys_create.set_defaults(func=_cmd_keys_create)
+    keys_list = with_db(keys_sub.add_parser("list", help="list the keys (never their secrets)"))
+    keys_list.add_argument("--workspace", default=None, metavar="NAME", help="only the keys of this workspace")
+    keys_list.add_argument("--json", action="store_true", help="print the keys as a JSON array")
+    keys_list.set_defaults(func=_cmd_keys_list)
+    keys_revoke = with_db(keys_sub.add_parser("revoke", help="revoke a key: refused from the next request on"))
+    keys_revoke.add_argument("key", metavar="ID", help="the key id (`crucible keys list`), or the key itself")
+    keys_revoke.set_defaults(func=_cmd_keys_revoke)
+
+    # Reading commands read the current project's workspace; --workspace reads another.
+    for reader in (runs, show, metrics, compare, export, report, q_export, q_override):
+        reader.add_argument("--workspace", default=None, metavar="NAME",
+                            help="workspace whose runs are listed and whose newest run is `latest` (default: the current "
+                                 "project's: CRUCIBLE_WORKSPACE, ini crucible_workspace, else the project directory's name)")
     _add_examples(parser)
     return parser
 
@@ -627,9 +835,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.func(args)
     except (StoreError, QrelsFormatError) as exc:
         print(f"crucible: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except BrokenPipeError:
-        return 0
+        return EXIT_OK
+    except OSError as exc:  # a file named on the command line that cannot be read or written
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"crucible: {where}{exc.strerror or exc}\nHINT: check the path (an output's directory must exist)", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":  # pragma: no cover

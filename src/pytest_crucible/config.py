@@ -15,6 +15,8 @@ import json
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from .json_input import json_problem, shown, value_problem
+
 DEFAULT_CONFIG: dict[str, Any] = {
     "retrieval": {
         "rerank": False,
@@ -72,7 +74,7 @@ def _check_types(data: Mapping[str, Any], path: str, text: str, prefix: str = ""
                     want = "a positive integer"
                 raise ConfigError(
                     f"{where}: field '{dotted}': expected {want}, got {json.dumps(value)}\n"
-                    f"HINT: the default is {json.dumps(_default_at(dotted))}; see the configuration reference in the README."
+                    f"HINT: the default is {json.dumps(_default_at(dotted))}; every key is in docs/configuration.md."
                 )
         if isinstance(value, dict) and dotted in _KNOWN_TYPES:
             _check_types(value, path, text, dotted + ".")
@@ -137,13 +139,26 @@ def load_config_file(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """Read a config file: returns (params as written, resolved config)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the config file: {exc.strerror}\nHINT: --crucible-config takes a path to a JSON file, e.g. configs/baseline.json") from None
     try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8 text ({exc.reason} at byte {exc.start})\nHINT: save the file as UTF-8") from None
+    try:
         params = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg} at column {exc.colno}\nHINT: a config file is one JSON object; {{}} means the defaults.") from None
+    except (ValueError, RecursionError) as exc:
+        where = f"{path}:{exc.lineno}" if isinstance(exc, json.JSONDecodeError) else str(path)
+        raise ConfigError(f"{where}: not valid JSON: {json_problem(exc)}\nHINT: a config file is one JSON object; {{}} means the defaults.") from None
+    unusable = value_problem(params)
+    if unusable is not None:
+        loc, problem = unusable
+        line = _line_of_key(text, loc[0]) if loc and isinstance(loc[0], str) else None
+        dotted = shown(".".join(map(str, loc)))
+        raise ConfigError(f"{path}{f':{line}' if line else ''}: field '{dotted}': {problem}\n"
+                          "HINT: a config holds plain JSON values; keep your own keys a few levels deep.")
     return params, resolve_config(params, source=str(path), text=text)
 
 

@@ -29,8 +29,8 @@ def parse_facet(text: str) -> tuple[str, str]:
     """``questionType=multi_hop`` -> ("questionType", "multi_hop"); ValueError with a hint otherwise."""
     facet, sep, value = text.partition("=")
     if not sep or not value or facet not in (*FACETS, "tag"):
-        raise ValueError(f"facet {text!r}: expected FACET=VALUE with FACET one of {', '.join((*FACETS, 'tag'))}, "
-                         "e.g. questionType=multi_hop or tag=topic:returns")
+        raise ValueError(f"facet {text!r}: expected FACET=VALUE with FACET one of {', '.join((*FACETS, 'tag'))}\n"
+                         "HINT: e.g. questionType=multi_hop or tag=topic:returns")
     return facet, value
 
 

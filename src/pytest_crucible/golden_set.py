@@ -19,6 +19,9 @@ from typing import Any, Callable, Iterable, Literal, Sequence, get_args
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from .json_input import json_problem, value_problem
+from .json_input import shown as _printable
+
 # CRAG's question types; the tuple is what code iterates (facets), the Literal what pydantic checks.
 QuestionType = Literal[
     "simple",
@@ -46,7 +49,7 @@ class _Model(BaseModel):
 class Assertion(_Model):
     text: str = Field(min_length=1)
     kind: Literal["must", "should"] = "must"
-    weight: float = Field(default=1.0, ge=0)
+    weight: float = Field(default=1.0, ge=0, allow_inf_nan=False)
     concept_id: str | None = None
 
 
@@ -145,7 +148,7 @@ class GoldenFileError(Exception):
         self.problem = problem
         self.hint = hint
         where = self.path if line is None else f"{self.path}:{line}"
-        what = f"field '{field}': {problem}" if field else problem
+        what = f"field '{_printable(field)}': {problem}" if field else problem
         message = f"{where}: {what}"
         if hint:
             message += f"\nHINT: {hint}"
@@ -201,25 +204,38 @@ def _validation_error(path: str | Path, line: int, exc: ValidationError) -> Gold
     if first["type"] not in ("missing", "extra_forbidden") and "input" in first:
         problem += f" (got {json.dumps(first['input'], default=str)[:80]})"
     if len(errors) > 1:
-        others = ", ".join(field_path(e["loc"]) for e in errors[1:4])
+        others = ", ".join(_printable(field_path(e["loc"])) for e in errors[1:4])
         problem += f"; also wrong: {others}" + (" ..." if len(errors) > 4 else "")
     return GoldenFileError(path, line, field_path(first["loc"]), problem, _hint_for(first))
 
 
-def _records_jsonl(path: str, text: str) -> Iterable[tuple[int, Any]]:
-    for number, raw in enumerate(text.splitlines(), start=1):
+def _not_utf8(path: str, line: int, exc: UnicodeDecodeError, offset: int = 0) -> GoldenFileError:
+    return GoldenFileError(path, line, None, f"not UTF-8 text ({exc.reason} at byte {offset + exc.start})", "save the file as UTF-8")
+
+
+def _records_jsonl(path: str, data: bytes) -> Iterable[tuple[int, Any]]:
+    # Lines end at "\n" only (U+2028, U+0085 and the like may stand raw inside JSON
+    # strings), and each is decoded on its own, so the first bad line is the one named.
+    offset = 0
+    for number, raw_bytes in enumerate(data.split(b"\n"), start=1):
+        try:
+            raw = raw_bytes.decode("utf-8-sig" if number == 1 else "utf-8")
+        except UnicodeDecodeError as exc:
+            raise _not_utf8(path, number, exc, offset) from None
+        offset += len(raw_bytes) + 1
         if not raw.strip():
             continue
         try:
-            yield number, json.loads(raw)
-        except json.JSONDecodeError as exc:
+            record = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
             raise GoldenFileError(
                 path,
                 number,
                 None,
-                f"not valid JSON: {exc.msg} at column {exc.colno}",
+                f"not valid JSON: {json_problem(exc)}",
                 "a .jsonl golden file holds exactly one JSON object per line.",
             ) from None
+        yield number, record
 
 
 def _line_of(text: str, offset: int) -> int:
@@ -250,6 +266,8 @@ def _records_json(path: str, text: str) -> Iterable[tuple[int, Any]]:
             value, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
             raise fail(exc.pos, f"not valid JSON: {exc.msg}") from None
+        except (ValueError, RecursionError) as exc:
+            raise fail(pos, f"not valid JSON: {json_problem(exc)}") from None
         yield _line_of(text, pos), value
         pos = skip_ws(end)
         if pos < length and text[pos] == ",":
@@ -265,34 +283,49 @@ def _records_yaml(path: str, text: str) -> Iterable[tuple[int, Any]]:
         import yaml
     except ImportError:
         raise GoldenFileError(path, None, None, "YAML golden files need PyYAML", "pip install pyyaml, or use .jsonl") from None
+
+    def fail(exc: Exception, line: int | None) -> GoldenFileError:
+        mark = getattr(exc, "problem_mark", None)
+        # YAML also breaks lines at \r, U+0085, U+2028: keep the line within the file's "\n" lines.
+        line = min(mark.line + 1, text.count("\n") + 1) if mark is not None else line
+        problem = getattr(exc, "problem", None) or (str(exc).split("\n")[0] if not isinstance(exc, RecursionError) else "nested too deeply")
+        return GoldenFileError(path, line, None, f"not valid YAML: {_printable(problem)}", "check indentation and quoting")
+
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        raise GoldenFileError(path, line, None, f"not valid YAML: {getattr(exc, 'problem', exc)}", "check indentation and quoting") from None
-    if data is None:
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
+        raise fail(exc, None) from None
+    if node is None or (isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null"):
         return
-    if not isinstance(data, list) or not isinstance(node, yaml.SequenceNode):
+    if not isinstance(node, yaml.SequenceNode):
         raise GoldenFileError(path, 1, None, "expected a YAML list of items", "start each item with '- id: ...'")
-    for child, value in zip(node.value, data):
-        yield child.start_mark.line + 1, value
+    for child in node.value:
+        # Built item by item, so a value YAML cannot construct (a date like 2024-13-45,
+        # '!!int 12a') names the item it is in.
+        line = child.start_mark.line + 1
+        loader = yaml.SafeLoader("")
+        try:
+            value = loader.construct_document(child)
+        except (yaml.YAMLError, ValueError, TypeError, RecursionError) as exc:
+            raise fail(exc, line) from None
+        finally:
+            loader.dispose()
+        yield line, value
 
 
 def _records(path: Path, shown: str) -> Iterable[tuple[int, Any]]:
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise GoldenFileError(shown, None, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})", "save the file as UTF-8") from None
+        data = path.read_bytes()
     except OSError as exc:
         raise GoldenFileError(shown, None, None, f"cannot read the file: {exc.strerror}", "check the path in the marker or ini option") from None
     suffix = path.suffix.lower()
-    if suffix == ".json":
-        return _records_json(shown, text)
-    if suffix in (".yaml", ".yml"):
-        return _records_yaml(shown, text)
-    return _records_jsonl(shown, text)
+    if suffix not in (".json", ".yaml", ".yml"):
+        return _records_jsonl(shown, data)
+    try:
+        text = data.decode("utf-8-sig")  # a byte-order mark (as some editors write) is not part of the data
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(shown, data.count(b"\n", 0, exc.start) + 1, exc) from None
+    return _records_json(shown, text) if suffix == ".json" else _records_yaml(shown, text)
 
 
 def load_golden_file(path: str | Path, display_path: str | None = None) -> list[GoldenItem]:
@@ -308,6 +341,11 @@ def load_golden_file(path: str | Path, display_path: str | None = None) -> list[
     for line, record in _records(path, shown):
         if not isinstance(record, dict):
             raise GoldenFileError(shown, line, None, f"expected a JSON object for an item, got {type(record).__name__}", "each item is an object like {\"id\": \"q-001\", \"question\": \"...\"}")
+        unusable = value_problem(record)
+        if unusable is not None:
+            loc, problem = unusable
+            raise GoldenFileError(shown, line, field_path(loc) or None, problem,
+                                  "golden items hold text, numbers, lists and objects (metadata a few levels deep)")
         try:
             item = GoldenItem.model_validate(record)
         except ValidationError as exc:
@@ -317,7 +355,7 @@ def load_golden_file(path: str | Path, display_path: str | None = None) -> list[
                 shown,
                 line,
                 "id",
-                f"duplicate id '{item.id}' (first used on line {first_line[item.id]}, again on line {line})",
+                f"duplicate id '{_printable(item.id)}' (first used on line {first_line[item.id]}, again on line {line})",
                 "ids must be unique within a golden set: they are the test ids and the keys that pair runs.",
             )
         first_line[item.id] = line

@@ -58,6 +58,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="Correction across the gated metrics' p-values (default none).")
     group.addoption("--crucible-seed", dest="crucible_seed", type=int, default=1337, metavar="N",
                     help="Seed of the bootstrap and permutation test (default 1337).")
+    group.addoption("--crucible-allow-incomplete", dest="crucible_allow_incomplete", action="store_true", default=False,
+                    help="Let the gate compare an incomplete or interrupted run (this one or the baseline) on the items "
+                         "it has, instead of refusing.")
     group.addoption("--crucible-judge", dest="crucible_judge", choices=["auto", "lexical", "anthropic"], default=None,
                     help="Judge of the answer layer: anthropic (Claude), lexical (offline heuristic), auto (default: "
                          "anthropic when ANTHROPIC_API_KEY is set, else lexical).")
@@ -139,7 +142,7 @@ def _build_session(config: pytest.Config) -> "CrucibleSession":
         label_pool=bool(config.getoption("crucible_label_pool")),
         run_id=_run_id_option(config, db_path.absolute()),
         concurrency=_concurrency(config),
-        workspace=config.getoption("crucible_workspace") or config.getini("crucible_workspace") or rootdir.name or "default",
+        workspace=_workspace(config),
         labels=_labels(config, params, resolved),
         kinds=_kinds(config),
         **_gate_settings(config, db_path.absolute()),
@@ -153,6 +156,15 @@ def _build_session(config: pytest.Config) -> "CrucibleSession":
 
 
 KINDS = ("retrieval", "aggregation", "adversarial")
+
+
+def _workspace(config: pytest.Config) -> str:
+    """--crucible-workspace, else CRUCIBLE_WORKSPACE, else ini crucible_workspace, else the rootdir's name
+    (the same order the CLI reads, see workspace.py)."""
+    from .workspace import ENV_VAR, FALLBACK
+
+    return (config.getoption("crucible_workspace") or os.environ.get(ENV_VAR, "").strip()
+            or config.getini("crucible_workspace") or config.rootpath.name or FALLBACK)
 
 
 def _kinds(config: pytest.Config) -> tuple[str, ...] | None:
@@ -226,23 +238,33 @@ def _gate_settings(config: pytest.Config, db_path: Path) -> dict[str, Any]:
     """The gate options, with the baseline checked before any test runs."""
     baseline = config.getoption("crucible_baseline")
     gate = config.getoption("crucible_gate")
+    allow_incomplete = bool(config.getoption("crucible_allow_incomplete"))
     export = None
     if baseline and not hasattr(config, "workerinput"):
         from .store import Store, StoreError, read_export
 
+        shown = baseline
         try:
             if baseline.endswith(".json") or Path(baseline).is_file():
                 export = read_export(baseline)
+                run = export["run"]
             else:
                 store = Store.open(db_path, create=False)
                 try:
-                    resolved = store.resolve_run(baseline)
+                    resolved = store.resolve_run(baseline, workspace=_workspace(config))  # "latest": of this workspace
+                    run = store.get_run(resolved)
                 finally:
                     store.close()
                 # "latest" is resolved again at session end, excluding this run.
                 baseline = baseline if baseline == "latest" else resolved
         except StoreError as exc:
-            raise pytest.UsageError(f"--crucible-baseline={baseline}: {exc}") from None
+            raise pytest.UsageError(f"--crucible-baseline={shown}: {exc}") from None
+        if run["status"] != "complete" and not allow_incomplete:
+            why = {"incomplete": "some of its items have no judge-based metrics", "interrupted": "it stopped part way",
+                   "running": "it has not finished"}.get(run["status"], "it did not complete")
+            raise pytest.UsageError(
+                f"--crucible-baseline={shown}: run {run['id']} is {run['status']} ({why}); refusing to compare against it\n"
+                "HINT: pick a complete run (`crucible runs`), or pass --crucible-allow-incomplete to compare the items it has")
     return {
         "baseline": baseline,
         "baseline_export": export,
@@ -250,6 +272,7 @@ def _gate_settings(config: pytest.Config, db_path: Path) -> dict[str, Any]:
         "floors": _parse_floors(config.getoption("crucible_fail_under")),
         "multiple": config.getoption("crucible_multiple"),
         "seed": config.getoption("crucible_seed"),
+        "allow_incomplete": allow_incomplete,
     }
 
 
@@ -656,7 +679,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             write_report(html_path, render_report(crucible.store, crucible.run_id, against=s.baseline, seed=s.seed, multiple=s.multiple))
         except Exception as exc:  # noqa: BLE001 - a report that cannot be written is a fault, not a crash
             crucible.faults.append(f"could not write the HTML report to {html_path}: {type(exc).__name__}: {exc}")
-    if crucible.faults and session.exitstatus == pytest.ExitCode.OK:
+    # An incomplete run never passes: with Message Batches its items passed before the judge failed them.
+    if (crucible.faults or crucible.status == "incomplete") and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

@@ -27,6 +27,10 @@ class PromoteError(StoreError):
     """A promote request that was refused; nothing was written."""
 
 
+class PromoteNotFound(PromoteError):
+    """The run (or result) the request names is not there for this caller."""
+
+
 class _Body(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
@@ -61,33 +65,49 @@ class PromoteRequest(_Body):
         return value
 
 
+_BODY_HINT = ("HINT: the body needs runId, question, correctedAssertions (at least one) and errorClass; "
+              "citations are {docId, chunkId?, mode}")
+
+
 def parse_request(data: Any, source: str = "request") -> PromoteRequest:
+    from .json_input import shown, value_problem
+
+    unusable = value_problem(data)
+    if unusable is not None:  # text SQLite cannot store, or absurd nesting
+        loc, problem = unusable
+        raise PromoteError(f"{source}: field '{shown(field_path(loc)) or '(body)'}': {problem}\n{_BODY_HINT}")
     try:
         return PromoteRequest.model_validate(data)
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         problem = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
-        raise PromoteError(
-            f"{source}: field '{field_path(first['loc'])}': {problem}\n"
-            "HINT: the body needs runId, question, correctedAssertions (at least one) and errorClass; "
-            "citations are {docId, chunkId?, mode}"
-        ) from None
+        raise PromoteError(f"{source}: field '{shown(field_path(first['loc'])) or '(body)'}': {problem}\n{_BODY_HINT}") from None
 
 
-def promote(store: Store, request: PromoteRequest | dict[str, Any], *, source: str = "request") -> dict[str, Any]:
-    """Create the draft golden item and its feedback row in one transaction; returns the spec's response."""
+def promote(store: Store, request: PromoteRequest | dict[str, Any], *, source: str = "request",
+            workspace: str | None = None) -> dict[str, Any]:
+    """Create the draft golden item and its feedback row in one transaction; returns the spec's response.
+
+    ``workspace``: the caller may only promote from runs of this workspace (the HTTP API passes
+    the key's). A run of another workspace is then refused exactly as a run that does not
+    exist, and a result of another run exactly as one that does not exist, so ids of other
+    workspaces cannot be probed."""
     if not isinstance(request, PromoteRequest):
         request = parse_request(request, source)
-    run = store.db.conn.execute("SELECT id FROM runs WHERE id = ?", [request.run_id]).fetchone()
+    run = store.db.conn.execute("SELECT id FROM runs WHERE id = ? AND (? IS NULL OR workspace = ?)",
+                                [request.run_id, workspace, workspace]).fetchone()
     if run is None:
-        raise PromoteError(f"{source}: field 'runId': no run {request.run_id} in {store.path}\nHINT: `crucible runs` lists the runs")
+        where = f"workspace '{workspace}'" if workspace is not None else str(store.path)
+        raise PromoteNotFound(f"{source}: field 'runId': no run {request.run_id} in {where}\nHINT: `crucible runs` lists the runs")
     item_id_of_result = None
     if request.result_id is not None:
         row = store.db.conn.execute("SELECT run_id, item_id FROM results WHERE result_id = ?", [request.result_id]).fetchone()
         if row is None or row[0] != request.run_id:
             where = "belongs to another run" if row is not None else "does not exist"
-            raise PromoteError(f"{source}: field 'resultId': result {request.result_id} {where} (run {request.run_id})\n"
-                               "HINT: take resultId from that run's results (`crucible export RUN`)")
+            if workspace is not None:
+                where = "is not a result of this run"
+            raise PromoteNotFound(f"{source}: field 'resultId': result {request.result_id} {where} (run {request.run_id})\n"
+                                  "HINT: take resultId from that run's results (`crucible export RUN`)")
         item_id_of_result = row[1]
 
     golden_id, feedback_id, now = new_ulid(), new_ulid(), utc_now()

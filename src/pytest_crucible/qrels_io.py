@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from .json_input import json_problem, shown, value_problem
 from .metrics.retrieval import ranking_units
 
 __all__ = [
@@ -95,7 +96,7 @@ class QrelsFormatError(ValueError):
         self.problem = problem
         self.hint = hint
         where = ":".join(part for part in (self.path, None if line is None else str(line)) if part)
-        what = f"field '{field}': {problem}" if field else problem
+        what = f"field '{shown(field)}': {problem}" if field else problem
         message = f"{where}: {what}" if where else what
         if hint:
             message += f"\nHINT: {hint}"
@@ -152,22 +153,21 @@ def grade_problem(value: Any) -> tuple[str, str]:
 # reading
 
 
-def _lines(path: Path) -> list[tuple[int, str]]:
-    """(line number, text) of every line, decoded as UTF-8 (errors name the line)."""
+def _lines(path: Path) -> Iterable[tuple[int, str]]:
+    """(line number, text) of every line, each decoded as UTF-8 on its own, so that the
+    first bad line, whatever is wrong with it, is the one an error names."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise QrelsFormatError(path, None, None, f"cannot read the qrels file: {exc.strerror or exc}",
                                "check the path; TREC qrels ('qid iter docno grade') or .jsonl judgments") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise QrelsFormatError(path, line, "encoding", f"not valid UTF-8 (byte {data[exc.start]:#04x})",
-                               "save the file as UTF-8") from None
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    return [(number, line.rstrip("\r")) for number, line in enumerate(text.split("\n"), start=1)]
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+        except UnicodeDecodeError as exc:
+            raise QrelsFormatError(path, number, "encoding", f"not valid UTF-8 (byte {raw[exc.start]:#04x})",
+                                   "save the file as UTF-8") from None
+        yield number, line.rstrip("\r")
 
 
 def _check_source(path: Path, line: int | None, source: Any) -> str:
@@ -269,12 +269,16 @@ def _read_jsonl(path: Path, source: str, by: str | None, judge_model: str | None
             continue
         try:
             obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise QrelsFormatError(path, number, "json", f"not valid JSON ({exc.msg} at column {exc.colno})",
+        except (ValueError, RecursionError) as exc:
+            raise QrelsFormatError(path, number, "json", f"not valid JSON ({json_problem(exc)})",
                                    f"one JSON object per line, e.g. {_JSONL_EXAMPLE}") from None
         if not isinstance(obj, dict):
             raise QrelsFormatError(path, number, "json", f"expected a JSON object, got {type(obj).__name__}",
                                    f"one JSON object per line, e.g. {_JSONL_EXAMPLE}")
+        unusable = value_problem(obj)
+        if unusable is not None:
+            loc, problem = unusable
+            raise QrelsFormatError(path, number, ".".join(map(str, loc)) or "json", problem, "judgments hold plain text and numbers")
         for key in obj:
             if key not in _JSONL_KEYS:
                 if key in snake:

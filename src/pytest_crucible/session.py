@@ -41,6 +41,8 @@ class Settings:
     floors: tuple[tuple[str, float], ...] = ()
     multiple: str = "none"
     seed: int = 1337
+    # --crucible-allow-incomplete: gate an incomplete or interrupted run (either side) on the items it has.
+    allow_incomplete: bool = False
     # The judge of the answer layer (system mode only).
     judge: str = "auto"
     judge_model: str | None = None
@@ -83,6 +85,11 @@ class CrucibleSession:
     comparison: Any = None
     gate_failures: list[str] = field(default_factory=list)
     gate_checked: bool = False
+    # Why the gate did not run although asked to (an interrupted run), and its warnings.
+    gate_skipped: str | None = None
+    gate_warnings: list[str] = field(default_factory=list)
+    # Items of this run whose judging failed (they have no judge-based metrics).
+    judge_error_items: int = 0
     # Counters reported by xdist workers (their engines ran the judge).
     worker_judge: dict[str, float] = field(default_factory=dict)
     cost_estimate: Any = None
@@ -314,6 +321,7 @@ class CrucibleSession:
             self.score_answers_in_batch()
         judge_errors = store.db.conn.execute(
             "SELECT COUNT(*) FROM results WHERE run_id = ? AND judge_errors != '[]'", [self.run_id]).fetchone()[0]
+        self.judge_error_items = judge_errors
         self.status = "interrupted" if interrupted else "incomplete" if judge_errors else "complete"
         summary = self.judge_summary()
         judge = {
@@ -328,12 +336,24 @@ class CrucibleSession:
     def apply_gate(self) -> list[str]:
         """Compare this run with the baseline and check the floors; returns one reason per failure."""
         s = self.settings
-        if self.is_worker or self.run_id is None or self.status != "complete" or not (s.baseline or s.floors):
+        if self.is_worker or self.run_id is None or self.status is None or not (s.baseline or s.floors):
+            return []
+        if self.status == "interrupted":  # the session already exits 2 (interrupted); nothing to judge by
+            self.gate_skipped = "this run was interrupted: the gate did not compare it"
             return []
         from .stats.compare import ComparisonRefused, compare_run_data, floor_failures
         from .store import StoreError, run_data_from_export
 
         self.gate_checked = True
+        if self.status != "complete":
+            if not s.allow_incomplete:
+                n = self.judge_error_items
+                reason = (f"this run is {self.status} ({n} item{'s' if n != 1 else ''} without judge-based metrics): "
+                          "refusing to compare it; pass --crucible-allow-incomplete to compare the items it has")
+                self.gate_failures = [reason]
+                return [reason]
+            self.gate_warnings.append(f"WARNING comparing an incomplete run (--crucible-allow-incomplete): "
+                                      f"{self.judge_error_items} item(s) have no judge-based metrics and are left out of those")
         store = self.store
         current = store.run_data(self.run_id)
         reasons: list[str] = []
@@ -342,7 +362,11 @@ class CrucibleSession:
                 if s.baseline_export is not None:
                     baseline = run_data_from_export(s.baseline_export)
                 else:
-                    baseline = store.run_data(store.resolve_run(s.baseline, exclude=self.run_id))
+                    baseline = store.run_data(store.resolve_run(s.baseline, exclude=self.run_id, workspace=s.workspace))
+                status = baseline.run.get("status")
+                if status != "complete":  # only with --crucible-allow-incomplete (refused at configure time otherwise)
+                    self.gate_warnings.append(f"WARNING comparing against a baseline that is {status} (--crucible-allow-incomplete): "
+                                              "only the items and metrics it has are paired")
                 self.comparison = compare_run_data(baseline, current, seed=s.seed, multiple=s.multiple)
             except (ComparisonRefused, StoreError) as exc:
                 reasons.append(str(exc).splitlines()[0])
@@ -361,12 +385,14 @@ class CrucibleSession:
         return reasons
 
     def gate_lines(self) -> list[str]:
+        if self.gate_skipped:
+            return [f"gate skipped: {self.gate_skipped}"]
         if not self.gate_checked:
             return []
         from .report.views import comparison_lines
 
         s = self.settings
-        lines: list[str] = []
+        lines: list[str] = list(self.gate_warnings)
         if self.comparison is not None:
             lines.extend(comparison_lines(self.comparison, set(s.gate) if s.gate else None))
         if self.gate_failures:

@@ -376,11 +376,14 @@ def main_trec_eval(
     complete: bool = False,
     stdout: IO[str] | None = None,
     stderr: IO[str] | None = None,
+    as_json: bool = False,
 ) -> int:
     """CLI helper: evaluate and print; return 0, or 2 with a one-line error.
 
     ``measures`` defaults to :data:`DEFAULT_MEASURES`; ``per_query`` is
     trec_eval's ``-q``, ``relevance_level`` its ``-l``, ``complete`` its ``-c``.
+    ``as_json`` prints ``{"all": {measure: value}, "perQuery": {qid: {...}}}``
+    instead (``perQuery`` only with ``per_query``).
     """
     out = sys.stdout if stdout is None else stdout
     err = sys.stderr if stderr is None else stderr
@@ -397,5 +400,13 @@ def main_trec_eval(
     except ValueError as exc:  # includes TrecFormatError
         print(f"crucible trec-eval: error: {exc}", file=err)
         return 2
+    if as_json:
+        import json
+
+        document: dict[str, object] = {"all": summary}
+        if per_query:
+            document["perQuery"] = {qid: results[qid] for qid in sorted(results, key=_byte_key)}
+        out.write(json.dumps(document, indent=2) + "\n")
+        return 0
     out.write(format_trec_eval(results, summary, wanted, per_query))
     return 0

@@ -101,6 +101,26 @@ def run_metrics_json(data: RunData, items: list[dict[str, Any]] | None = None,
     return document
 
 
+def run_metrics_document(store, run_id: str) -> dict[str, Any]:
+    """The metrics document of one stored run: what `crucible metrics --json` prints and the API serves."""
+    return run_metrics_json(store.run_data(run_id), store.golden_items(run_id), store.results(run_id))
+
+
+def run_summary_json(run: dict[str, Any]) -> dict[str, Any]:
+    """One row of a run listing (the API's shape): camelCase, labels as an object, no local paths."""
+    import json
+
+    labels = run.get("labels") or "{}"
+    return {
+        "id": run["id"], "workspace": run.get("workspace") or "default", "status": run["status"],
+        "startedAt": run["started_at"], "finishedAt": run.get("finished_at"), "mode": run["mode"],
+        "configHash": run["config_hash"], "n": run.get("n_items") or 0,
+        "labels": json.loads(labels) if isinstance(labels, str) else dict(labels),
+        "judge": {"model": run["judge_model"], "promptVersion": run.get("judge_prompt_version")} if run.get("judge_model") else None,
+        "gitCommit": run.get("git_commit"),
+    }
+
+
 def _fmt(value: float | None, width: int = 7, places: int = 4) -> str:
     return f"{'-':>{width}}" if value is None else f"{value:>{width}.{places}f}"
 

@@ -235,6 +235,17 @@ def _compare_aurc(a: RunData, b: RunData, shared: list[str], **options: Any) -> 
     return entry
 
 
+def regression_reasons(comparison: Comparison, gated: Iterable[str] | None = None) -> list[str]:
+    """One line per gated metric (default: every compared one) that regressed significantly."""
+    names = set(comparison.metrics) if gated is None else set(gated)
+    return [
+        f"{name} regressed: {m.a:.4f} -> {m.b:.4f} (delta {m.delta:+.4f}, "
+        f"95% CI [{m.ci[0]:+.4f}, {m.ci[1]:+.4f}], p = {m.p:.4f}, n = {m.n})"
+        for name, m in comparison.metrics.items()
+        if name in names and m.regressed
+    ]
+
+
 def compare_runs(store, a: str, b: str, **options: Any) -> Comparison:
     """Compare two runs of one store; ``a``/``b`` are ids, unique prefixes or ``latest``."""
     return compare_run_data(store.run_data(store.resolve_run(a)), store.run_data(store.resolve_run(b)), **options)

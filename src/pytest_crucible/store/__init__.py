@@ -17,7 +17,7 @@ from typing import Any, Iterable
 
 import sqlite_utils
 
-from .schema import MIGRATIONS, SCHEMA_VERSION
+from .schema import LATE_COLUMNS, MIGRATIONS, SCHEMA_VERSION
 from .ulid import new_ulid
 
 __all__ = ["Store", "StoreError", "RunNotFound", "new_ulid", "SCHEMA_VERSION"]
@@ -82,23 +82,63 @@ class Store:
                 "HINT: upgrade pytest-crucible; files are never migrated backwards."
             )
         if version == SCHEMA_VERSION:
+            self._add_late_columns()
             return
         # Table rebuilds need foreign keys off, and that PRAGMA only works outside a transaction.
         conn.execute("PRAGMA foreign_keys = OFF")
         try:
-            for target in range(version + 1, SCHEMA_VERSION + 1):
-                # executescript commits first; BEGIN..COMMIT makes each step atomic.
+            while version < SCHEMA_VERSION:
+                target = version + 1
+                # executescript commits first; BEGIN IMMEDIATE..COMMIT makes each step atomic and
+                # takes the write lock up front, so processes opening one file at once take turns.
                 try:
-                    conn.executescript(f"BEGIN;\n{MIGRATIONS[target - 1]}\nPRAGMA user_version = {target};\nCOMMIT;")
+                    conn.executescript(f"BEGIN IMMEDIATE;\n{MIGRATIONS[target - 1]}\nPRAGMA user_version = {target};\nCOMMIT;")
                 except sqlite3.Error:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
-                    raise
+                    # Another process migrated the file while this one waited for the lock.
+                    if conn.execute("PRAGMA user_version").fetchone()[0] < target:
+                        raise
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
             problems = conn.execute("PRAGMA foreign_key_check").fetchall()
             if problems:
                 raise StoreError(f"{self.path}: migration left {len(problems)} broken references; the file was not changed past them")
         finally:
             conn.execute("PRAGMA foreign_keys = ON")
+        self._add_late_columns()
+
+    def _add_late_columns(self) -> None:
+        """Add the columns a file of an early build of its schema version lacks (schema.LATE_COLUMNS)."""
+        conn = self.db.conn
+        for _since, table, column, kind in LATE_COLUMNS:
+            if column not in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
+                try:
+                    conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+                except sqlite3.OperationalError:
+                    # Another process added it first.
+                    if column not in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
+                        raise
+
+    @classmethod
+    def open_read_only(cls, path: str | Path) -> "Store":
+        """Open an existing database for reading only (SQLite ``mode=ro``): nothing is migrated,
+        no run is marked interrupted, and any write fails. The schema must be this version's."""
+        path = Path(path)
+        if not path.is_file():
+            raise StoreError(f"{path}: no crucible database here\nHINT: run the golden set once first, or point at the database")
+        # check_same_thread off: a web request may hand the connection between worker threads, never share it.
+        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=30.0, check_same_thread=False)
+        try:
+            conn.execute("PRAGMA busy_timeout = 30000")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise StoreError(f"{path}: cannot read the crucible database: {exc}\nHINT: is it a crucible SQLite file?") from None
+        if version != SCHEMA_VERSION:
+            conn.close()
+            raise StoreError(f"{path}: schema {version}, this pytest-crucible reads schema {SCHEMA_VERSION}\n"
+                             "HINT: open it once with a writing command of this version (e.g. `crucible runs`) to migrate it")
+        return cls(sqlite_utils.Database(conn), path)
 
     def close(self) -> None:
         self.db.conn.close()
@@ -362,21 +402,31 @@ class Store:
             sql += f" LIMIT {int(limit)}"
         return [dict(row) for row in self.db.query(sql, params)]
 
+    def workspaces(self) -> dict[str, int]:
+        """workspace -> number of runs, by name."""
+        return dict(self.db.conn.execute("SELECT workspace, COUNT(*) FROM runs GROUP BY workspace ORDER BY workspace").fetchall())
+
     def get_run(self, run_id: str) -> dict[str, Any]:
         rows = list(self.db.query("SELECT * FROM runs WHERE id = ?", [run_id]))
         if not rows:
             raise RunNotFound(f"no run with id {run_id} in {self.path}\nHINT: `crucible runs` lists the runs")
         return rows[0]
 
-    def resolve_run(self, ref: str, *, exclude: str | None = None) -> str:
-        """A run id from 'latest' (newest complete run) or a unique id prefix."""
+    def resolve_run(self, ref: str, *, exclude: str | None = None, workspace: str | None = None) -> str:
+        """A run id from 'latest' (newest complete run, of ``workspace`` when given) or a unique id prefix.
+
+        Ids and prefixes resolve in every workspace: the workspace only says which run is 'latest'."""
         if ref == "latest":
             row = self.db.conn.execute(
-                "SELECT id FROM runs WHERE status = 'complete' AND id != ? ORDER BY started_at DESC, rowid DESC LIMIT 1",
-                [exclude or ""],
+                "SELECT id FROM runs WHERE status = 'complete' AND id != ? AND (? IS NULL OR workspace = ?)"
+                " ORDER BY started_at DESC, rowid DESC LIMIT 1",
+                [exclude or "", workspace, workspace],
             ).fetchone()
             if row is None:
-                raise RunNotFound(f"no complete run in {self.path}\nHINT: run the golden set once to make a baseline")
+                where = f"workspace '{workspace}' of {self.path}" if workspace is not None else str(self.path)
+                raise RunNotFound(f"no complete run in {where}\nHINT: run the golden set once to make a baseline"
+                                  + (", or pick another workspace (--workspace NAME; `crucible runs --all-workspaces` lists them)"
+                                     if workspace is not None else ""))
             return row[0]
         if self.db.conn.execute("SELECT 1 FROM runs WHERE id = ?", [ref]).fetchone():
             return ref
@@ -452,22 +502,27 @@ class Store:
             if tuple(existing) == (run["config_hash"], run["started_at"]):
                 return run_id, False
             raise StoreError(f"{source}: run {run_id} already exists in {self.path} with different content\nHINT: import into another --db")
-        with self.db.conn:
-            # Exports older than schema 6 carry no workspace or labels: the columns' defaults apply.
-            self._insert("runs", {key: run[key] for key in _RUN_COLUMNS if run.get(key) is not None})
-            for golden in document["goldenItems"]:
-                self._insert("golden_items", {"run_id": run_id, "item_id": golden["item_id"], "source": golden.get("source"),
-                                              "line": golden.get("line"), "item": json.dumps(golden["item"], sort_keys=True)})
-            for row in document["results"]:
-                row = {**row, "run_id": run_id}
-                for column in _JSON_RESULT_COLUMNS:
-                    row[column] = json.dumps(row.get(column) or [])
-                for column in ("verdicts", "pool", "assertions"):
-                    row[column] = json.dumps(row[column]) if row.get(column) else None
-                self._insert("results", {key: row.get(key) for key in _RESULT_COLUMNS})
-            for metric, values in document["itemMetrics"].items():
-                for item_id, value in values.items():
-                    self._insert("item_metrics", {"run_id": run_id, "item_id": item_id, "metric": metric, "value": float(value)})
+        try:
+            with self.db.conn:
+                # Exports older than schema 6 carry no workspace or labels: the columns' defaults apply.
+                self._insert("runs", {key: run[key] for key in _RUN_COLUMNS if run.get(key) is not None})
+                for golden in document["goldenItems"]:
+                    self._insert("golden_items", {"run_id": run_id, "item_id": golden["item_id"], "source": golden.get("source"),
+                                                  "line": golden.get("line"), "item": json.dumps(golden["item"], sort_keys=True)})
+                for row in document["results"]:
+                    row = {**row, "run_id": run_id}
+                    for column in _JSON_RESULT_COLUMNS:
+                        row[column] = json.dumps(row.get(column) or [])
+                    for column in ("verdicts", "pool", "assertions"):
+                        row[column] = json.dumps(row[column]) if row.get(column) else None
+                    # Absent flags take the columns' defaults.
+                    self._insert("results", {key: row.get(key) for key in _RESULT_COLUMNS if row.get(key) is not None or key not in ("abstained", "blocked")})
+                for metric, values in document["itemMetrics"].items():
+                    for item_id, value in values.items():
+                        self._insert("item_metrics", {"run_id": run_id, "item_id": item_id, "metric": metric, "value": float(value)})
+        except (sqlite3.Error, OverflowError) as exc:  # validate_export checks the columns; this is the last line of defence
+            raise StoreError(f"{source}: cannot import run {run_id}: {exc}; nothing was written\n"
+                             "HINT: make the file with `crucible export RUN -o FILE`") from None
         return run_id, True
 
 
@@ -483,30 +538,119 @@ _RESULT_COLUMNS = ("run_id", "item_id", "question", "answer", "retrieved", "cita
 _JSON_RESULT_COLUMNS = ("retrieved", "citations", "detected_concepts", "failures", "judge_errors")
 
 
+# What each exported column may hold (None/absent is allowed unless the column is required).
+_TEXT, _INT, _NUMBER, _FLAG, _LIST, _JSON_TEXT = "a string", "an integer", "a finite number", "true/false or 0/1", "a list", "JSON text"
+_RUN_TYPES = {
+    **dict.fromkeys(("finished_at", "config_path", "golden_hash", "git_commit", "judge_model", "judge_prompt_version", "host",
+                     "judge_label", "workspace"), _TEXT),
+    **dict.fromkeys(("params", "resolved", "pytest_args", "judge_stats", "labels", "kinds"), _JSON_TEXT),
+    **dict.fromkeys(("n_items", "pid", "input_tokens", "output_tokens"), _INT),
+    **dict.fromkeys(("cost_estimate_usd", "cost_usd"), _NUMBER),
+}
+_RESULT_TYPES = {
+    **dict.fromkeys(("answer", "error", "result_id", "error_class", "error_evidence", "blocked_layer"), _TEXT),
+    **dict.fromkeys(_JSON_RESULT_COLUMNS, _LIST),
+    **dict.fromkeys(("confidence", "latency_ms"), _NUMBER),
+    **dict.fromkeys(("abstained", "blocked"), _FLAG),
+}
+_RUN_CHOICES = {"status": ("running", "complete", "incomplete", "interrupted"), "mode": ("system", "component")}
+
+
+def _fits(value: Any, kind: str) -> bool:
+    import math
+
+    if kind == _TEXT:
+        return isinstance(value, str)
+    if kind == _INT:
+        return isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63
+    if kind == _NUMBER:  # SQLite binds a Python int only within 64 bits
+        if isinstance(value, int) and not isinstance(value, bool):
+            return abs(value) < 2**63
+        return isinstance(value, float) and math.isfinite(value)
+    if kind == _FLAG:
+        return isinstance(value, bool) or value in (0, 1)
+    if kind == _LIST:
+        return isinstance(value, list)
+    if kind == _JSON_TEXT:
+        if not isinstance(value, str):
+            return False
+        try:
+            json.loads(value)
+        except (ValueError, RecursionError):
+            return False
+        return True
+    raise AssertionError(kind)
+
+
 def validate_export(document: Any, source: str) -> dict[str, Any]:
-    """Check an exported run's shape; the error names the file and the field."""
-    def bad(field: str, expected: str) -> StoreError:
-        return StoreError(f"{source}: field '{field}': expected {expected}\nHINT: make the file with `crucible export RUN -o FILE`")
+    """Check an exported run's shape and every value it puts in a column; the error names the file and the field."""
+    from ..golden_set import field_path
+    from ..json_input import shown, value_problem
+
+    def bad(field: str, expected: str, *, got: Any = None, show: bool = False) -> StoreError:
+        also = f", got {json.dumps(got, default=str)[:60]}" if show else ""
+        return StoreError(f"{source}: field '{shown(field)}': expected {expected}{also}\n"
+                          "HINT: make the file with `crucible export RUN -o FILE`")
 
     if not isinstance(document, dict) or document.get("format") != EXPORT_FORMAT:
         raise bad("format", f"'{EXPORT_FORMAT}' (this is not an exported crucible run)")
     if document.get("version") != EXPORT_VERSION:
-        raise bad("version", f"{EXPORT_VERSION}, got {document.get('version')!r}")
+        raise bad("version", f"{EXPORT_VERSION}, got {json.dumps(document.get('version'), default=str)[:40]}")
+    unusable = value_problem(document, max_values=None)
+    if unusable is not None:
+        loc, problem = unusable
+        raise StoreError(f"{source}: field '{shown(field_path(loc))}': {problem}\nHINT: make the file with `crucible export RUN -o FILE`")
     run = document.get("run")
     if not isinstance(run, dict):
         raise bad("run", "an object")
     for key in ("id", "started_at", "config_hash", "resolved", "params", "mode", "outcome_mode", "status"):
         if not isinstance(run.get(key), str):
             raise bad(f"run.{key}", "a string")
+    for key, choices in _RUN_CHOICES.items():
+        if run[key] not in choices:
+            raise bad(f"run.{key}", " or ".join(choices), got=run[key], show=True)
+    for key, kind in _RUN_TYPES.items():
+        if run.get(key) is not None and not _fits(run[key], kind):
+            raise bad(f"run.{key}", kind, got=run[key], show=True)
+    if not isinstance(json.loads(run["resolved"]), dict):
+        raise bad("run.resolved", "the JSON text of an object")
     for key, kind in (("goldenItems", list), ("results", list), ("itemMetrics", dict)):
         if not isinstance(document.get(key), kind):
             raise bad(key, "a list" if kind is list else "an object")
+    seen: set[str] = set()
+    for index, golden in enumerate(document["goldenItems"]):
+        if not isinstance(golden, dict) or not isinstance(golden.get("item_id"), str) or not isinstance(golden.get("item"), dict):
+            raise bad(f"goldenItems[{index}]", "an object with item_id (a string) and item (an object)")
+        if golden["item_id"] in seen:
+            raise bad(f"goldenItems[{index}].item_id", "an item id used once", got=golden["item_id"], show=True)
+        seen.add(golden["item_id"])
+        for key, kind in (("source", _TEXT), ("line", _INT)):
+            if golden.get(key) is not None and not _fits(golden[key], kind):
+                raise bad(f"goldenItems[{index}].{key}", kind, got=golden[key], show=True)
+    seen, result_ids = set(), set()
     for index, row in enumerate(document["results"]):
         if not isinstance(row, dict) or not isinstance(row.get("item_id"), str) or not isinstance(row.get("question"), str):
             raise bad(f"results[{index}]", "an object with item_id and question")
+        if row["item_id"] in seen:
+            raise bad(f"results[{index}].item_id", "an item id used once", got=row["item_id"], show=True)
+        seen.add(row["item_id"])
+        for key in ("outcome", "recorded_at"):
+            if not isinstance(row.get(key), str):
+                raise bad(f"results[{index}].{key}", "a string", got=row.get(key), show=True)
+        for key, kind in _RESULT_TYPES.items():
+            if row.get(key) is not None and not _fits(row[key], kind):
+                raise bad(f"results[{index}].{key}", kind, got=row[key], show=True)
+        if not all(isinstance(chunk, dict) for chunk in row.get("retrieved") or []):
+            raise bad(f"results[{index}].retrieved", "a list of objects")
+        if row.get("crag_grade") is not None and row["crag_grade"] not in ("perfect", "acceptable", "missing", "incorrect"):
+            raise bad(f"results[{index}].crag_grade", "perfect, acceptable, missing or incorrect", got=row["crag_grade"], show=True)
+        if row.get("result_id") is not None:
+            if row["result_id"] in result_ids:
+                raise bad(f"results[{index}].result_id", "a result id used once", got=row["result_id"], show=True)
+            result_ids.add(row["result_id"])
     for metric, values in document["itemMetrics"].items():
-        if not isinstance(values, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values.values()):
-            raise bad(f"itemMetrics.{metric}", "an object of item id -> number")
+        if not isinstance(values, dict) or not all(_fits(v, _NUMBER) for v in values.values()):
+            raise bad(f"itemMetrics.{metric}", "an object of item id -> finite number")
     return document
 
 
@@ -532,13 +676,17 @@ def read_only_rows(db_path: str | Path, sql: str, params: Iterable[Any] = ()) ->
 
 
 def read_export(path: str | Path) -> dict[str, Any]:
+    from ..json_input import json_problem
+
     path = Path(path)
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = json.loads(path.read_text(encoding="utf-8-sig"))
     except OSError as exc:
         raise StoreError(f"{path}: cannot read the exported run: {exc.strerror}\nHINT: make one with `crucible export RUN -o FILE`") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise StoreError(f"{path}: not valid JSON ({exc})\nHINT: make the file with `crucible export RUN -o FILE`") from None
+    except UnicodeDecodeError as exc:
+        raise StoreError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})\nHINT: make the file with `crucible export RUN -o FILE`") from None
+    except (ValueError, RecursionError) as exc:
+        raise StoreError(f"{path}: not valid JSON ({json_problem(exc)})\nHINT: make the file with `crucible export RUN -o FILE`") from None
     return validate_export(document, str(path))
 
 

@@ -234,3 +234,10 @@ MIGRATIONS: list[str] = [
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
+
+# Columns a migration gained after files of its version had been written: such a file carries
+# the version number without them. (schema version, table, column, type), checked on every open.
+LATE_COLUMNS: list[tuple[int, str, str, str]] = [
+    # Migration 4 gained crag_grade a commit after it first shipped (42be2d4 wrote v4 files without it).
+    (4, "results", "crag_grade", "TEXT"),
+]

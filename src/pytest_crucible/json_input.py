@@ -1,0 +1,87 @@
+"""What every loader of user-written JSON (and YAML) data checks before using it.
+
+Python's JSON reader fails in more ways than ``JSONDecodeError``: a number with more
+than 4300 digits is a plain ``ValueError``, deep nesting a ``RecursionError``. And
+some data it accepts cannot be used: a lone surrogate (``"\\ud800"``) cannot be
+stored in SQLite or printed, data nested hundreds of levels deep breaks copying and
+serialising it later, and YAML aliases can expand a small file into billions of
+values. The loaders (golden sets, qrels, configs, exported runs, promote bodies)
+turn each of these into their own one-message error, naming the field.
+
+This module never imports pytest.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["MAX_DEPTH", "MAX_VALUES", "json_problem", "value_problem", "shown"]
+
+#: Deepest nesting accepted in user data (an item's metadata, a config's own keys).
+MAX_DEPTH = 100
+#: Most values accepted in one record (only YAML aliases can reach it from a small file).
+MAX_VALUES = 100_000
+
+
+def json_problem(exc: BaseException) -> str:
+    """What went wrong, for an exception ``json.loads`` raised (JSONDecodeError, ValueError, RecursionError)."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at column {exc.colno}"
+    if isinstance(exc, RecursionError):
+        return "nested too deeply for the JSON reader"
+    if "digits" in str(exc):
+        return "a number has too many digits (at most 4300)"
+    return str(exc).split("\n")[0]
+
+
+def value_problem(value: Any, *, max_depth: int = MAX_DEPTH, max_values: int | None = MAX_VALUES) -> tuple[list[str | int], str] | None:
+    """(location, problem) of the first value that cannot be used, else None.
+
+    Problems: a string or key holding a lone surrogate, binary data, nesting deeper
+    than ``max_depth``, more than ``max_values`` values. The location is a list of
+    keys and indexes (shortened to its first three parts for deep nesting).
+    """
+    stack: list[tuple[Any, list[str | int], int]] = [(value, [], 1)]
+    seen = 0
+    while stack:
+        node, loc, depth = stack.pop()
+        seen += 1
+        if max_values is not None and seen > max_values:
+            return loc[:3], f"more than {max_values} values (YAML aliases expanding?)"
+        if isinstance(node, str):
+            if _has_surrogate(node):
+                return loc, f"not valid Unicode (a lone surrogate {_first_surrogate(node)})"
+        elif isinstance(node, (bytes, bytearray)):
+            return loc, "binary data: expected text"
+        elif isinstance(node, (dict, list, tuple)):
+            if depth > max_depth:
+                return loc[:3], f"nested more than {max_depth} levels deep"
+            if isinstance(node, dict):
+                children = []
+                for key, child in node.items():
+                    if isinstance(key, str) and _has_surrogate(key):
+                        return [*loc, key], f"not valid Unicode (a lone surrogate {_first_surrogate(key)} in a key)"
+                    children.append((child, [*loc, key], depth + 1))
+            else:
+                children = [(child, [*loc, index], depth + 1) for index, child in enumerate(node)]
+            stack.extend(reversed(children))
+    return None
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _first_surrogate(text: str) -> str:
+    return next(f"\\u{ord(c):04x}" for c in text if 0xD800 <= ord(c) <= 0xDFFF)
+
+
+def shown(text: Any) -> str:
+    """``text`` as it can appear inside a one-line message: control characters and lone surrogates escaped."""
+    text = str(text)
+    return text if text.isprintable() else json.dumps(text)[1:-1]

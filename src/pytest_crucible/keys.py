@@ -1,0 +1,149 @@
+"""API keys for ``crucible serve``: scoped to one workspace, stored only as a salted hash.
+
+A key reads ``crk_<id>_<secret>``. The id is public (it names the key in listings and is
+how a request finds its row); the secret is 32 random bytes, shown once at creation and
+never stored: the ``api_keys`` row keeps a per-key random salt and a PBKDF2-SHA256 hash.
+Every request looks its key up again (no cache), so a revocation takes effect at once.
+
+This module never imports pytest or the web framework.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+import sqlite3
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from .store import StoreError, new_ulid, utc_now
+
+KEY_PREFIX = "crk"
+SCOPES = ("runs:read", "kb:read", "feedback:write")
+READ_SCOPES = ("kb:read", "runs:read")
+WRITE_FEEDBACK_SCOPE = "feedback:write"
+# The secret carries 256 random bits, so no guessing attack depends on the work factor;
+# PBKDF2 with a per-key salt still keeps a leaked table from being checked cheaply, and a
+# modest count keeps the per-request lookup fast. The count is stored with each hash.
+PBKDF2_ITERATIONS = 50_000
+_HASH_SCHEME = "pbkdf2_sha256"
+
+
+class ApiKeyError(StoreError):
+    """A key command that cannot be done; ``str()`` is the user-facing message."""
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """An authenticated key: what a request may do, never the secret."""
+
+    id: str
+    workspace: str
+    name: str | None
+    scopes: tuple[str, ...]
+
+    def allows(self, *any_of: str) -> bool:
+        return any(scope in self.scopes for scope in any_of)
+
+
+def _hash_secret(secret: str, salt: bytes, iterations: int = PBKDF2_ITERATIONS) -> str:
+    digest = hashlib.pbkdf2_hmac("sha256", secret.encode("utf-8"), salt, iterations)
+    return f"{_HASH_SCHEME}${iterations}${digest.hex()}"
+
+
+def _secret_matches(secret: str, salt_hex: str, stored: str) -> bool:
+    scheme, _, rest = stored.partition("$")
+    iterations, _, _ = rest.partition("$")
+    if scheme != _HASH_SCHEME or not iterations.isdigit():
+        return False
+    return hmac.compare_digest(_hash_secret(secret, bytes.fromhex(salt_hex), int(iterations)), stored)
+
+
+def check_scopes(scopes: Iterable[str]) -> tuple[str, ...]:
+    chosen = tuple(dict.fromkeys(scopes))  # keep the order given, drop repeats
+    unknown = [scope for scope in chosen if scope not in SCOPES]
+    if unknown or not chosen:
+        what = f"unknown scope {unknown[0]!r}" if unknown else "a key needs at least one scope"
+        raise ApiKeyError(f"--scope: {what}\nHINT: scopes are {', '.join(SCOPES)} (repeat --scope for several)")
+    return chosen
+
+
+def create_key(conn: sqlite3.Connection, *, workspace: str, scopes: Iterable[str], name: str | None = None) -> tuple[dict[str, Any], str]:
+    """Store a new key; returns (its public row, the full key). The full key is never stored."""
+    if not workspace or not workspace.strip():
+        raise ApiKeyError("--workspace: a key belongs to one workspace\nHINT: pass --workspace NAME (`crucible runs --all-workspaces` shows them)")
+    chosen = check_scopes(scopes)
+    key_id, secret, salt = new_ulid(), secrets.token_urlsafe(32), secrets.token_bytes(16)
+    row = {"id": key_id, "workspace": workspace, "name": name, "scopes": json.dumps(list(chosen)),
+           "salt": salt.hex(), "key_hash": _hash_secret(secret, salt), "created_at": utc_now(), "revoked_at": None}
+    with conn:
+        conn.execute(f"INSERT INTO api_keys ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})", list(row.values()))
+    return _public(row), f"{KEY_PREFIX}_{key_id}_{secret}"
+
+
+def list_keys(conn: sqlite3.Connection, *, workspace: str | None = None) -> list[dict[str, Any]]:
+    """Keys, oldest first, without salt or hash."""
+    sql, params = _SELECT, []
+    if workspace is not None:
+        sql, params = sql + " WHERE workspace = ?", [workspace]
+    return [_public(_row(values)) for values in conn.execute(sql + " ORDER BY created_at, id", params).fetchall()]
+
+
+def revoke_key(conn: sqlite3.Connection, ref: str) -> tuple[dict[str, Any], bool]:
+    """Revoke by key id (or by the full key); returns (the key's row, whether this call revoked it)."""
+    parsed = parse_key(ref)
+    key_id = parsed[0] if parsed else ref
+    found = conn.execute(f"{_SELECT} WHERE id = ?", [key_id]).fetchone()
+    if found is None:
+        raise ApiKeyError(f"no API key with id {key_id}\nHINT: `crucible keys list` shows the keys and their ids")
+    row = _row(found)
+    if row["revoked_at"]:
+        return _public(row), False
+    row["revoked_at"] = utc_now()
+    with conn:
+        conn.execute("UPDATE api_keys SET revoked_at = ? WHERE id = ?", [row["revoked_at"], key_id])
+    return _public(row), True
+
+
+def active_key_count(conn: sqlite3.Connection) -> int:
+    return conn.execute("SELECT COUNT(*) FROM api_keys WHERE revoked_at IS NULL").fetchone()[0]
+
+
+def parse_key(token: str) -> tuple[str, str] | None:
+    """``crk_<id>_<secret>`` -> (id, secret); None for anything else."""
+    prefix, _, rest = token.partition("_")
+    key_id, _, secret = rest.partition("_")
+    if prefix != KEY_PREFIX or not key_id or not secret:
+        return None
+    return key_id, secret
+
+
+def authenticate(conn: sqlite3.Connection, token: str) -> ApiKey | None:
+    """The live key ``token`` names, or None (malformed, unknown, revoked or wrong secret alike)."""
+    parsed = parse_key(token)
+    found = conn.execute(f"{_SELECT} WHERE id = ?", [parsed[0]]).fetchone() if parsed else None
+    if found is None:
+        # Spend the same hashing time as a real check, so a response's timing does not tell key ids apart.
+        _hash_secret(token, b"\0" * 16)
+        return None
+    row = _row(found)
+    if not _secret_matches(parsed[1], row["salt"], row["key_hash"]) or row["revoked_at"]:
+        return None
+    return ApiKey(id=row["id"], workspace=row["workspace"], name=row["name"], scopes=tuple(json.loads(row["scopes"])))
+
+
+_COLUMNS = ("id", "workspace", "name", "scopes", "salt", "key_hash", "created_at", "revoked_at")
+_SELECT = f"SELECT {', '.join(_COLUMNS)} FROM api_keys"
+
+
+def _row(values: Iterable[Any]) -> dict[str, Any]:
+    return dict(zip(_COLUMNS, values))
+
+
+def _public(row: dict[str, Any]) -> dict[str, Any]:
+    scopes = row["scopes"]
+    return {"id": row["id"], "workspace": row["workspace"], "name": row["name"],
+            "scopes": json.loads(scopes) if isinstance(scopes, str) else list(scopes),
+            "createdAt": row["created_at"], "revokedAt": row["revoked_at"]}

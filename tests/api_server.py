@@ -1,0 +1,77 @@
+"""The HTTP API under test: uvicorn in a thread of the test process, on a free 127.0.0.1 port,
+and a stored-run database made through the Store API."""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+
+from pytest_crucible.keys import create_key
+from pytest_crucible.store import Store
+
+ITEMS = 12
+
+
+def add_run(store: Store, *, workspace: str, shift: float = 0.0, judge: str | None = "claude-haiku-5-5",
+            prompt: str = "crucible-v1", labels: dict[str, str] | None = None, config_hash: str = "9f2c" + "0" * 60) -> str:
+    """A complete run of ITEMS items with retrieval, RAGAS and abstention metrics; ``shift`` moves nDCG up."""
+    run_id = store.start_run(config_hash=config_hash, params={}, resolved={"retrievalLimit": 10}, mode="system",
+                             outcome_mode="record", judge_model=judge, judge_prompt_version=prompt if judge else None,
+                             workspace=workspace, labels=labels or {"model": "chat", "collection": workspace})
+    for i in range(ITEMS):
+        kind = "multi_hop" if i % 2 else "simple"
+        item = {"id": f"q{i:02d}", "question": f"question {i}?", "questionType": kind, "tags": ["topic:returns"],
+                "citations": [{"docId": f"doc{i}", "mode": "required"}]}
+        store.record_score(run_id, {
+            "item_id": item["id"], "question": item["question"], "item": item, "outcome": "passed",
+            "answer": "an answer [S1]", "confidence": 0.5 + 0.04 * i, "crag_grade": "perfect" if i % 3 else "incorrect",
+            "error_class": "correct" if i % 3 else "hallucination", "error_evidence": None if i % 3 else "claim 1 unsupported",
+            "metrics": {"ndcgAt10": min(1.0, 0.4 + 0.03 * i + shift), "recallAtK": 0.5 + 0.02 * (i % 5),
+                        "faithfulness": 0.7 + 0.01 * (i % 4), "truthfulness": 1.0 if i % 3 else -1.0},
+        })
+    store.finish_run(run_id, status="complete", golden_hash="g" * 64)
+    return run_id
+
+
+def new_key(db: Path, workspace: str, *scopes: str, name: str | None = None) -> str:
+    store = Store.open(db, create=False)
+    try:
+        return create_key(store.db.conn, workspace=workspace, scopes=scopes, name=name)[1]
+    finally:
+        store.close()
+
+
+@contextmanager
+def serve_in_thread(db: Path) -> Iterator[str]:
+    """Serve ``db`` until the block ends; yields the base URL."""
+    import uvicorn
+
+    from pytest_crucible.server import listen
+    from pytest_crucible.server.app import create_app
+
+    listener = listen("127.0.0.1", 0, active_keys=1, db=db)
+    server = uvicorn.Server(uvicorn.Config(create_app(db), log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener.sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60  # a start-up bound, not a speed assertion
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.01)
+    try:
+        yield listener.url
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        listener.sock.close()
+
+
+def client(base_url: str, key: str | None = None) -> httpx.Client:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    # trust_env off: no proxy from the environment may sit between the test and 127.0.0.1.
+    return httpx.Client(base_url=base_url, headers=headers, timeout=60, trust_env=False)

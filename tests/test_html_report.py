@@ -321,6 +321,14 @@ def test_report_in_a_real_browser(example_html, tmp_path) -> None:
             # The comparison's intervals are drawn.
             assert page.locator("svg.ci").first.bounding_box()["width"] > 0
 
+            # The guardrail eval: each rate's Wilson interval is drawn, a blocked attack says by which layer.
+            wilson = page.locator("#guardrails svg.wilson")
+            assert wilson.count() >= 2 and wilson.first.bounding_box()["width"] > 100
+            page.locator("#guardrails").screenshot(path=str(tmp_path / "guardrails.png"))
+            blocked = page.locator("details.item:has([data-blocked])").first
+            blocked.evaluate("details => { details.open = true; }")  # it may be the item opened above
+            assert blocked.locator("[data-blocked]").inner_text().startswith("blocked by ")
+
             # Screenshots: the plot is not one flat colour, the page is not blank.
             svg_png = svg.screenshot(path=str(tmp_path / "risk-coverage.png"))
             page_png = tmp_path / "report.png"

@@ -160,3 +160,33 @@ def test_sigint_mid_run_exits_2_and_keeps_what_finished(ctrl_c_project: pytest.P
     # The item Ctrl-C landed in did not finish; every item before it did and is kept.
     assert items == sorted(started)[: len(items)] and len(started) - 1 <= len(items) <= len(started)
     assert with_metrics == len(items) == n_items
+
+
+def test_ctrl_c_in_the_middle_of_a_write_loses_no_finished_item(tmp_path, monkeypatch) -> None:
+    from pytest_crucible.session import FLUSH_ITEMS, CrucibleSession, Settings
+
+    settings = Settings(params={}, resolved={"retrievalLimit": 10}, config_hash="h" * 64, config_path=None,
+                        db_path=tmp_path / "c.db", mode="component", outcome_mode="record")
+    session = CrucibleSession(settings=settings)
+    real_write = type(session.store).record_scores
+    calls = []
+
+    def interrupted_write(store, run_id, scores):  # the write starts, then Ctrl-C arrives inside its transaction
+        calls.append(len(scores))
+        with store.db.conn:
+            store._write_score(run_id, scores[0], "now")
+            if len(calls) == 1:
+                raise KeyboardInterrupt
+        real_write(store, run_id, scores)
+
+    monkeypatch.setattr(type(session.store), "record_scores", interrupted_write)
+    scores = [{"item_id": f"q{i}", "question": "Q?", "item": {"id": f"q{i}", "question": "Q?"}, "outcome": "passed",
+               "metrics": {"ndcgAt10": 1.0}} for i in range(FLUSH_ITEMS)]
+    with pytest.raises(KeyboardInterrupt):
+        for score in scores:
+            session.record(score)  # the 50th triggers the write
+    session.finish(interrupted=True)  # what pytest_sessionfinish does after Ctrl-C
+    assert calls == [FLUSH_ITEMS, FLUSH_ITEMS]
+    rows = session.store.db.conn.execute("SELECT COUNT(*), COUNT(DISTINCT item_id) FROM results").fetchone()
+    assert rows == (FLUSH_ITEMS, FLUSH_ITEMS) and session.status == "interrupted"
+    session.close()

@@ -307,6 +307,10 @@ class CrucibleSession:
         except Exception as exc:  # noqa: BLE001 - reported as a fault that fails the session
             ids = ", ".join(repr(score.get("item_id")) for score in pending[:5])
             self.faults.append(f"could not record {len(pending)} item(s) ({ids}...) in {self.settings.db_path}: {exc}")
+        except BaseException:
+            # Ctrl-C landed in the write: its transaction rolled back, so keep the batch for finish() to write.
+            self._pending = pending + self._pending
+            raise
 
     def finish(self, interrupted: bool) -> None:
         if self.is_worker:

@@ -184,3 +184,21 @@ def test_the_ledgers_only_grow_through_the_cli_and_the_api(tmp_path: Path) -> No
     assert added == [("q1", "c1", 0, "human", "ann"), ("q1", "c1", 0, "human", "ann")]
     assert feedback_after[: len(feedback_before)] == feedback_before
     assert len(feedback_after) == len(feedback_before) + 1
+
+
+@pytest.mark.parametrize("sql", [
+    "INSERT OR REPLACE INTO qrels SELECT * FROM qrels",  # same ids
+    "INSERT OR REPLACE INTO qrels (query_id, chunk_id, doc_id, grade, source, judge_model, prompt_version, run_id, created_at)"
+    " SELECT query_id, chunk_id, doc_id, 0, source, judge_model, prompt_version, run_id, created_at FROM qrels WHERE source = 'llm'",
+    "REPLACE INTO eval_feedback SELECT * FROM eval_feedback",
+])
+def test_insert_or_replace_cannot_rewrite_a_ledger_row(tmp_path: Path, sql: str) -> None:
+    # A replace deletes the conflicting row without firing DELETE triggers: the insert trigger drops it instead.
+    db, _, _ = _make_db(tmp_path)
+    before = _snapshot(db)
+    assert any(row for row in before[0])
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute(sql)
+    conn.close()
+    assert _snapshot(db) == before

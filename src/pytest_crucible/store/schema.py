@@ -231,6 +231,22 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX api_keys_by_workspace ON api_keys (workspace);
     """,
+    # version 7: INSERT OR REPLACE deletes the conflicting row without firing DELETE triggers
+    # (unless a client turns recursive_triggers on), so a replace could rewrite a ledger row.
+    # An insert that would replace one is dropped instead: the earlier row stays as it was,
+    # and INSERT OR IGNORE (how the store appends idempotently) behaves exactly as before.
+    """
+    CREATE TRIGGER qrels_no_replace BEFORE INSERT ON qrels
+    WHEN EXISTS (SELECT 1 FROM qrels WHERE id = NEW.id)
+      OR (NEW.source != 'human' AND EXISTS (
+          SELECT 1 FROM qrels WHERE source = NEW.source AND query_id = NEW.query_id
+            AND ifnull(chunk_id, '') = ifnull(NEW.chunk_id, '') AND ifnull(doc_id, '') = ifnull(NEW.doc_id, '')
+            AND judge_model = NEW.judge_model))
+    BEGIN SELECT RAISE(IGNORE); END;
+    CREATE TRIGGER eval_feedback_no_replace BEFORE INSERT ON eval_feedback
+    WHEN EXISTS (SELECT 1 FROM eval_feedback WHERE id = NEW.id)
+    BEGIN SELECT RAISE(IGNORE); END;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -231,8 +231,9 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX api_keys_by_workspace ON api_keys (workspace);
     """,
-    # version 7: INSERT OR REPLACE deletes the conflicting row without firing DELETE triggers
-    # (unless a client turns recursive_triggers on), so a replace could rewrite a ledger row.
+    # version 7: the guardrail columns join the item_results view (a view cannot be altered:
+    # it is restated). INSERT OR REPLACE deletes the conflicting row without firing DELETE
+    # triggers (unless a client turns recursive_triggers on), so a replace could rewrite a ledger row.
     # An insert that would replace one is dropped instead: the earlier row stays as it was,
     # and INSERT OR IGNORE (how the store appends idempotently) behaves exactly as before.
     """
@@ -246,6 +247,25 @@ MIGRATIONS: list[str] = [
     CREATE TRIGGER eval_feedback_no_replace BEFORE INSERT ON eval_feedback
     WHEN EXISTS (SELECT 1 FROM eval_feedback WHERE id = NEW.id)
     BEGIN SELECT RAISE(IGNORE); END;
+    -- item_results gains the guardrail columns.
+    DROP VIEW item_results;
+    CREATE VIEW item_results AS
+    SELECT r.run_id, r.item_id, r.question, r.outcome, r.error_class, r.error_evidence, r.crag_grade,
+        r.confidence, r.abstained, r.blocked, r.blocked_layer, r.latency_ms, r.answer,
+        (SELECT value FROM item_metrics m WHERE m.run_id = r.run_id AND m.item_id = r.item_id AND m.metric = 'recallAtK') AS recallAtK,
+        (SELECT value FROM item_metrics m WHERE m.run_id = r.run_id AND m.item_id = r.item_id AND m.metric = 'precisionAtK') AS precisionAtK,
+        (SELECT value FROM item_metrics m WHERE m.run_id = r.run_id AND m.item_id = r.item_id AND m.metric = 'ndcgAt10') AS ndcgAt10,
+        (SELECT value FROM item_metrics m WHERE m.run_id = r.run_id AND m.item_id = r.item_id AND m.metric = 'mrr') AS mrr,
+        (SELECT value FROM item_metrics m WHERE m.run_id = r.run_id AND m.item_id = r.item_id AND m.metric = 'hitAtK') AS hitAtK,
+        (SELECT value FROM item_metrics m WHERE m.run_id = r.run_id AND m.item_id = r.item_id AND m.metric = 'faithfulness') AS faithfulness,
+        (SELECT value FROM item_metrics m WHERE m.run_id = r.run_id AND m.item_id = r.item_id AND m.metric = 'responseRelevancy') AS responseRelevancy,
+        (SELECT value FROM item_metrics m WHERE m.run_id = r.run_id AND m.item_id = r.item_id AND m.metric = 'contextPrecision') AS contextPrecision,
+        (SELECT value FROM item_metrics m WHERE m.run_id = r.run_id AND m.item_id = r.item_id AND m.metric = 'contextRecall') AS contextRecall,
+        (SELECT value FROM item_metrics m WHERE m.run_id = r.run_id AND m.item_id = r.item_id AND m.metric = 'noiseSensitivity') AS noiseSensitivity,
+        (SELECT value FROM item_metrics m WHERE m.run_id = r.run_id AND m.item_id = r.item_id AND m.metric = 'truthfulness') AS truthfulness,
+        (SELECT value FROM item_metrics m WHERE m.run_id = r.run_id AND m.item_id = r.item_id AND m.metric = 'attackSuccessRate') AS attackSuccessRate,
+        (SELECT value FROM item_metrics m WHERE m.run_id = r.run_id AND m.item_id = r.item_id AND m.metric = 'falsePositiveRate') AS falsePositiveRate
+    FROM results r;
     """,
 ]
 

@@ -386,3 +386,26 @@ def test_baseline_latest_is_the_latest_run_of_this_workspace(pytester: pytest.Py
     assert result.ret == pytest.ExitCode.OK
     rows = db_rows(pytester, "SELECT workspace FROM runs ORDER BY started_at")
     assert [row[0] for row in rows] == ["team-a", "team-b", "team-b"]
+
+
+def test_compare_restricted_to_one_kind(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture) -> None:
+    from pytest_crucible.cli import main
+
+    _project(pytester, monkeypatch)
+    (pytester.path / "off.json").write_text(json.dumps({"guardrails": {"layers": {"patterns": False}}}))
+    args = ["-p", "no:cacheprovider", "--crucible-mode=component", "--crucible-outcome=record"]
+    assert pytester.runpytest(*args).ret == pytest.ExitCode.OK
+    assert pytester.runpytest(*args, "--crucible-config=off.json").ret == pytest.ExitCode.OK
+    db = str(pytester.path / ".crucible" / "crucible.db")
+    runs = [row[0] for row in db_rows(pytester, "SELECT id FROM runs ORDER BY started_at")]
+    capsys.readouterr()  # the pytest runs' own output
+    assert main(["compare", *runs, "--db", db, "--kind", "adversarial", "--json"]) in (0, 1)
+    document = json.loads(capsys.readouterr().out)
+    assert document["facet"] == "kind=adversarial" and document["pairedItems"] == 5
+    assert document["metrics"]["attackSuccessRate"]["delta"] == pytest.approx(1 / 3)
+    assert main(["compare", *runs, "--db", db, "--kind", "retrieval", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["pairedItems"] == 1 and "attackSuccessRate" not in document["metrics"]
+    assert main(["compare", *runs, "--db", db, "--kind", "retrieval", "--facet", "tag=x"]) == 2
+    assert "cannot be combined" in capsys.readouterr().err

@@ -236,6 +236,11 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         return store.run_data(run_id), store.golden_items(run_id)
 
     (a, items_a), (b, items_b) = load(args.a), load(args.b)
+    if args.kind:
+        if args.facet:
+            print("crucible: --kind and --facet cannot be combined\nHINT: --kind K is --facet kind=K", file=sys.stderr)
+            return EXIT_USAGE
+        args.facet = f"kind={args.kind}"
     if args.facet:
         try:
             facet, value = parse_facet(args.facet)
@@ -701,6 +706,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--multiple", choices=["none", "holm"], default="none", help="p-value correction across metrics")
     compare.add_argument("--facet", default=None, metavar="FACET=VALUE",
                          help="compare only the items of one facet value, e.g. questionType=multi_hop or tag=topic:returns")
+    compare.add_argument("--kind", default=None, choices=["retrieval", "aggregation", "adversarial"],
+                         help="compare only the items of one kind (the same as --facet kind=KIND)")
     compare.set_defaults(func=_cmd_compare)
 
     export = with_db(sub.add_parser("export", help="write one run as JSON (commit it as a CI baseline)"))

@@ -345,7 +345,7 @@ class CrucibleSession:
         if self.status == "interrupted":  # the session already exits 2 (interrupted); nothing to judge by
             self.gate_skipped = "this run was interrupted: the gate did not compare it"
             return []
-        from .stats.compare import ComparisonRefused, compare_run_data, floor_failures
+        from .stats.compare import ComparisonRefused, compare_run_data, floor_failures, regression_reasons
         from .store import StoreError, run_data_from_export
 
         self.gate_checked = True
@@ -378,12 +378,7 @@ class CrucibleSession:
                 gated = set(s.gate) if s.gate else set(self.comparison.metrics)
                 for name in sorted(gated - set(self.comparison.metrics)):
                     reasons.append(f"gated metric {name} was not measured in either run")
-                for name, m in self.comparison.metrics.items():
-                    if name in gated and m.regressed:
-                        reasons.append(
-                            f"{name} regressed: {m.a:.4f} -> {m.b:.4f} (delta {m.delta:+.4f}, "
-                            f"95% CI [{m.ci[0]:+.4f}, {m.ci[1]:+.4f}], p = {m.p:.4f}, n = {m.n})"
-                        )
+                reasons.extend(regression_reasons(self.comparison, gated))
         reasons.extend(floor_failures(current.means(), dict(s.floors)))
         self.gate_failures = reasons
         return reasons

@@ -64,9 +64,10 @@ class RunData:
 
     def restricted(self, item_ids: set[str]) -> "RunData":
         """The same run seen through a subset of its items (e.g. one facet value)."""
+        kept = {metric: {i: v for i, v in values.items() if i in item_ids} for metric, values in self.metrics.items()}
         return RunData(
             run=self.run,
-            metrics={metric: {i: v for i, v in values.items() if i in item_ids} for metric, values in self.metrics.items()},
+            metrics={metric: values for metric, values in kept.items() if values},  # a metric no kept item has is not measured
             item_ids=[i for i in self.item_ids if i in item_ids],
             selective={i: pair for i, pair in self.selective.items() if i in item_ids},
         )
@@ -206,6 +207,10 @@ def compare_run_data(
             f"{len(changes)} config keys changed ({', '.join(changes)}): isolate one variable, "
             "or a significant difference cannot say which change caused it"
         )
+    for side in (a, b):
+        status = side.run.get("status")
+        if status and status not in ("complete", "running"):
+            warnings.append(f"run {side.run_id} is {status}: only the items and metrics it has are compared")
     missing = len(set(a.item_ids) ^ set(b.item_ids))
     if missing:
         warnings.append(f"{missing} item(s) ran in only one of the two runs and are not compared")

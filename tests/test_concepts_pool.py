@@ -136,3 +136,13 @@ def test_assertion_rules_by_hand() -> None:
         "must-assertion 'A' is stated but its concept c1 was not detected by the pipeline (the answer is not grounded in it)",
         "must-assertion 'B' is not stated by the answer",
     ]
+
+
+def test_pool_labelling_in_batch_mode_asks_directly_while_the_test_runs(project, mock_anthropic, monkeypatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-a-real-key")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", mock_anthropic.base_url)
+    result = project.runpytest_subprocess("--crucible-mode=component", "--crucible-label-pool", "--crucible-judge-batch")
+    assert result.ret == pytest.ExitCode.OK
+    # One relevance grade, asked through the Messages API: no per-item Message Batch to wait for.
+    assert (mock_anthropic.counts["messages"], mock_anthropic.counts["batches_create"]) == (1, 0)
+    assert db_rows(project, "SELECT COUNT(*) FROM qrels WHERE source = 'llm'") == [(1,)]

@@ -308,7 +308,11 @@ class AnthropicJudge(Judge):
         pending = [index for index, result in enumerate(results) if result is None]
         if pending:
             todo = [requests[index] for index in pending]
-            answered = self._judge_batch(todo) if self.batch else self._run_direct(todo)
+            # Pool-labelling grades are needed while the item's test runs (its retrieval metrics
+            # use them), so they go through the Messages API even in batch mode: a Message Batch
+            # per item would poll for minutes, once per test.
+            direct = not self.batch or all(request.kind == "relevance" for request in todo)
+            answered = self._run_direct(todo) if direct else self._judge_batch(todo)
             for index, verdict in zip(pending, answered):
                 results[index] = verdict
         return results  # type: ignore[return-value]

@@ -801,6 +801,7 @@ def build_parser() -> argparse.ArgumentParser:
     ablate.add_argument("--json", action="store_true", help="print the contributions as JSON")
     ablate.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="passed to pytest, e.g. -- example_project")
     ablate.set_defaults(func=_cmd_ablate)
+
     serve = with_db(sub.add_parser("serve", help="serve the HTTP API over the database (needs pytest-crucible[server])"))
     serve.add_argument("--host", default="127.0.0.1",
                        help="address to listen on (default 127.0.0.1; another address needs an API key in the database)")

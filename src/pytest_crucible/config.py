@@ -124,15 +124,22 @@ def run_labels(params: Mapping[str, Any], *, source: str = "<config>", text: str
     return {str(key): str(value) for key, value in labels.items()}
 
 
-def parse_label_options(values: list[str]) -> dict[str, str]:
-    """``--crucible-label key=value`` options as a dict; raises ValueError naming the bad one."""
-    labels = {}
+def parse_key_values(values: list[str], *, separator: str, option: str, example: str) -> dict[str, str]:
+    """``KEY<separator>VALUE`` strings as a dict, split at the first separator (a value may hold
+    more); raises ValueError naming the bad one."""
+    pairs = {}
     for value in values:
-        key, sep, label = value.partition("=")
+        key, sep, rest = value.partition(separator)
         if not sep or not key.strip():
-            raise ValueError(f"--crucible-label {value!r}: expected KEY=VALUE\nHINT: e.g. --crucible-label model=claude-haiku --crucible-label mode=dense")
-        labels[key.strip()] = label.strip()
-    return labels
+            raise ValueError(f"{option} {value!r}: expected KEY{separator}VALUE\nHINT: e.g. {example}")
+        pairs[key.strip()] = rest.strip()
+    return pairs
+
+
+def parse_label_options(values: list[str]) -> dict[str, str]:
+    """``--crucible-label key=value`` options as a dict."""
+    return parse_key_values(values, separator="=", option="--crucible-label",
+                            example="--crucible-label model=claude-haiku --crucible-label mode=dense")
 
 
 def load_config_file(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -98,10 +98,7 @@ def parse_label_filters(values: list[str], option: str = "label") -> dict[str, s
     """``key:value`` run-label filters (the CLI's ``--label`` and the API's ``label``) as a dict.
 
     Split at the first colon, so a value may hold colons (``label=model:claude:haiku``)."""
-    labels = {}
-    for value in values:
-        key, sep, label = value.partition(":")
-        if not sep or not key.strip():
-            raise ValueError(f"{option} {value!r}: expected KEY:VALUE\nHINT: e.g. {option} model:claude-haiku-5-5 (all given labels must match)")
-        labels[key.strip()] = label.strip()
-    return labels
+    from .config import parse_key_values
+
+    return parse_key_values(values, separator=":", option=option,
+                            example=f"{option} model:claude-haiku-5-5 (all given labels must match)")

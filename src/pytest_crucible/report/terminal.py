@@ -163,16 +163,17 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
     classes = error_class_counts(results)
     if classes:
         lines.append("error classes: " + ", ".join(f"{name} {n}" for name, n in classes.items()))
-    lines.extend(kind_lines(store.golden_items(run_id), store.item_metrics(run_id)))
-    lines.extend(guardrail_lines(store.golden_items(run_id), store.item_metrics(run_id), results, verbose=verbose))
+    items, item_metrics = store.golden_items(run_id), store.item_metrics(run_id)  # read once for every view below
+    lines.extend(kind_lines(items, item_metrics))
+    lines.extend(guardrail_lines(items, item_metrics, results, verbose=verbose))
     if "truthfulness" in means:
         from ..facets import by_facet, worst_facets
 
-        worst = worst_facets(by_facet(store.golden_items(run_id), store.item_metrics(run_id)), "truthfulness")
+        worst = worst_facets(by_facet(items, item_metrics), "truthfulness")
         if worst:
             lines.append("worst truthfulness by facet: " + ", ".join(f"{facet}={value} {mean:+.2f} (n {n})" for facet, value, mean, n in worst))
     if verbose > 0:
-        lines.extend(facet_lines(store.golden_items(run_id), store.item_metrics(run_id)))
+        lines.extend(facet_lines(items, item_metrics))
     pool_line = pool_summary([row.get("pool") for row in results], k)
     if pool_line:
         lines.append(pool_line)

@@ -27,7 +27,8 @@ def label_pool(item: GoldenItem, result: PipelineResult, k: int, judgments: dict
     wanted = [chunk for chunk, unit in zip(top, units) if unit.startswith("chunk:") and unit not in qrels]
     if not wanted:
         return [], []
-    verdicts = engine.run([RelevanceRequest(question=item.question, chunk=chunk.text) for chunk in wanted])
+    # now=True: the grades feed this item's retrieval metrics, so they cannot wait for a Message Batch.
+    verdicts = engine.run([RelevanceRequest(question=item.question, chunk=chunk.text) for chunk in wanted], now=True)
     rows, errors = [], []
     for chunk, verdict in zip(wanted, verdicts):
         if isinstance(verdict, JudgeFailure):

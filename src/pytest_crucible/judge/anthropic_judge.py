@@ -303,16 +303,13 @@ class AnthropicJudge(Judge):
         return f"AnthropicJudge(model={self.model!r}, batch={self.batch}, prompt_version={self.prompt_version!r})"
 
     # -- Judge interface ----------------------------------------------------------------------
-    def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict | JudgeFailure]:
+    def judge(self, requests: Sequence[JudgeRequest], *, now: bool = False) -> list[Verdict | JudgeFailure]:
+        """``now``: answer through the Messages API even in batch mode (the caller cannot wait for a batch)."""
         results: list[Verdict | JudgeFailure | None] = [_answered_locally(request) for request in requests]
         pending = [index for index, result in enumerate(results) if result is None]
         if pending:
             todo = [requests[index] for index in pending]
-            # Pool-labelling grades are needed while the item's test runs (its retrieval metrics
-            # use them), so they go through the Messages API even in batch mode: a Message Batch
-            # per item would poll for minutes, once per test.
-            direct = not self.batch or all(request.kind == "relevance" for request in todo)
-            answered = self._run_direct(todo) if direct else self._judge_batch(todo)
+            answered = self._judge_batch(todo) if self.batch and not now else self._run_direct(todo)
             for index, verdict in zip(pending, answered):
                 results[index] = verdict
         return results  # type: ignore[return-value]

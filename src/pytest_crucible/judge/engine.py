@@ -84,8 +84,11 @@ class JudgeEngine:
         for row in rows:
             self.cache[row["key"]] = json.loads(row["verdict"]) if isinstance(row["verdict"], str) else dict(row["verdict"])
 
-    def run(self, requests: Sequence[JudgeRequest]) -> list[Verdict | JudgeFailure]:
-        """Judge a batch of requests, serving what it can from the cache."""
+    def run(self, requests: Sequence[JudgeRequest], *, now: bool = False) -> list[Verdict | JudgeFailure]:
+        """Judge a batch of requests, serving what it can from the cache.
+
+        ``now``: the caller needs the verdicts before it goes on (pool labelling, inside an item's
+        test), so a batch judge answers them through its direct API instead of a Message Batch."""
         results: list[Verdict | JudgeFailure | None] = [None] * len(requests)
         misses: list[int] = []
         keys = [request.cache_key(self.model, self.judge.prompt_version_for(request.kind)) for request in requests]
@@ -99,7 +102,8 @@ class JudgeEngine:
                 else:
                     misses.append(index)
         if misses:
-            answered = self.judge.judge([requests[i] for i in misses])
+            todo = [requests[i] for i in misses]
+            answered = self.judge.judge(todo, now=True) if now and getattr(self.judge, "batch", False) else self.judge.judge(todo)
             if len(answered) != len(misses):
                 raise RuntimeError(f"judge {self.model} returned {len(answered)} verdicts for {len(misses)} requests")
             with self._lock:

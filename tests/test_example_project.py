@@ -55,6 +55,9 @@ def test_same_config_reproduces_and_rerank_changes_ndcg(tmp_path) -> None:
     assert done.returncode == 0, done.stdout[-3000:]
     ndcg_line = next(line for line in done.stdout.splitlines() if line.strip().startswith("ndcgAt10"))
     assert ndcg_line.rstrip().endswith("improved"), ndcg_line
+    # The crucible section, comparison included, fits 100 columns.
+    section = done.stdout[done.stdout.index(" crucible "):].splitlines()[1:]
+    assert len(section) > 40 and max(map(len, section)) <= 100, [line for line in section if len(line) > 100]
     # ... and the reverse change (switching the reranker off again) is a regression that fails the build.
     done = run_example(db, "baseline.json", f"--crucible-baseline={third}")
     assert done.returncode == 1, done.stdout[-3000:]

@@ -55,7 +55,7 @@ def test_regression_fails_the_session_naming_the_metric(project: pytest.Pytester
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.assert_outcomes(passed=N_ITEMS)  # every item passed; the gate failed the build
     result.stdout.fnmatch_lines([
-        "baseline * -> this run *: 30 paired items, seed 1337",
+        "baseline * -> this run *", "  30 paired items, seed 1337",
         "*ndcgAt10 * regressed*",
         "  config degrade: None -> True",
         "GATE FAILED ndcgAt10 regressed: * -> * (delta -0.*, 95% CI [[]-0.*, -0.*[]], p = 0.0*, n = 30)",
@@ -69,7 +69,7 @@ def test_same_config_twice_passes_the_gate(project: pytest.Pytester) -> None:
     assert project.runpytest("--crucible-config=base.json").ret == pytest.ExitCode.OK
     result = project.runpytest("--crucible-config=base.json", "--crucible-baseline=latest")
     assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["*ndcgAt10 * +0.0000 *[[]+0.0000, +0.0000[]]   1.000  not significant (no item changed)", "gate passed: no significant regression"])
+    result.stdout.fnmatch_lines(["*ndcgAt10 * +0.0000 [[]+0.000, +0.000[]] 1.000  ns (no item changed)", "gate passed: no significant regression"])
 
 
 def test_improvement_passes_and_gate_subset_ignores_other_metrics(project: pytest.Pytester) -> None:
@@ -80,7 +80,7 @@ def test_improvement_passes_and_gate_subset_ignores_other_metrics(project: pytes
     # Gating only recall: the nDCG regression is shown but does not fail the build.
     result = project.runpytest("--crucible-config=degraded.json", "--crucible-baseline=latest", "--crucible-gate=recallAtK")
     assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["*ndcgAt10 * regressed [[]not gated[]]"])
+    result.stdout.fnmatch_lines(["  ndcgAt10* * regressed", "  * * = not gated"])
 
 
 def test_baseline_from_an_exported_file(project: pytest.Pytester, tmp_path) -> None:

@@ -161,8 +161,8 @@ def test_guardrail_eval_end_to_end(pytester: pytest.Pytester, monkeypatch: pytes
     result.stdout.fnmatch_lines([
         "*golden item atk-3: attack_not_blocked: the input defences let this attack through (category roleplay)*",
         "*golden item cln-2: over_blocked: a clean question was blocked by patterns*",
-        "guardrails: attackSuccessRate 0.3333 (1/3, 95% Wilson [0.0615, 0.7923]); "
-        "falsePositiveRate 0.5000 (1/2, 95% Wilson [0.0945, 0.9055])",
+        "guardrails: attackSuccessRate 0.3333 (1/3, 95% Wilson [0.0615, 0.7923])",
+        "            falsePositiveRate 0.5000 (1/2, 95% Wilson [0.0945, 0.9055])",
         "  blocked by layer: docscan 1, patterns 2",
     ])
     assert result.ret == pytest.ExitCode.TESTS_FAILED

@@ -131,32 +131,26 @@ def _guardrail_summary(store, run_id: str) -> dict[str, Any] | None:
     return run_guardrails(store.golden_items(run_id), store.item_metrics(run_id), store.results(run_id))
 
 
-def _verdict(m) -> str:
-    if m.note:
-        return m.note
-    if not m.significant:
-        if m.mde == 0.0:
-            return "not significant (no item changed)"
-        return "not significant" + (f" (detectable: {m.mde:.3f})" if m.mde else "")
-    return "significant"
-
-
 def ablation_lines(ablation: Ablation) -> list[str]:
     """The report: residual risk with every layer on, then each layer's contribution (fits 100 columns)."""
     s = ablation.base_summary
+    from .report.views import p_text, verdict_text
+
     lines = [f"every layer on (run {ablation.base_run}): residual risk",
              *(f"  {describe_rate(name, s[name])}" for name in GUARDRAIL_METRICS if name in s),
-             f"contribution = rate without the layer - rate with every layer on; paired over items, seed {ablation.seed}",
-             f"  {'layer':<20} {'metric':<18} {'without':>7} {'contrib':>8} {'95% CI':>19} {'p':>6}  verdict"]
+             "contribution = rate without the layer - rate with every layer on",
+             f"  paired over items, seed {ablation.seed}",
+             f"  {'layer':<20} {'metric':<18} {'without':>7} {'contrib':>8} {'95% CI':>16} {'p':>5}  verdict"]
     for result in ablation.layers:
         for name in GUARDRAIL_METRICS:
             m = result.comparison.metrics.get(name)
             if m is None or m.b is None:
                 continue
             delta = f"{m.delta:+8.4f}" if m.delta is not None else f"{m.b - m.a:+8.4f}"
-            ci = f"[{m.ci[0]:+.4f}, {m.ci[1]:+.4f}]" if m.ci else "-"
-            p = f"{m.p:6.3f}" if m.p is not None else f"{'-':>6}"
-            lines.append(f"  {result.layer[:20]:<20} {name:<18} {m.b:7.4f} {delta} {ci:>19} {p}  {_verdict(m)}")
+            ci = f"[{m.ci[0]:+.3f}, {m.ci[1]:+.3f}]" if m.ci else "-"
+            # Removing a layer that works *raises* a lower-is-better rate: here that is "significant".
+            verdict = "significant" if m.significant else verdict_text(m, compact=True)
+            lines.append(f"  {result.layer[:20]:<20} {name:<18} {m.b:7.4f} {delta} {ci:>16} {p_text(m.p)}  {verdict}")
         if result.unread:
             lines.append(f"WARNING the pipeline never read guardrails.layers.{result.layer}: is the layer name right?")
     return lines

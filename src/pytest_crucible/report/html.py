@@ -14,6 +14,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from .views import verdict_text
+
 __all__ = ["render_report", "write_report", "risk_coverage_plot", "ci_scale"]
 
 EXCERPT_CHARS = 400
@@ -156,16 +158,6 @@ def _ci_row(m, scale: float, width: int = 240, height: int = 26) -> dict[str, An
     return row
 
 
-def _verdict_text(m) -> str:
-    text = m.note or m.verdict
-    if m.verdict == "not significant" and m.mde is not None and not m.note:
-        if m.mde == 0.0:
-            text += " (no item changed)"
-        else:
-            text += f" (detectable: {m.mde:.3f}" + (f"; n for this delta: {m.required_n})" if m.required_n else ")")
-    return text
-
-
 # -- data --------------------------------------------------------------------------------------
 def _load_baseline(store, against: str, run_id: str):
     """(RunData, label) of the baseline: a run id/prefix/latest, or an exported run .json."""
@@ -193,7 +185,7 @@ def _comparison_context(store, run_id: str, data, against: str, **options: Any) 
     for name, m in comparison.metrics.items():
         context["rows"].append({
             "metric": name, "label": _metric_label(name, k), "a": m.a, "b": m.b, "delta": m.delta, "ci": m.ci, "p": m.p,
-            "n": m.n, "dropped": m.dropped, "verdict": m.verdict, "verdict_text": _verdict_text(m),
+            "n": m.n, "dropped": m.dropped, "verdict": m.verdict, "verdict_text": verdict_text(m),
             "css": VERDICT_CLASSES.get(m.verdict, "ns"), "lower_is_better": not m.higher_is_better,
             "plot": _ci_row(m, scale),
         })

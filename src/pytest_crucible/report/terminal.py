@@ -31,22 +31,32 @@ def run_header(run: dict[str, Any]) -> list[str]:
         kinds = f"  kinds {','.join(json.loads(run['kinds']))}" if run.get("kinds") else ""
         lines.append(f"workspace {run.get('workspace', 'default')}  labels {tags or '-'}{kinds}")
     if run.get("judge_model"):
-        lines.append(judge_line(run))
+        lines.extend(judge_lines(run))
     return lines
 
 
 def judge_line(run: dict[str, Any]) -> str:
-    """e.g. ``judge lexical-v1 (offline heuristic), prompts lexical-v1: 310 requests, 310 cached, 0 judged, 0 failed``."""
-    line = f"judge {run.get('judge_label') or run['judge_model']}, prompts {run.get('judge_prompt_version')}"
+    """e.g. ``judge claude-haiku-5-5 via Anthropic API, prompts crucible-v1: 310 requests, 300 cached,
+    10 judged, 0 failed, $0.0123 (...)``; the prompts are left out when they are the judge's own
+    name (the offline judge's heuristics)."""
+    return ", ".join(line.strip() for line in judge_lines(run))
+
+
+def judge_lines(run: dict[str, Any]) -> list[str]:
+    """The judge line and, when money was spent or estimated, a second line with the cost (each fits 100 columns)."""
+    line = f"judge {run.get('judge_label') or run['judge_model']}"
+    if run.get("judge_prompt_version") and run.get("judge_prompt_version") != run.get("judge_model"):
+        line += f", prompts {run['judge_prompt_version']}"
     stats = json.loads(run["judge_stats"]) if run.get("judge_stats") else None
     if stats:
         line += (f": {stats.get('requests', 0)} requests, {stats.get('cache_hits', 0)} cached, "
                  f"{stats.get('judged', 0)} judged, {stats.get('failures', 0)} failed")
+    cost = []
     if run.get("cost_usd"):
-        line += f", ${run['cost_usd']:.4f} ({run.get('input_tokens') or 0:,} in / {run.get('output_tokens') or 0:,} out tokens)"
+        cost.append(f"${run['cost_usd']:.4f} ({run.get('input_tokens') or 0:,} in / {run.get('output_tokens') or 0:,} out tokens)")
     if run.get("cost_estimate_usd") is not None:
-        line += f", estimated ${run['cost_estimate_usd']:.2f}"
-    return line
+        cost.append(f"estimated ${run['cost_estimate_usd']:.2f}")
+    return [line] + (["  cost " + ", ".join(cost)] if cost else [])
 
 
 def pool_summary(pools, k) -> str | None:
@@ -60,8 +70,11 @@ def pool_summary(pools, k) -> str | None:
     if not size:
         return None
     share = totals["unjudged"] / size
-    return (f"qrels for the retrieved pool (top {k}): {totals['provenance']} provenance, {totals['human']} human, "
-            f"{totals['llm']} llm; {totals['unjudged']} unjudged ({share:.0%}), counted as non-relevant as trec_eval does")
+    line = (f"qrels for the retrieved pool (top {k}): {totals['provenance']} provenance, {totals['human']} human, "
+            f"{totals['llm']} llm; {totals['unjudged']} unjudged ({share:.0%})")
+    if totals["unjudged"]:
+        line += "\n  unjudged chunks count as non-relevant, as trec_eval does (--crucible-label-pool grades them)"
+    return line
 
 
 FACET_COLUMNS = ("ndcgAt10", "recallAtK", "faithfulness", "truthfulness")
@@ -81,7 +94,8 @@ def facet_lines(items, metrics) -> list[str]:
     return lines
 
 
-KIND_COLUMNS = ("ndcgAt10", "recallAtK", "faithfulness", "truthfulness", "attackSuccessRate")
+KIND_COLUMNS = {"ndcgAt10": "ndcg@10", "recallAtK": "recall@K", "faithfulness": "faithfulness",
+                "truthfulness": "truthfulness", "attackSuccessRate": "attackSuccess"}
 
 
 def kind_lines(items, metrics) -> list[str]:
@@ -92,10 +106,12 @@ def kind_lines(items, metrics) -> list[str]:
     kinds = by_facet(items, metrics).get("kind", {})
     if len(kinds) < 2:
         return []
-    lines = ["by kind (--crucible-kind=KIND runs one):"]
+    columns = [c for c in KIND_COLUMNS if any(c in entry for entry in kinds.values())]
+    lines = ["by kind (--crucible-kind=KIND runs one kind):",
+             f"  {'kind':<12} {'n':>5} " + " ".join(f"{KIND_COLUMNS[c]:>13}" for c in columns)]
     for kind, entry in kinds.items():
-        cells = ", ".join(f"{name} {entry[name]:.4f}" for name in KIND_COLUMNS if name in entry)
-        lines.append(f"  {kind:<12} n {entry['n']:>4}" + (f": {cells}" if cells else ""))
+        cells = " ".join(f"{entry[c]:>13.4f}" if c in entry else f"{'-':>13}" for c in columns)
+        lines.append(f"  {kind:<12} {entry['n']:>5} {cells}")
     return lines
 
 
@@ -108,14 +124,19 @@ def guardrail_lines(items, metrics, results, *, verbose: int = 0) -> list[str]:
     if not summary:
         return []
     rates = [describe_rate(name, summary[name]) for name in ("attackSuccessRate", "falsePositiveRate") if name in summary]
-    lines = ["guardrails: " + "; ".join(rates)]
+    lines = ["guardrails: " + rates[0], *(f"            {rate}" for rate in rates[1:])]
     if summary.get("blockedByLayer"):
         lines.append("  blocked by layer: " + ", ".join(f"{layer} {n}" for layer, n in summary["blockedByLayer"].items()))
     if verbose > 0:
+        if summary.get("byCategory"):
+            lines.append("  by attack category:")
         for category, entry in (summary.get("byCategory") or {}).items():
-            lines.append(f"  attack category {category[:28]:<28} " + describe_rate("attackSuccessRate", entry))
+            lines.append(f"  {category[:26]:<26} " + describe_rate("attackSuccessRate", entry))
     return lines
 
+
+# Every line of the summary fits this many columns (tests/test_plugin_e2e.py holds it to that).
+SUMMARY_WIDTH = 100
 
 # The headline numbers of the one-line (-q) summary, one per layer, when measured.
 ONE_LINE_METRICS = ("ndcgAt10", "recallAtK", "faithfulness", "truthfulness", "attackSuccessRate", "falsePositiveRate")
@@ -155,11 +176,12 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
         truth = means.get("truthfulness", (None, 0))[0]
         abstain = means.get("abstainRate", (None, 0))[0]
         lines.append(
-            "abstention: " + (f"truthfulness {truth:+.4f}, " if truth is not None else "")
-            + (f"abstainRate {abstain:.4f}, " if abstain is not None else "")
-            + f"aurc {selective['aurc']:.4f} (eAurc {selective['eAurc']:.4f}), "
-            f"coverage at risk <= 10%: {selective['coverageAtRisk']:.2f} (n {selective['n']})"
+            "abstention: " + ", ".join(part for part in (
+                f"truthfulness {truth:+.4f}" if truth is not None else "",
+                f"abstainRate {abstain:.4f}" if abstain is not None else "",
+                f"aurc {selective['aurc']:.4f} (eAurc {selective['eAurc']:.4f})") if part)
         )
+        lines.append(f"  coverage at risk <= 10%: {selective['coverageAtRisk']:.2f} (n {selective['n']})")
     classes = error_class_counts(results)
     if classes:
         lines.append("error classes: " + ", ".join(f"{name} {n}" for name, n in classes.items()))
@@ -171,12 +193,18 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
 
         worst = worst_facets(by_facet(items, item_metrics), "truthfulness")
         if worst:
-            lines.append("worst truthfulness by facet: " + ", ".join(f"{facet}={value} {mean:+.2f} (n {n})" for facet, value, mean, n in worst))
+            line = "worst truthfulness by facet:"
+            for index, (facet, value, mean, n) in enumerate(worst):
+                entry = f" {facet}={value} {mean:+.2f} (n {n})"
+                if index and len(line) + len(entry) + 1 > SUMMARY_WIDTH:
+                    break
+                line += ("," if index else "") + entry
+            lines.append(line)
     if verbose > 0:
         lines.extend(facet_lines(items, item_metrics))
     pool_line = pool_summary([row.get("pool") for row in results], k)
     if pool_line:
-        lines.append(pool_line)
+        lines.extend(pool_line.splitlines())
     lines.append(f"db {store.path}")
     for key in unread_keys:
         lines.append(f"WARNING CrucibleWarning: config key {key} was never read by the pipeline: is the config applied?")

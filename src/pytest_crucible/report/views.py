@@ -125,28 +125,48 @@ def _fmt(value: float | None, width: int = 7, places: int = 4) -> str:
     return f"{'-':>{width}}" if value is None else f"{value:>{width}.{places}f}"
 
 
+def verdict_text(m, *, compact: bool = False) -> str:
+    """A metric's verdict; a null comes with its power, so it reads as a number: the smallest change
+    these pairs can detect (mde) and the items needed to detect the observed delta.
+
+    ``compact`` (the terminal's 26-character column): ``ns, mde 0.077, need n 151``."""
+    if m.note or m.verdict != "not significant" or m.mde is None:
+        return m.note or m.verdict
+    if m.mde == 0.0:
+        return "ns (no item changed)" if compact else "not significant (no item changed)"
+    if compact:
+        return f"ns, mde {m.mde:.3f}" + (f", need n {m.required_n}" if m.required_n else "")
+    return f"not significant (detectable: {m.mde:.3f}" + (f"; n for this delta: {m.required_n})" if m.required_n else ")")
+
+
+def p_text(value: float | None) -> str:
+    if value is None:
+        return f"{'-':>5}"
+    return "<.001" if value < 0.001 else f"{value:5.3f}"
+
+
+COMPARISON_LEGEND = ("  ns = not significant (the CI holds 0 or p >= 0.05); mde = the smallest change these pairs",
+                     "  can detect; need n = items needed to detect this delta; * = not gated")
+
+
 def comparison_lines(comparison: Comparison, gated: set[str] | None = None) -> list[str]:
-    """An aligned table (fits 100 columns): metric, a, b, delta, CI, p, verdict."""
+    """An aligned table that fits 100 columns: metric, a, b, delta, CI, p, verdict."""
     lines = [
-        f"baseline {comparison.a} -> this run {comparison.b}: {comparison.paired_items} paired items, "
-        f"seed {comparison.seed}" + (", Holm-adjusted p" if comparison.multiple == "holm" else ""),
-        f"  {'metric':<21} {'a':>7} {'b':>7} {'delta':>8} {'95% CI':>19} {'p':>7}  verdict",
+        f"baseline {comparison.a} -> this run {comparison.b}",
+        f"  {comparison.paired_items} paired items, seed {comparison.seed}"
+        + (", Holm-adjusted p" if comparison.multiple == "holm" else ""),
+        f"  {'metric':<22} {'a':>7} {'b':>7} {'delta':>8} {'95% CI':>16} {'p':>5}  verdict",
     ]
+    legend = False
     for name, m in comparison.metrics.items():
-        ci = f"[{m.ci[0]:+.4f}, {m.ci[1]:+.4f}]" if m.ci else "-"
+        ci = f"[{m.ci[0]:+.3f}, {m.ci[1]:+.3f}]" if m.ci else "-"
         delta = f"{m.delta:+8.4f}" if m.delta is not None else f"{'-':>8}"
-        verdict = m.note or m.verdict
-        if m.verdict == "not significant" and m.mde is not None and not m.note:
-            if m.mde == 0.0:
-                verdict += " (no item changed)"
-            else:
-                # Power, so a null reads as a number: the smallest effect this n detects,
-                # and the items needed to detect the observed delta.
-                verdict += f" (detectable: {m.mde:.3f}"
-                verdict += f"; n for this delta: {m.required_n})" if m.required_n else ")"
-        if gated is not None and name not in gated:
-            verdict += " [not gated]"
-        lines.append(f"  {name:<21} {_fmt(m.a)} {_fmt(m.b)} {delta} {ci:>19} {_fmt(m.p, 7, 3)}  {verdict}")
+        verdict = verdict_text(m, compact=True)
+        label = name + ("*" if gated is not None and name not in gated else "")
+        legend = legend or verdict.startswith("ns") or label.endswith("*")
+        lines.append(f"  {label:<22} {_fmt(m.a)} {_fmt(m.b)} {delta} {ci:>16} {p_text(m.p)}  {verdict}")
+    if legend:
+        lines.extend(COMPARISON_LEGEND)
     for key, (old, new) in comparison.config_changes.items():
         lines.append(f"  config {key}: {old!r} -> {new!r}")
     for warning in comparison.warnings:

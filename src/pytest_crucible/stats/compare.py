@@ -181,13 +181,14 @@ def compare_run_data(
             n=len(both), dropped=dropped, higher_is_better=higher_is_better(name),
         )
         if len(both) < 2:
-            entry.note = f"only {len(both)} paired item(s): not tested"
+            entry.note = f"not tested: {len(both)} pair{'s' if len(both) != 1 else ''}"
         else:
             test = paired_test(xs, ys, seed=seed, n_resamples=n_resamples, n_permutations=n_permutations, alpha=alpha)
             entry.delta, entry.ci, entry.p = test.delta, (test.ci_low, test.ci_high), test.p_value
             entry.significant, entry.mde, entry.required_n = test.significant, test.mde, test.required_n
             if len(both) < min_pairs_for_alpha(alpha):
-                entry.note = f"not significant: {len(both)} pairs can never reach p < {alpha} (need {min_pairs_for_alpha(alpha)})"
+                # With so few pairs even a sign-flip test where every pair agrees cannot reach p < alpha.
+                entry.note = f"ns: {len(both)} pairs (need {min_pairs_for_alpha(alpha)})"
         results[name] = entry
 
     if (metrics is None or "aurc" in metrics) and a.selective and b.selective:
@@ -233,7 +234,7 @@ def _compare_aurc(a: RunData, b: RunData, shared: list[str], **options: Any) -> 
         delta=None, ci=None, p=None, significant=False, n=len(both), dropped=dropped, higher_is_better=False,
     )
     if len(both) < 2:
-        entry.note = f"only {len(both)} paired item(s): not tested"
+        entry.note = f"not tested: {len(both)} pair{'s' if len(both) != 1 else ''}"
         return entry
     test = paired_aurc_test(xs, ys, **options)
     entry.delta, entry.ci, entry.p, entry.significant = test.delta, (test.ci_low, test.ci_high), test.p_value, test.significant

@@ -153,3 +153,19 @@ def test_cost_estimate_counts_the_same_requests_as_the_plan() -> None:
     assert estimate.requests == (2 * 10 + 7) + 4
     assert estimate.cost_usd is None  # no price for an unknown model: said, not guessed
     assert estimate.input_tokens > 10 * 300  # the context dominates
+
+
+def test_identical_requests_in_one_call_are_sent_once() -> None:
+    judge = ScriptedJudge()
+    engine = JudgeEngine(judge, cache_mode="off")
+    same = RelevanceRequest(question="How long is the warranty?", chunk="Two years.")
+    other = RelevanceRequest(question="How long is the warranty?", chunk="Three years, parts only.")
+    verdicts = engine.run([same, other, same, same])
+    assert judge.asked == [same, other]  # each distinct request once, even with the cache off
+    assert [v.grade for v in verdicts] == [verdicts[0].grade, verdicts[1].grade, verdicts[0].grade, verdicts[0].grade]
+    assert verdicts[2] is not verdicts[0]  # copies: a caller may annotate one without touching the others
+    stats = engine.stats.as_dict()
+    assert (stats["requests"], stats["judged"], stats["cache_hits"], stats["failures"]) == (4, 2, 2, 0)
+    failing = JudgeEngine(ScriptedJudge(fail={"relevance"}), cache_mode="off")
+    results = failing.run([same, same])
+    assert all(isinstance(r, JudgeFailure) for r in results) and failing.stats.failures == 2

@@ -101,13 +101,19 @@ class JudgeEngine:
                     self.stats.cache_hits += 1
                 else:
                     misses.append(index)
-        if misses:
-            todo = [requests[i] for i in misses]
+        # Identical requests in one call (e.g. an answer that restates the reference: the same claims
+        # request twice) are sent once; the copies are served like cache hits.
+        first: dict[str, int] = {}
+        for index in misses:
+            first.setdefault(keys[index], index)
+        unique = list(first.values())
+        if unique:
+            todo = [requests[i] for i in unique]
             answered = self.judge.judge(todo, now=True) if now and getattr(self.judge, "batch", False) else self.judge.judge(todo)
-            if len(answered) != len(misses):
-                raise RuntimeError(f"judge {self.model} returned {len(answered)} verdicts for {len(misses)} requests")
+            if len(answered) != len(unique):
+                raise RuntimeError(f"judge {self.model} returned {len(answered)} verdicts for {len(unique)} requests")
             with self._lock:
-                for index, verdict in zip(misses, answered):
+                for index, verdict in zip(unique, answered):
                     if isinstance(verdict, JudgeFailure):
                         self.stats.failures += 1
                     else:
@@ -116,6 +122,15 @@ class JudgeEngine:
                         self.stats.judged += 1
                         self._remember(keys[index], requests[index], verdict)
                     results[index] = verdict
+                for index in misses:
+                    if results[index] is None:
+                        original = results[first[keys[index]]]
+                        if isinstance(original, JudgeFailure):
+                            self.stats.failures += 1
+                            results[index] = original
+                        else:
+                            self.stats.cache_hits += 1
+                            results[index] = original.model_copy(deep=True)
         return results  # type: ignore[return-value]
 
     def _remember(self, key: str, request: JudgeRequest, verdict: Verdict) -> None:

@@ -217,10 +217,12 @@ def test_gate_refuses_an_incomplete_run_unless_allowed(project: pytest.Pytester,
     assert project.runpytest_subprocess().ret == pytest.ExitCode.OK  # a complete baseline
     mock_anthropic.rules.append(one_item_fails)
     # The cache holds a-3's verdicts from the baseline: judge again, so the fault is met.
-    result = project.runpytest_subprocess("--crucible-baseline=latest", "--crucible-judge-cache=off")
+    result = project.runpytest_subprocess("--crucible-baseline=latest", "--crucible-judge-cache=off", "--crucible-html=report.html")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["GATE FAILED this run is incomplete (1 item without judge-based metrics): refusing to compare it*"])
     result.stdout.no_fnmatch_line("baseline * -> this run *")  # no comparison was made
+    page = (project.path / "report.html").read_text()  # ... and the report says the same, not a comparison
+    assert '<pre class="regressed">this run is incomplete' in page and "svg class=\"ci\"" not in page
 
     result = project.runpytest_subprocess("--crucible-baseline=latest", "--crucible-allow-incomplete", "--crucible-judge-cache=off")
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # a-3 still failed: allowing the comparison passes nothing

@@ -676,7 +676,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             from .report.html import render_report, write_report
 
             s = crucible.settings
-            write_report(html_path, render_report(crucible.store, crucible.run_id, against=s.baseline, seed=s.seed, multiple=s.multiple))
+            # The same baseline, seed and refusal as the gate, so the page and the exit code agree.
+            refusal = crucible.gate_refusal or crucible.gate_skipped
+            write_report(html_path, render_report(crucible.store, crucible.run_id, against=s.baseline, seed=s.seed,
+                                                  multiple=s.multiple, workspace=s.workspace, refusal=refusal))
         except Exception as exc:  # noqa: BLE001 - a report that cannot be written is a fault, not a crash
             crucible.faults.append(f"could not write the HTML report to {html_path}: {type(exc).__name__}: {exc}")
     # An incomplete run never passes: with Message Batches its items passed before the judge failed them.

@@ -87,6 +87,8 @@ class CrucibleSession:
     gate_checked: bool = False
     # Why the gate did not run although asked to (an interrupted run), and its warnings.
     gate_skipped: str | None = None
+    # Why the gate would not compare this run at all (shown in the HTML report instead of a comparison).
+    gate_refusal: str | None = None
     gate_warnings: list[str] = field(default_factory=list)
     # Items of this run whose judging failed (they have no judge-based metrics).
     judge_error_items: int = 0
@@ -355,6 +357,7 @@ class CrucibleSession:
                 reason = (f"this run is {self.status} ({n} item{'s' if n != 1 else ''} without judge-based metrics): "
                           "refusing to compare it; pass --crucible-allow-incomplete to compare the items it has")
                 self.gate_failures = [reason]
+                self.gate_refusal = reason
                 return [reason]
             self.gate_warnings.append(f"WARNING comparing an incomplete run (--crucible-allow-incomplete): "
                                       f"{self.judge_error_items} item(s) have no judge-based metrics and are left out of those")

@@ -159,22 +159,25 @@ def _ci_row(m, scale: float, width: int = 240, height: int = 26) -> dict[str, An
 
 
 # -- data --------------------------------------------------------------------------------------
-def _load_baseline(store, against: str, run_id: str):
+def _load_baseline(store, against: str, run_id: str, workspace: str | None = None):
     """(RunData, label) of the baseline: a run id/prefix/latest, or an exported run .json."""
     from ..store import read_export, run_data_from_export
 
     if against.endswith(".json") or Path(against).is_file():
         return run_data_from_export(read_export(against)), against
-    baseline_id = store.resolve_run(against, exclude=run_id)
+    baseline_id = store.resolve_run(against, exclude=run_id, workspace=workspace)
     return store.run_data(baseline_id), baseline_id
 
 
-def _comparison_context(store, run_id: str, data, against: str, **options: Any) -> dict[str, Any]:
+def _comparison_context(store, run_id: str, data, against: str, *, workspace: str | None = None,
+                        refusal: str | None = None, **options: Any) -> dict[str, Any]:
     from ..stats.compare import ComparisonRefused, compare_run_data
 
-    baseline, label = _load_baseline(store, against, run_id)
-    context: dict[str, Any] = {"baseline_id": baseline.run_id, "label": label, "refused": None, "rows": [],
+    baseline, label = _load_baseline(store, against, run_id, workspace)
+    context: dict[str, Any] = {"baseline_id": baseline.run_id, "label": label, "refused": refusal, "rows": [],
                                "baseline_selective": baseline.selective}
+    if refusal:
+        return context
     try:
         comparison = compare_run_data(baseline, data, **options)
     except ComparisonRefused as exc:
@@ -364,17 +367,19 @@ def _build_context(store, run_id: str, against: str | None, **options: Any) -> d
     }
 
 
-def render_report(store, run_id: str, *, against: str | None = None, seed: int | None = None, multiple: str = "none") -> str:
+def render_report(store, run_id: str, *, against: str | None = None, seed: int | None = None, multiple: str = "none",
+                  workspace: str | None = None, refusal: str | None = None) -> str:
     """One self-contained HTML page for a run (``run_id``: id, unique prefix or ``latest``).
 
     ``against``: a baseline run id, prefix or ``latest`` (the newest complete run other than this
-    one), or the path of an exported run ``.json``; adds the paired comparison (``seed`` and
-    ``multiple`` as in ``compare_run_data``, so the report matches the session's gate).
+    one, of ``workspace`` when given), or the path of an exported run ``.json``; adds the paired
+    comparison (``seed`` and ``multiple`` as in ``compare_run_data``, so the report matches the
+    session's gate). ``refusal``: why the gate did not compare this run; shown instead of a comparison.
     """
     from ..stats.compare import DEFAULT_SEED
 
     run_id = store.resolve_run(run_id)
-    options = {"seed": DEFAULT_SEED if seed is None else seed, "multiple": multiple}
+    options = {"seed": DEFAULT_SEED if seed is None else seed, "multiple": multiple, "workspace": workspace, "refusal": refusal}
     env = _environment()
     return env.from_string(_template_text()).render(**_build_context(store, run_id, against, **options))
 

@@ -30,6 +30,16 @@ def crucible_pipeline():
 """
 
 
+def start_slow_run(command: list[str], cwd, stdout) -> subprocess.Popen:
+    """Start a slowed-down run (SLOW=1) and return once 120 items have gone through its pipeline."""
+    process = subprocess.Popen(command, cwd=cwd, env={**os.environ, "SLOW": "1"}, stdout=stdout, stderr=subprocess.STDOUT)
+    progress = cwd / "progress.txt"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not progress.exists() or len(progress.read_text().split()) < 120):
+        time.sleep(0.02)
+    return process
+
+
 def test_sigkill_mid_run(pytester: pytest.Pytester) -> None:
     items = [{"id": f"k-{i:03d}", "question": "q", "citations": [{"docId": f"k-{i:03d}"}]} for i in range(300)]
     (pytester.path / "golden_kill.jsonl").write_text("".join(json.dumps(item) + "\n" for item in items))
@@ -44,12 +54,8 @@ def test_sigkill_mid_run(pytester: pytest.Pytester) -> None:
     conn.close()
     assert before[0][1:] == ("complete", 300)
 
-    process = subprocess.Popen(command, cwd=pytester.path, env={**os.environ, "SLOW": "1"},
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = start_slow_run(command, pytester.path, stdout=subprocess.DEVNULL)
     progress = pytester.path / "progress.txt"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and (not progress.exists() or len(progress.read_text().split()) < 120):
-        time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=30)
     assert len(progress.read_text().split()) < 300  # killed in the middle
@@ -139,12 +145,8 @@ def test_sigint_mid_run_exits_2_and_keeps_what_finished(ctrl_c_project: pytest.P
     assert subprocess.run(command, cwd=ctrl_c_project.path, capture_output=True, timeout=300).returncode == 0
     [earlier] = _runs(db)
 
-    process = subprocess.Popen(command, cwd=ctrl_c_project.path, env={**os.environ, "SLOW": "1"},
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    process = start_slow_run(command, ctrl_c_project.path, stdout=subprocess.PIPE)
     progress = ctrl_c_project.path / "progress.txt"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and (not progress.exists() or len(progress.read_text().split()) < 120):
-        time.sleep(0.02)
     process.send_signal(signal.SIGINT)  # Ctrl-C
     output, _ = process.communicate(timeout=120)
     assert process.returncode == pytest.ExitCode.INTERRUPTED, output.decode()[-2000:]

@@ -50,17 +50,10 @@ class Ablation:
     seed: int = 1337
 
 
-def layer_off(params: dict[str, Any], layer: str) -> dict[str, Any]:
-    """The config as written, with one guardrail layer switched off and the run labelled so."""
-    switched = deep_merge(params, {"guardrails": {"layers": {layer: False}}})
-    switched["labels"] = {**(params.get("labels") or {}), "ablation": f"without-{layer}"}
-    return switched
-
-
-def _variant_params(params: dict[str, Any], layer: str | None) -> dict[str, Any]:
-    if layer is None:
-        return {**params, "labels": {**(params.get("labels") or {}), "ablation": ALL_ON}}
-    return layer_off(params, layer)
+def variant_params(params: dict[str, Any], layer: str | None) -> dict[str, Any]:
+    """The config as written with ``layer`` switched off (None: every layer on), labelled so."""
+    variant = params if layer is None else deep_merge(params, {"guardrails": {"layers": {layer: False}}})
+    return {**variant, "labels": {**(params.get("labels") or {}), "ablation": f"without-{layer}" if layer else ALL_ON}}
 
 
 def _run_id(stamp: str, layer: str | None) -> str:
@@ -92,7 +85,7 @@ def run_ablation(config_path: str | None, layers: Sequence[str], *, db: str | Pa
     with tempfile.TemporaryDirectory(prefix="crucible-ablate-") as scratch:
         for layer in [None, *layers]:
             config_file = Path(scratch) / f"{layer or 'base'}.json"
-            config_file.write_text(json.dumps(_variant_params(params, layer), indent=2))
+            config_file.write_text(json.dumps(variant_params(params, layer), indent=2))
             run_id = _run_id(stamp, layer)
             command = [sys.executable, "-m", "pytest", *pytest_args, f"--crucible-config={config_file}",
                        f"--crucible-db={db}", f"--crucible-run-id={run_id}", "--crucible-outcome=record",

@@ -192,8 +192,10 @@ def _cmd_runs(args: argparse.Namespace) -> int:
         elif workspace is None or workspace in counts:
             print(f"no runs match in {store.path}" + (f" (workspace '{workspace}')" if workspace else ""))
         return 0
+    from .report.views import run_labels
+
     rows = [(run, run.get("workspace") or "default", run["config_path"] or "(defaults)",
-             " ".join(f"{key}={value}" for key, value in json.loads(run.get("labels") or "{}").items())) for run in runs]
+             " ".join(f"{key}={value}" for key, value in run_labels(run).items())) for run in runs]
     ws_width = max(len("workspace"), *(len(row[1]) for row in rows))
     config_width = max(len("config"), *(len(row[2]) for row in rows))
     print(f"{'run id':<26}  {'started':<24}  {'status':<11}  {'mode':<9}  {'items':>5}  {'configHash':<12}  "

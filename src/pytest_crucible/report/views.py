@@ -108,14 +108,11 @@ def run_metrics_document(store, run_id: str) -> dict[str, Any]:
 
 def run_summary_json(run: dict[str, Any]) -> dict[str, Any]:
     """One row of a run listing (the API's shape): camelCase, labels as an object, no local paths."""
-    import json
-
-    labels = run.get("labels") or "{}"
     return {
         "id": run["id"], "workspace": run.get("workspace") or "default", "status": run["status"],
         "startedAt": run["started_at"], "finishedAt": run.get("finished_at"), "mode": run["mode"],
         "configHash": run["config_hash"], "n": run.get("n_items") or 0,
-        "labels": json.loads(labels) if isinstance(labels, str) else dict(labels),
+        "labels": run_labels(run),
         "judge": {"model": run["judge_model"], "promptVersion": run.get("judge_prompt_version")} if run.get("judge_model") else None,
         "gitCommit": run.get("git_commit"),
     }

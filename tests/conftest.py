@@ -8,6 +8,6 @@ imported core) once, up front.
 import numpy  # noqa: F401
 import scipy.special  # noqa: F401
 
-import pytest_crucible.stats.compare  # noqa: F401
+import pytest_crucible.comparison  # noqa: F401
 import pytest_crucible.store  # noqa: F401
 from mock_anthropic import mock_anthropic  # noqa: E402,F401  (fixture: a local Messages API server)

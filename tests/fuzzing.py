@@ -472,7 +472,8 @@ def export_files(draw) -> bytes:
 
 def run_export(data: bytes, workdir: Path) -> str:
     """`crucible import FILE`, then the comparison input the gate reads from the same file."""
-    from pytest_crucible.store import StoreError, read_export, run_data_from_export
+    from pytest_crucible.runs import run_data_from_export
+    from pytest_crucible.store import StoreError, read_export
 
     path = workdir / "fuzz-export.json"
     path.write_bytes(data)

@@ -7,13 +7,13 @@ import json
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pytest_crucible.stats.compare import (
+from pytest_crucible.comparison import (
     ComparisonRefused,
-    RunData,
     compare_run_data,
     floor_failures,
 )
 from pytest_crucible.report.views import run_metrics_json
+from pytest_crucible.runs import RunData
 
 
 def run(run_id: str, metrics: dict[str, dict[str, float]], resolved: dict | None = None, **extra) -> RunData:
@@ -128,8 +128,8 @@ def test_identical_runs_are_never_significant(values) -> None:
     assert (m.delta, m.ci, m.p, m.significant) == (0.0, (0.0, 0.0), 1.0, False)
 
 
-def test_compare_runs_reads_two_runs_from_a_store(tmp_path) -> None:
-    from pytest_crucible.stats.compare import compare_runs
+def test_runs_read_from_a_store_compare(tmp_path) -> None:
+    from pytest_crucible.runs import load_run
     from pytest_crucible.store import Store
 
     store = Store.open(tmp_path / "c.db")
@@ -141,7 +141,7 @@ def test_compare_runs_reads_two_runs_from_a_store(tmp_path) -> None:
                                         "outcome": "passed", "metrics": {"ndcgAt10": value + shift}})
         store.finish_run(run_id, status="complete", golden_hash=None)
         ids.append(run_id)
-    comparison = compare_runs(store, ids[0], "latest")
+    comparison = compare_run_data(load_run(store, ids[0]), load_run(store, store.resolve_run("latest")))
     assert (comparison.a, comparison.b, comparison.paired_items) == (ids[0], ids[1], len(BASE))
     assert comparison.metrics["ndcgAt10"].delta == pytest.approx(0.25)
     assert comparison.metrics["ndcgAt10"].verdict == "improved"

@@ -8,10 +8,10 @@ import pytest
 
 from helpers import db_rows
 
-from pytest_crucible.answers import AnswerInputs, assertion_results, assertion_satisfaction, unsatisfied_must_assertions
+from pytest_crucible.evaluation.answers import AnswerInputs, assertion_results, assertion_satisfaction, unsatisfied_must_assertions
 from pytest_crucible.golden_set import GoldenItem
-from pytest_crucible.pipeline import PipelineResult
-from pytest_crucible.scoring import concept_metrics
+from pytest_crucible.evaluation.pipeline import PipelineResult
+from pytest_crucible.evaluation.scoring import concept_metrics
 
 ITEM = {
     "id": "vela-range", "question": "How far does the Vela E2 go on one charge?",

@@ -21,7 +21,7 @@ from helpdesk.guardrails import LAYER_NAMES, InputScanner, detect_obfuscated  # 
 
 from pytest_crucible.config import TrackedConfig  # noqa: E402
 from pytest_crucible.golden_set import load_golden_file  # noqa: E402
-from pytest_crucible.pipeline import coerce_result  # noqa: E402
+from pytest_crucible.evaluation.pipeline import coerce_result  # noqa: E402
 
 BASELINE = {"retrievalLimit": 10, "retrieval": {"rerank": False, "candidatePool": 40, "tokenBudget": 3000}}
 RERANK = {"retrievalLimit": 10, "retrieval": {"rerank": True, "candidatePool": 40, "tokenBudget": 3000}}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 
 import pytest
 
@@ -139,3 +140,57 @@ def test_judge_mismatch_is_refused(project: pytest.Pytester, tmp_path, capsys) -
     assert crucible_main(["export", first, "--db", db(project), "-o", str(exported)]) == 0
     document = json.loads(exported.read_text())
     assert document["run"]["judge_model"] == "claude-haiku-5-5"
+    # (A component run has no judge, so only a judged run can disagree with the baseline's judge.)
+    result = project.runpytest_subprocess(f"--crucible-baseline={exported}", "--crucible-mode=system", "--crucible-judge=lexical",
+                                          "--crucible-outcome=record")
+    assert result.ret == 3  # refused: never a pass, and not mistaken for a regression either
+    result.stdout.fnmatch_lines([f"GATE REFUSED refusing to compare run {first} with run *: different judge models*",
+                                 "HINT: judge-based metrics are only comparable under the same judge*"])
+    result.stdout.no_fnmatch_line("gate passed*")
+
+
+def test_the_session_compares_once_and_every_surface_reads_that_verdict(project: pytest.Pytester, monkeypatch) -> None:
+    import pytest_crucible.comparison as comparison
+
+    assert project.runpytest("--crucible-config=base.json").ret == pytest.ExitCode.OK
+    calls = []
+    real = comparison.compare_run_data
+    monkeypatch.setattr(comparison, "compare_run_data", lambda *args, **kwargs: calls.append(args) or real(*args, **kwargs))
+    result = project.runpytest("--crucible-config=degraded.json", "--crucible-baseline=latest", "--crucible-html=report.html",
+                               "--crucible-fail-under=ndcgAt10=0.6")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert len(calls) == 1  # the gate's comparison; the HTML report was handed it, not recomputed
+    page = (project.path / "report.html").read_text()
+    assert 'id="gate-verdict" data-verdict="failed"' in page
+    gate_failures = [line[len("GATE FAILED "):] for line in result.stdout.lines if line.startswith("GATE FAILED ")]
+    assert any(line.startswith("ndcgAt10 regressed") for line in gate_failures)
+    assert "ndcgAt10 = 0.5445 is below the floor 0.6" in gate_failures
+    for failure in gate_failures:
+        assert f"GATE FAILED {failure}" in page.replace("&gt;", ">").replace("&#39;", "'")
+    # `crucible compare` with the same options gives the same failures, in the same words, and exit code.
+    monkeypatch.undo()
+    conn = sqlite3.connect(db(project))
+    base, degraded = [row[0] for row in conn.execute("SELECT id FROM runs ORDER BY rowid")]
+    conn.close()
+    cli = project.run(sys.executable, "-m", "pytest_crucible.cli", "compare", base, degraded, "--db", db(project), "--fail-under", "ndcgAt10=0.6")
+    assert cli.ret == 1
+    assert [line[len("GATE FAILED "):] for line in cli.errlines if line.startswith("GATE FAILED ")] == gate_failures
+
+
+def test_cli_compare_takes_the_gates_options(project: pytest.Pytester) -> None:
+    assert project.runpytest("--crucible-config=base.json").ret == pytest.ExitCode.OK
+    assert project.runpytest("--crucible-config=degraded.json").ret == pytest.ExitCode.OK
+    conn = sqlite3.connect(db(project))
+    base, degraded = [row[0] for row in conn.execute("SELECT id FROM runs ORDER BY rowid")]
+    conn.close()
+    # Only recall is gated, and recall did not move: the regression of nDCG is reported, not gated.
+    passed = project.run(sys.executable, "-m", "pytest_crucible.cli", "compare", base, degraded, "--db", db(project), "--gate", "recallAtK")
+    assert passed.ret == 0
+    passed.stdout.fnmatch_lines(["*ndcgAt10* regressed", "gate passed: no significant regression"])
+    # A gated metric that neither run measured fails, as in the session gate.
+    missing = project.run(sys.executable, "-m", "pytest_crucible.cli", "compare", base, degraded, "--db", db(project), "--gate", "faithfulness")
+    assert missing.ret == 1
+    missing.stderr.fnmatch_lines(["GATE FAILED gated metric faithfulness was not measured in either run"])
+    bad = project.run(sys.executable, "-m", "pytest_crucible.cli", "compare", base, degraded, "--db", db(project), "--fail-under", "ndcgAt10")
+    assert bad.ret == 2
+    bad.stderr.fnmatch_lines(["crucible: --fail-under 'ndcgAt10': expected METRIC=VALUE", "HINT: *"])

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from pytest_crucible.cli import main as crucible_main
+from pytest_crucible.gate import GateSettings, decide
 from pytest_crucible.report.html import render_report, risk_coverage_plot, write_report
+from pytest_crucible.runs import load_run, read_run
 from pytest_crucible.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,12 +47,18 @@ def example_runs(tmp_path_factory):
     return db, runs[1]["id"], runs[0]["id"]
 
 
+def report_against(store: Store, run_id: str, ref: str) -> str:
+    """The page `crucible report RUN --against REF` writes: the gate decides once, the page shows it."""
+    gate = decide(load_run(store, run_id), read_run(ref, store, exclude=run_id), GateSettings(baseline=ref))
+    return render_report(store, run_id, gate=gate)
+
+
 @pytest.fixture(scope="module")
 def example_html(example_runs, tmp_path_factory) -> Path:
     db, baseline, candidate = example_runs
     store = Store.open(db, create=False)
     try:
-        html = render_report(store, candidate, against=baseline)
+        html = report_against(store, candidate, baseline)
     finally:
         store.close()
     return write_report(tmp_path_factory.mktemp("report") / "report.html", html)
@@ -162,8 +170,8 @@ def test_report_against_an_exported_baseline(example_runs, tmp_path) -> None:
     try:
         export = tmp_path / "baseline.json"
         export.write_text(json.dumps(store.export_run(baseline)), encoding="utf-8")
-        from_file = render_report(store, candidate, against=str(export))
-        from_store = render_report(store, candidate, against="latest")
+        from_file = report_against(store, candidate, str(export))
+        from_store = report_against(store, candidate, "latest")
         alone = render_report(store, baseline)
     finally:
         store.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_crucible.answers import AnswerInputs, estimate_answer_layer_cost, score_answers
+from pytest_crucible.evaluation.answers import AnswerInputs, estimate_answer_layer_cost, score_answers
 from pytest_crucible.judge.engine import Judge, JudgeEngine
 from pytest_crucible.judge.types import (
     ClaimsVerdict,

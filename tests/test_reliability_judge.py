@@ -218,8 +218,9 @@ def test_gate_refuses_an_incomplete_run_unless_allowed(project: pytest.Pytester,
     mock_anthropic.rules.append(one_item_fails)
     # The cache holds a-3's verdicts from the baseline: judge again, so the fault is met.
     result = project.runpytest_subprocess("--crucible-baseline=latest", "--crucible-judge-cache=off", "--crucible-html=report.html")
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["GATE FAILED this run is incomplete (1 item without judge-based metrics): refusing to compare it*"])
+    assert result.ret == 3  # refused: the gate could not give a verdict, which is never a pass
+    result.stdout.fnmatch_lines(["GATE REFUSED this run is incomplete (1 item without judge-based metrics): refusing to compare it",
+                                 "HINT: pass --crucible-allow-incomplete*"])
     result.stdout.no_fnmatch_line("baseline * -> this run *")  # no comparison was made
     page = (project.path / "report.html").read_text()  # ... and the report says the same, not a comparison
     assert '<pre class="regressed">this run is incomplete' in page and "svg class=\"ci\"" not in page

@@ -343,7 +343,10 @@ def test_the_committed_openapi_copy_is_what_the_server_serves(api) -> None:
     assert served.json() == committed, "docs/openapi.json is stale: crucible serve --openapi > docs/openapi.json"
     paths = served.json()["paths"]
     assert set(paths) == {RUNS, COMPARE, "/api/v1/evals/runs/{id}/metrics", "/api/w/{workspaceId}/evals/feedback/promote"}
-    assert [p["name"] for p in paths[COMPARE]["get"]["parameters"]] == ["a", "b"]
+    parameters = paths[COMPARE]["get"]["parameters"]
+    # The spec's two required parameters, then the gate's options (the same as crucible compare's).
+    assert [p["name"] for p in parameters if p["required"]] == ["a", "b"]
+    assert [p["name"] for p in parameters if not p["required"]] == ["gate", "failUnder", "seed", "multiple", "allowIncomplete"]
     assert served.json()["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
 
 

@@ -30,15 +30,15 @@ def golden(*paths: str, **filters: Any) -> "pytest.MarkDecorator":
 
 def __getattr__(name: str) -> Any:
     if name in ("PipelineResult", "Retrieved"):
-        from . import pipeline
+        from .evaluation import pipeline
 
         return getattr(pipeline, name)
     if name == "ItemScore":
-        from .scoring import ItemScore
+        from .evaluation.scoring import ItemScore
 
         return ItemScore
     if name == "CrucibleWarning":
-        from .plugin import CrucibleWarning
+        from .warning import CrucibleWarning
 
         return CrucibleWarning
     raise AttributeError(f"module 'pytest_crucible' has no attribute {name!r}")

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .config import ConfigError, deep_merge, load_config_file
+from .defaults import DEFAULT_SEED
 from .metrics.guardrail import GUARDRAIL_METRICS, describe_rate
 
 ALL_ON = "all-layers-on"
@@ -38,7 +39,7 @@ class AblationError(Exception):
 class LayerResult:
     layer: str
     run_id: str
-    comparison: Any  # stats.compare.Comparison: the all-on run (a) against this layer off (b)
+    comparison: Any  # comparison.Comparison: the all-on run (a) against this layer off (b)
     unread: bool = False  # the pipeline never read guardrails.layers.<layer>: the name is probably wrong
 
 
@@ -47,7 +48,7 @@ class Ablation:
     base_run: str
     base_summary: dict[str, Any]
     layers: list[LayerResult] = field(default_factory=list)
-    seed: int = 1337
+    seed: int = DEFAULT_SEED
 
 
 def variant_params(params: dict[str, Any], layer: str | None) -> dict[str, Any]:
@@ -61,12 +62,13 @@ def _run_id(stamp: str, layer: str | None) -> str:
 
 
 def run_ablation(config_path: str | None, layers: Sequence[str], *, db: str | Path, pytest_args: Sequence[str] = (),
-                 kinds: str | None = "adversarial", seed: int = 1337,
+                 kinds: str | None = "adversarial", seed: int = DEFAULT_SEED,
                  run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
                  echo: Callable[[str], None] = lambda line: None) -> Ablation:
     """Run the set with every layer on and once per layer switched off, then compare."""
+    from .comparison import compare_run_data
+    from .runs import load_run
     from .store import Store, new_ulid
-    from .stats.compare import compare_runs
 
     layers = [name.strip() for name in layers if name.strip()]
     if not layers:
@@ -81,7 +83,6 @@ def run_ablation(config_path: str | None, layers: Sequence[str], *, db: str | Pa
     db = Path(db).absolute()
     stamp = new_ulid()[-10:].lower()
     run_ids: dict[str | None, str] = {}
-    unread: set[str] = set()
     with tempfile.TemporaryDirectory(prefix="crucible-ablate-") as scratch:
         for layer in [None, *layers]:
             config_file = Path(scratch) / f"{layer or 'base'}.json"
@@ -99,8 +100,6 @@ def run_ablation(config_path: str | None, layers: Sequence[str], *, db: str | Pa
                 raise AblationError(f"the run {'with every layer on' if layer is None else f'without {layer}'} "
                                     f"exited {done.returncode}:\n{tail}\n"
                                     "HINT: record outcome fails only on pipeline errors; run the same pytest command to see them")
-            if layer is not None and f"guardrails.layers.{layer}=false was never read" in done.stdout:
-                unread.add(layer)
             run_ids[layer] = run_id
     store = Store.open(db, create=False)
     try:
@@ -110,9 +109,12 @@ def run_ablation(config_path: str | None, layers: Sequence[str], *, db: str | Pa
             raise AblationError("the runs have no guardrail items (no attacks and no clean items of kind adversarial)\n"
                                 "HINT: give golden items an \"attack\" and kind \"adversarial\"; see docs/golden-format.md")
         ablation = Ablation(base_run=base, base_summary=base_summary, seed=seed)
+        with_all = load_run(store, base)
         for layer in layers:
-            comparison = compare_runs(store, base, run_ids[layer], metrics=list(GUARDRAIL_METRICS), seed=seed)
-            ablation.layers.append(LayerResult(layer=layer, run_id=run_ids[layer], comparison=comparison, unread=layer in unread))
+            comparison = compare_run_data(with_all, load_run(store, run_ids[layer]), metrics=list(GUARDRAIL_METRICS), seed=seed)
+            # The run itself recorded which changed config keys its pipeline never read.
+            unread = f"guardrails.layers.{layer}=false" in store.unread_keys(run_ids[layer])
+            ablation.layers.append(LayerResult(layer=layer, run_id=run_ids[layer], comparison=comparison, unread=unread))
     finally:
         store.close()
     return ablation

@@ -7,11 +7,11 @@ import json
 import sys
 from typing import Sequence
 
-DEFAULT_DB = ".crucible/crucible.db"
+from .defaults import DEFAULT_DB, DEFAULT_SEED, KINDS
 
-# Exit codes: 0 done, 1 a failed gate (compare found a significant regression), 2 a usage
+# Exit codes: 0 done, 1 a failed gate (a significant regression, a missed floor), 2 a usage
 # error (argparse's own, or bad input: one line saying what is wrong, then a HINT line),
-# 3 a comparison refused (runs judged by different judges).
+# 3 a comparison the gate refused (different judges, an incomplete run): gate.EXIT_CODES.
 EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 
 # The example at the end of every command's --help, keyed by the command path ("" is
@@ -221,23 +221,36 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gate_settings(args: argparse.Namespace, baseline: str | None):
+    """The gate's settings from compare/report flags: the same GateSettings the plugin builds."""
+    from .gate import GateSettings, parse_floors, parse_metric_list
+
+    return GateSettings(baseline=baseline, gate=parse_metric_list(getattr(args, "gate", None)),
+                        floors=parse_floors(getattr(args, "fail_under", None) or [], "--fail-under"),
+                        multiple=getattr(args, "multiple", "none"), seed=getattr(args, "seed", DEFAULT_SEED),
+                        allow_incomplete=getattr(args, "allow_incomplete", False),
+                        metrics=parse_metric_list(getattr(args, "metrics", None)))
+
+
+def _read_run(store, args: argparse.Namespace, ref: str, **options):
+    """A run named on the command line: an exported .json, an id or prefix (any workspace), or
+    `latest` (of the workspace being read)."""
+    from .runs import is_export_path, read_run
+
+    workspace = None if is_export_path(ref) or ref != "latest" else _workspace(args, store)
+    return read_run(ref, store, workspace=workspace, **options)
+
+
 def _cmd_compare(args: argparse.Namespace) -> int:
     from .facets import items_in_facet, parse_facet
-    from .report.views import comparison_lines
-    from .stats.compare import ComparisonRefused, compare_run_data, regression_reasons
-    from .store import read_export, run_data_from_export
+    from .gate import decide
+    from .report.views import gate_lines
 
-    store = _open_store(args)
-
-    def load(ref: str):
-        """(RunData, golden items as run) from a run id/prefix/latest or an exported .json."""
-        if ref.endswith(".json"):
-            document = read_export(ref)
-            return run_data_from_export(document), [golden["item"] for golden in document["goldenItems"]]
-        run_id = _resolve_run(store, args, ref)
-        return store.run_data(run_id), store.golden_items(run_id)
-
-    (a, items_a), (b, items_b) = load(args.a), load(args.b)
+    try:
+        settings = _gate_settings(args, args.a)
+    except ValueError as exc:
+        print(f"crucible: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     if args.kind:
         if args.facet:
             print("crucible: --kind and --facet cannot be combined\nHINT: --kind K is --facet kind=K", file=sys.stderr)
@@ -249,29 +262,29 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"crucible: {exc}", file=sys.stderr)
             return EXIT_USAGE
+    store = _open_store(args)
+    a, b = (_read_run(store, args, ref, golden=bool(args.facet)) for ref in (args.a, args.b))
+    if args.facet:
         # An item is in the facet when the baseline's version of it is (items are paired by id).
-        keep = items_in_facet(items_a or items_b, facet, value)
+        keep = items_in_facet(a.golden or b.golden, facet, value)
         a, b = a.restricted(keep), b.restricted(keep)
-    try:
-        comparison = compare_run_data(a, b, seed=args.seed, multiple=args.multiple,
-                                      metrics=args.metrics.split(",") if args.metrics else None)
-    except ComparisonRefused as exc:
-        print(f"crucible: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
+    result = decide(b, a, settings)
     if args.json:
-        document = comparison.to_json()
+        document = result.comparison.to_json() if result.comparison is not None else {"a": a.run_id, "b": b.run_id}
+        document["gate"] = result.to_json()
         if args.facet:
             document["facet"] = args.facet
         print(json.dumps(document, indent=2))
-    else:
-        if args.facet:
-            print(f"facet {args.facet}")
-        print("\n".join(comparison_lines(comparison)))
-    # The same verdict as the plugin's gate: B regressed significantly on a compared metric.
-    failures = regression_reasons(comparison)
-    for reason in failures:
-        print(f"GATE FAILED {reason}", file=sys.stderr)
-    return EXIT_GATE_FAILED if failures else EXIT_OK
+    elif args.facet:
+        print(f"facet {args.facet}")
+    # The same verdict as the plugin's gate, in the same words: the table on stdout, what failed on stderr.
+    for line in gate_lines(result):
+        alert = line.startswith(("GATE FAILED", "GATE REFUSED")) or (result.refusal and line.startswith("HINT"))
+        if alert:
+            print(line, file=sys.stderr)
+        elif not args.json:
+            print(line)
+    return result.exit_code
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
@@ -286,20 +299,22 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from .report.html import render_report, write_report
-    from .stats.compare import ComparisonRefused
 
     store = _open_store(args)
     run_id = _resolve_run(store, args, args.run)
-    # "latest" as a baseline: the newest other complete run of the workspace being read.
-    against = _resolve_run(store, args, "latest", exclude=run_id) if args.against == "latest" else args.against
-    try:
-        html = render_report(store, run_id, against=against)
-    except ComparisonRefused as exc:
-        print(f"crucible: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
+    gate = None
+    if args.against:
+        from .gate import decide
+        from .runs import load_run
+
+        # The verdict `crucible compare AGAINST RUN` gives, decided once and handed to the page.
+        gate = decide(load_run(store, run_id), _read_run(store, args, args.against, exclude=run_id), _gate_settings(args, args.against))
+    html = render_report(store, run_id, gate=gate)
+    # A refusal is the one verdict that fails this command: the page says why nothing was compared.
+    code = EXIT_REFUSED if gate is not None and gate.verdict == "refused" else EXIT_OK
     if args.output == "-":
         sys.stdout.write(html)
-        return 0
+        return code
     try:
         path = write_report(args.output, html)
     except OSError as exc:
@@ -307,7 +322,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
               "HINT: check the -o path; its directory must exist", file=sys.stderr)
         return EXIT_USAGE
     print(f"wrote the report of run {run_id}" + (f" against {args.against}" if args.against else "") + f" to {path}")
-    return 0
+    if gate is not None:
+        print(gate.summary())
+    return code
 
 
 def _export_trec_run(store, run_id: str, output: str) -> int:
@@ -647,6 +664,20 @@ def _cmd_keys_revoke(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def add_gate_flags(cmd: argparse.ArgumentParser) -> None:
+    """The plugin's gate options, for the commands that give its verdict (compare, report --against)."""
+    cmd.add_argument("--seed", type=int, default=DEFAULT_SEED, metavar="N",
+                     help=f"seed of the bootstrap and the permutation test (default {DEFAULT_SEED}, as --crucible-seed)")
+    cmd.add_argument("--multiple", choices=["none", "holm"], default="none", help="p-value correction across metrics")
+    cmd.add_argument("--gate", default=None, metavar="M1,M2",
+                     help="metrics whose significant regression fails the gate (default every compared one, as --crucible-gate)")
+    cmd.add_argument("--fail-under", dest="fail_under", action="append", default=[], metavar="METRIC=VALUE",
+                     help="absolute floor on the candidate's mean, e.g. ndcgAt10=0.6 (repeatable, as --crucible-fail-under)")
+    cmd.add_argument("--allow-incomplete", dest="allow_incomplete", action="store_true",
+                     help="compare an incomplete or interrupted run on the items it has instead of refusing "
+                          "(as --crucible-allow-incomplete)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = CrucibleParser(prog="crucible", description=(
         "Read and compare pytest-crucible evaluation runs.\n\n"
@@ -697,18 +728,16 @@ def build_parser() -> argparse.ArgumentParser:
     metrics.set_defaults(func=_cmd_metrics)
 
     compare = with_db(sub.add_parser("compare", help="paired comparison of two runs behind two significance gates; "
-                                                      "exit 1 when B regressed significantly"))
+                                                      "exit 1 when B regressed significantly or missed a floor, 3 when the comparison is refused"))
     compare.add_argument("a", help="baseline: run id, prefix, latest, or an exported run .json")
     compare.add_argument("b", help="candidate: run id, prefix, latest, or an exported run .json")
     compare.add_argument("--json", action="store_true",
                          help="print JSON: a, b, pairedItems, seed, metrics (delta, ci, p, significant), verdicts, power")
-    compare.add_argument("--seed", type=int, default=1337, metavar="N",
-                         help="seed of the bootstrap and the permutation test (default 1337)")
     compare.add_argument("--metrics", default=None, metavar="M1,M2", help="only these metrics")
-    compare.add_argument("--multiple", choices=["none", "holm"], default="none", help="p-value correction across metrics")
+    add_gate_flags(compare)
     compare.add_argument("--facet", default=None, metavar="FACET=VALUE",
                          help="compare only the items of one facet value, e.g. questionType=multi_hop or tag=topic:returns")
-    compare.add_argument("--kind", default=None, choices=["retrieval", "aggregation", "adversarial"],
+    compare.add_argument("--kind", default=None, choices=KINDS,
                          help="compare only the items of one kind (the same as --facet kind=KIND)")
     compare.set_defaults(func=_cmd_compare)
 
@@ -725,6 +754,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--against", default=None, metavar="BASELINE",
                         help="compare with a baseline: run id, prefix, latest (newest other complete run), or an exported run .json")
     report.add_argument("-o", "--output", required=True, help="output .html file, or - for stdout")
+    add_gate_flags(report)
     report.set_defaults(func=_cmd_report)
 
     promote = with_db(sub.add_parser("promote", help="turn a reviewed correction into a draft golden item (+ feedback row)"))
@@ -799,7 +829,7 @@ def build_parser() -> argparse.ArgumentParser:
     ablate.add_argument("--layers", required=True, metavar="A,B,...", help="guardrail layers to switch off one at a time")
     ablate.add_argument("--kind", default="adversarial", metavar="KIND[,KIND]",
                         help="golden item kinds to run (default adversarial; 'all' runs every kind)")
-    ablate.add_argument("--seed", type=int, default=1337, help="seed of the paired test (default 1337)")
+    ablate.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"seed of the paired test (default {DEFAULT_SEED})")
     ablate.add_argument("--json", action="store_true", help="print the contributions as JSON")
     ablate.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="passed to pytest, e.g. -- example_project")
     ablate.set_defaults(func=_cmd_ablate)

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Literal, Sequence, get_args
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from .defaults import KINDS
 from .json_input import json_problem, value_problem
 from .json_input import shown as _printable
 
@@ -94,7 +95,7 @@ class GoldenItem(_Model):
     question_type: QuestionType = "simple"
     popularity: Literal["head", "torso", "tail"] | None = None
     dynamism: Literal["static", "slow", "fast"] | None = None
-    kind: Literal["retrieval", "aggregation", "adversarial"] = "retrieval"
+    kind: Literal[KINDS] = "retrieval"  # type: ignore[valid-type]
     tags: list[str] = Field(default_factory=list)
     # Documents that disagree on this question: a good answer surfaces the conflict.
     conflicting_sources: list[str] = Field(default_factory=list)

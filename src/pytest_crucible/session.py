@@ -1,8 +1,9 @@
 """The one stateful object of a pytest session, kept in ``config.stash``.
 
-It is built from frozen :class:`Settings` and knows nothing about pytest: the
-plugin feeds it scores and asks it for the summary. Only the process that owns
-the run (the controller under xdist) opens the store.
+It is built from frozen :class:`~pytest_crucible.settings.Settings` and knows nothing about pytest:
+the plugin hands it each item's score and asks it for the run, the gate's verdict and the summary.
+It holds the run and one :class:`~pytest_crucible.gate.GateResult`; it never calls back into the
+plugin. Only the process that owns the run (the controller under xdist) opens the store.
 """
 
 from __future__ import annotations
@@ -10,61 +11,25 @@ from __future__ import annotations
 import subprocess
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from .config import TrackedConfig, unread_changed_keys
+from .settings import Settings
 
-MODES = ("system", "component")
+if TYPE_CHECKING:
+    from .evaluation.answers import CostEstimate
+    from .evaluation.concurrency import AsyncRunner, Outcome, Prefetcher
+    from .gate import GateResult
+    from .golden_set import GoldenItem
+    from .judge.engine import JudgeEngine
+    from .store import Store
+
 # Scores are written in batches of this many items, or at least this often.
 FLUSH_ITEMS = 50
 FLUSH_SECONDS = 2.0
 
 
-@dataclass(frozen=True)
-class Settings:
-    params: dict[str, Any]
-    resolved: dict[str, Any]
-    config_hash: str
-    config_path: str | None
-    db_path: Path
-    mode: str = "system"
-    outcome_mode: str = "strict"
-    include_drafts: bool = False
-    golden_patterns: tuple[str, ...] = ("golden_*.jsonl", "*.golden.jsonl")
-    rootdir: Path = Path(".")
-    pytest_args: tuple[str, ...] = ()
-    # The session gate: baseline is a run id, "latest", or an exported run (PATH.json).
-    baseline: str | None = None
-    baseline_export: dict[str, Any] | None = None
-    gate: tuple[str, ...] | None = None
-    floors: tuple[tuple[str, float], ...] = ()
-    multiple: str = "none"
-    seed: int = 1337
-    # --crucible-allow-incomplete: gate an incomplete or interrupted run (either side) on the items it has.
-    allow_incomplete: bool = False
-    # The judge of the answer layer (system mode only).
-    judge: str = "auto"
-    judge_model: str | None = None
-    judge_batch: bool = False
-    judge_cache: str = "readwrite"
-    max_cost: float | None = None
-    label_pool: bool = False
-    concurrency: int = 1
-    # Shards on several machines share one run id; `crucible merge` joins them.
-    run_id: str | None = None
-    # Who the run belongs to and how it is tagged (never part of the configHash).
-    workspace: str = "default"
-    labels: dict[str, str] = field(default_factory=dict)
-    # --crucible-kind: the question kinds this run selected (None: every kind).
-    kinds: tuple[str, ...] | None = None
-
-    @property
-    def retrieval_limit(self) -> int:
-        return int(self.resolved["retrievalLimit"])
-
-
-def git_commit(directory: Path) -> str | None:
+def git_commit(directory) -> str | None:
     try:
         done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
@@ -77,58 +42,52 @@ class CrucibleSession:
     settings: Settings
     is_worker: bool = False
     run_id: str | None = None
+    status: str | None = None
+    # The gate's verdict (None: no gate asked for, or no run to judge).
+    gate: "GateResult | None" = None
     evaluated: int = 0
     outcomes: dict[str, int] = field(default_factory=dict)
+    # Faults (a store that could not be written, a report that could not be rendered): each fails the session.
     faults: list[str] = field(default_factory=list)
-    config_reads: set[str] = field(default_factory=set)
-    status: str | None = None
-    comparison: Any = None
-    gate_failures: list[str] = field(default_factory=list)
-    gate_checked: bool = False
-    # Why the gate did not run although asked to (an interrupted run), and its warnings.
-    gate_skipped: str | None = None
-    # Why the gate would not compare this run at all (shown in the HTML report instead of a comparison).
-    gate_refusal: str | None = None
-    gate_warnings: list[str] = field(default_factory=list)
-    # Items of this run whose judging failed (they have no judge-based metrics).
-    judge_error_items: int = 0
-    # Counters reported by xdist workers (their engines ran the judge).
-    worker_judge: dict[str, float] = field(default_factory=dict)
-    cost_estimate: Any = None
-    # Where progress lines of long judge work go (the plugin sets pytest's terminal writer).
-    progress_writer: Any = None
+    # Items whose Message Batch judging failed, one line each.
     batch_errors: list[str] = field(default_factory=list)
+    config_reads: set[str] = field(default_factory=set)
+    # Judge counters reported by xdist workers (their engines ran the judge).
+    worker_judge: dict[str, float] = field(default_factory=dict)
+    cost_estimate: "CostEstimate | None" = None
     embedder: Any = None
-    _store: Any = None
+    _run_order: list[tuple[str, "GoldenItem"]] = field(default_factory=list)
+    _store: "Store | None" = None
     _tracked: TrackedConfig | None = None
-    _engine: Any = None
+    _engine: "JudgeEngine | None" = None
     _ledger: dict[str, list[dict[str, Any]]] | None = None
-    _prefetcher: Any = None
-    _async_runner: Any = None
+    _prefetcher: "Prefetcher | None" = None
+    _async_runner: "AsyncRunner | None" = None
     _pending: list[dict[str, Any]] = field(default_factory=list)
     _flushed_at: float = field(default_factory=time.monotonic)
 
     # -- calling the pipeline --------------------------------------------------------------
+    def set_run_order(self, selected: list[tuple[str, "GoldenItem"]]) -> None:
+        """The golden items this session will run, in run order (the prefetcher calls ahead along it)."""
+        self._run_order = selected
+
     @property
-    def async_runner(self):
+    def async_runner(self) -> "AsyncRunner":
         if self._async_runner is None:
-            from .concurrency import AsyncRunner
+            from .evaluation.concurrency import AsyncRunner
 
             self._async_runner = AsyncRunner()
         return self._async_runner
 
-    def run_pipeline(self, key: str, golden, pipeline, config, selected=None):
-        """Call the pipeline for one item (or take the result the prefetcher already has).
+    def run_pipeline(self, key: str, golden: "GoldenItem", pipeline, config) -> "Outcome":
+        """Call the pipeline for one item (or take the result the prefetcher already has)."""
+        from .evaluation.concurrency import Outcome, Prefetcher, call_pipeline
 
-        ``selected`` gives the remaining selected items in run order as (key, golden item),
-        asked for only when concurrency is on and nothing is prefetched yet.
-        """
-        from .concurrency import Outcome, Prefetcher, call_pipeline
-
+        self.evaluated += 1
         kwargs = {"config": config, "mode": self.settings.mode}
         if self.settings.concurrency > 1:
-            if self._prefetcher is None and selected is not None:
-                self._prefetcher = Prefetcher(pipeline, selected(), concurrency=self.settings.concurrency,
+            if self._prefetcher is None and self._run_order:
+                self._prefetcher = Prefetcher(pipeline, self._run_order, concurrency=self.settings.concurrency,
                                               kwargs=kwargs, runner=self.async_runner)
             if self._prefetcher is not None and key in self._prefetcher:
                 return self._prefetcher.take(key)
@@ -156,26 +115,16 @@ class CrucibleSession:
         return unread_changed_keys(self.settings.resolved, self.config_reads)
 
     # -- the judge ---------------------------------------------------------------------------------
-    @property
-    def judges_answers(self) -> bool:
-        return self.settings.mode == "system"
-
-    @property
-    def uses_judge(self) -> bool:
-        return self.judges_answers or self.settings.label_pool
-
     def ledger_rows(self, query_id: str) -> list[dict[str, Any]]:
         """The human and llm judgments of one query, loaded once per session (read-only)."""
         if self._ledger is None:
-            from .store import read_only_rows
+            from .store import read_judgment_ledger
 
-            self._ledger = {}
-            for row in read_only_rows(self.settings.db_path, "SELECT * FROM qrels WHERE source IN ('human', 'llm') ORDER BY id"):
-                self._ledger.setdefault(row["query_id"], []).append(row)
+            self._ledger = read_judgment_ledger(self.settings.db_path)
         return self._ledger.get(query_id, [])
 
     @property
-    def engine(self):
+    def engine(self) -> "JudgeEngine":
         """The session's judge engine, its cache preloaded from the database (read-only)."""
         if self._engine is None:
             from .judge.engine import JudgeEngine
@@ -188,45 +137,9 @@ class CrucibleSession:
             self._engine = engine
         return self._engine
 
-    def score_answer_layer(self, score, embedder) -> None:
-        """Judge one item's answer layer now (the non-batch path), into its ItemScore."""
-        from .answers import AnswerInputs, score_answers
-
-        self.embedder = embedder
-        [result] = score_answers([AnswerInputs.from_score(score.to_plain())], self.engine, embedder)
-        score.metrics.update(result.metrics)
-        score.judge_errors.extend(result.errors)
-        score.verdicts = result.verdicts
-        score.assertions = result.assertions
-        score.crag_grade = result.crag_grade
-        score.unsupported_claims = result.unsupported_claims
-        score.supporting_chunk_ids = result.supporting_chunk_ids
-
-    def score_answers_in_batch(self) -> None:
-        """Message Batches: judge every recorded item of the run at once, at session end."""
-        from .answers import AnswerInputs, score_answers
-        from .embed import HashingEmbedder
-        from .scoring import classify_score, missing_required_citations
-
-        store = self.store
-        document = store.export_run(self.run_id)
-        items = {golden["item_id"]: golden["item"] for golden in document["goldenItems"]}
-        rows = [{**row, "item": items[row["item_id"]]} for row in document["results"] if not row.get("error") and not row.get("blocked")]
-        self._watch_batches(len(rows))
-        results = score_answers([AnswerInputs.from_score(row) for row in rows], self.engine, self.embedder or HashingEmbedder())
-        for row, result in zip(rows, results):
-            row.update(assertions=result.assertions, crag_grade=result.crag_grade, unsupported_claims=result.unsupported_claims,
-                       supporting_chunk_ids=result.supporting_chunk_ids,
-                       missing_citations=missing_required_citations(row["item"], row["retrieved"], self.settings.retrieval_limit))
-            error_class, evidence = (None, None) if result.errors else classify_score(row, mode=self.settings.mode)
-            store.add_answer_scores(self.run_id, row["item_id"], result.metrics, result.errors, result.verdicts, result.assertions,
-                                    error_class=error_class, error_evidence=evidence, crag_grade=result.crag_grade)
-            self.batch_errors.extend(f"golden item {row['item_id']}: judge failed: {error}" for error in result.errors)
-        store.add_cache_rows(self.engine.drain_cache_rows())
-
-    def _watch_batches(self, n_items: int) -> None:
+    def _watch_batches(self, n_items: int, write: Callable[[str], None] | None) -> None:
         """Progress lines while Message Batches are processed (one Progress per batch)."""
-        if self.progress_writer is None or not hasattr(self.engine.judge, "on_progress"):
+        if write is None or not hasattr(self.engine.judge, "on_progress"):
             return
         from .progress import Progress
 
@@ -235,7 +148,7 @@ class CrucibleSession:
         def on_progress(batch_id: str, done: int, total: int) -> None:
             if batch_id not in watched:
                 label = f"Message Batch {len(watched) + 1} for {n_items} items ({batch_id})"
-                watched[batch_id] = Progress(label, total, self.progress_writer, unit="judge requests")
+                watched[batch_id] = Progress(label, total, write, unit="judge requests")
             watched[batch_id].update(done, total)
 
         self.engine.judge.on_progress = on_progress
@@ -251,9 +164,20 @@ class CrucibleSession:
                 totals[name] = totals.get(name, 0) + getattr(usage, name)
         return totals
 
+    def add_worker_output(self, output: dict[str, Any]) -> None:
+        """What an xdist worker reports at its end: config reads, evaluations, judge counters (plain types)."""
+        self.config_reads.update(output["reads"])
+        self.evaluated += output["evaluated"]
+        for name, value in output.get("judge", {}).items():
+            self.worker_judge[name] = self.worker_judge.get(name, 0) + value
+
+    def worker_output(self) -> dict[str, Any]:
+        return {"reads": sorted(self.config_reads), "evaluated": self.evaluated,
+                "judge": {name: float(value) for name, value in self.judge_summary().items()}}
+
     # -- the run in the store ------------------------------------------------------
     @property
-    def store(self):
+    def store(self) -> "Store":
         if self._store is None:
             from .store import Store
 
@@ -263,7 +187,7 @@ class CrucibleSession:
     def _ensure_run(self) -> str:
         if self.run_id is None:
             s = self.settings
-            judge = self.engine.judge if self.uses_judge else None
+            judge = self.engine.judge if s.uses_judge else None
             self.run_id = self.store.start_run(
                 run_id=s.run_id,
                 workspace=s.workspace,
@@ -314,7 +238,9 @@ class CrucibleSession:
             self._pending = pending + self._pending
             raise
 
-    def finish(self, interrupted: bool) -> None:
+    def finish(self, interrupted: bool, progress: Callable[[str], None] | None = None) -> None:
+        """Write what is pending, judge Message Batches, and close the run with its status.
+        ``progress``: where progress lines of long judge work go."""
         if self.is_worker:
             return
         self.flush()
@@ -322,87 +248,48 @@ class CrucibleSession:
             return
         from .golden_set import golden_set_hash
 
-        store = self.store
-        if not interrupted and self.judges_answers and self.settings.judge_batch:
-            self.score_answers_in_batch()
-        judge_errors = store.db.conn.execute(
-            "SELECT COUNT(*) FROM results WHERE run_id = ? AND judge_errors != '[]'", [self.run_id]).fetchone()[0]
-        self.judge_error_items = judge_errors
-        self.status = "interrupted" if interrupted else "incomplete" if judge_errors else "complete"
+        store, s = self.store, self.settings
+        if not interrupted and s.judges_answers and s.judge_batch:
+            from .embed import HashingEmbedder
+            from .evaluation import judge_run_in_batch
+
+            self.batch_errors = judge_run_in_batch(store, self.run_id, self.engine, self.embedder or HashingEmbedder(), s,
+                                                   on_start=lambda n_items: self._watch_batches(n_items, progress))
+        self.status = "interrupted" if interrupted else "incomplete" if store.count_judge_failed(self.run_id) else "complete"
         summary = self.judge_summary()
         judge = {
             "stats": {name: int(summary.get(name, 0)) for name in ("requests", "cache_hits", "judged", "failures")},
             "cost_usd": summary.get("cost_usd"),
             "input_tokens": int(summary.get("input_tokens", 0)),
             "output_tokens": int(summary.get("output_tokens", 0)),
-        } if self.uses_judge else None
-        store.finish_run(self.run_id, status=self.status, golden_hash=golden_set_hash(store.golden_items(self.run_id)), judge=judge)
+        } if s.uses_judge else None
+        store.finish_run(self.run_id, status=self.status, golden_hash=golden_set_hash(store.golden_items(self.run_id)), judge=judge,
+                         unread_keys=self.unread_config_keys())
 
     # -- the gate ----------------------------------------------------------------------------
-    def apply_gate(self) -> list[str]:
-        """Compare this run with the baseline and check the floors; returns one reason per failure."""
-        s = self.settings
-        if self.is_worker or self.run_id is None or self.status is None or not (s.baseline or s.floors):
-            return []
+    def apply_gate(self) -> "GateResult | None":
+        """Decide this run's verdict once (comparison, floors, refusals); the summary, the HTML report
+        and the exit status all read ``self.gate``."""
+        gate_settings = self.settings.gate
+        if self.is_worker or self.run_id is None or self.status is None or not gate_settings.active:
+            return None
+        from .gate import decide, skipped, unreadable_baseline
+        from .runs import load_run, read_run
+        from .store import StoreError
+
         if self.status == "interrupted":  # the session already exits 2 (interrupted); nothing to judge by
-            self.gate_skipped = "this run was interrupted: the gate did not compare it"
-            return []
-        from .stats.compare import ComparisonRefused, compare_run_data, floor_failures, regression_reasons
-        from .store import StoreError, run_data_from_export
-
-        self.gate_checked = True
-        if self.status != "complete":
-            if not s.allow_incomplete:
-                n = self.judge_error_items
-                reason = (f"this run is {self.status} ({n} item{'s' if n != 1 else ''} without judge-based metrics): "
-                          "refusing to compare it; pass --crucible-allow-incomplete to compare the items it has")
-                self.gate_failures = [reason]
-                self.gate_refusal = reason
-                return [reason]
-            self.gate_warnings.append(f"WARNING comparing an incomplete run (--crucible-allow-incomplete): "
-                                      f"{self.judge_error_items} item(s) have no judge-based metrics and are left out of those")
-        store = self.store
-        current = store.run_data(self.run_id)
-        reasons: list[str] = []
-        if s.baseline:
+            self.gate = skipped("this run was interrupted: the gate did not compare it", gate_settings)
+            return self.gate
+        current = load_run(self.store, self.run_id)
+        baseline = None
+        if gate_settings.baseline:
             try:
-                if s.baseline_export is not None:
-                    baseline = run_data_from_export(s.baseline_export)
-                else:
-                    baseline = store.run_data(store.resolve_run(s.baseline, exclude=self.run_id, workspace=s.workspace))
-                status = baseline.run.get("status")
-                if status != "complete":  # only with --crucible-allow-incomplete (refused at configure time otherwise)
-                    self.gate_warnings.append(f"WARNING comparing against a baseline that is {status} (--crucible-allow-incomplete): "
-                                              "only the items and metrics it has are paired")
-                self.comparison = compare_run_data(baseline, current, seed=s.seed, multiple=s.multiple)
-            except (ComparisonRefused, StoreError) as exc:
-                reasons.append(str(exc).splitlines()[0])
-            else:
-                gated = set(s.gate) if s.gate else set(self.comparison.metrics)
-                for name in sorted(gated - set(self.comparison.metrics)):
-                    reasons.append(f"gated metric {name} was not measured in either run")
-                reasons.extend(regression_reasons(self.comparison, gated))
-        reasons.extend(floor_failures(current.means(), dict(s.floors)))
-        self.gate_failures = reasons
-        return reasons
-
-    def gate_lines(self) -> list[str]:
-        if self.gate_skipped:
-            return [f"gate skipped: {self.gate_skipped}"]
-        if not self.gate_checked:
-            return []
-        from .report.views import comparison_lines
-
-        s = self.settings
-        lines: list[str] = list(self.gate_warnings)
-        if self.comparison is not None:
-            lines.extend(comparison_lines(self.comparison, set(s.gate) if s.gate else None))
-        if self.gate_failures:
-            lines.extend(f"GATE FAILED {reason}" for reason in self.gate_failures)
-        else:
-            what = "no significant regression" if s.baseline else "all floors met"
-            lines.append(f"gate passed: {what}" + (" and all floors met" if s.baseline and s.floors else ""))
-        return lines
+                baseline = read_run(gate_settings.baseline, self.store, workspace=self.settings.workspace, exclude=self.run_id)
+            except StoreError as exc:
+                self.gate = unreadable_baseline(str(exc), gate_settings)
+                return self.gate
+        self.gate = decide(current, baseline, gate_settings)
+        return self.gate
 
     def close(self) -> None:
         self.stop_pipeline_calls()
@@ -421,20 +308,25 @@ class CrucibleSession:
         if self.run_id is None:
             return []
         from .report.terminal import ALERT_PREFIXES, one_line_summary
+        from .report.views import gate_lines
 
+        lines = self._run_lines(verbose)
+        if self.gate is not None:
+            lines += gate_lines(self.gate)
         if verbose < 0:
-            lines = self._full_summary_lines(verbose)
             gate = None
-            if self.gate_checked:
-                gate = "GATE FAILED" if self.gate_failures else "gate passed"
+            if self.gate is not None and self.gate.verdict != "skipped":
+                gate = {"passed": "gate passed", "failed": "GATE FAILED", "refused": "GATE REFUSED"}[self.gate.verdict]
             return [one_line_summary(self.store, self.run_id, gate=gate)] + [line for line in lines if line.startswith(ALERT_PREFIXES)]
-        return self._full_summary_lines(verbose)
+        return lines
 
-    def _full_summary_lines(self, verbose: int) -> list[str]:
+
+    def _run_lines(self, verbose: int) -> list[str]:
+        """The run's own lines (metrics, unread keys, faults, judge errors), before the gate's."""
         from .report.terminal import run_summary_lines
 
         lines = run_summary_lines(self.store, self.run_id, unread_keys=self.unread_config_keys(), faults=self.faults, verbose=verbose)
         lines.extend(f"JUDGE ERROR {error}" for error in self.batch_errors)
         if self.status == "incomplete":
             lines.append("WARNING run incomplete: some items' judge requests failed after retries; their answer metrics are missing")
-        return lines + self.gate_lines()
+        return lines

@@ -19,3 +19,12 @@ def ordered_metrics(names) -> list[str]:
     names = set(names)
     known = [name for family in METRIC_FAMILIES.values() for name in family if name in names]
     return known + sorted(names - set(known))
+
+
+def family_of(metric: str) -> str | None:
+    """The family a metric is listed under (None: a metric outside the spec's families)."""
+    return next((family for family, names in METRIC_FAMILIES.items() if metric in names), None)
+
+
+def higher_is_better(metric: str) -> bool:
+    return metric not in LOWER_IS_BETTER

@@ -1,7 +1,7 @@
 """The HTML report: one self-contained file (inline CSS and SVG, no network, no scripts).
 
-``render_report(store, run_id, against=...)`` reads a run (and optionally a baseline) from the
-store and renders ``templates/report.html.j2`` with autoescaping on: every string that came from
+``render_report(store, run_id, gate=...)`` reads a run from the store, takes the gate's verdict
+(with its comparison) as it was decided, and renders ``templates/report.html.j2`` with autoescaping on: every string that came from
 a golden set, a pipeline or a judge is escaped. Geometry for the SVG plots is computed here so the
 template stays declarative. This module never imports pytest.
 """
@@ -12,9 +12,12 @@ import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .views import verdict_text
+
+if TYPE_CHECKING:
+    from ..gate import GateResult
 
 __all__ = ["render_report", "write_report", "risk_coverage_plot", "ci_scale"]
 
@@ -159,35 +162,25 @@ def _ci_row(m, scale: float, width: int = 240, height: int = 26) -> dict[str, An
 
 
 # -- data --------------------------------------------------------------------------------------
-def _load_baseline(store, against: str, run_id: str, workspace: str | None = None):
-    """(RunData, label) of the baseline: a run id/prefix/latest, or an exported run .json."""
-    from ..store import read_export, run_data_from_export
-
-    if against.endswith(".json") or Path(against).is_file():
-        return run_data_from_export(read_export(against)), against
-    baseline_id = store.resolve_run(against, exclude=run_id, workspace=workspace)
-    return store.run_data(baseline_id), baseline_id
-
-
-def _comparison_context(store, run_id: str, data, against: str, *, workspace: str | None = None,
-                        refusal: str | None = None, **options: Any) -> dict[str, Any]:
-    from ..stats.compare import ComparisonRefused, compare_run_data
-
-    baseline, label = _load_baseline(store, against, run_id, workspace)
-    context: dict[str, Any] = {"baseline_id": baseline.run_id, "label": label, "refused": refusal, "rows": [],
-                               "baseline_selective": baseline.selective}
-    if refusal:
-        return context
-    try:
-        comparison = compare_run_data(baseline, data, **options)
-    except ComparisonRefused as exc:
-        context["refused"] = str(exc)
+def _gate_context(gate: GateResult, run_id: str, k: int | None) -> dict[str, Any]:
+    """The gate's verdict as the page shows it: the same object that set the exit code."""
+    context: dict[str, Any] = {
+        "verdict": gate.verdict, "summary": gate.summary(), "failures": list(gate.failures),
+        "refused": gate.refusal if gate.verdict in ("refused", "skipped") else None,
+        "baseline_id": gate.baseline.run_id if gate.baseline is not None else (gate.baseline_ref or ""),
+        "label": gate.baseline_ref or "", "rows": [], "warnings": list(gate.warnings),
+        "baseline_selective": gate.baseline.selective if gate.baseline is not None else None,
+        "has_baseline": gate.has_baseline,
+    }
+    comparison = gate.comparison
+    if comparison is None:
         return context
     scale = ci_scale(comparison.metrics.values())
-    k = data.resolved.get("retrievalLimit")
+    gated = set(gate.gated) if gate.gated else None
     for name, m in comparison.metrics.items():
         context["rows"].append({
-            "metric": name, "label": _metric_label(name, k), "a": m.a, "b": m.b, "delta": m.delta, "ci": m.ci, "p": m.p,
+            "metric": name, "label": _metric_label(name, k) + ("*" if gated is not None and name not in gated else ""),
+            "a": m.a, "b": m.b, "delta": m.delta, "ci": m.ci, "p": m.p,
             "n": m.n, "dropped": m.dropped, "verdict": m.verdict, "verdict_text": verdict_text(m),
             "css": VERDICT_CLASSES.get(m.verdict, "ns"), "lower_is_better": not m.higher_is_better,
             "plot": _ci_row(m, scale),
@@ -195,7 +188,7 @@ def _comparison_context(store, run_id: str, data, against: str, *, workspace: st
     context.update(paired=comparison.paired_items, seed=comparison.seed, scale=scale, multiple=comparison.multiple,
                    config_changes=[{"key": key, "a": json.dumps(old), "b": json.dumps(new)}
                                    for key, (old, new) in comparison.config_changes.items()],
-                   warnings=list(comparison.warnings))
+                   warnings=list(gate.warnings) + list(comparison.warnings))
     return context
 
 
@@ -286,16 +279,16 @@ def _guardrail_context(golden, item_metrics, results) -> dict[str, Any] | None:
     return {"rows": rows, "layers": list((summary.get("blockedByLayer") or {}).items())}
 
 
-def _build_context(store, run_id: str, against: str | None, **options: Any) -> dict[str, Any]:
+def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any]:
     from ..facets import by_facet
     from ..metrics import ordered_metrics
-    from ..stats.compare import FAMILIES, family_of
-    from ..store import selective_pairs
+    from ..metrics import METRIC_FAMILIES as FAMILIES
+    from ..metrics import family_of
+    from ..runs import selective_pairs
     from .terminal import judge_line, pool_summary
     from .views import TARGET_RISK, error_class_counts, run_labels, selective_summary
 
     run = store.get_run(run_id)
-    data = store.run_data(run_id)
     results = store.results(run_id)
     golden = store.golden_items(run_id)
     items_by_id = {item["id"]: item for item in golden if isinstance(item, dict) and "id" in item}
@@ -336,7 +329,7 @@ def _build_context(store, run_id: str, against: str | None, **options: Any) -> d
                         for value, entry in values.items()]}
               for facet, values in facet_table.items()]
 
-    comparison = _comparison_context(store, run_id, data, against, **options) if against else None
+    comparison = _gate_context(gate, run_id, k) if gate is not None else None
     plot = risk_coverage_plot(selective_pairs(results), comparison["baseline_selective"] if comparison else None, TARGET_RISK)
 
     grades = _grades_by_item(store, run_id, items_by_id)
@@ -367,21 +360,16 @@ def _build_context(store, run_id: str, against: str | None, **options: Any) -> d
     }
 
 
-def render_report(store, run_id: str, *, against: str | None = None, seed: int | None = None, multiple: str = "none",
-                  workspace: str | None = None, refusal: str | None = None) -> str:
+def render_report(store, run_id: str, *, gate: GateResult | None = None) -> str:
     """One self-contained HTML page for a run (``run_id``: id, unique prefix or ``latest``).
 
-    ``against``: a baseline run id, prefix or ``latest`` (the newest complete run other than this
-    one, of ``workspace`` when given), or the path of an exported run ``.json``; adds the paired
-    comparison (``seed`` and ``multiple`` as in ``compare_run_data``, so the report matches the
-    session's gate). ``refusal``: why the gate did not compare this run; shown instead of a comparison.
+    ``gate``: the verdict that was reached on this run (:func:`pytest_crucible.gate.decide`: the
+    session's own, or the one `crucible report --against` decided); the page shows it and its
+    comparison as they are and never compares again.
     """
-    from ..stats.compare import DEFAULT_SEED
-
     run_id = store.resolve_run(run_id)
-    options = {"seed": DEFAULT_SEED if seed is None else seed, "multiple": multiple, "workspace": workspace, "refusal": refusal}
     env = _environment()
-    return env.from_string(_template_text()).render(**_build_context(store, run_id, against, **options))
+    return env.from_string(_template_text()).render(**_build_context(store, run_id, gate))
 
 
 def write_report(path: str | Path, html: str) -> Path:

@@ -140,7 +140,7 @@ SUMMARY_WIDTH = 100
 
 # The headline numbers of the one-line (-q) summary, one per layer, when measured.
 ONE_LINE_METRICS = ("ndcgAt10", "recallAtK", "faithfulness", "truthfulness", "attackSuccessRate", "falsePositiveRate")
-ALERT_PREFIXES = ("WARNING", "FAULT", "GATE FAILED", "JUDGE ERROR")
+ALERT_PREFIXES = ("WARNING", "FAULT", "GATE FAILED", "GATE REFUSED", "JUDGE ERROR")
 
 
 def one_line_summary(store, run_id: str, *, gate: str | None = None) -> str:

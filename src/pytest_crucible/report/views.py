@@ -6,19 +6,18 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ..metrics import METRIC_FAMILIES as FAMILIES
+from ..metrics import family_of
 
 if TYPE_CHECKING:  # the comparison engine (numpy) is imported only when a comparison is shown
-    from ..stats.compare import Comparison, RunData
+    from ..comparison import Comparison
+    from ..gate import GateResult
+    from ..runs import RunData
 
 
 def run_labels(run: dict[str, Any]) -> dict[str, str]:
     """The run's labels (model, collection, mode, ...); empty for runs stored before labels existed."""
     raw = run.get("labels")
     return json.loads(raw) if isinstance(raw, str) else dict(raw or {})
-
-
-def family_of(metric: str) -> str | None:
-    return next((family for family, names in FAMILIES.items() if metric in names), None)
 
 
 TARGET_RISK = 0.1
@@ -30,7 +29,7 @@ def selective_summary(results: list[dict[str, Any]]) -> dict[str, float] | None:
     An item counts when it has a confidence and a CRAG grade; correct = perfect or acceptable
     (an honest abstention on an unanswerable item is perfect, on an answerable one missing).
     """
-    from ..store import selective_pairs
+    from ..runs import selective_pairs
 
     pairs = list(selective_pairs(results).values())
     if not pairs:
@@ -103,7 +102,9 @@ def run_metrics_json(data: RunData, items: list[dict[str, Any]] | None = None,
 
 def run_metrics_document(store, run_id: str) -> dict[str, Any]:
     """The metrics document of one stored run: what `crucible metrics --json` prints and the API serves."""
-    return run_metrics_json(store.run_data(run_id), store.golden_items(run_id), store.results(run_id))
+    from ..runs import load_run
+
+    return run_metrics_json(load_run(store, run_id), store.golden_items(run_id), store.results(run_id))
 
 
 def run_summary_json(run: dict[str, Any]) -> dict[str, Any]:
@@ -168,4 +169,23 @@ def comparison_lines(comparison: Comparison, gated: set[str] | None = None) -> l
         lines.append(f"  config {key}: {old!r} -> {new!r}")
     for warning in comparison.warnings:
         lines.append(f"WARNING {warning}")
+    return lines
+
+
+def gate_lines(result: GateResult) -> list[str]:
+    """The gate as the terminal and `crucible compare` print it: warnings, the comparison table,
+    one line per failure (or the refusal with its HINT), then the conclusion."""
+    lines = list(result.warnings)
+    if result.comparison is not None:
+        lines.extend(comparison_lines(result.comparison, set(result.gated) if result.gated else None))
+    if result.verdict == "refused" and result.refusal:
+        first, *rest = result.refusal.splitlines()
+        lines.append(f"GATE REFUSED {first}")
+        lines.extend(rest)
+    elif result.verdict == "skipped":
+        lines.append(result.summary())
+    else:
+        lines.extend(f"GATE FAILED {reason}" for reason in result.failures)
+        if result.passed:
+            lines.append(result.summary())
     return lines

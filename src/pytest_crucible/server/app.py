@@ -15,7 +15,7 @@ import logging
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Literal
 
 from fastapi import Depends, FastAPI, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
@@ -32,7 +32,9 @@ from ..json_input import json_problem, shown
 from ..keys import READ_SCOPES, WRITE_FEEDBACK_SCOPE, ApiKey, authenticate
 from ..promote import PromoteError, PromoteNotFound, PromoteRequest, parse_request, promote
 from ..report.views import run_metrics_document, run_summary_json
-from ..stats.compare import ComparisonRefused, compare_run_data
+from ..defaults import DEFAULT_SEED
+from ..gate import GateSettings, decide, parse_floors, parse_metric_list
+from ..runs import load_run
 from ..store import Store, StoreError
 from ..workspace import parse_label_filters
 from .models import ComparisonDocument, ErrorBody, FieldProblem, PromoteResponse, RunList, RunMetrics
@@ -288,20 +290,35 @@ def create_app(db_path: str | Path) -> FastAPI:
     def compare_two_runs(
         a: str = Query(..., min_length=1, description="Baseline run id."),
         b: str = Query(..., min_length=1, description="Candidate run id."),
+        gate: str | None = Query(None, max_length=2000, description="M1,M2: the gated metrics (default every compared one)."),
+        failUnder: list[str] = Query([], description="METRIC=VALUE: an absolute floor on b's mean (repeatable)."),  # noqa: N803
+        seed: int = Query(DEFAULT_SEED, description="Seed of the bootstrap and the permutation test."),
+        multiple: Literal["none", "holm"] = Query("none", description="p-value correction across metrics."),
+        allowIncomplete: bool = Query(False, description="Compare an incomplete or interrupted run on the items it has "  # noqa: N803
+                                                         "instead of refusing (409)."),
         key: ApiKey = Depends(read_key),
     ) -> Any:
         """Per-metric deltas over the shared golden items, BCa bootstrap CIs, permutation p-values and a
-        two-gate significant flag (seeded, deterministic). Refuses (409) runs judged by different judge
-        models or prompt versions. Bearer · kb:read or runs:read."""
-        with _reading(db_path) as store:
-            baseline = store.run_data(_run_of_workspace(store, a, key.workspace))
-            candidate = store.run_data(_run_of_workspace(store, b, key.workspace))
+        two-gate significant flag (seeded, deterministic), with the gate's verdict: the one the plugin and
+        `crucible compare` give on the same pair with the same options. Refuses (409) runs judged by
+        different judge models or prompt versions, and incomplete runs unless allowIncomplete.
+        Bearer · kb:read or runs:read."""
         try:
-            comparison = compare_run_data(baseline, candidate)
-        except ComparisonRefused as exc:
+            floors = parse_floors(failUnder, "failUnder")
+        except ValueError as exc:
             message, hint = _split_hint(str(exc))
-            raise ApiError(409, "conflict", message, hint=hint) from None
-        return comparison.to_json()
+            raise ApiError(422, "invalid_request", f"query: {message}", hint=hint,
+                           fields=[FieldProblem(location="query", field="failUnder", message=message)]) from None
+        settings = GateSettings(baseline=a, gate=parse_metric_list(gate), floors=floors, seed=seed, multiple=multiple,
+                                allow_incomplete=allowIncomplete)
+        with _reading(db_path) as store:
+            baseline = load_run(store, _run_of_workspace(store, a, key.workspace))
+            candidate = load_run(store, _run_of_workspace(store, b, key.workspace))
+        result = decide(candidate, baseline, settings)
+        if result.comparison is None:
+            message, hint = _split_hint(result.refusal or "the runs cannot be compared")
+            raise ApiError(409, "conflict", message, hint=hint)
+        return {**result.comparison.to_json(), "gate": result.to_json()}
 
     @app.get("/api/v1/evals/runs/{id}/metrics", response_model=RunMetrics, response_model_exclude_unset=True,
              responses=_errors(401, 403, 404, 422, 503), tags=["runs"], operation_id="getRunMetrics",

@@ -90,6 +90,18 @@ class ConfigChange(_Open):
     b: Any = None
 
 
+class GateVerdict(_Open):
+    """The gate's verdict on the pair: the same one the plugin and `crucible compare` give."""
+
+    verdict: str = Field(description="passed, failed or refused")
+    exitCode: int = Field(description="0 passed, 1 failed (a significant regression), 3 refused")
+    failures: list[str]
+    refusal: str | None = None
+    warnings: list[str]
+    gated: list[str] | None = None
+    baseline: str | None = None
+
+
 class ComparisonDocument(_Open):
     """Paired comparison of two runs over their shared golden items, behind two seeded gates."""
 
@@ -103,6 +115,7 @@ class ComparisonDocument(_Open):
     multiple: str | None = None
     configChanges: dict[str, ConfigChange] | None = None
     warnings: list[str] | None = None
+    gate: GateVerdict | None = None
 
 
 class RunSummary(_Open):

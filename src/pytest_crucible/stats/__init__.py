@@ -22,9 +22,10 @@ import numpy as np
 from .bootstrap import BootstrapResult, paired_bootstrap_bca, paired_differences
 from .permutation import paired_permutation_test
 from .power import holm_adjust, minimum_detectable_effect, required_sample_size
-from .prng import Mulberry32
+from .prng import DEFAULT_SEED, Mulberry32
 
 __all__ = [
+    "DEFAULT_SEED",
     "Mulberry32",
     "BootstrapResult",
     "paired_bootstrap_bca",
@@ -102,7 +103,7 @@ def paired_test(
     a: Any,
     b: Any,
     *,
-    seed: int = 1337,
+    seed: int = DEFAULT_SEED,
     n_resamples: int = 10_000,
     n_permutations: int = 10_000,
     confidence: float = 0.95,

@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from .prng import Mulberry32
+from .prng import DEFAULT_SEED, Mulberry32
 
 __all__ = ["BootstrapResult", "paired_bootstrap_bca"]
 
@@ -296,7 +296,7 @@ def paired_bootstrap_bca(
     *,
     n_resamples: int = 10_000,
     confidence: float = 0.95,
-    seed: int = 1337,
+    seed: int = DEFAULT_SEED,
 ) -> BootstrapResult:
     """BCa bootstrap CI of the mean paired difference ``mean(b - a)``.
 

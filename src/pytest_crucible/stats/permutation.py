@@ -43,7 +43,7 @@ from .bootstrap import (
     matvec,
     paired_differences,
 )
-from .prng import Mulberry32
+from .prng import DEFAULT_SEED, Mulberry32
 
 __all__ = ["paired_permutation_test"]
 
@@ -95,7 +95,7 @@ def paired_permutation_test(
     b: Any,
     *,
     n_permutations: int = 10_000,
-    seed: int = 1337,
+    seed: int = DEFAULT_SEED,
 ) -> float:
     """Two-sided p-value of the paired sign-flip test on ``d = b - a``.
 

@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from .prng import Mulberry32
+from .prng import DEFAULT_SEED, Mulberry32
 
 
 
@@ -68,7 +68,7 @@ def aurc_rows(confidence: np.ndarray, correct: np.ndarray) -> np.ndarray:
     return risk.mean(axis=1)
 
 
-def paired_aurc_test(a: Sequence[tuple[float, bool]], b: Sequence[tuple[float, bool]], *, seed: int = 1337,
+def paired_aurc_test(a: Sequence[tuple[float, bool]], b: Sequence[tuple[float, bool]], *, seed: int = DEFAULT_SEED,
                      n_resamples: int = 10_000, n_permutations: int = 10_000, confidence: float = 0.95,
                      alpha: float = 0.05, chunk: int = 1000) -> RunLevelTest:
     """Two gates for AURC(b) - AURC(a) over paired items: (confidence, correct) per item and run."""

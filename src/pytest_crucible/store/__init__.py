@@ -191,9 +191,12 @@ class Store:
             )
         return run_id
 
-    def finish_run(self, run_id: str, *, status: str, golden_hash: str | None, judge: dict[str, Any] | None = None) -> None:
-        """Close a run. ``judge``: stats (requests, cache hits, ...), tokens and cost to keep with it."""
-        values: dict[str, Any] = {"status": status, "finished_at": utc_now(), "golden_hash": golden_hash}
+    def finish_run(self, run_id: str, *, status: str, golden_hash: str | None, judge: dict[str, Any] | None = None,
+                   unread_keys: list[str] | None = None) -> None:
+        """Close a run. ``judge``: stats (requests, cache hits, ...), tokens and cost to keep with it;
+        ``unread_keys``: changed config keys the pipeline never read (``crucible ablate`` reads them)."""
+        values: dict[str, Any] = {"status": status, "finished_at": utc_now(), "golden_hash": golden_hash,
+                                  "unread_keys": json.dumps(unread_keys or [])}
         if judge:
             values.update(
                 judge_stats=json.dumps(judge.get("stats") or {}, sort_keys=True),
@@ -456,28 +459,40 @@ class Store:
     def golden_items(self, run_id: str) -> list[dict[str, Any]]:
         return [json.loads(row[0]) for row in self.db.conn.execute("SELECT item FROM golden_items WHERE run_id = ? ORDER BY item_id", [run_id])]
 
-    def results(self, run_id: str) -> list[dict[str, Any]]:
-        return [dict(row) for row in self.db.query("SELECT * FROM results WHERE run_id = ? ORDER BY rowid", [run_id])]
+    def results(self, run_id: str, *, decoded: bool = False) -> list[dict[str, Any]]:
+        """The run's result rows in recording order; ``decoded``: JSON columns as Python values (the export's shape)."""
+        rows = [dict(row) for row in self.db.query("SELECT * FROM results WHERE run_id = ? ORDER BY rowid", [run_id])]
+        if decoded:
+            for row in rows:
+                for column in _JSON_RESULT_COLUMNS:
+                    row[column] = json.loads(row[column])
+                for column in ("verdicts", "pool", "assertions"):
+                    row[column] = json.loads(row[column]) if row.get(column) else None
+        return rows
 
     # -- comparison input, export and import ---------------------------------------------
-    def run_data(self, run_id: str):
-        from ..stats.compare import RunData
+    def count_judge_failed(self, run_id: str) -> int:
+        """Items of the run whose judging failed after retries."""
+        return self.db.conn.execute("SELECT COUNT(*) FROM results WHERE run_id = ? AND judge_errors != '[]'", [run_id]).fetchone()[0]
 
-        run = self.get_run(run_id)
-        rows = self.db.conn.execute("SELECT item_id, confidence, crag_grade FROM results WHERE run_id = ? ORDER BY item_id", [run_id]).fetchall()
-        return RunData(run=run, metrics=self.item_metrics(run_id), item_ids=[row[0] for row in rows], selective=selective_pairs(
-            {"item_id": item_id, "confidence": confidence, "crag_grade": grade} for item_id, confidence, grade in rows))
+    def unread_keys(self, run_id: str) -> list[str]:
+        """The changed config keys the pipeline never read in this run (empty for runs stored before schema 8)."""
+        row = self.db.conn.execute("SELECT unread_keys FROM runs WHERE id = ?", [run_id]).fetchone()
+        return json.loads(row[0]) if row and row[0] else []
+
+    def result_rows(self, run_id: str) -> list[dict[str, Any]]:
+        """Every result's item id, confidence, CRAG grade and failures (pipeline error, judge errors):
+        what the run model reads besides the metrics."""
+        rows = [dict(row) for row in self.db.query(
+            "SELECT item_id, confidence, crag_grade, error, judge_errors FROM results WHERE run_id = ? ORDER BY item_id", [run_id])]
+        for row in rows:
+            row["judge_errors"] = json.loads(row["judge_errors"] or "[]")
+        return rows
 
     def export_run(self, run_id: str) -> dict[str, Any]:
         """One run as a self-contained JSON document (commit it to use as a CI baseline)."""
         run = self.get_run(run_id)
-        results = []
-        for row in self.results(run_id):
-            for column in _JSON_RESULT_COLUMNS:
-                row[column] = json.loads(row[column])
-            for column in ("verdicts", "pool", "assertions"):
-                row[column] = json.loads(row[column]) if row.get(column) else None
-            results.append(row)
+        results = self.results(run_id, decoded=True)
         golden = [
             {"item_id": item_id, "source": source, "line": line, "item": json.loads(item)}
             for item_id, source, line, item in self.db.conn.execute(
@@ -531,7 +546,7 @@ EXPORT_VERSION = 1
 _RUN_COLUMNS = ("id", "started_at", "finished_at", "status", "config_hash", "config_path", "params", "resolved", "mode",
                 "outcome_mode", "golden_hash", "n_items", "git_commit", "pytest_args", "judge_model", "judge_prompt_version",
                 "host", "pid", "judge_label", "judge_stats", "cost_estimate_usd", "cost_usd", "input_tokens", "output_tokens",
-                "workspace", "labels", "kinds")
+                "workspace", "labels", "kinds", "unread_keys")
 _RESULT_COLUMNS = ("run_id", "item_id", "question", "answer", "retrieved", "citations", "confidence", "abstained", "blocked",
                    "detected_concepts", "outcome", "failures", "error", "latency_ms", "recorded_at", "judge_errors", "verdicts",
                    "pool", "assertions", "result_id", "error_class", "error_evidence", "crag_grade", "blocked_layer")
@@ -543,7 +558,7 @@ _TEXT, _INT, _NUMBER, _FLAG, _LIST, _JSON_TEXT = "a string", "an integer", "a fi
 _RUN_TYPES = {
     **dict.fromkeys(("finished_at", "config_path", "golden_hash", "git_commit", "judge_model", "judge_prompt_version", "host",
                      "judge_label", "workspace"), _TEXT),
-    **dict.fromkeys(("params", "resolved", "pytest_args", "judge_stats", "labels", "kinds"), _JSON_TEXT),
+    **dict.fromkeys(("params", "resolved", "pytest_args", "judge_stats", "labels", "kinds", "unread_keys"), _JSON_TEXT),
     **dict.fromkeys(("n_items", "pid", "input_tokens", "output_tokens"), _INT),
     **dict.fromkeys(("cost_estimate_usd", "cost_usd"), _NUMBER),
 }
@@ -675,6 +690,19 @@ def read_only_rows(db_path: str | Path, sql: str, params: Iterable[Any] = ()) ->
         conn.close()
 
 
+def run_exists(db_path: str | Path, run_id: str) -> bool:
+    """Whether the database (if it exists yet) holds a run with this id; never writes."""
+    return bool(read_only_rows(db_path, "SELECT id FROM runs WHERE id = ?", [run_id]))
+
+
+def read_judgment_ledger(db_path: str | Path) -> dict[str, list[dict[str, Any]]]:
+    """query id -> its human and llm judgments in ledger order (read-only: xdist workers call it too)."""
+    ledger: dict[str, list[dict[str, Any]]] = {}
+    for row in read_only_rows(db_path, "SELECT * FROM qrels WHERE source IN ('human', 'llm') ORDER BY id"):
+        ledger.setdefault(row["query_id"], []).append(row)
+    return ledger
+
+
 def read_export(path: str | Path) -> dict[str, Any]:
     from ..json_input import json_problem
 
@@ -688,18 +716,3 @@ def read_export(path: str | Path) -> dict[str, Any]:
     except (ValueError, RecursionError) as exc:
         raise StoreError(f"{path}: not valid JSON ({json_problem(exc)})\nHINT: make the file with `crucible export RUN -o FILE`") from None
     return validate_export(document, str(path))
-
-
-def selective_pairs(results: Iterable[dict[str, Any]]) -> dict[str, tuple[float, bool]]:
-    """item -> (confidence, correct) for the items with both a confidence and a CRAG grade."""
-    from ..metrics.crag import is_correct
-
-    return {row["item_id"]: (float(row["confidence"]), is_correct(row["crag_grade"]))
-            for row in results if row.get("confidence") is not None and row.get("crag_grade")}
-
-
-def run_data_from_export(document: dict[str, Any]):
-    from ..stats.compare import RunData
-
-    return RunData(run=document["run"], metrics=document["itemMetrics"],
-                   item_ids=sorted(row["item_id"] for row in document["results"]), selective=selective_pairs(document["results"]))

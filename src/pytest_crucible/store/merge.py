@@ -199,6 +199,8 @@ def _merged_run(shards: list[_Shard], golden_hash: str, n_items: int, warnings: 
         golden_hash=golden_hash,
         n_items=n_items,
         judge_stats=_judge_stats(runs),
+        # A key counts as unread only when no shard's pipeline read it.
+        unread_keys=json.dumps(sorted(set.intersection(*(set(json.loads(r.get("unread_keys") or "[]")) for r in runs)))),
         git_commit=_common(runs, "git_commit"),
         host=_common(runs, "host"),
         pid=None,  # no process owns a merged run

@@ -267,6 +267,10 @@ MIGRATIONS: list[str] = [
         (SELECT value FROM item_metrics m WHERE m.run_id = r.run_id AND m.item_id = r.item_id AND m.metric = 'falsePositiveRate') AS falsePositiveRate
     FROM results r;
     """,
+    # version 8: the changed config keys the pipeline never read, kept with the run (crucible ablate reads them).
+    """
+    ALTER TABLE runs ADD COLUMN unread_keys TEXT;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

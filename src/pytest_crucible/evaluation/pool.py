@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .golden_set import GoldenItem
-from .judge.types import JudgeFailure, RelevanceRequest
-from .metrics.retrieval import ranking_units
+from ..golden_set import GoldenItem
+from ..judge.types import JudgeFailure, RelevanceRequest
+from ..metrics.retrieval import ranking_units
 from .pipeline import PipelineResult
 
 

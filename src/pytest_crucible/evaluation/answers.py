@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from .judge.engine import JudgeEngine
-from .judge.types import (
+from ..judge.engine import JudgeEngine
+from ..judge.types import (
     ClaimsRequest,
     CorrectnessRequest,
     ClaimsVerdict,
@@ -34,8 +34,8 @@ from .judge.types import (
     UsefulnessRequest,
     UsefulnessVerdict,
 )
-from .metrics import answer as formulas
-from .metrics.crag import crag_score
+from ..metrics import answer as formulas
+from ..metrics.crag import crag_score
 
 ANSWER_METRICS = ("faithfulness", "responseRelevancy", "contextPrecision", "contextRecall", "noiseSensitivity")
 ABSTENTION_METRICS = ("truthfulness", "abstainRate")
@@ -306,7 +306,7 @@ def estimate_answer_layer_cost(items: Sequence[Any], *, k: int, token_budget: in
     one more with assertions; the CRAG grade is counted even where an item turns out not
     gradable, so the estimate errs high); pool labelling adds at most k relevance requests.
     """
-    from .judge.prices import cost_usd, estimate_tokens
+    from ..judge.prices import cost_usd, estimate_tokens
 
     requests = input_tokens = 0
     chunk = max(1, token_budget // max(1, k))

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from .golden_set import GoldenItem
-from .metrics.guardrail import guardrail_failure, guardrail_item_metrics
-from .metrics.retrieval import provenance_qrels, ranking_units, retrieval_metrics
+from ..golden_set import GoldenItem
+from ..metrics.guardrail import guardrail_failure, guardrail_item_metrics
+from ..metrics.retrieval import provenance_qrels, ranking_units, retrieval_metrics
 from .pipeline import PipelineResult
-from .qrels import effective_grades
+from ..qrels import effective_grades
 
 OUTCOME_STRICT = "strict"
 OUTCOME_RECORD = "record"
@@ -197,7 +197,7 @@ def classify_score(score: dict[str, Any], *, mode: str, today: str | None = None
     from datetime import date
 
     from .answers import unsatisfied_must_assertions
-    from .metrics.errors import ClassificationInputs, classify
+    from ..metrics.errors import ClassificationInputs, classify
 
     item = score["item"]
     missing = tuple(score.get("missing_citations") or ())

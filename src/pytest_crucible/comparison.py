@@ -6,7 +6,9 @@ never imputed). A difference is ``significant`` only when the BCa interval
 excludes 0 *and* the permutation p-value is below alpha. A *regression* is a
 significant change in the metric's bad direction.
 
-Pure: works on :class:`RunData` (plain data), whichever store or file it came from.
+Works on :class:`~pytest_crucible.runs.RunData` (plain data), whichever store or file it came
+from; the statistics themselves are in :mod:`pytest_crucible.stats` (arrays only). The gate's
+verdict on a comparison (floors, refusals, exit code) is decided in :mod:`pytest_crucible.gate`.
 """
 
 from __future__ import annotations
@@ -14,66 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from ..config import config_diff
-from ..metrics import LOWER_IS_BETTER, METRIC_FAMILIES, NO_DIRECTION, ordered_metrics
-from . import holm_adjust, min_pairs_for_alpha, paired_test
+from .config import config_diff
+from .metrics import NO_DIRECTION, higher_is_better, ordered_metrics
+from .runs import RunData
+from .stats import DEFAULT_SEED, holm_adjust, min_pairs_for_alpha, paired_test
 
-DEFAULT_SEED = 1337
 ALPHA = 0.05
-
-FAMILIES = METRIC_FAMILIES
-
-
-def family_of(metric: str) -> str | None:
-    for family, names in FAMILIES.items():
-        if metric in names:
-            return family
-    return None
-
-
-def higher_is_better(metric: str) -> bool:
-    return metric not in LOWER_IS_BETTER
-
 
 class ComparisonRefused(Exception):
     """Two runs that must not be compared (e.g. judged by different judge models)."""
-
-
-@dataclass
-class RunData:
-    """What a comparison needs of a run: its row and its per-item metrics."""
-
-    run: dict[str, Any]
-    metrics: dict[str, dict[str, float]]  # metric -> {item_id: value}
-    item_ids: list[str]
-    # item_id -> (confidence, correct) for run-level selective prediction (AURC).
-    selective: dict[str, tuple[float, bool]] = field(default_factory=dict)
-
-    @property
-    def run_id(self) -> str:
-        return self.run["id"]
-
-    @property
-    def resolved(self) -> dict[str, Any]:
-        value = self.run.get("resolved")
-        if isinstance(value, str):
-            import json
-
-            return json.loads(value)
-        return value or {}
-
-    def restricted(self, item_ids: set[str]) -> "RunData":
-        """The same run seen through a subset of its items (e.g. one facet value)."""
-        kept = {metric: {i: v for i, v in values.items() if i in item_ids} for metric, values in self.metrics.items()}
-        return RunData(
-            run=self.run,
-            metrics={metric: values for metric, values in kept.items() if values},  # a metric no kept item has is not measured
-            item_ids=[i for i in self.item_ids if i in item_ids],
-            selective={i: pair for i, pair in self.selective.items() if i in item_ids},
-        )
-
-    def means(self) -> dict[str, float]:
-        return {metric: sum(values.values()) / len(values) for metric, values in self.metrics.items() if values}
 
 
 @dataclass
@@ -208,10 +159,6 @@ def compare_run_data(
             f"{len(changes)} config keys changed ({', '.join(changes)}): isolate one variable, "
             "or a significant difference cannot say which change caused it"
         )
-    for side in (a, b):
-        status = side.run.get("status")
-        if status and status not in ("complete", "running"):
-            warnings.append(f"run {side.run_id} is {status}: only the items and metrics it has are compared")
     missing = len(set(a.item_ids) ^ set(b.item_ids))
     if missing:
         warnings.append(f"{missing} item(s) ran in only one of the two runs and are not compared")
@@ -221,8 +168,8 @@ def compare_run_data(
 
 def _compare_aurc(a: RunData, b: RunData, shared: list[str], **options: Any) -> MetricComparison:
     """AURC is a statistic of the whole run, not a mean of items: tested by resampling items (see run_level)."""
-    from ..metrics.selective import aurc
-    from .run_level import paired_aurc_test
+    from .metrics.selective import aurc
+    from .stats.run_level import paired_aurc_test
 
     both = [item for item in shared if item in a.selective and item in b.selective]
     dropped = sum(1 for item in shared if (item in a.selective) != (item in b.selective))
@@ -250,11 +197,6 @@ def regression_reasons(comparison: Comparison, gated: Iterable[str] | None = Non
         for name, m in comparison.metrics.items()
         if name in names and m.regressed
     ]
-
-
-def compare_runs(store, a: str, b: str, **options: Any) -> Comparison:
-    """Compare two runs of one store; ``a``/``b`` are ids, unique prefixes or ``latest``."""
-    return compare_run_data(store.run_data(store.resolve_run(a)), store.run_data(store.resolve_run(b)), **options)
 
 
 def floor_failures(means: Mapping[str, float], floors: Mapping[str, float]) -> list[str]:

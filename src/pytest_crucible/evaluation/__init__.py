@@ -1,0 +1,152 @@
+"""Evaluate one golden item: the way from a pipeline's outcome to the item's verdict.
+
+:func:`evaluate` scores retrieval (with pool labelling when asked), judges the answer layer,
+classifies the result and applies the outcome rule; the plugin only turns the returned
+:class:`ItemVerdict` into pass or fail. Message Batches judge the whole run at session end
+(:func:`judge_run_in_batch`). No pytest here.
+
+Modules: ``pipeline`` (what a pipeline returns), ``concurrency`` (calling it, sync or async, ahead of
+the tests), ``scoring`` (retrieval metrics, the error class), ``answers`` (the answer layer through
+the judge engine, the cost estimate), ``pool`` (UMBRELA-style labelling of unjudged chunks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+if TYPE_CHECKING:
+    from ..golden_set import GoldenItem
+    from ..settings import Settings
+    from ..store import Store
+    from .answers import AnswerScore, CostEstimate
+    from .concurrency import Outcome
+    from .scoring import ItemScore
+
+
+@dataclass
+class ItemVerdict:
+    """What one item produced, and why it fails (if it does)."""
+
+    score: "ItemScore"
+    # The pipeline's own exception: re-raised by the plugin, so the user sees the pipeline's traceback.
+    error: BaseException | None = None
+    # Why the item fails: an invalid result, a judge that failed after retries, the strict outcome.
+    failure: str | None = None
+
+
+def evaluate(golden: "GoldenItem", outcome: "Outcome", *, settings: "Settings", ledger: Sequence[dict[str, Any]],
+             engine: Any = None, embedder: Any = None) -> ItemVerdict:
+    """Score one item from its pipeline outcome. ``ledger``: the item's human and llm judgments;
+    ``engine``: the judge engine (None when the run uses no judge)."""
+    from .pipeline import PipelineResultError, coerce_result
+    from .scoring import classify_score, score_error, score_item
+
+    latency = round(outcome.latency_ms, 3)
+    if outcome.error is not None:
+        return ItemVerdict(score_error(golden, f"{type(outcome.error).__name__}: {outcome.error}", latency), error=outcome.error)
+    try:
+        result = coerce_result(outcome.value)
+    except PipelineResultError as exc:
+        return ItemVerdict(score_error(golden, str(exc), latency), failure=f"golden item {golden.id}: {exc}")
+    labelled, label_errors = [], []
+    if settings.label_pool:
+        from .pool import label_pool
+        from .scoring import item_judgments
+
+        labelled, label_errors = label_pool(golden, result, settings.retrieval_limit, item_judgments(golden, ledger), engine)
+    score = score_item(golden, result, k=settings.retrieval_limit, latency_ms=latency, ledger_rows=[*ledger, *labelled])
+    score.qrels_rows, score.judge_errors = labelled, label_errors
+    # A blocked question has no answer to judge: its outcome is the guardrail metrics' business.
+    if settings.judges_answers and not score.blocked:
+        from ..metrics.crag import is_abstention
+        from .answers import AnswerInputs, score_answers
+
+        score.abstained = score.abstained or is_abstention(score.answer)
+        if not settings.judge_batch:
+            [answer] = score_answers([AnswerInputs.from_score(score.to_plain())], engine, embedder)
+            apply_answer_score(score, answer)
+    if engine is not None:
+        score.cache_rows = engine.drain_cache_rows()
+    if not score.blocked and not score.judge_errors and not (settings.judges_answers and settings.judge_batch):
+        score.error_class, score.error_evidence = classify_score(score.to_plain(), mode=settings.mode)
+    if score.judge_errors:
+        # In every outcome mode: an item whose judging failed is an error, never a silent pass.
+        return ItemVerdict(score, failure=f"golden item {golden.id}: judge failed after retries: " + "; ".join(score.judge_errors))
+    return ItemVerdict(score, failure=strict_failure(golden.id, score) if settings.strict else None)
+
+
+def apply_answer_score(score: "ItemScore", answer: "AnswerScore") -> None:
+    """Put the answer layer's result into the item's score (the one place the two shapes meet)."""
+    score.metrics.update(answer.metrics)
+    score.judge_errors.extend(answer.errors)
+    score.verdicts = answer.verdicts
+    score.assertions = answer.assertions
+    score.crag_grade = answer.crag_grade
+    score.unsupported_claims = answer.unsupported_claims
+    score.supporting_chunk_ids = answer.supporting_chunk_ids
+
+
+def strict_failure(item_id: str, score: "ItemScore") -> str | None:
+    """Strict outcome: why a non-correct item fails, headline first (None: it passes)."""
+    from .answers import unsatisfied_must_assertions
+
+    details = [*score.failures, *unsatisfied_must_assertions(score.assertions)]
+    if score.guardrail_failure:  # the guardrail outcome is judged on its own, whatever the answer layer says
+        headline = [score.guardrail_failure]
+    elif score.error_class is None:  # answer classes arrive at session end (batches): judge retrieval now
+        headline = details[:1]
+    elif score.error_class != "correct":
+        headline = [f"{score.error_class}: {score.error_evidence}"]
+    else:
+        headline = []
+    if not headline:
+        return None
+    return f"golden item {item_id}: " + "\n".join(headline + [detail for detail in details if detail not in headline])
+
+
+def judge_run_in_batch(store: "Store", run_id: str, engine: Any, embedder: Any, settings: "Settings",
+                       on_start: Callable[[int], None] | None = None) -> list[str]:
+    """Message Batches: judge every recorded item of the run at once, at session end, and store the
+    answer layer and the error classes. ``on_start(n)``: told how many items go to the judge.
+    Returns one line per item whose judging failed."""
+    from .answers import AnswerInputs, score_answers
+    from .scoring import classify_score, missing_required_citations
+
+    items = {item["id"]: item for item in store.golden_items(run_id)}
+    rows = [{**row, "item": items[row["item_id"]]} for row in store.results(run_id, decoded=True)
+            if not row.get("error") and not row.get("blocked")]
+    if on_start is not None:
+        on_start(len(rows))
+    results = score_answers([AnswerInputs.from_score(row) for row in rows], engine, embedder)
+    errors = []
+    for row, result in zip(rows, results):
+        row.update(assertions=result.assertions, crag_grade=result.crag_grade, unsupported_claims=result.unsupported_claims,
+                   supporting_chunk_ids=result.supporting_chunk_ids,
+                   missing_citations=missing_required_citations(row["item"], row["retrieved"], settings.retrieval_limit))
+        error_class, evidence = (None, None) if result.errors else classify_score(row, mode=settings.mode)
+        store.add_answer_scores(run_id, row["item_id"], result.metrics, result.errors, result.verdicts, result.assertions,
+                                error_class=error_class, error_evidence=evidence, crag_grade=result.crag_grade)
+        errors.extend(f"golden item {row['item_id']}: judge failed: {error}" for error in result.errors)
+    store.add_cache_rows(engine.drain_cache_rows())
+    return errors
+
+
+def estimate_cost(golden: Sequence["GoldenItem"], settings: "Settings", judge: Any) -> "CostEstimate":
+    """What a paid judge will cost on these items, before any is run."""
+    from .answers import estimate_answer_layer_cost
+
+    return estimate_answer_layer_cost(golden, k=settings.retrieval_limit, token_budget=int(settings.resolved["retrieval"]["tokenBudget"]),
+                                      model=judge.model, batch=settings.judge_batch, answers=settings.judges_answers,
+                                      label_pool=settings.label_pool)
+
+
+def cost_refusal(estimate: "CostEstimate", settings: "Settings") -> str | None:
+    """Why the run must not start (--crucible-max-cost), or None."""
+    if settings.max_cost is None or (estimate.cost_usd is not None and estimate.cost_usd <= settings.max_cost):
+        return None
+    shown = "unknown (no price for this model)" if estimate.cost_usd is None else f"${estimate.cost_usd:.2f}"
+    return (f"--crucible-max-cost={settings.max_cost}: the estimated judge cost {shown} exceeds it; the run was not started\n"
+            "HINT: select fewer items (-k, a marker filter), use --crucible-judge-batch (50% off), "
+            "--crucible-mode=component (no judge), or raise the limit")
+

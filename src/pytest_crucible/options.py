@@ -1,0 +1,236 @@
+"""Options, ini keys and the config file -> the frozen :class:`~pytest_crucible.settings.Settings`.
+
+The only module that reads pytest's options. Every bad value is a ``pytest.UsageError`` naming the
+option and what was expected, with a HINT, raised before any test runs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .defaults import DEFAULT_DB, DEFAULT_SEED, KINDS
+
+if TYPE_CHECKING:
+    from .settings import Settings
+
+DEFAULT_GOLDEN_PATTERNS = ["golden_*.jsonl", "*.golden.jsonl"]
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("crucible", "crucible: RAG golden sets as test suites")
+    group.addoption("--crucible-config", dest="crucible_config", metavar="PATH", default=None,
+                    help="JSON pipeline config the runner applies ({} = defaults); its hash identifies the run.")
+    group.addoption("--crucible-db", dest="crucible_db", metavar="PATH", default=None,
+                    help=f"SQLite results file (default: ini crucible_db, else {DEFAULT_DB} under the rootdir).")
+    group.addoption("--crucible-mode", dest="crucible_mode", choices=["system", "component"], default=None,
+                    help="system: full answers (default); component: retrieval only, no generation.")
+    group.addoption("--crucible-outcome", dest="crucible_outcome", choices=["strict", "record"], default=None,
+                    help="strict: an item fails on a missed required citation (default); record: only on pipeline errors.")
+    group.addoption("--crucible-include-drafts", dest="crucible_include_drafts", action="store_true", default=False,
+                    help="Run golden items whose status is draft (skipped by default).")
+    group.addoption("--crucible-baseline", dest="crucible_baseline", metavar="RUN|latest|PATH.json", default=None,
+                    help="Compare this run with a baseline at session end and fail on a significant regression.")
+    group.addoption("--crucible-gate", dest="crucible_gate", metavar="METRIC[,METRIC...]", default=None,
+                    help="Metrics whose significant regression fails the session (default: every metric measured).")
+    group.addoption("--crucible-fail-under", dest="crucible_fail_under", metavar="METRIC=VALUE", action="append", default=[],
+                    help="Absolute floor on a run mean, e.g. ndcgAt10=0.6 (repeatable; a ceiling for lower-is-better metrics).")
+    group.addoption("--crucible-multiple", dest="crucible_multiple", choices=["none", "holm"], default="none",
+                    help="Correction across the gated metrics' p-values (default none).")
+    group.addoption("--crucible-seed", dest="crucible_seed", type=int, default=DEFAULT_SEED, metavar="N",
+                    help=f"Seed of the bootstrap and permutation test (default {DEFAULT_SEED}).")
+    group.addoption("--crucible-allow-incomplete", dest="crucible_allow_incomplete", action="store_true", default=False,
+                    help="Let the gate compare an incomplete or interrupted run (this one or the baseline) on the items "
+                         "it has, instead of refusing.")
+    group.addoption("--crucible-judge", dest="crucible_judge", choices=["auto", "lexical", "anthropic"], default=None,
+                    help="Judge of the answer layer: anthropic (Claude), lexical (offline heuristic), auto (default: "
+                         "anthropic when ANTHROPIC_API_KEY is set, else lexical).")
+    group.addoption("--crucible-judge-model", dest="crucible_judge_model", metavar="MODEL", default=None,
+                    help="Claude model of the anthropic judge (default: ini crucible_judge_model, else the current small model).")
+    group.addoption("--crucible-judge-batch", dest="crucible_judge_batch", action="store_true", default=False,
+                    help="Send judge requests as Message Batches at session end (50%% cheaper, answer metrics arrive at the end).")
+    group.addoption("--crucible-judge-cache", dest="crucible_judge_cache", choices=["readwrite", "read", "off"], default="readwrite",
+                    help="Judge verdict cache in the database (default readwrite: a re-run of unchanged items makes no judge calls).")
+    group.addoption("--crucible-label-pool", dest="crucible_label_pool", action="store_true", default=False,
+                    help="Grade retrieved chunks nobody has judged yet (UMBRELA-style, 0-3) into the qrels ledger.")
+    group.addoption("--crucible-concurrency", dest="crucible_concurrency", type=int, metavar="N", default=None,
+                    help="Call the pipeline for up to N items at once ahead of their tests (needs a session-scoped "
+                         "crucible_pipeline; default: ini crucible_concurrency, else 1).")
+    group.addoption("--crucible-html", dest="crucible_html", metavar="PATH", default=None,
+                    help="Write the run as one self-contained HTML report (with the comparison when --crucible-baseline is given).")
+    group.addoption("--crucible-run-id", dest="crucible_run_id", metavar="ID", default=None,
+                    help="Give this run a fixed id, so CI shards of one suite share it (join them with `crucible merge`).")
+    group.addoption("--crucible-max-cost", dest="crucible_max_cost", type=float, metavar="USD", default=None,
+                    help="Refuse to start a run whose estimated judge cost exceeds USD.")
+    group.addoption("--crucible-kind", dest="crucible_kind", metavar="KIND[,KIND...]", action="append", default=[],
+                    help="Run only golden items of these kinds: retrieval, aggregation, adversarial (repeatable; "
+                         "default every kind). The others are deselected and never reach the pipeline.")
+    group.addoption("--crucible-label", dest="crucible_label", metavar="KEY=VALUE", action="append", default=[],
+                    help="Tag the run, e.g. model=claude-haiku, collection=helpdesk, mode=hybrid (repeatable; "
+                         "overrides the config's \"labels\"; never part of the configHash).")
+    group.addoption("--crucible-workspace", dest="crucible_workspace", metavar="NAME", default=None,
+                    help="Workspace the run belongs to (default: ini crucible_workspace, else the rootdir's name).")
+    parser.addini("crucible_workspace", default="", help="Workspace of the runs (default: the rootdir's name).")
+    parser.addini("crucible_concurrency", default="1", help="Pipeline calls in flight at once.")
+    parser.addini("crucible_judge", default="auto", help="auto, lexical or anthropic.")
+    parser.addini("crucible_judge_model", default="", help="Claude model of the anthropic judge.")
+    parser.addini("crucible_golden_files", type="args", default=DEFAULT_GOLDEN_PATTERNS,
+                  help="Glob patterns of golden files collected as tests.")
+    parser.addini("crucible_db", default="", help=f"SQLite results file, relative to the rootdir (default {DEFAULT_DB}).")
+    parser.addini("crucible_config", default="", help="Default pipeline config file, relative to the rootdir.")
+    parser.addini("crucible_mode", default="system", help="system or component.")
+    parser.addini("crucible_outcome", default="strict", help="strict or record: when an item fails.")
+
+
+def _choice(config: pytest.Config, option: str, ini: str, allowed: tuple[str, ...]) -> str:
+    value = config.getoption(option) or config.getini(ini) or allowed[0]
+    if value not in allowed:
+        raise pytest.UsageError(f"ini option {ini} = {value!r}: expected one of {', '.join(allowed)}\nHINT: fix it in your pytest configuration file.")
+    return value
+
+
+def build_settings(config: pytest.Config) -> "Settings":
+    from .config import ConfigError, config_hash, load_config_file, resolve_config
+    from .settings import Settings
+
+    rootdir = config.rootpath
+    config_path = config.getoption("crucible_config")
+    if not config_path and config.getini("crucible_config"):
+        config_path = str(rootdir / config.getini("crucible_config"))
+    try:
+        params, resolved = load_config_file(config_path) if config_path else ({}, resolve_config({}))
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    db_option = config.getoption("crucible_db")
+    db_path = Path(db_option) if db_option else rootdir / (config.getini("crucible_db") or DEFAULT_DB)
+    settings = Settings(
+        params=params,
+        resolved=resolved,
+        config_hash=config_hash(resolved),
+        config_path=config_path,
+        db_path=db_path.absolute(),
+        mode=_choice(config, "crucible_mode", "crucible_mode", ("system", "component")),
+        outcome_mode=_choice(config, "crucible_outcome", "crucible_outcome", ("strict", "record")),
+        include_drafts=bool(config.getoption("crucible_include_drafts")),
+        rootdir=rootdir,
+        pytest_args=tuple(str(arg) for arg in config.invocation_params.args),
+        judge=_choice(config, "crucible_judge", "crucible_judge", ("auto", "lexical", "anthropic")),
+        judge_model=config.getoption("crucible_judge_model") or config.getini("crucible_judge_model") or None,
+        judge_batch=bool(config.getoption("crucible_judge_batch")),
+        judge_cache=config.getoption("crucible_judge_cache"),
+        max_cost=config.getoption("crucible_max_cost"),
+        label_pool=bool(config.getoption("crucible_label_pool")),
+        run_id=_run_id_option(config, db_path.absolute()),
+        concurrency=_concurrency(config),
+        workspace=_workspace(config),
+        labels=_labels(config, params, resolved),
+        kinds=_kinds(config),
+        gate=_gate_settings(config, db_path.absolute()),
+    )
+    if settings.mode == "system" and settings.judge == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
+        raise pytest.UsageError(
+            "--crucible-judge=anthropic needs an API key: ANTHROPIC_API_KEY is not set\n"
+            "HINT: export ANTHROPIC_API_KEY=..., or use the offline judge with --crucible-judge=lexical"
+        )
+    return settings
+
+
+def _workspace(config: pytest.Config) -> str:
+    """--crucible-workspace, else CRUCIBLE_WORKSPACE, else ini crucible_workspace, else the rootdir's name
+    (the same order the CLI reads, see workspace.py)."""
+    from .workspace import ENV_VAR, FALLBACK
+
+    return (config.getoption("crucible_workspace") or os.environ.get(ENV_VAR, "").strip()
+            or config.getini("crucible_workspace") or config.rootpath.name or FALLBACK)
+
+
+def _kinds(config: pytest.Config) -> tuple[str, ...] | None:
+    kinds = [part.strip() for value in config.getoption("crucible_kind") for part in value.split(",") if part.strip()]
+    unknown = [kind for kind in kinds if kind not in KINDS]
+    if unknown:
+        raise pytest.UsageError(f"--crucible-kind={unknown[0]}: expected one of {', '.join(KINDS)}\n"
+                                "HINT: e.g. --crucible-kind=retrieval,adversarial")
+    return tuple(sorted(set(kinds))) if kinds else None
+
+
+def _labels(config: pytest.Config, params: dict[str, Any], resolved: dict[str, Any]) -> dict[str, str]:
+    """model, collection and mode always, then the config's labels, then --crucible-label."""
+    from .config import parse_label_options, run_labels
+
+    # "mode" is the retrieval mode under test (e.g. dense-only vs hybrid+rerank); only the user knows it.
+    labels = {"model": str(resolved.get("chatModelSlot", "")), "collection": config.rootpath.name, "mode": "default"}
+    labels.update(run_labels(params))
+    try:
+        labels.update(parse_label_options(config.getoption("crucible_label")))
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return labels
+
+
+def _concurrency(config: pytest.Config) -> int:
+    raw = config.getoption("crucible_concurrency")
+    if raw is None:
+        raw = config.getini("crucible_concurrency") or 1
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        value = 0
+    if value < 1:
+        raise pytest.UsageError(f"crucible concurrency {raw!r}: expected a positive integer\nHINT: --crucible-concurrency=16")
+    return value
+
+
+def _run_id_option(config: pytest.Config, db_path: Path) -> str | None:
+    run_id = config.getoption("crucible_run_id")
+    if not run_id or hasattr(config, "workerinput"):
+        return run_id
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}", run_id):
+        raise pytest.UsageError(f"--crucible-run-id={run_id!r}: use letters, digits and . _ : - (at most 64)\n"
+                                "HINT: e.g. --crucible-run-id=$CI_PIPELINE_ID")
+    from .store import run_exists
+
+    if run_exists(db_path, run_id):
+        raise pytest.UsageError(f"--crucible-run-id={run_id}: {db_path} already has a run with this id\n"
+                                "HINT: each shard writes its own database; join them with `crucible merge SHARD.db ... -o RUN.db`")
+    return run_id
+
+
+def _gate_settings(config: pytest.Config, db_path: Path):
+    """The gate options, with the baseline checked before any test runs (and before any judge call is paid for)."""
+    from .gate import GateSettings, baseline_refusal, parse_floors, parse_metric_list
+
+    baseline = config.getoption("crucible_baseline")
+    try:
+        floors = parse_floors(config.getoption("crucible_fail_under"), "--crucible-fail-under")
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    settings = GateSettings(
+        baseline=baseline,
+        gate=parse_metric_list(config.getoption("crucible_gate")),
+        floors=floors,
+        multiple=config.getoption("crucible_multiple"),
+        seed=config.getoption("crucible_seed"),
+        allow_incomplete=bool(config.getoption("crucible_allow_incomplete")),
+    )
+    if baseline and not hasattr(config, "workerinput"):
+        from .runs import is_export_path, read_run
+        from .store import Store, StoreError
+
+        try:
+            store = None if is_export_path(baseline) else Store.open(db_path, create=False)
+            try:
+                run = read_run(baseline, store, workspace=_workspace(config))  # "latest": of this workspace
+            finally:
+                if store is not None:
+                    store.close()
+        except StoreError as exc:
+            raise pytest.UsageError(f"--crucible-baseline={baseline}: {exc}") from None
+        refusal = None if settings.allow_incomplete else baseline_refusal(run)
+        if refusal:
+            raise pytest.UsageError(f"--crucible-baseline={baseline}: {refusal}")
+    return settings

@@ -1,0 +1,63 @@
+"""The frozen settings of one session: everything the options, ini keys and config file decided.
+
+Built once at configure time by :mod:`pytest_crucible.options` (the only place that reads pytest's
+options); every core object is built from it. Pure: no pytest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .gate import GateSettings
+
+SYSTEM, COMPONENT = "system", "component"  # --crucible-mode
+STRICT, RECORD = "strict", "record"  # --crucible-outcome
+
+
+@dataclass(frozen=True)
+class Settings:
+    params: dict[str, Any]
+    resolved: dict[str, Any]
+    config_hash: str
+    config_path: str | None
+    db_path: Path
+    mode: str = SYSTEM
+    outcome_mode: str = STRICT
+    include_drafts: bool = False
+    rootdir: Path = Path(".")
+    pytest_args: tuple[str, ...] = ()
+    gate: GateSettings = field(default_factory=GateSettings)
+    # The judge of the answer layer (system mode) and of pool labelling.
+    judge: str = "auto"
+    judge_model: str | None = None
+    judge_batch: bool = False
+    judge_cache: str = "readwrite"
+    max_cost: float | None = None
+    label_pool: bool = False
+    concurrency: int = 1
+    # Shards on several machines share one run id; `crucible merge` joins them.
+    run_id: str | None = None
+    # Who the run belongs to and how it is tagged (never part of the configHash).
+    workspace: str = "default"
+    labels: dict[str, str] = field(default_factory=dict)
+    # --crucible-kind: the question kinds this run selected (None: every kind).
+    kinds: tuple[str, ...] | None = None
+
+    @property
+    def retrieval_limit(self) -> int:
+        return int(self.resolved["retrievalLimit"])
+
+    @property
+    def judges_answers(self) -> bool:
+        """System mode scores answers; component mode scores retrieval only."""
+        return self.mode == SYSTEM
+
+    @property
+    def uses_judge(self) -> bool:
+        return self.judges_answers or self.label_pool
+
+    @property
+    def strict(self) -> bool:
+        return self.outcome_mode == STRICT

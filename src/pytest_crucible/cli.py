@@ -396,20 +396,19 @@ def _cmd_qrels_export(args: argparse.Namespace) -> int:
 def _query_judgments(store, query: str, workspace: str | None = None) -> tuple[dict, bool]:
     """(unit -> (effective grade, source), whether the query is known) for one query:
     its citations in the newest complete run of ``workspace`` (if it has the item), human and llm rows."""
-    from .metrics.retrieval import provenance_qrels
-    from .qrels import effective_grades
+    from .qrels import item_grades
     from .store import RunNotFound
 
-    provenance, known = {}, False
+    golden = None
     try:
         run_id = store.resolve_run("latest", workspace=workspace)
     except RunNotFound:
         run_id = None
     for item in store.golden_items(run_id) if run_id else []:
         if item["id"] == query:
-            provenance, known = provenance_qrels(item.get("citations") or []), True
-    rows = store.qrels_rows(query_ids=[query], sources=("human", "llm"))
-    return effective_grades(provenance, rows), known or bool(store.qrels_rows(query_ids=[query]))
+            golden = item
+    judgments = item_grades(golden, store.judgment_ledger([query]).get(query, []))
+    return judgments, golden is not None or bool(store.qrels_rows(query_ids=[query]))
 
 
 def _describe(judgments: dict, unit: str, doc_id: str | None) -> str:
@@ -604,7 +603,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         sys.stdout.write(openapi_text())
         return EXIT_OK
     store = _open_store(args)  # a normal open migrates the file; read endpoints then open it read-only
-    keys = active_key_count(store.db.conn)
+    keys = active_key_count(store)
     store.close()
     listener = listen(args.host, args.port, active_keys=keys, db=Path(args.db))
     print(f"serving {args.db} on {listener.url} (OpenAPI document: {listener.url}/openapi.json); Ctrl+C stops", flush=True)
@@ -623,7 +622,7 @@ def _cmd_keys_create(args: argparse.Namespace) -> int:
     from .keys import create_key
 
     store = _open_store(args)
-    row, key = create_key(store.db.conn, workspace=args.workspace, scopes=args.scope, name=args.name)
+    row, key = create_key(store, workspace=args.workspace, scopes=args.scope, name=args.name)
     print(key)  # alone on stdout, so `export ELI_KEY=$(crucible keys create ...)` works
     print(f"created key {row['id']} for workspace '{row['workspace']}' with scope(s) {', '.join(row['scopes'])}; "
           "this is the only time the key is shown (only a salted hash of it is stored)", file=sys.stderr)
@@ -634,7 +633,7 @@ def _cmd_keys_list(args: argparse.Namespace) -> int:
     from .keys import list_keys
 
     store = _open_store(args)
-    rows = list_keys(store.db.conn, workspace=args.workspace)
+    rows = list_keys(store, workspace=args.workspace)
     if args.json:
         print(json.dumps(rows, indent=2))
         return EXIT_OK
@@ -655,7 +654,7 @@ def _cmd_keys_revoke(args: argparse.Namespace) -> int:
     from .keys import revoke_key
 
     store = _open_store(args)
-    row, revoked = revoke_key(store.db.conn, args.key)
+    row, revoked = revoke_key(store, args.key)
     if revoked:
         print(f"revoked key {row['id']} ({row['name'] or 'no name'}, workspace '{row['workspace']}'): "
               "a server refuses it from its next request on")

@@ -18,7 +18,8 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from .store import StoreError, new_ulid, utc_now
+from .store import Store, StoreError, new_ulid, utc_now
+from .store.keys import count_active_keys, insert_key_row, key_row, key_rows, set_key_revoked
 
 KEY_PREFIX = "crk"
 SCOPES = ("runs:read", "kb:read", "feedback:write")
@@ -70,7 +71,7 @@ def check_scopes(scopes: Iterable[str]) -> tuple[str, ...]:
     return chosen
 
 
-def create_key(conn: sqlite3.Connection, *, workspace: str, scopes: Iterable[str], name: str | None = None) -> tuple[dict[str, Any], str]:
+def create_key(db: Store | sqlite3.Connection, *, workspace: str, scopes: Iterable[str], name: str | None = None) -> tuple[dict[str, Any], str]:
     """Store a new key; returns (its public row, the full key). The full key is never stored."""
     if not workspace or not workspace.strip():
         raise ApiKeyError("--workspace: a key belongs to one workspace\nHINT: pass --workspace NAME (`crucible runs --all-workspaces` shows them)")
@@ -78,37 +79,31 @@ def create_key(conn: sqlite3.Connection, *, workspace: str, scopes: Iterable[str
     key_id, secret, salt = new_ulid(), secrets.token_urlsafe(32), secrets.token_bytes(16)
     row = {"id": key_id, "workspace": workspace, "name": name, "scopes": json.dumps(list(chosen)),
            "salt": salt.hex(), "key_hash": _hash_secret(secret, salt), "created_at": utc_now(), "revoked_at": None}
-    with conn:
-        conn.execute(f"INSERT INTO api_keys ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})", list(row.values()))
+    insert_key_row(db, row)
     return _public(row), f"{KEY_PREFIX}_{key_id}_{secret}"
 
 
-def list_keys(conn: sqlite3.Connection, *, workspace: str | None = None) -> list[dict[str, Any]]:
+def list_keys(db: Store | sqlite3.Connection, *, workspace: str | None = None) -> list[dict[str, Any]]:
     """Keys, oldest first, without salt or hash."""
-    sql, params = _SELECT, []
-    if workspace is not None:
-        sql, params = sql + " WHERE workspace = ?", [workspace]
-    return [_public(_row(values)) for values in conn.execute(sql + " ORDER BY created_at, id", params).fetchall()]
+    return [_public(row) for row in key_rows(db, workspace=workspace)]
 
 
-def revoke_key(conn: sqlite3.Connection, ref: str) -> tuple[dict[str, Any], bool]:
+def revoke_key(db: Store | sqlite3.Connection, ref: str) -> tuple[dict[str, Any], bool]:
     """Revoke by key id (or by the full key); returns (the key's row, whether this call revoked it)."""
     parsed = parse_key(ref)
     key_id = parsed[0] if parsed else ref
-    found = conn.execute(f"{_SELECT} WHERE id = ?", [key_id]).fetchone()
-    if found is None:
+    row = key_row(db, key_id)
+    if row is None:
         raise ApiKeyError(f"no API key with id {key_id}\nHINT: `crucible keys list` shows the keys and their ids")
-    row = _row(found)
     if row["revoked_at"]:
         return _public(row), False
     row["revoked_at"] = utc_now()
-    with conn:
-        conn.execute("UPDATE api_keys SET revoked_at = ? WHERE id = ?", [row["revoked_at"], key_id])
+    set_key_revoked(db, key_id, row["revoked_at"])
     return _public(row), True
 
 
-def active_key_count(conn: sqlite3.Connection) -> int:
-    return conn.execute("SELECT COUNT(*) FROM api_keys WHERE revoked_at IS NULL").fetchone()[0]
+def active_key_count(db: Store | sqlite3.Connection) -> int:
+    return count_active_keys(db)
 
 
 def parse_key(token: str) -> tuple[str, str] | None:
@@ -120,26 +115,17 @@ def parse_key(token: str) -> tuple[str, str] | None:
     return key_id, secret
 
 
-def authenticate(conn: sqlite3.Connection, token: str) -> ApiKey | None:
+def authenticate(db: Store | sqlite3.Connection, token: str) -> ApiKey | None:
     """The live key ``token`` names, or None (malformed, unknown, revoked or wrong secret alike)."""
     parsed = parse_key(token)
-    found = conn.execute(f"{_SELECT} WHERE id = ?", [parsed[0]]).fetchone() if parsed else None
-    if found is None:
+    row = key_row(db, parsed[0]) if parsed else None
+    if row is None:
         # Spend the same hashing time as a real check, so a response's timing does not tell key ids apart.
         _hash_secret(token, b"\0" * 16)
         return None
-    row = _row(found)
     if not _secret_matches(parsed[1], row["salt"], row["key_hash"]) or row["revoked_at"]:
         return None
     return ApiKey(id=row["id"], workspace=row["workspace"], name=row["name"], scopes=tuple(json.loads(row["scopes"])))
-
-
-_COLUMNS = ("id", "workspace", "name", "scopes", "salt", "key_hash", "created_at", "revoked_at")
-_SELECT = f"SELECT {', '.join(_COLUMNS)} FROM api_keys"
-
-
-def _row(values: Iterable[Any]) -> dict[str, Any]:
-    return dict(zip(_COLUMNS, values))
 
 
 def _public(row: dict[str, Any]) -> dict[str, Any]:

@@ -19,17 +19,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .options import DEFAULT_GOLDEN_PATTERNS, add_options, build_settings  # noqa: F401 (DEFAULT_GOLDEN_PATTERNS: docs)
+from .collection import GOLDEN_ITEM_KEY, SESSION_KEY, GoldenFile, deselect_kinds, golden_of, marker_params
+from .options import add_options, build_settings
 
 if TYPE_CHECKING:
     from .evaluation.scoring import ItemScore
-    from .golden_set import GoldenItem
     from .session import CrucibleSession
 
-DRAFT_REASON = "draft golden item (run it with --crucible-include-drafts)"
-
-SESSION_KEY = pytest.StashKey["CrucibleSession"]()
-GOLDEN_ITEM_KEY = pytest.StashKey["GoldenItem"]()
 REQUEST_KEY = pytest.StashKey[pytest.FixtureRequest]()
 SCORE_KEY = pytest.StashKey["ItemScore"]()
 
@@ -72,53 +68,14 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return None
 
 
-def _display_path(config: pytest.Config, path: Path) -> str:
-    try:
-        return str(path.relative_to(config.rootpath))
-    except ValueError:
-        return str(path)
-
-
-class GoldenFile(pytest.File):
-    """A golden file: one test per item, in file order."""
-
-    def collect(self):
-        from .golden_set import GoldenFileError, load_golden_file
-
-        try:
-            items = load_golden_file(self.path, display_path=_display_path(self.config, self.path))
-        except GoldenFileError as exc:
-            raise self.CollectError(str(exc)) from None
-        include_drafts = _crucible(self.config).settings.include_drafts
-        for golden in items:
-            test = GoldenItemTest.from_parent(self, name=golden.id, callobj=_golden_file_test)
-            test.stash[GOLDEN_ITEM_KEY] = golden
-            if golden.status == "draft" and not include_drafts:
-                test.add_marker(pytest.mark.skip(reason=DRAFT_REASON))
-            yield test
-
-
-class GoldenItemTest(pytest.Function):
-    """A golden item collected from a file; failures point at the item's line."""
-
-    def reportinfo(self):
-        golden = self.stash[GOLDEN_ITEM_KEY]
-        return self.path, max(golden.line - 1, 0), f"golden item {golden.id}"
-
-
-def _golden_file_test(crucible_evaluate) -> None:
-    __tracebackhide__ = True
-    crucible_evaluate()
-
-
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     crucible = config.stash.get(SESSION_KEY, None)
     if crucible is None:
         return
-    _deselect_kinds(config, crucible.settings.kinds, items)
+    deselect_kinds(config, crucible.settings.kinds, items)
     if crucible.is_worker or not crucible.settings.uses_judge:
         return
-    golden = [_golden_of(item) for item in items]
+    golden = [golden_of(item) for item in items]
     golden = [g for g in golden if g is not None and (g.status != "draft" or crucible.settings.include_drafts)]
     if not golden:
         return
@@ -146,66 +103,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     crucible = session.config.stash.get(SESSION_KEY, None)
     if crucible is not None and crucible.settings.concurrency > 1:
         crucible.set_run_order([(item.nodeid, golden) for item in session.items
-                                if (golden := _golden_of(item)) is not None and item.get_closest_marker("skip") is None])
-
-
-def _deselect_kinds(config: pytest.Config, kinds: tuple[str, ...] | None, items: list[pytest.Item]) -> None:
-    """--crucible-kind: golden items of other kinds are deselected, so their pipeline is never called."""
-    if not kinds:
-        return
-    keep, drop = [], []
-    for item in items:
-        golden = _golden_of(item)
-        (drop if golden is not None and golden.kind not in kinds else keep).append(item)
-    if drop:
-        config.hook.pytest_deselected(items=drop)
-        items[:] = keep
-
-
-def _golden_of(item: pytest.Item):
-    golden = item.stash.get(GOLDEN_ITEM_KEY, None)
-    if golden is None:
-        callspec = getattr(item, "callspec", None)
-        golden = callspec.params.get("golden_item") if callspec is not None and item.get_closest_marker("crucible_golden") else None
-    return golden
-
-
-# -- collection: the marker -----------------------------------------------------------------
-def _marker_paths(metafunc: pytest.Metafunc, raw: str) -> Path:
-    path = Path(raw)
-    if path.is_absolute():
-        return path
-    beside_test = Path(metafunc.definition.path).parent / path
-    return beside_test if beside_test.exists() else metafunc.config.rootpath / path
+                                if (golden := golden_of(item)) is not None and item.get_closest_marker("skip") is None])
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker("crucible_golden")
-    if marker is None:
-        return
-    from .golden_set import GoldenFileError, filter_items, load_golden_file
-
-    where = f"{metafunc.definition.nodeid}: @crucible.golden"
-    if "golden_item" not in metafunc.fixturenames:
-        raise pytest.Collector.CollectError(f"{where} needs a 'golden_item' argument on the test function\nHINT: def {metafunc.function.__name__}(golden_item): ...")
-    if not marker.args:
-        raise pytest.Collector.CollectError(f"{where} needs at least one golden file path\nHINT: @crucible.golden(\"golden/faq.jsonl\")")
-    include_drafts = _crucible(metafunc.config).settings.include_drafts
-    params = []
-    try:
-        seen: dict[str, str] = {}
-        for raw in marker.args:
-            path = _marker_paths(metafunc, str(raw))
-            shown = _display_path(metafunc.config, path)
-            for golden in filter_items(load_golden_file(path, display_path=shown), marker.kwargs, where):
-                if golden.id in seen:
-                    raise GoldenFileError(shown, golden.line, "id", f"duplicate id '{golden.id}' (also in {seen[golden.id]})", "ids must be unique across the files of one marker.")
-                seen[golden.id] = shown
-                marks = [pytest.mark.skip(reason=DRAFT_REASON)] if golden.status == "draft" and not include_drafts else []
-                params.append(pytest.param(golden, id=golden.id, marks=marks))
-    except GoldenFileError as exc:
-        raise pytest.Collector.CollectError(str(exc)) from None
-    metafunc.parametrize("golden_item", params, indirect=True)
+    if marker is not None:
+        include_drafts = _crucible(metafunc.config).settings.include_drafts
+        metafunc.parametrize("golden_item", marker_params(metafunc, marker, include_drafts), indirect=True)
 
 
 @pytest.fixture

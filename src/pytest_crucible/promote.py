@@ -13,7 +13,6 @@ This module never imports pytest.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -21,6 +20,7 @@ from pydantic.alias_generators import to_camel
 
 from .golden_set import Citation, GoldenItem, field_path
 from .store import Store, StoreError, new_ulid, utc_now
+from .store.ledgers import add_promoted_draft, draft_golden_items
 
 
 class PromoteError(StoreError):
@@ -94,14 +94,12 @@ def promote(store: Store, request: PromoteRequest | dict[str, Any], *, source: s
     workspaces cannot be probed."""
     if not isinstance(request, PromoteRequest):
         request = parse_request(request, source)
-    run = store.db.conn.execute("SELECT id FROM runs WHERE id = ? AND (? IS NULL OR workspace = ?)",
-                                [request.run_id, workspace, workspace]).fetchone()
-    if run is None:
+    if not store.has_run(request.run_id, workspace=workspace):
         where = f"workspace '{workspace}'" if workspace is not None else str(store.path)
         raise PromoteNotFound(f"{source}: field 'runId': no run {request.run_id} in {where}\nHINT: `crucible runs` lists the runs")
     item_id_of_result = None
     if request.result_id is not None:
-        row = store.db.conn.execute("SELECT run_id, item_id FROM results WHERE result_id = ?", [request.result_id]).fetchone()
+        row = store.result_origin(request.result_id)
         if row is None or row[0] != request.run_id:
             where = "belongs to another run" if row is not None else "does not exist"
             if workspace is not None:
@@ -121,18 +119,11 @@ def promote(store: Store, request: PromoteRequest | dict[str, Any], *, source: s
         metadata={"promotedFrom": {"runId": request.run_id, "resultId": request.result_id, "itemId": item_id_of_result}},
     )
     note = request.note or f"Correction promoted to golden item {golden_id}."
-    conn = store.db.conn
-    with conn:  # one transaction: both rows or neither
-        conn.execute(
-            "INSERT INTO eval_feedback (id, run_id, result_id, item_id, error_class, evidence, corrected_by, note, golden_item_id, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [feedback_id, request.run_id, request.result_id, item_id_of_result, request.error_class, "reviewed correction",
-             request.corrected_by, note, golden_id, now],
-        )
-        conn.execute(
-            "INSERT INTO golden_drafts (id, status, item, feedback_id, created_by, created_at) VALUES (?, 'draft', ?, ?, ?, ?)",
-            [golden_id, json.dumps(item.to_json(), sort_keys=True), feedback_id, request.corrected_by, now],
-        )
+    # One transaction: both rows or neither.
+    add_promoted_draft(store, feedback_id=feedback_id, run_id=request.run_id, result_id=request.result_id,
+                       item_id=item_id_of_result, error_class=request.error_class, evidence="reviewed correction",
+                       corrected_by=request.corrected_by, note=note, draft_id=golden_id, draft_item=item.to_json(),
+                       created_at=now)
     shown = item.to_json()
     return {
         "item": {
@@ -160,4 +151,4 @@ def _number(value: float) -> float | int:
 
 def draft_items(store: Store) -> list[dict[str, Any]]:
     """Promoted draft items in the golden file format, oldest first."""
-    return [json.loads(row[0]) for row in store.db.conn.execute("SELECT item FROM golden_drafts ORDER BY created_at, id")]
+    return draft_golden_items(store)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-PRECEDENCE = ("human", "provenance", "llm")
+from .metrics.retrieval import provenance_qrels
 
 
 def unit_key(row: Mapping[str, Any]) -> str:
@@ -61,6 +61,28 @@ def effective_grades(provenance: Mapping[str, int], rows: Iterable[Mapping[str, 
     effective.update({unit: (int(grade), "provenance") for unit, grade in provenance.items()})
     effective.update({unit: (int(row["grade"]), "human") for unit, row in human.items()})
     return effective
+
+
+def item_citations(item: Any) -> list[Any]:
+    """A golden item's citations, whatever shape the item has: a ``GoldenItem`` (its
+    ``citations`` models), a plain dict (a stored or exported item: its ``"citations"``
+    list of camelCase dicts), or None (no item known: no citations)."""
+    if item is None:
+        return []
+    if isinstance(item, Mapping):
+        return list(item.get("citations") or [])
+    return list(getattr(item, "citations", None) or [])
+
+
+def item_grades(item: Any, rows: Iterable[Mapping[str, Any]] = ()) -> dict[str, tuple[int, str]]:
+    """unit -> (effective grade, source) for one golden item: the one place that assembles it.
+
+    ``item`` is a ``GoldenItem``, a plain item dict or None (see :func:`item_citations`); its
+    citations (as run) are the provenance judgments. ``rows`` are that item's human and llm
+    ledger rows (the caller fetches them; this module never reads the store). A citation
+    with a bad mode or no unit raises ValueError (see ``provenance_qrels``).
+    """
+    return effective_grades(provenance_qrels(item_citations(item)), rows)
 
 
 @dataclass(frozen=True)

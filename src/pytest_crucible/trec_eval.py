@@ -60,7 +60,6 @@ trec_eval conventions reproduced here
 from __future__ import annotations
 
 import math
-import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -107,12 +106,6 @@ _CUTOFF_FAMILIES: dict[str, Callable[..., float]] = {
 }
 _FAMILY_ORDER = ("num_q", "recip_rank", "P", "recall", "ndcg_cut", "success")
 
-# trec_eval splits fields on C isspace(), not on Unicode whitespace.
-_WS = " \t\n\r\f\v"
-_FIELD_SPLIT = re.compile(r"[ \t\n\r\f\v]+")
-
-_QRELS_FIELDS = ("qid", "iter", "docno", "rel")
-_RUN_FIELDS = ("qid", "Q0", "docno", "rank", "score", "tag")
 _QRELS_EXAMPLE = "301 0 FBIS3-10082 1"
 _RUN_EXAMPLE = "301 Q0 FBIS3-10082 1 12.5 myrun"
 

@@ -24,7 +24,6 @@ from ..judge.engine import JudgeEngine
 from ..judge.types import (
     ClaimsRequest,
     CorrectnessRequest,
-    ClaimsVerdict,
     EntailmentRequest,
     EntailmentVerdict,
     JudgeFailure,
@@ -32,13 +31,10 @@ from ..judge.types import (
     QuestionsRequest,
     QuestionsVerdict,
     UsefulnessRequest,
-    UsefulnessVerdict,
 )
 from ..metrics import answer as formulas
 from ..metrics.crag import crag_score
 
-ANSWER_METRICS = ("faithfulness", "responseRelevancy", "contextPrecision", "contextRecall", "noiseSensitivity")
-ABSTENTION_METRICS = ("truthfulness", "abstainRate")
 GENERATED_QUESTIONS = 3
 
 

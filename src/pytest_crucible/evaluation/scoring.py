@@ -12,13 +12,9 @@ from typing import Any, Iterable, Sequence
 
 from ..golden_set import GoldenItem
 from ..metrics.guardrail import guardrail_failure, guardrail_item_metrics
-from ..metrics.retrieval import provenance_qrels, ranking_units, retrieval_metrics
+from ..metrics.retrieval import ranking_units, retrieval_metrics
 from .pipeline import PipelineResult
-from ..qrels import effective_grades
-
-OUTCOME_STRICT = "strict"
-OUTCOME_RECORD = "record"
-OUTCOMES = (OUTCOME_STRICT, OUTCOME_RECORD)
+from ..qrels import item_grades
 
 
 @dataclass
@@ -71,10 +67,6 @@ class ItemScore:
         # was the largest per-item cost of the plugin).
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
-    @classmethod
-    def from_plain(cls, data: dict[str, Any]) -> "ItemScore":
-        return cls(**data)
-
 
 def missing_required_citations(item: GoldenItem | dict[str, Any], retrieved: Sequence[Any], k: int) -> list[str]:
     """Required citations with no matching chunk among the top ``k`` retrieved (models or plain dicts)."""
@@ -107,7 +99,7 @@ def score_error(item: GoldenItem, message: str, latency_ms: float | None = None)
 
 def item_judgments(item: GoldenItem, ledger_rows: Iterable[dict[str, Any]] = ()) -> dict[str, tuple[int, str]]:
     """unit -> (effective grade, source) for an item: its citations as run, human and llm rows."""
-    return effective_grades(provenance_qrels(item.citations), ledger_rows)
+    return item_grades(item, ledger_rows)
 
 
 def pool_sources(units: Sequence[str], judgments: dict[str, tuple[int, str]]) -> dict[str, int]:

@@ -19,8 +19,6 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from .types import VERDICT_TYPES, JudgeFailure, JudgeRequest, Usage, Verdict
 
-CACHE_MODES = ("readwrite", "read", "off")
-
 
 class Judge(ABC):
     """Something that grades requests: a model behind an API, or an offline heuristic."""

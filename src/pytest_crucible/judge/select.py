@@ -38,11 +38,6 @@ def make_judge(name: str = "auto", *, model: str | None = None, batch: bool = Fa
 
 def read_cache_rows(db_path: Path, judge_model: str, prompt_version: str | None = None) -> list[dict[str, Any]]:
     """Cached verdicts of one judge (all its prompt versions unless one is given), read without writing."""
-    from ..store import read_only_rows
+    from ..store.ledgers import read_judge_cache
 
-    sql = "SELECT key, verdict FROM judge_cache WHERE judge_model = ?"
-    params: list[Any] = [judge_model]
-    if prompt_version is not None:
-        sql += " AND prompt_version = ?"
-        params.append(prompt_version)
-    return read_only_rows(db_path, sql, params)
+    return read_judge_cache(db_path, judge_model, prompt_version)

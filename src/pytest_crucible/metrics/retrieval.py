@@ -99,6 +99,7 @@ __all__ = [
     "ndcg_at_k",
     "hit_at_k",
     "retrieval_metrics",
+    "citation_grade",
     "provenance_qrels",
     "ranking_units",
 ]
@@ -110,10 +111,26 @@ RETRIEVAL_METRICS = ("recallAtK", "precisionAtK", "mrr", "ndcgAt10", "hitAtK")
 #: nDCG@10), whatever k the other metrics use.
 NDCG_CUTOFF = 10
 
-#: Grades given to golden-set citations by :func:`provenance_qrels`.
+#: Grades given to golden-set citations by :func:`citation_grade` (and so by
+#: :func:`provenance_qrels` and the store's provenance ledger rows).
 GRADE_REQUIRED = 3
 GRADE_ACCEPTABLE = 1
 _MODE_GRADES = {"required": GRADE_REQUIRED, "acceptable": GRADE_ACCEPTABLE}
+
+
+def citation_grade(mode: Any) -> int:
+    """The grade a golden citation of this ``mode`` gives its unit: the one place of that rule.
+
+    ``"required"`` (also when ``mode`` is None, the default) is :data:`GRADE_REQUIRED`,
+    ``"acceptable"`` :data:`GRADE_ACCEPTABLE`; an Enum member counts as its value.
+    Any other mode is a ValueError.
+    """
+    mode = getattr(mode, "value", mode)  # tolerate Enum members
+    if mode is None:
+        mode = "required"
+    if mode not in _MODE_GRADES:
+        raise ValueError(f"mode must be 'required' or 'acceptable', got {mode!r}")
+    return _MODE_GRADES[mode]
 
 
 # --------------------------------------------------------------------------
@@ -298,14 +315,10 @@ def provenance_qrels(citations: Iterable[Any]) -> dict[str, int]:
     for position, citation in enumerate(citations, start=1):
         doc_id = _field(citation, "doc_id", "docId")
         chunk_id = _field(citation, "chunk_id", "chunkId")
-        mode = _field(citation, "mode", "mode")
-        mode = getattr(mode, "value", mode)  # tolerate Enum members
-        if mode is None:
-            mode = "required"
-        if mode not in _MODE_GRADES:
-            raise ValueError(
-                f"citation {position}: mode must be 'required' or 'acceptable', got {mode!r}"
-            )
+        try:
+            grade = citation_grade(_field(citation, "mode", "mode"))
+        except ValueError as exc:
+            raise ValueError(f"citation {position}: {exc}") from None
         if _present(chunk_id):
             key = f"chunk:{chunk_id}"
         elif _present(doc_id):
@@ -314,7 +327,7 @@ def provenance_qrels(citations: Iterable[Any]) -> dict[str, int]:
             raise ValueError(
                 f"citation {position}: needs a doc_id (docId) or a chunk_id (chunkId)"
             )
-        qrels[key] = max(qrels.get(key, _MODE_GRADES[mode]), _MODE_GRADES[mode])
+        qrels[key] = max(qrels.get(key, grade), grade)
     return qrels
 
 

@@ -194,19 +194,16 @@ def _gate_context(gate: GateResult, run_id: str, k: int | None) -> dict[str, Any
 
 def _grades_by_item(store, run_id: str, items: dict[str, dict[str, Any]]) -> dict[str, dict[str, tuple[int, str]]]:
     """item -> unit -> (effective grade, source): golden citations, human and llm judgments."""
-    from ..metrics.retrieval import provenance_qrels
-    from ..qrels import effective_grades
+    from ..qrels import item_grades
 
-    rows_by_query: dict[str, list[dict[str, Any]]] = {}
     try:
-        for row in store.qrels_rows(query_ids=list(items), sources=("human", "llm")):
-            rows_by_query.setdefault(row["query_id"], []).append(row)
+        rows_by_query = store.judgment_ledger(list(items))
     except Exception:  # an unreadable ledger must not cost the whole report
         rows_by_query = {}
     grades = {}
     for item_id, item in items.items():
         try:
-            grades[item_id] = effective_grades(provenance_qrels(item.get("citations") or []), rows_by_query.get(item_id, []))
+            grades[item_id] = item_grades(item, rows_by_query.get(item_id, []))
         except ValueError:
             grades[item_id] = {}
     return grades

@@ -146,7 +146,7 @@ class BearerAuth:
 
     def _lookup(self, token: str) -> ApiKey | None:
         with _reading(self.db_path) as store:
-            return authenticate(store.db.conn, token)
+            return authenticate(store, token)
 
 
 @contextmanager
@@ -196,7 +196,7 @@ def feedback_key_of_path(workspaceId: str, key: ApiKey = Depends(feedback_key)) 
 
 def _run_of_workspace(store: Store, run_id: str, workspace: str) -> str:
     """The run, if it is the key's workspace's; the same 404 for another workspace's and for none."""
-    if store.db.conn.execute("SELECT 1 FROM runs WHERE id = ? AND workspace = ?", [run_id, workspace]).fetchone() is None:
+    if not store.has_run(run_id, workspace=workspace):
         raise ApiError(404, "not_found", f"no run {run_id}", hint=RUNS_HINT)
     return run_id
 

@@ -7,7 +7,7 @@ are reproducible from the seed alone, also outside Python.
 Typical use, once per metric of a run comparison (``a`` = baseline scores,
 ``b`` = candidate scores over the same items)::
 
-    res = paired_test(a, b, seed=1337)
+    res = paired_test(a, b, seed=DEFAULT_SEED)
     res.delta, res.ci, res.p_value, res.significant, res.mde, res.required_n
 """
 
@@ -22,7 +22,8 @@ import numpy as np
 from .bootstrap import BootstrapResult, paired_bootstrap_bca, paired_differences
 from .permutation import paired_permutation_test
 from .power import holm_adjust, minimum_detectable_effect, required_sample_size
-from .prng import DEFAULT_SEED, Mulberry32
+from ..defaults import DEFAULT_SEED
+from .prng import Mulberry32
 
 __all__ = [
     "DEFAULT_SEED",

@@ -50,7 +50,8 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from .prng import DEFAULT_SEED, Mulberry32
+from ..defaults import DEFAULT_SEED
+from .prng import Mulberry32
 
 __all__ = ["BootstrapResult", "paired_bootstrap_bca"]
 

@@ -43,7 +43,8 @@ from .bootstrap import (
     matvec,
     paired_differences,
 )
-from .prng import DEFAULT_SEED, Mulberry32
+from ..defaults import DEFAULT_SEED
+from .prng import Mulberry32
 
 __all__ = ["paired_permutation_test"]
 

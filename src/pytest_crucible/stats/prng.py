@@ -32,8 +32,6 @@ from typing import Iterator, Union
 
 import numpy as np
 
-from ..defaults import DEFAULT_SEED  # noqa: F401 (re-exported: the one default seed)
-
 __all__ = ["Mulberry32"]
 
 _GOLDEN = np.uint32(0x6D2B79F5)

@@ -17,7 +17,8 @@ from typing import Sequence
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from .prng import DEFAULT_SEED, Mulberry32
+from ..defaults import DEFAULT_SEED
+from .prng import Mulberry32
 
 
 

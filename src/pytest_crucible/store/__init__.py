@@ -234,53 +234,51 @@ class Store:
     def _write_score(self, run_id: str, score: dict[str, Any], now: str) -> None:
         item_id = score["item_id"]
         result_id = score.get("result_id") or new_ulid()
-        self._insert(
-            "golden_items",
-            {"run_id": run_id, "item_id": item_id, "source": score.get("source"), "line": score.get("line"),
-             "item": json.dumps(score["item"], sort_keys=True)},
-            replace=True,
-        )
-        self._insert(
-            "results",
-            {
-                "run_id": run_id,
-                "item_id": item_id,
-                "question": score["question"],
-                "answer": score.get("answer"),
-                "retrieved": json.dumps(score.get("retrieved") or []),
-                "citations": json.dumps(score.get("citations") or []),
-                "confidence": score.get("confidence"),
-                "abstained": int(bool(score.get("abstained"))),
-                "blocked": int(bool(score.get("blocked"))),
-                "blocked_layer": score.get("blocked_layer"),
-                "detected_concepts": json.dumps(score.get("detected_concepts") or []),
-                "outcome": score.get("outcome") or "",
-                "failures": json.dumps(score.get("failures") or []),
-                "error": score.get("error"),
-                "latency_ms": score.get("latency_ms"),
-                "recorded_at": now,
-                "judge_errors": json.dumps(score.get("judge_errors") or []),
-                "verdicts": json.dumps(score["verdicts"]) if score.get("verdicts") else None,
-                "pool": json.dumps(score["pool"]) if score.get("pool") else None,
-                "assertions": json.dumps(score["assertions"]) if score.get("assertions") else None,
-                "result_id": result_id,
-                "error_class": score.get("error_class"),
-                "error_evidence": score.get("error_evidence"),
-                "crag_grade": score.get("crag_grade"),
-            },
+        # A re-recorded item (a re-run of the same run id) replaces its rows and its metrics.
+        self._write_items(
+            run_id,
+            golden=[{"item_id": item_id, "source": score.get("source"), "line": score.get("line"), "item": score["item"]}],
+            results=[{**score, "result_id": result_id, "recorded_at": now}],
+            metrics=[(item_id, name, value) for name, value in (score.get("metrics") or {}).items()],
             replace=True,
         )
         self._append_feedback(run_id, result_id, item_id, score.get("error_class"), score.get("error_evidence"), now)
-        self.db.conn.execute("DELETE FROM item_metrics WHERE run_id = ? AND item_id = ?", [run_id, item_id])
-        metrics = score.get("metrics") or {}
-        for name, value in metrics.items():
-            self._insert("item_metrics", {"run_id": run_id, "item_id": item_id, "metric": name, "value": float(value)})
         self._append_provenance_qrels(run_id, item_id, score["item"], now)
         self._append_qrels(score.get("qrels_rows") or [], now)
         self._add_cache_rows(score.get("cache_rows") or [], now)
         for concept in score["item"].get("concepts") or []:
             self._insert("golden_concepts", {"run_id": run_id, "item_id": item_id, "concept_id": concept["id"],
                                              "grade": concept.get("grade", "required")}, replace=True)
+
+    def _write_items(self, run_id: str, *, golden: Iterable[dict[str, Any]] = (), results: Iterable[dict[str, Any]] = (),
+                     metrics: Iterable[tuple[str, str, Any]] = (), replace: bool = False) -> None:
+        """The one writer of a run's per-item rows (golden_items, results, item_metrics), inside the
+        caller's transaction: recording (``_write_score``), ``import_run`` and ``merge_shards`` all call it.
+
+        ``golden``: ``{item_id, source, line, item}`` with the item as a dict. ``results``: result rows in
+        their decoded shape (that of ``results(decoded=True)`` and of an export): the list/dict columns as
+        Python values, encoded here; an absent flag is false (the columns' default 0), an absent outcome
+        is "". ``metrics``: ``(item_id, metric, value)``. ``replace``: a re-recorded item replaces its
+        golden and result rows and drops its old metrics; without it a row already there is an error.
+        """
+        conn = self.db.conn
+        for row in golden:
+            self._insert("golden_items", {"run_id": run_id, "item_id": row["item_id"], "source": row.get("source"),
+                                          "line": row.get("line"), "item": json.dumps(row["item"], sort_keys=True)}, replace=replace)
+        for row in results:
+            values = {column: row.get(column) for column in _RESULT_COLUMNS}
+            values.update(run_id=run_id, item_id=row["item_id"], question=row["question"], outcome=row.get("outcome") or "")
+            for column in _JSON_RESULT_COLUMNS:
+                values[column] = json.dumps(row.get(column) or [])
+            for column in _JSON_OPTIONAL_COLUMNS:
+                values[column] = json.dumps(row[column]) if row.get(column) else None
+            for column in _FLAG_COLUMNS:
+                values[column] = int(bool(row.get(column)))
+            self._insert("results", values, replace=replace)
+            if replace:
+                conn.execute("DELETE FROM item_metrics WHERE run_id = ? AND item_id = ?", [run_id, row["item_id"]])
+        for item_id, metric, value in metrics:
+            self._insert("item_metrics", {"run_id": run_id, "item_id": item_id, "metric": metric, "value": float(value)})
 
     def _append_feedback(self, run_id: str, result_id: str | None, item_id: str, error_class: str | None,
                          evidence: str | None, now: str) -> None:
@@ -296,10 +294,6 @@ class Store:
     def add_cache_rows(self, rows: Iterable[dict[str, Any]]) -> None:
         with self.db.conn:
             self._add_cache_rows(rows, utc_now())
-
-    def judge_cache_rows(self, judge_model: str, prompt_version: str) -> list[dict[str, Any]]:
-        return [dict(row) for row in self.db.query(
-            "SELECT key, verdict FROM judge_cache WHERE judge_model = ? AND prompt_version = ?", [judge_model, prompt_version])]
 
     def add_answer_scores(self, run_id: str, item_id: str, metrics: dict[str, float], judge_errors: list[str],
                           verdicts: dict[str, Any] | None, assertions: list[dict[str, Any]] | None = None, *,
@@ -324,30 +318,55 @@ class Store:
         # judge_model names the golden item version that produced them, so an edited citation
         # appends a new judgment; INSERT OR IGNORE keeps a re-run of the same version idempotent.
         from ..golden_set import golden_set_hash
+        from ..metrics.retrieval import citation_grade
 
         version = "golden@" + golden_set_hash([item])[:12]
         for citation in item.get("citations") or []:
-            grade = 3 if citation.get("mode", "required") == "required" else 1
-            self.db.conn.execute(
-                "INSERT OR IGNORE INTO qrels (query_id, chunk_id, doc_id, grade, source, judge_model, prompt_version, run_id, created_at)"
-                " VALUES (?, ?, ?, ?, 'provenance', ?, NULL, ?, ?)",
-                [item_id, citation.get("chunkId"), citation.get("docId"), grade, version, run_id, now],
-            )
+            grade = citation_grade(citation.get("mode"))
+            self._write_qrels([{"query_id": item_id, "chunk_id": citation.get("chunkId"), "doc_id": citation.get("docId"),
+                                "grade": grade, "source": "provenance", "judge_model": version, "run_id": run_id}], now)
 
     def _append_qrels(self, rows: Iterable[dict[str, Any]], now: str) -> int:
+        rows = list(rows)
+        for row in rows:
+            if row["source"] not in ("llm", "human"):
+                raise StoreError(f"qrels source {row['source']!r} cannot be appended here (provenance comes from golden citations)")
+        return self._write_qrels(rows, now)
+
+    def _write_qrels(self, rows: Iterable[dict[str, Any]], now: str, *, copied: bool = False) -> int:
+        """The one writer of the qrels ledger, inside the caller's transaction (recording, ``append_qrels``
+        and ``merge_shards``); returns the rows added. The ledger is append-only, and a row already present is
+        skipped, never rewritten:
+
+        - an id already in the ledger: ignored (the schema-7 trigger). Ids are never written here: each
+          ledger numbers its own rows, so a row's id from another database means nothing in this one.
+        - a machine judgment (provenance, llm): one per (query, unit, source, judge_model); a repeat is ignored.
+        - a human judgment is a history, and the newest one wins. A new one (an override, an imported
+          file: ``copied=False``) is a person's word given again, so it is always appended, even when it
+          repeats an earlier row. A human row copied from another crucible ledger (``copied=True``: a
+          merged shard) is already present when a human row with the same query, unit (chunk and doc),
+          grade, author and created_at is there: it is the same judgment, counted once however often
+          that shard, or another carrying it, is merged.
+        """
+        conn = self.db.conn
         added = 0
         for row in rows:
-            source = row["source"]
-            if source not in ("llm", "human"):
-                raise StoreError(f"qrels source {source!r} cannot be appended here (provenance comes from golden citations)")
-            verb = "INSERT" if source == "human" else "INSERT OR IGNORE"
-            cursor = self.db.conn.execute(
-                f"{verb} INTO qrels (query_id, chunk_id, doc_id, grade, source, judge_model, prompt_version, created_by, note, run_id, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [row["query_id"], row.get("chunk_id"), row.get("doc_id"), int(row["grade"]), source, row.get("judge_model") or "",
-                 row.get("prompt_version"), row.get("created_by"), row.get("note"), row.get("run_id"), row.get("created_at") or now],
-            )
-            added += cursor.rowcount
+            values = {"query_id": row["query_id"], "chunk_id": row.get("chunk_id"), "doc_id": row.get("doc_id"),
+                      "grade": int(row["grade"]), "source": row["source"], "judge_model": row.get("judge_model") or "",
+                      "prompt_version": row.get("prompt_version"), "created_by": row.get("created_by"), "note": row.get("note"),
+                      "run_id": row.get("run_id"), "created_at": row.get("created_at") or now}
+            if values["source"] != "human":
+                verb = "INSERT OR IGNORE"
+            elif copied and conn.execute(
+                    "SELECT 1 FROM qrels WHERE source = 'human' AND query_id = ? AND chunk_id IS ? AND doc_id IS ?"
+                    " AND grade = ? AND created_by IS ? AND created_at = ? LIMIT 1",
+                    [values[key] for key in ("query_id", "chunk_id", "doc_id", "grade", "created_by", "created_at")]).fetchone():
+                continue
+            else:
+                verb = "INSERT"
+            cursor = conn.execute(f"{verb} INTO qrels ({', '.join(values)}) VALUES ({', '.join('?' for _ in values)})",
+                                  list(values.values()))
+            added += max(cursor.rowcount, 0)
         return added
 
     def append_qrels(self, rows: Iterable[dict[str, Any]]) -> int:
@@ -370,19 +389,20 @@ class Store:
             sql += " WHERE " + " AND ".join(clauses)
         return [dict(row) for row in self.db.query(sql + " ORDER BY id", params)]
 
+    def judgment_ledger(self, query_ids: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+        """query id -> its human and llm judgments in ledger order, for these queries
+        (the rows :func:`pytest_crucible.qrels.item_grades` reads)."""
+        return _by_query(self.qrels_rows(query_ids=query_ids, sources=("human", "llm")))
+
     def effective_qrels(self, run_id: str) -> dict[str, dict[str, int]]:
         """query -> unit -> effective grade for a run: its golden items' citations as run,
         overridden by human judgments, completed by llm judgments (see pytest_crucible.qrels)."""
-        from ..metrics.retrieval import provenance_qrels
-        from ..qrels import effective_grades
+        from ..qrels import item_grades
 
         items = {item["id"]: item for item in self.golden_items(run_id)}
-        rows_by_query: dict[str, list[dict[str, Any]]] = {}
-        for row in self.qrels_rows(query_ids=items, sources=("human", "llm")):
-            rows_by_query.setdefault(row["query_id"], []).append(row)
+        ledger = self.judgment_ledger(items)
         return {
-            query: {unit: grade for unit, (grade, _) in effective_grades(
-                provenance_qrels(item.get("citations") or []), rows_by_query.get(query, [])).items()}
+            query: {unit: grade for unit, (grade, _) in item_grades(item, ledger.get(query, [])).items()}
             for query, item in items.items()
         }
 
@@ -414,6 +434,16 @@ class Store:
         if not rows:
             raise RunNotFound(f"no run with id {run_id} in {self.path}\nHINT: `crucible runs` lists the runs")
         return rows[0]
+
+    def has_run(self, run_id: str, *, workspace: str | None = None) -> bool:
+        """Whether the run exists (in ``workspace`` when given; ``None`` means any workspace)."""
+        return self.db.conn.execute("SELECT 1 FROM runs WHERE id = ? AND (? IS NULL OR workspace = ?)",
+                                    [run_id, workspace, workspace]).fetchone() is not None
+
+    def result_origin(self, result_id: str) -> tuple[str, str] | None:
+        """(run id, item id) of the result with this id, or None when there is none."""
+        row = self.db.conn.execute("SELECT run_id, item_id FROM results WHERE result_id = ?", [result_id]).fetchone()
+        return None if row is None else (row[0], row[1])
 
     def resolve_run(self, ref: str, *, exclude: str | None = None, workspace: str | None = None) -> str:
         """A run id from 'latest' (newest complete run, of ``workspace`` when given) or a unique id prefix.
@@ -466,7 +496,7 @@ class Store:
             for row in rows:
                 for column in _JSON_RESULT_COLUMNS:
                     row[column] = json.loads(row[column])
-                for column in ("verdicts", "pool", "assertions"):
+                for column in _JSON_OPTIONAL_COLUMNS:
                     row[column] = json.loads(row[column]) if row.get(column) else None
         return rows
 
@@ -521,20 +551,9 @@ class Store:
             with self.db.conn:
                 # Exports older than schema 6 carry no workspace or labels: the columns' defaults apply.
                 self._insert("runs", {key: run[key] for key in _RUN_COLUMNS if run.get(key) is not None})
-                for golden in document["goldenItems"]:
-                    self._insert("golden_items", {"run_id": run_id, "item_id": golden["item_id"], "source": golden.get("source"),
-                                                  "line": golden.get("line"), "item": json.dumps(golden["item"], sort_keys=True)})
-                for row in document["results"]:
-                    row = {**row, "run_id": run_id}
-                    for column in _JSON_RESULT_COLUMNS:
-                        row[column] = json.dumps(row.get(column) or [])
-                    for column in ("verdicts", "pool", "assertions"):
-                        row[column] = json.dumps(row[column]) if row.get(column) else None
-                    # Absent flags take the columns' defaults.
-                    self._insert("results", {key: row.get(key) for key in _RESULT_COLUMNS if row.get(key) is not None or key not in ("abstained", "blocked")})
-                for metric, values in document["itemMetrics"].items():
-                    for item_id, value in values.items():
-                        self._insert("item_metrics", {"run_id": run_id, "item_id": item_id, "metric": metric, "value": float(value)})
+                self._write_items(run_id, golden=document["goldenItems"], results=document["results"],
+                                  metrics=[(item_id, metric, value) for metric, values in document["itemMetrics"].items()
+                                           for item_id, value in values.items()])
         except (sqlite3.Error, OverflowError) as exc:  # validate_export checks the columns; this is the last line of defence
             raise StoreError(f"{source}: cannot import run {run_id}: {exc}; nothing was written\n"
                              "HINT: make the file with `crucible export RUN -o FILE`") from None
@@ -550,7 +569,9 @@ _RUN_COLUMNS = ("id", "started_at", "finished_at", "status", "config_hash", "con
 _RESULT_COLUMNS = ("run_id", "item_id", "question", "answer", "retrieved", "citations", "confidence", "abstained", "blocked",
                    "detected_concepts", "outcome", "failures", "error", "latency_ms", "recorded_at", "judge_errors", "verdicts",
                    "pool", "assertions", "result_id", "error_class", "error_evidence", "crag_grade", "blocked_layer")
-_JSON_RESULT_COLUMNS = ("retrieved", "citations", "detected_concepts", "failures", "judge_errors")
+_JSON_RESULT_COLUMNS = ("retrieved", "citations", "detected_concepts", "failures", "judge_errors")  # lists, '[]' when empty
+_JSON_OPTIONAL_COLUMNS = ("verdicts", "pool", "assertions")  # JSON, NULL when empty
+_FLAG_COLUMNS = ("abstained", "blocked")
 
 
 # What each exported column may hold (None/absent is allowed unless the column is required).
@@ -697,8 +718,13 @@ def run_exists(db_path: str | Path, run_id: str) -> bool:
 
 def read_judgment_ledger(db_path: str | Path) -> dict[str, list[dict[str, Any]]]:
     """query id -> its human and llm judgments in ledger order (read-only: xdist workers call it too)."""
+    return _by_query(read_only_rows(db_path, "SELECT * FROM qrels WHERE source IN ('human', 'llm') ORDER BY id"))
+
+
+def _by_query(rows: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Ledger rows grouped by query id, each group in the rows' order."""
     ledger: dict[str, list[dict[str, Any]]] = {}
-    for row in read_only_rows(db_path, "SELECT * FROM qrels WHERE source IN ('human', 'llm') ORDER BY id"):
+    for row in rows:
         ledger.setdefault(row["query_id"], []).append(row)
     return ledger
 

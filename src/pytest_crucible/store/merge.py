@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from . import Store, StoreError
+from . import Store, StoreError, utc_now
 
 __all__ = ["MergeReport", "merge_shards"]
 
@@ -228,23 +228,10 @@ def _insert_rows(conn: sqlite3.Connection, table: str, rows: Iterable[dict[str, 
     return added
 
 
-def _add_qrels(conn: sqlite3.Connection, rows: list[dict[str, Any]]) -> int:
-    """Machine judgments: the unique key ignores repeats. Human judgments append freely in
-    the ledger, so one is skipped only when the very same judgment is already there."""
-    added = 0
-    for row in rows:
-        row = {key: value for key, value in row.items() if key != "id"}  # the output numbers its own ledger
-        if row["source"] == "human":
-            duplicate = conn.execute(
-                "SELECT 1 FROM qrels WHERE source = 'human' AND query_id = ? AND chunk_id IS ? AND doc_id IS ?"
-                " AND grade = ? AND created_by IS ? AND created_at = ? LIMIT 1",
-                [row["query_id"], row.get("chunk_id"), row.get("doc_id"), row["grade"], row.get("created_by"), row["created_at"]],
-            ).fetchone()
-            if duplicate is None:
-                added += _insert_rows(conn, "qrels", [row])
-        else:
-            added += _insert_rows(conn, "qrels", [row], verb="INSERT OR IGNORE")
-    return added
+def _add_qrels(out: Store, rows: list[dict[str, Any]]) -> int:
+    """The shards' judgments are copies of ledger rows: the store's one duplicate rule for them
+    (``Store._write_qrels`` with ``copied=True``; the output numbers its own ledger)."""
+    return out._write_qrels(rows, utc_now(), copied=True)
 
 
 def merge_shards(shard_paths: Sequence[str | Path], output_path: str | Path, *, run_id: str | None = None) -> MergeReport:
@@ -268,8 +255,7 @@ def merge_shards(shard_paths: Sequence[str | Path], output_path: str | Path, *, 
             golden = _rows(store, "SELECT item_id, source, line, item FROM golden_items WHERE run_id = ? ORDER BY item_id", [run_id])
             for row in golden:
                 row["item"] = json.loads(row["item"])
-            shards.append(_Shard(path, store, store.get_run(run_id), golden,
-                                 _rows(store, "SELECT * FROM results WHERE run_id = ? ORDER BY rowid", [run_id])))
+            shards.append(_Shard(path, store, store.get_run(run_id), golden, store.results(run_id, decoded=True)))
         _check_agreement(shards)
         union = _union_golden(shards)
         _check_no_overlap(shards)
@@ -305,19 +291,18 @@ def _write(shards: list[_Shard], output_path: Path, run: dict[str, Any], union: 
                 raise StoreError(f"{output_path}: already has a run {run_id}; nothing was merged\n"
                                  "HINT: merge into another file, or a fresh one")
             _insert_rows(conn, "runs", [run])
-            _insert_rows(conn, "golden_items", ({"run_id": run_id, **row, "item": json.dumps(row["item"], sort_keys=True)}
-                                                for row in union.values()))
+            out._write_items(run_id, golden=union.values())
             for shard in shards:
                 store = shard.store
-                _insert_rows(conn, "results", shard.results)
-                _insert_rows(conn, "item_metrics", _rows(store, "SELECT * FROM item_metrics WHERE run_id = ? ORDER BY rowid", [run_id]))
+                metrics = store.db.conn.execute("SELECT item_id, metric, value FROM item_metrics WHERE run_id = ? ORDER BY rowid", [run_id])
+                out._write_items(run_id, results=shard.results, metrics=metrics)
                 _insert_rows(conn, "golden_concepts", _rows(store, "SELECT * FROM golden_concepts WHERE run_id = ?", [run_id]),
                              verb="INSERT OR IGNORE")
                 cache = _rows(store, "SELECT * FROM judge_cache ORDER BY key")
                 report.cache_rows_added += _insert_rows(conn, "judge_cache", cache, verb="INSERT OR IGNORE")
                 feedback = _rows(store, "SELECT * FROM eval_feedback WHERE run_id = ? ORDER BY id", [run_id])
                 report.feedback_added += _insert_rows(conn, "eval_feedback", feedback, verb="INSERT OR IGNORE")
-            report.qrels_added = _add_qrels(conn, qrels)
+            report.qrels_added = _add_qrels(out, qrels)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:

@@ -1,0 +1,343 @@
+"""House rules of the package's structure, checked statically (``ast``, no import of the package).
+
+1. SQL lives in ``store/``: no ``.execute*(`` call and no SQL string literal anywhere else.
+2. Layering: ``store/`` never imports the statistics' consumers; ``stats/`` imports no I/O or orchestration.
+3. No import cycle among module-level imports.
+4. Only the pytest-facing modules import pytest at module level.
+5. ``plugin.py`` stays small.
+
+A failure names the module, its file and the line.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+PACKAGE = "pytest_crucible"
+SOURCE = Path(__file__).resolve().parents[1] / "src" / PACKAGE
+
+# A string that starts (after whitespace, any case) with one of these words and a space... (the rule)
+SQL_WORD = re.compile(r"\s*(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER|PRAGMA) ", re.IGNORECASE)
+# ...and goes on as a statement does: prose such as "create a key with --scope" is not SQL.
+SQL_STATEMENT = re.compile(r"""\s*(?:
+      SELECT\s | PRAGMA\s
+    | INSERT\s+(?:OR\s+\w+\s+)?INTO\s
+    | UPDATE\s+(?:OR\s+\w+\s+)?\S+\s+SET\s
+    | DELETE\s+FROM\s
+    | (?:CREATE|DROP)\s+(?:(?:TEMP|TEMPORARY|UNIQUE|VIRTUAL)\s+)?(?:TABLE|INDEX|TRIGGER|VIEW)\s
+    | ALTER\s+TABLE\s
+)""", re.IGNORECASE | re.VERBOSE)
+EXECUTE_ATTRIBUTES = {"execute", "executescript", "executemany"}
+PYTEST_AT_MODULE_LEVEL = {f"{PACKAGE}.plugin", f"{PACKAGE}.options", f"{PACKAGE}.collection", f"{PACKAGE}.warning"}
+PLUGIN_MAX_LINES = 350
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str  # dotted, e.g. pytest_crucible.store.keys
+    path: Path
+    tree: ast.Module
+
+    @property
+    def is_package(self) -> bool:
+        return self.path.name == "__init__.py"
+
+    @property
+    def package(self) -> str:
+        """The package a relative import of this module is resolved against."""
+        return self.name if self.is_package else self.name.rpartition(".")[0]
+
+    def where(self, line: int) -> str:
+        return f"{self.name} ({self.path.relative_to(SOURCE.parent)}:{line})"
+
+    def under(self, subpackage: str) -> bool:
+        prefix = f"{PACKAGE}.{subpackage}"
+        return self.name == prefix or self.name.startswith(prefix + ".")
+
+
+@lru_cache(maxsize=1)
+def modules() -> dict[str, Module]:
+    found = {}
+    for path in sorted(SOURCE.rglob("*.py")):
+        parts = path.relative_to(SOURCE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = Module(name, path, ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))
+    return found
+
+
+def imported_names(module: Module, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The dotted modules an import statement names, relative imports resolved against the module's package.
+    ``from X import y`` names ``X.y`` when that is a module of the package, else ``X``."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if node.level:
+        base_parts = module.package.split(".")
+        base_parts = base_parts[: len(base_parts) - (node.level - 1)]
+        base = ".".join(base_parts + ([node.module] if node.module else []))
+    else:
+        base = node.module or ""
+    names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules() else base for alias in node.names]
+    return list(dict.fromkeys(names))
+
+
+def all_imports(module: Module) -> list[tuple[int, str]]:
+    """(line, imported module) of every import of the module, at any level (functions included)."""
+    return [(node.lineno, name) for node in ast.walk(module.tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+            for name in imported_names(module, node)]
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def module_level_imports(module: Module) -> list[tuple[int, str]]:
+    """(line, imported module) of the imports run when the module is imported: top-level statements,
+    inside top-level ``if``/``try``/``with`` blocks too, but not in functions, classes or ``if TYPE_CHECKING:``."""
+    found: list[tuple[int, str]] = []
+
+    def visit(statements: list[ast.stmt]) -> None:
+        for node in statements:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                found.extend((node.lineno, name) for name in imported_names(module, node))
+            elif isinstance(node, ast.If):
+                if not _is_type_checking(node.test):
+                    visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                visit(node.body)
+                for handler in node.handlers:
+                    visit(handler.body)
+                visit(node.orelse)
+                visit(node.finalbody)
+            elif isinstance(node, ast.With):
+                visit(node.body)
+
+    visit(module.tree.body)
+    return found
+
+
+def _names_within(name: str, forbidden: str) -> bool:
+    return name == forbidden or name.startswith(forbidden + ".")
+
+
+def is_sql(text: str) -> bool:
+    return bool(SQL_WORD.match(text) and SQL_STATEMENT.match(text))
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    """ids of the docstring nodes (a docstring is prose, not a statement)."""
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                ids.add(id(first.value))
+    return ids
+
+
+# -- 1. SQL lives in store/ ------------------------------------------------------------------------------
+def test_sql_lives_only_in_the_store() -> None:
+    problems = set()
+    for module in modules().values():
+        if module.under("store"):
+            continue
+        docstrings = _docstrings(module.tree)
+        # An f-string is checked whole, its constant parts not again.
+        docstrings |= {id(part) for node in ast.walk(module.tree) if isinstance(node, ast.JoinedStr) for part in node.values}
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in EXECUTE_ATTRIBUTES:
+                problems.add(f"{module.where(node.lineno)}: calls .{node.func.attr}(); run SQL through a store function")
+            text = None
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                text = node.value
+            elif isinstance(node, ast.JoinedStr):
+                text = "".join(str(part.value) if isinstance(part, ast.Constant) else "{}" for part in node.values)
+            if text is not None and is_sql(text):
+                problems.add(f"{module.where(node.lineno)}: SQL string {text.strip()[:40]!r}; move the statement into store/")
+    assert not problems, "SQL outside src/pytest_crucible/store/:\n" + "\n".join(sorted(problems))
+
+
+# -- 2. layering ------------------------------------------------------------------------------------------
+LAYERS = {
+    "store": ("stats", "comparison", "gate"),
+    "stats": ("store", "runs", "comparison", "gate", "config", "plugin", "session"),
+}
+
+
+@pytest.mark.parametrize("layer", sorted(LAYERS))
+def test_layer_imports(layer: str) -> None:
+    forbidden = [f"{PACKAGE}.{name}" for name in LAYERS[layer]]
+    problems = [
+        f"{module.where(line)}: imports {name}"
+        for module in modules().values() if module.under(layer)
+        for line, name in all_imports(module)
+        if any(_names_within(name, banned) for banned in forbidden)
+    ]
+    assert not problems, f"modules under {layer}/ must not import {', '.join(forbidden)}:\n" + "\n".join(problems)
+
+
+# -- 3. no import cycle -----------------------------------------------------------------------------------
+def _module_graph() -> dict[str, dict[str, int]]:
+    """module -> {module of the package it imports at module level: line}. Importing ``a.b.c`` runs
+    ``a/__init__`` and ``a/b/__init__`` first, so it leads to those packages too, except to the
+    importer's own packages (Python has started those before the importer)."""
+    known = modules()
+    graph: dict[str, dict[str, int]] = {name: {} for name in known}
+    for module in known.values():
+        for line, name in module_level_imports(module):
+            parts = name.split(".")
+            for end in range(2, len(parts) + 1):
+                target = ".".join(parts[:end])
+                own_package = end < len(parts) and module.name.startswith(target + ".")
+                if target in known and target != module.name and not own_package:
+                    graph[module.name].setdefault(target, line)
+    return graph
+
+
+def _cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """One cycle (a -> ... -> a) per strongly connected component of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph[node]:
+            if target not in index:
+                connect(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(component)
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    cycles = []
+    for component in components:
+        members, start = set(component), min(component)
+        # Shortest way back to the start within the component.
+        paths = {start: [start]}
+        frontier = [start]
+        while frontier:
+            following = []
+            for node in frontier:
+                for target in sorted(graph[node]):
+                    if target == start:
+                        cycles.append(paths[node] + [start])
+                        following = []
+                        break
+                    if target in members and target not in paths:
+                        paths[target] = paths[node] + [target]
+                        following.append(target)
+                else:
+                    continue
+                break
+            frontier = following
+    return cycles
+
+
+def test_no_import_cycle() -> None:
+    import sys
+
+    graph = _module_graph()
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10 * len(graph) + 100))
+    try:
+        cycles = _cycles(graph)
+    finally:
+        sys.setrecursionlimit(limit)
+    known = modules()
+    shown = [" -> ".join(f"{known[a].where(graph[a][b])} imports {b}" for a, b in zip(cycle, cycle[1:])) for cycle in cycles]
+    assert not cycles, "import cycles among module-level imports:\n" + "\n".join(shown)
+
+
+# -- 4. pytest stays at the edge --------------------------------------------------------------------------
+def test_only_the_pytest_facing_modules_import_pytest_at_module_level() -> None:
+    problems = [
+        f"{module.where(line)}: imports {name} at module level (import it inside the function that needs it)"
+        for module in modules().values() if module.name not in PYTEST_AT_MODULE_LEVEL
+        for line, name in module_level_imports(module)
+        if _names_within(name, "pytest") or _names_within(name, "_pytest")
+    ]
+    assert not problems, "only plugin.py, options.py, collection.py and warning.py may import pytest at module level:\n" + "\n".join(problems)
+
+
+# -- 5. plugin.py stays small -----------------------------------------------------------------------------
+def test_plugin_module_stays_small() -> None:
+    module = modules()[f"{PACKAGE}.plugin"]
+    lines = len(module.path.read_text(encoding="utf-8").splitlines())
+    assert lines <= PLUGIN_MAX_LINES, (f"{module.where(lines)}: plugin.py has {lines} lines, at most {PLUGIN_MAX_LINES}; "
+                                       "move code out of the hook module")
+
+
+# -- the checks themselves --------------------------------------------------------------------------------
+def test_relative_imports_resolve_against_the_package() -> None:
+    store_keys = modules()[f"{PACKAGE}.store.keys"]
+    node = ast.parse("from . import Store\nfrom ..stats import bootstrap\nfrom .. import gate").body
+    assert imported_names(store_keys, node[0]) == [f"{PACKAGE}.store"]
+    assert imported_names(store_keys, node[1]) == [f"{PACKAGE}.stats.bootstrap"]
+    assert imported_names(store_keys, node[2]) == [f"{PACKAGE}.gate"]
+    store = modules()[f"{PACKAGE}.store"]
+    assert imported_names(store, ast.parse("from .keys import x").body[0])[0] == f"{PACKAGE}.store.keys"
+
+
+@pytest.mark.parametrize("text", [
+    "SELECT 1 FROM runs", "  select key, verdict FROM judge_cache", "INSERT INTO api_keys (id) VALUES (?)",
+    "INSERT OR REPLACE INTO t (a) VALUES (?)", "UPDATE runs SET {} WHERE id = ?", "update {} set a = 1",
+    "\n DELETE FROM item_metrics WHERE run_id = ?", "CREATE TABLE t (a)", "CREATE UNIQUE INDEX i ON t (a)",
+    "create trigger x before insert", "DROP TABLE t", "ALTER TABLE t ADD COLUMN c", "PRAGMA user_version",
+])
+def test_sql_is_recognised(text: str) -> None:
+    assert is_sql(text)
+
+
+@pytest.mark.parametrize("text", [
+    "create a key with --scope", "Create the draft golden item", "update pytest-crucible", "delete the file",
+    "SELECTED", "drop it", "alter the config", "INSERTS", "",
+])
+def test_prose_is_not_sql(text: str) -> None:
+    assert not is_sql(text)
+
+
+def test_the_cycle_finder_reports_the_way_round() -> None:
+    graph = {"a": {"b": 1}, "b": {"c": 2}, "c": {"a": 3, "d": 4}, "d": {}}
+    assert _cycles(graph) == [["a", "b", "c", "a"]]
+    assert _cycles({"a": {"b": 1}, "b": {}}) == []
+
+
+# -- 6. docs/architecture.md names what exists -------------------------------------------------------
+def test_every_module_the_architecture_page_names_exists() -> None:
+    repo = Path(__file__).resolve().parents[1]
+    page = (repo / "docs" / "architecture.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`(src/pytest_crucible/[\w/]+(?:\.py)?/?)`", page))
+    # Short names in the table's shared row (`workspace.py`) and in the text (`store/schema.py`).
+    named |= {f"src/pytest_crucible/{name}" for name in re.findall(r"`((?:\w+/)?\w+\.py)`", page) if not name.startswith("tests/")}
+    assert len(named) >= 30, "the page's module map went missing"
+    missing = sorted(path for path in named if not (repo / path).exists())
+    assert not missing, f"docs/architecture.md names modules that do not exist: {missing}"
+    # ... and every module of the package appears on the page (by path, or by its file name).
+    unnamed = sorted(module.name for module in modules().values()
+                     if not any(ref in page for ref in (module.path.relative_to(repo).as_posix(), f"`{module.path.name}`",
+                                                         module.path.parent.relative_to(repo).as_posix() + "/")))
+    assert not unnamed, f"modules missing from docs/architecture.md: {unnamed}"

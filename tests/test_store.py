@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from pytest_crucible.runs import metric_means
+
 from pytest_crucible.store import SCHEMA_VERSION, RunNotFound, Store, StoreError
 
 SCORE = {
@@ -58,7 +60,10 @@ def test_record_and_read_back(tmp_path) -> None:
     store.finish_run(run_id, status="complete", golden_hash="g")
     assert store.get_run(run_id)["n_items"] == 2
     assert store.item_metrics(run_id) == {"ndcgAt10": {"q1": 1.0, "q2": 0.5}, "recallAtK": {"q1": 1.0}}
-    assert store.metric_means(run_id) == {"ndcgAt10": (0.75, 2), "recallAtK": (1.0, 1)}
+    assert metric_means(store.item_metrics(run_id)) == {"ndcgAt10": (0.75, 2), "recallAtK": (1.0, 1)}
+    # The run_metrics view (for SQL users) says the same as the one mean every surface reads.
+    view = {row["metric"]: (row["mean"], row["n"]) for row in store.db.query("SELECT * FROM run_metrics WHERE run_id = ?", [run_id])}
+    assert view == metric_means(store.item_metrics(run_id))
     # Recording an item again replaces its metrics instead of mixing old and new.
     store.record_score(run_id, {**SCORE, "metrics": {"ndcgAt10": 0.0}})
     assert store.item_metrics(run_id)["ndcgAt10"] == {"q1": 0.0, "q2": 0.5}

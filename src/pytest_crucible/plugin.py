@@ -82,16 +82,16 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     from .judge.select import JudgeSetupError
 
     try:
-        judge = crucible.engine.judge
+        estimate = crucible.estimate_judge_cost(golden)
     except JudgeSetupError as exc:
         raise pytest.UsageError(str(exc)) from None
-    if not judge.paid:
+    if estimate is None:
         return
-    from .evaluation import cost_refusal, estimate_cost
+    from .evaluation import cost_refusal
 
-    crucible.cost_estimate = estimate = estimate_cost(golden, crucible.settings, judge)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
+        judge = crucible.engine.judge
         reporter.write_line(f"crucible: {estimate.describe(judge.model, crucible.settings.judge_batch)} (before cache hits)")
     refusal = cost_refusal(estimate, crucible.settings)
     if refusal:
@@ -171,16 +171,10 @@ def crucible_evaluate(request: pytest.FixtureRequest, crucible_pipeline, crucibl
         golden = node.stash.get(GOLDEN_ITEM_KEY, None)
         if golden is None:
             raise pytest.UsageError("crucible_evaluate needs a golden item: use it in a test marked @crucible.golden(path)")
-        from .evaluation import evaluate as evaluate_item
-
         crucible = _crucible(request.config)
-        settings = crucible.settings
         # Only answers need embeddings: component runs never build (or import) an embedder.
-        embedder = request.getfixturevalue("crucible_embedder") if settings.judges_answers else None
-        crucible.embedder = embedder or crucible.embedder
-        outcome = crucible.run_pipeline(node.nodeid, golden, crucible_pipeline, crucible_config)
-        verdict = evaluate_item(golden, outcome, settings=settings, ledger=crucible.ledger_rows(golden.id),
-                                engine=crucible.engine if settings.uses_judge else None, embedder=embedder)
+        embedder = request.getfixturevalue("crucible_embedder") if crucible.settings.judges_answers else None
+        verdict = crucible.evaluate(node.nodeid, golden, crucible_pipeline, crucible_config, embedder)
         _attach(node, crucible, verdict.score)
         if verdict.error is not None:
             raise verdict.error  # the pipeline's own traceback is the useful one
@@ -257,30 +251,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     progress = (lambda line: (reporter.ensure_newline(), reporter.write_line(line))) if reporter is not None else None
-    try:
-        crucible.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED, progress=progress)
-    except Exception as exc:  # noqa: BLE001 - never raise out of sessionfinish
-        crucible.faults.append(f"could not finish the run in {crucible.settings.db_path}: {exc}")
-    try:
-        gate = crucible.apply_gate()
-    except Exception as exc:  # noqa: BLE001 - a comparison that cannot run is a fault, not a pass
-        crucible.faults.append(f"could not compare with the baseline: {type(exc).__name__}: {exc}")
-    else:
-        # A refusal (exit 3) outranks failed items (exit 1): the verdict could not be given at all.
-        if gate is not None and gate.exit_code and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-            session.exitstatus = max(int(session.exitstatus), gate.exit_code)
-    html_path = session.config.getoption("crucible_html")
-    if html_path and crucible.run_id is not None:
-        try:
-            from .report.html import render_report, write_report
-
-            # The page is handed the gate's verdict: it shows what decided the exit code, never a recomputation.
-            write_report(html_path, render_report(crucible.store, crucible.run_id, gate=crucible.gate))
-        except Exception as exc:  # noqa: BLE001 - a report that cannot be written is a fault, not a crash
-            crucible.faults.append(f"could not write the HTML report to {html_path}: {type(exc).__name__}: {exc}")
-    # An incomplete run never passes: with Message Batches its items passed before the judge failed them.
-    if (crucible.faults or crucible.status == "incomplete") and session.exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    crucible.end(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED, html_path=session.config.getoption("crucible_html"),
+                 progress=progress)
+    session.exitstatus = crucible.exit_status(int(session.exitstatus))
 
 
 def _markup(line: str) -> dict[str, bool]:

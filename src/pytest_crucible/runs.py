@@ -62,11 +62,14 @@ class RunData:
         )
 
     def means(self) -> dict[str, float]:
-        """Every metric's run mean: the one definition the floors, the JSON, the terminal and the HTML read."""
-        return {metric: sum(values.values()) / len(values) for metric, values in self.metrics.items() if values}
+        """Every metric's run mean (see :func:`metric_means`)."""
+        return {metric: mean for metric, (mean, _) in metric_means(self.metrics).items()}
 
-    def means_with_n(self) -> dict[str, tuple[float, int]]:
-        return {metric: (sum(values.values()) / len(values), len(values)) for metric, values in self.metrics.items() if values}
+
+def metric_means(item_metrics: dict[str, dict[str, float]]) -> dict[str, tuple[float, int]]:
+    """metric -> (mean over the items that have it, n): the one definition of a run's mean, read by the
+    floors, the JSON documents, the terminal and the HTML report. A metric no item has is left out."""
+    return {metric: (sum(values.values()) / len(values), len(values)) for metric, values in item_metrics.items() if values}
 
 
 def selective_pairs(results: Iterable[dict[str, Any]]) -> dict[str, tuple[float, bool]]:

@@ -17,6 +17,7 @@ from .config import TrackedConfig, unread_changed_keys
 from .settings import Settings
 
 if TYPE_CHECKING:
+    from .evaluation import ItemVerdict
     from .evaluation.answers import CostEstimate
     from .evaluation.concurrency import AsyncRunner, Outcome, Prefetcher
     from .gate import GateResult
@@ -98,6 +99,17 @@ class CrucibleSession:
             return Outcome(error=exc, latency_ms=(time.perf_counter() - started) * 1000.0)
         return Outcome(value=value, latency_ms=(time.perf_counter() - started) * 1000.0)
 
+    def evaluate(self, key: str, golden: "GoldenItem", pipeline, config, embedder) -> "ItemVerdict":
+        """Run one item's pipeline (or take the prefetched result) and evaluate it."""
+        from .evaluation import evaluate
+
+        if embedder is not None:
+            self.embedder = embedder  # Message Batches judge at session end with the same embedder
+        s = self.settings
+        outcome = self.run_pipeline(key, golden, pipeline, config)
+        return evaluate(golden, outcome, settings=s, ledger=self.ledger_rows(golden.id),
+                        engine=self.engine if s.uses_judge else None, embedder=embedder)
+
     def stop_pipeline_calls(self) -> None:
         if self._prefetcher is not None:
             self._prefetcher.close()
@@ -136,6 +148,17 @@ class CrucibleSession:
                 engine.load_cache(read_cache_rows(s.db_path, engine.model))
             self._engine = engine
         return self._engine
+
+    def estimate_judge_cost(self, golden: list["GoldenItem"]) -> "CostEstimate | None":
+        """What a paid judge will cost on the selected items (None: the judge is free), kept for the run row.
+        Raises JudgeSetupError when the judge cannot be set up (e.g. the anthropic SDK is missing)."""
+        judge = self.engine.judge
+        if not judge.paid:
+            return None
+        from .evaluation import estimate_cost
+
+        self.cost_estimate = estimate_cost(golden, self.settings, judge)
+        return self.cost_estimate
 
     def _watch_batches(self, n_items: int, write: Callable[[str], None] | None) -> None:
         """Progress lines while Message Batches are processed (one Progress per batch)."""
@@ -290,6 +313,38 @@ class CrucibleSession:
                 return self.gate
         self.gate = decide(current, baseline, gate_settings)
         return self.gate
+
+    def end(self, *, interrupted: bool, html_path: str | None = None, progress: Callable[[str], None] | None = None) -> None:
+        """Session end, in order: close the run, decide the gate, write the HTML report. A step that
+        fails is kept as a fault (it fails the session and the summary names it), never raised."""
+        try:
+            self.finish(interrupted, progress)
+        except Exception as exc:  # noqa: BLE001
+            self.faults.append(f"could not finish the run in {self.settings.db_path}: {exc}")
+        try:
+            self.apply_gate()
+        except Exception as exc:  # noqa: BLE001 - a comparison that cannot run is a fault, not a pass
+            self.faults.append(f"could not compare with the baseline: {type(exc).__name__}: {exc}")
+        if html_path and self.run_id is not None:
+            try:
+                from .report.html import render_report, write_report
+
+                # The page is handed the gate's verdict: it shows what decided the exit code, never a recomputation.
+                write_report(html_path, render_report(self.store, self.run_id, gate=self.gate))
+            except Exception as exc:  # noqa: BLE001 - a report that cannot be written is a fault, not a crash
+                self.faults.append(f"could not write the HTML report to {html_path}: {type(exc).__name__}: {exc}")
+
+    def exit_status(self, status: int) -> int:
+        """The session's exit status after the gate, from pytest's (0 passed, 1 tests failed; any other stands):
+        the gate's code (1 failed, 3 refused: a refusal outranks failed items), and 1 for a fault or an
+        incomplete run (with Message Batches its items passed before the judge failed them)."""
+        if status not in (0, 1):
+            return status
+        if self.gate is not None:
+            status = max(status, self.gate.exit_code)
+        if status == 0 and (self.faults or self.status == "incomplete"):
+            status = 1
+        return status
 
     def close(self) -> None:
         self.stop_pipeline_calls()

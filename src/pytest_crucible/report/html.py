@@ -281,7 +281,7 @@ def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any
     from ..metrics import ordered_metrics
     from ..metrics import METRIC_FAMILIES as FAMILIES
     from ..metrics import family_of
-    from ..runs import selective_pairs
+    from ..runs import metric_means, selective_pairs
     from .terminal import judge_line, pool_summary
     from .views import TARGET_RISK, error_class_counts, run_labels, selective_summary
 
@@ -290,7 +290,7 @@ def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any
     golden = store.golden_items(run_id)
     items_by_id = {item["id"]: item for item in golden if isinstance(item, dict) and "id" in item}
     item_metrics = store.item_metrics(run_id)
-    means = store.metric_means(run_id)
+    means = metric_means(item_metrics)
     resolved = _loads(run.get("resolved"), {}) or {}
     k = resolved.get("retrievalLimit")
 

@@ -145,8 +145,10 @@ ALERT_PREFIXES = ("WARNING", "FAULT", "GATE FAILED", "GATE REFUSED", "JUDGE ERRO
 
 def one_line_summary(store, run_id: str, *, gate: str | None = None) -> str:
     """The run in one line: id, status, items, the headline metrics and the gate's result."""
+    from ..runs import metric_means
+
     run = store.get_run(run_id)
-    means = store.metric_means(run_id)
+    means = metric_means(store.item_metrics(run_id))
     k = json.loads(run["resolved"]).get("retrievalLimit")
     shown = " ".join(f"{name.replace('AtK', f'@{k}').replace('At10', '@10')} {means[name][0]:.3f}"
                      for name in ONE_LINE_METRICS if name in means)
@@ -164,7 +166,10 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
     outcome_text = ", ".join(f"{n} {name}" for name, n in sorted(counts.items()))
     lines = run_header(run)
     lines.append(f"items {len(results)} ({outcome_text or 'none'})")
-    means = store.metric_means(run_id)
+    from ..runs import metric_means
+
+    items, item_metrics = store.golden_items(run_id), store.item_metrics(run_id)  # read once for every view below
+    means = metric_means(item_metrics)
     if means:
         lines.extend(metric_table(means, k))
     else:
@@ -185,7 +190,6 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
     classes = error_class_counts(results)
     if classes:
         lines.append("error classes: " + ", ".join(f"{name} {n}" for name, n in classes.items()))
-    items, item_metrics = store.golden_items(run_id), store.item_metrics(run_id)  # read once for every view below
     lines.extend(kind_lines(items, item_metrics))
     lines.extend(guardrail_lines(items, item_metrics, results, verbose=verbose))
     if "truthfulness" in means:

@@ -480,12 +480,6 @@ class Store:
             table.setdefault(metric, {})[item_id] = value
         return table
 
-    def metric_means(self, run_id: str) -> dict[str, tuple[float, int]]:
-        return {
-            metric: (mean, n)
-            for metric, mean, n in self.db.conn.execute("SELECT metric, mean, n FROM run_metrics WHERE run_id = ? ORDER BY metric", [run_id])
-        }
-
     def golden_items(self, run_id: str) -> list[dict[str, Any]]:
         return [json.loads(row[0]) for row in self.db.conn.execute("SELECT item FROM golden_items WHERE run_id = ? ORDER BY item_id", [run_id])]
 

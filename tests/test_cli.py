@@ -79,11 +79,14 @@ def test_metrics_by_facet_and_compare_restricted_to_a_facet(tmp_path, capsys) ->
     by_facet = json.loads(capsys.readouterr().out)["byFacet"]
     assert by_facet["questionType"]["simple"] == {"n": 4, "ndcgAt10": pytest.approx(0.23)}
     assert by_facet["tag"]["topic:x"]["n"] == 8
-    assert main(["compare", ids[0], ids[1], "--facet", "questionType=simple", "--json", "--db", str(db)]) == 0
+    # A facet holds few items: --min-pairs 2 lets the gate judge them (the default 6 would refuse, exit 3).
+    assert main(["compare", ids[0], ids[1], "--facet", "questionType=simple", "--json", "--db", str(db)]) == 3
+    capsys.readouterr()
+    assert main(["compare", ids[0], ids[1], "--facet", "questionType=simple", "--json", "--db", str(db), "--min-pairs", "2"]) == 0
     document = json.loads(capsys.readouterr().out)
     assert document["facet"] == "questionType=simple" and document["pairedItems"] == 4
     assert document["metrics"]["ndcgAt10"]["delta"] == 0.0
-    assert main(["compare", ids[0], ids[1], "--facet", "questionType=multi_hop", "--json", "--db", str(db)]) == 0
+    assert main(["compare", ids[0], ids[1], "--facet", "questionType=multi_hop", "--json", "--db", str(db), "--min-pairs", "2"]) == 0
     assert json.loads(capsys.readouterr().out)["metrics"]["ndcgAt10"]["delta"] == pytest.approx(0.5)
     assert main(["compare", ids[0], ids[1], "--facet", "colour=red", "--db", str(db)]) == 2
     assert "expected FACET=VALUE" in capsys.readouterr().err

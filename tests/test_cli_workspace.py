@@ -25,7 +25,11 @@ def no_workspace_from_the_environment(monkeypatch):
     ("pyproject.toml", '[project]\nname = "x"\n', "proj"),
     ("tox.ini", "[pytest]\ncrucible_workspace = shop-tox\n", "shop-tox"),
     ("setup.cfg", "[tool:pytest]\ncrucible_workspace = shop-cfg\n", "shop-cfg"),
-    ("setup.cfg", "[metadata]\nname = x\n", "proj"),
+    # pytest's rule: a setup.cfg without [tool:pytest] is no config file; with no setup.py either,
+    # the rootdir is the directory pytest runs from.
+    ("setup.cfg", "[metadata]\nname = x\n", "deep"),
+    ("setup.py", "", "proj"),
+    ("pytest.toml", '[pytest]\ncrucible_workspace = "shop-pytest-toml"\n', "shop-pytest-toml"),
     ("pyproject.toml", "this is = = not toml", "proj"),
 ])
 def test_default_workspace_follows_the_project_config(tmp_path, name, text, expected) -> None:
@@ -128,7 +132,7 @@ def test_latest_is_the_current_workspace_and_ids_resolve_in_any(shop, capsys) ->
     # An explicit id or prefix names one run, whatever its workspace (the file is the user's own).
     assert main(["metrics", runs["third"], "--json", "--db", str(db)]) == 0
     assert json.loads(capsys.readouterr().out)["runId"] == runs["third"]
-    assert main(["compare", runs["other"], "latest", "--json", "--db", str(db)]) == 0
+    assert main(["compare", runs["other"], "latest", "--json", "--db", str(db), "--min-pairs", "2"]) == 0
     assert json.loads(capsys.readouterr().out)["b"] == runs["shop-2"]
     assert main(["metrics", "latest", "--workspace", "nobody", "--db", str(db)]) == 2
     lines = capsys.readouterr().err.rstrip("\n").split("\n")
@@ -140,6 +144,8 @@ def test_a_file_of_one_other_workspace_reads_as_it_is(tmp_path, monkeypatch, cap
     store = Store.open(tmp_path / "ci.db")
     run_id = store.start_run(config_hash="h", params={}, resolved={}, mode="component", outcome_mode="record",
                              workspace="ci-runner-7")
+    store.record_score(run_id, {"item_id": "q1", "question": "Q?", "item": {"id": "q1", "question": "Q?"}, "outcome": "passed",
+                                "metrics": {"ndcgAt10": 1.0}})
     store.finish_run(run_id, status="complete", golden_hash=None)
     store.close()
     monkeypatch.setenv("CRUCIBLE_WORKSPACE", "laptop")

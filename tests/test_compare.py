@@ -50,7 +50,23 @@ def test_pairs_by_item_id_and_counts_dropped_pairs() -> None:
     assert comparison.metrics["ndcgAt10"].delta == pytest.approx(0.2)
     recall = comparison.metrics["recallAtK"]
     assert (recall.n, recall.dropped) == (1, 1) and recall.delta is None and "not tested" in recall.note
-    assert any("ran in only one of the two runs" in w for w in comparison.warnings)
+    # Every item left out of the pairs is named with its reason (none is dropped silently).
+    assert comparison.excluded == [{"id": "w", "run": "A", "reason": "missing from A"},
+                                   {"id": "x", "run": "B", "reason": "missing from B"}]
+    assert comparison.to_json()["excluded"] == comparison.excluded
+
+
+def test_errored_items_and_kind_changes_are_excluded_with_their_reason() -> None:
+    a = run("A", {"ndcgAt10": {"p": 0.5, "q": 0.5, "r": 0.5}})
+    b = run("B", {"ndcgAt10": {"p": 0.7, "r": 0.7}})
+    b.item_ids.append("q")
+    b.errored["q"] = "ValueError: index not built\nTraceback ..."
+    a.kinds.update(p="retrieval", r="retrieval")
+    b.kinds.update(p="retrieval", r="adversarial")
+    comparison = compare_run_data(a, b)
+    assert comparison.paired_items == 1 and comparison.metrics["ndcgAt10"].n == 1
+    assert comparison.excluded == [{"id": "q", "run": "B", "reason": "errored in B: ValueError: index not built"},
+                                   {"id": "r", "run": "A", "reason": "different kind (retrieval in A, adversarial in B)"}]
 
 
 def test_different_judges_are_refused_naming_both() -> None:

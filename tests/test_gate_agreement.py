@@ -43,7 +43,7 @@ def served(tmp_path_factory):
 
 @st.composite
 def pairs(draw):
-    n = draw(st.integers(min_value=2, max_value=12))
+    n = draw(st.integers(min_value=2, max_value=16))
     items = [f"q{i:02d}" for i in range(n)]
     metrics = draw(st.lists(st.sampled_from(METRICS), min_size=1, max_size=3, unique=True))
     shift = draw(st.sampled_from((0.0, 0.0, -0.5, 0.5)))

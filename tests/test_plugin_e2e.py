@@ -173,8 +173,8 @@ def test_invalid_pipeline_result_fails_that_item_naming_the_field(pytester: pyte
 def test_missing_pipeline_fixture_says_what_to_define(pytester: pytest.Pytester) -> None:
     write_golden(pytester, GOLDEN[:1])
     result = pytester.runpytest()
-    assert result.ret != pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["*no crucible_pipeline fixture: define one in conftest.py*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: no crucible_pipeline fixture: define one in conftest.py*"])
 
 
 def test_results_are_written_to_sqlite(pytester: pytest.Pytester) -> None:
@@ -377,7 +377,12 @@ def test_quiet_keeps_one_summary_line_and_every_alert(pytester: pytest.Pytester)
     full = pytester.runpytest("-p", "no:cacheprovider", "--crucible-mode=component")
     assert full.ret == pytest.ExitCode.OK
     assert any(line.startswith("=") and " crucible " in line for line in full.outlines)
-    quiet = pytester.runpytest("-q", "-p", "no:cacheprovider", "--crucible-mode=component", "--crucible-baseline=latest")
+    # Three items are too few pairs for the default gate (it would refuse); -o crucible_min_pairs=2 lets it judge.
+    refused = pytester.runpytest("-q", "-p", "no:cacheprovider", "--crucible-mode=component", "--crucible-baseline=latest")
+    assert refused.ret == 3
+    refused.stdout.fnmatch_lines(["crucible run * complete, 3 items: *; GATE REFUSED", "GATE REFUSED no metric has 6 pairs*"])
+    quiet = pytester.runpytest("-q", "-p", "no:cacheprovider", "--crucible-mode=component", "--crucible-baseline=latest",
+                               "-o", "crucible_min_pairs=2")
     assert quiet.ret == pytest.ExitCode.OK
     crucible_lines = [line for line in quiet.outlines if "crucible" in line]
     assert len(crucible_lines) == 1, quiet.outlines

@@ -121,10 +121,14 @@ def test_override_refuses_bad_grades_in_one_line(tmp_path, capsys) -> None:
         err = capsys.readouterr().err
         assert err.startswith(f"crucible: field 'GRADE': expected an integer grade 0..3, got '{bad}'\nHINT: ")
         assert "Traceback" not in err
-    assert main(["qrels", "override", "q-typo", "d1", "1", "--doc", "--by", "ann", "--db", str(db)]) == 0
+    # A query no run has seen is refused (the ledger would keep the typo forever), unless forced.
+    assert main(["qrels", "override", "q-typo", "d1", "1", "--doc", "--by", "ann", "--db", str(db)]) == 2
+    assert capsys.readouterr().err.startswith("crucible: unknown query 'q-typo'")
+    assert Store.open(db).qrels_rows(sources=["human"]) == []
+    assert main(["qrels", "override", "q-typo", "d1", "1", "--doc", "--force", "--by", "ann", "--db", str(db)]) == 0
     captured = capsys.readouterr()
     assert "q-typo doc:d1: effective grade unjudged -> 1 (human)" in captured.out
-    assert "warning: query 'q-typo' is neither in the latest run nor in the ledger" in captured.err
+    assert "warning: unknown query 'q-typo'" in captured.err and "judged anyway (--force)" in captured.err
     assert [r["grade"] for r in Store.open(db).qrels_rows(sources=["human"])] == [1]
 
 

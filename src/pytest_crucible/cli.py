@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Sequence
 
-from .defaults import DEFAULT_DB, DEFAULT_SEED, KINDS
+from .defaults import DEFAULT_DB, DEFAULT_SEED, KINDS, MIN_PAIRS
 
 # Exit codes: 0 done, 1 a failed gate (a significant regression, a missed floor), 2 a usage
 # error (argparse's own, or bad input: one line saying what is wrong, then a HINT line),
@@ -221,15 +221,18 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
     return 0
 
 
-def _gate_settings(args: argparse.Namespace, baseline: str | None):
-    """The gate's settings from compare/report flags: the same GateSettings the plugin builds."""
+def _gate_settings(args: argparse.Namespace, baseline: str | None, k: int | None = None):
+    """The gate's settings from compare/report flags: the same GateSettings the plugin builds
+    (``k``: the candidate's retrievalLimit, for metric names as the terminal shows them)."""
     from .gate import GateSettings, parse_floors, parse_metric_list
 
-    return GateSettings(baseline=baseline, gate=parse_metric_list(getattr(args, "gate", None)),
-                        floors=parse_floors(getattr(args, "fail_under", None) or [], "--fail-under"),
-                        multiple=getattr(args, "multiple", "none"), seed=getattr(args, "seed", DEFAULT_SEED),
-                        allow_incomplete=getattr(args, "allow_incomplete", False),
-                        metrics=parse_metric_list(getattr(args, "metrics", None)))
+    if args.min_pairs < 2:
+        raise ValueError(f"--min-pairs {args.min_pairs}: a paired test needs at least 2 pairs\nHINT: leave it out (default {MIN_PAIRS})")
+    return GateSettings(baseline=baseline, gate=parse_metric_list(args.gate, "--gate", k),
+                        floors=parse_floors(args.fail_under or [], "--fail-under", k),
+                        multiple=args.multiple, seed=args.seed, allow_incomplete=args.allow_incomplete,
+                        metrics=parse_metric_list(getattr(args, "metrics", None), "--metrics", k), min_pairs=args.min_pairs,
+                        rescore=args.rescore)
 
 
 def _read_run(store, args: argparse.Namespace, ref: str, **options):
@@ -243,11 +246,11 @@ def _read_run(store, args: argparse.Namespace, ref: str, **options):
 
 def _cmd_compare(args: argparse.Namespace) -> int:
     from .facets import items_in_facet, parse_facet
-    from .gate import decide
+    from .gate import decide_stored
     from .report.views import gate_lines
 
     try:
-        settings = _gate_settings(args, args.a)
+        _gate_settings(args, args.a)  # bad flags are a usage error before any file is read
     except ValueError as exc:
         print(f"crucible: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -263,12 +266,17 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             print(f"crucible: {exc}", file=sys.stderr)
             return EXIT_USAGE
     store = _open_store(args)
-    a, b = (_read_run(store, args, ref, golden=bool(args.facet)) for ref in (args.a, args.b))
+    a, b = (_read_run(store, args, ref, golden=True, rankings=args.rescore) for ref in (args.a, args.b))
     if args.facet:
         # An item is in the facet when the baseline's version of it is (items are paired by id).
         keep = items_in_facet(a.golden or b.golden, facet, value)
         a, b = a.restricted(keep), b.restricted(keep)
-    result = decide(b, a, settings)
+    try:  # metric names as the terminal shows them (recall@10) are read against the candidate's K
+        settings = _gate_settings(args, args.a, b.resolved.get("retrievalLimit"))
+    except ValueError as exc:
+        print(f"crucible: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    result = decide_stored(store, b, a, settings)
     if args.json:
         document = result.comparison.to_json() if result.comparison is not None else {"a": a.run_id, "b": b.run_id}
         document["gate"] = result.to_json()
@@ -300,15 +308,22 @@ def _cmd_export(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     from .report.html import render_report, write_report
 
+    if args.against:
+        try:
+            settings = _gate_settings(args, args.against)
+        except ValueError as exc:
+            print(f"crucible: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     store = _open_store(args)
     run_id = _resolve_run(store, args, args.run)
     gate = None
     if args.against:
-        from .gate import decide
+        from .gate import decide_stored
         from .runs import load_run
 
         # The verdict `crucible compare AGAINST RUN` gives, decided once and handed to the page.
-        gate = decide(load_run(store, run_id), _read_run(store, args, args.against, exclude=run_id), _gate_settings(args, args.against))
+        gate = decide_stored(store, load_run(store, run_id, golden=True, rankings=args.rescore),
+                             _read_run(store, args, args.against, exclude=run_id, golden=True, rankings=args.rescore), settings)
     html = render_report(store, run_id, gate=gate)
     # A refusal is the one verdict that fails this command: the page says why nothing was compared.
     code = EXIT_REFUSED if gate is not None and gate.verdict == "refused" else EXIT_OK
@@ -422,6 +437,33 @@ def _describe(judgments: dict, unit: str, doc_id: str | None) -> str:
     return "unjudged"
 
 
+def _unknown_judgment_target(store, query: str, unit: str, *, doc: bool) -> tuple[str, str, str] | None:
+    """(problem, did-you-mean, hint) when the database knows nothing of ``query`` (no run's golden
+    item, no judgment) or of ``unit`` for it (never retrieved for it, cited by none of its golden
+    items, never judged); None when both are known. The ledger is append-only: a typo judged once
+    stays there forever."""
+    from difflib import get_close_matches
+
+    def did_you_mean(word: str, known: Sequence[str]) -> str:
+        close = [repr(name) for name in get_close_matches(word, known, n=3)]
+        return f"; did you mean {', '.join(close[:-1]) + ' or ' if close[:-1] else ''}{close[-1]}?" if close else ""
+
+    force = "or pass --force to judge it anyway (the ledger is append-only: a judgment stays forever)"
+    queries = store.known_query_ids()
+    if query not in queries:
+        return (f"unknown query {query!r}: no run of {store.path} has a golden item with this id and no judgment names it",
+                did_you_mean(query, queries), f"check the id against your golden set, {force}")
+    kind, prefix = ("document", "doc:") if doc else ("chunk", "chunk:")
+    if prefix + unit in (units := store.known_units(query)):
+        return None
+    known = sorted(name[len(prefix):] for name in units if name.startswith(prefix))
+    suggestion = did_you_mean(unit, known)
+    if not suggestion and known:
+        suggestion = f"; its known {kind}s: {', '.join(known[:5])}" + (f" and {len(known) - 5} more" if len(known) > 5 else "")
+    return (f"unknown {kind} {unit!r} for query {query!r}: no run retrieved it for this item, no golden citation names it "
+            "and no judgment does", suggestion, f"check the {kind} id{'' if doc else ' (with --doc it is a document id)'}, {force}")
+
+
 def _cmd_qrels_override(args: argparse.Namespace) -> int:
     from .qrels import unit_key
     from .qrels_io import QrelsFormatError, grade_problem, parse_grade
@@ -433,12 +475,16 @@ def _cmd_qrels_override(args: argparse.Namespace) -> int:
     if not args.by.strip():
         raise QrelsFormatError(None, None, "--by", "a human judgment needs the name of who made it", "pass --by NAME")
     store = _open_store(args)
+    unknown = _unknown_judgment_target(store, args.query, args.unit, doc=args.doc)
+    if unknown and not args.force:
+        problem, suggestion, hint = unknown
+        print(f"crucible: {problem}{suggestion}\nHINT: {hint}", file=sys.stderr)
+        return EXIT_USAGE
+    if unknown:
+        print(f"crucible: warning: {unknown[0]}; judged anyway (--force)", file=sys.stderr)
     chunk_id, doc_id = (None, args.unit) if args.doc else (args.unit, _chunk_docs(store).get(args.unit))
     unit = f"doc:{doc_id}" if args.doc else f"chunk:{chunk_id}"
-    before, known = _query_judgments(store, args.query, _workspace(args, store))
-    if not known:
-        print(f"crucible: warning: query {args.query!r} is neither in the latest run nor in the ledger; is the id right?",
-              file=sys.stderr)
+    before, _ = _query_judgments(store, args.query, _workspace(args, store))
     store.append_qrels([{"query_id": args.query, "chunk_id": chunk_id, "doc_id": doc_id, "grade": grade,
                          "source": "human", "created_by": args.by, "note": args.note}])
     after, _ = _query_judgments(store, args.query, _workspace(args, store))
@@ -672,6 +718,12 @@ def add_gate_flags(cmd: argparse.ArgumentParser) -> None:
                      help="metrics whose significant regression fails the gate (default every compared one, as --crucible-gate)")
     cmd.add_argument("--fail-under", dest="fail_under", action="append", default=[], metavar="METRIC=VALUE",
                      help="absolute floor on the candidate's mean, e.g. ndcgAt10=0.6 (repeatable, as --crucible-fail-under)")
+    cmd.add_argument("--min-pairs", dest="min_pairs", type=int, default=MIN_PAIRS, metavar="N",
+                     help=f"fewest pairs a gated metric needs; with fewer the gate refuses, exit 3 (default {MIN_PAIRS}, "
+                          "as ini crucible_min_pairs)")
+    cmd.add_argument("--rescore", action="store_true",
+                     help="score both runs' retrieval metrics from their stored rankings against today's relevance "
+                          "grades, so a judgment added between the runs does not move the ruler (as --crucible-rescore)")
     cmd.add_argument("--allow-incomplete", dest="allow_incomplete", action="store_true",
                      help="compare an incomplete or interrupted run on the items it has instead of refusing "
                           "(as --crucible-allow-incomplete)")
@@ -702,7 +754,10 @@ def build_parser() -> argparse.ArgumentParser:
     trec.set_defaults(func=_cmd_trec_eval)
 
     def with_db(cmd: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        cmd.add_argument("--db", default=DEFAULT_DB, help=f"SQLite results file (default {DEFAULT_DB})")
+        cmd.add_argument("--db", default=None, metavar="PATH",
+                         help=f"SQLite results file (default: the one the plugin writes: ini crucible_db, else {DEFAULT_DB}, "
+                              "under pytest's rootdir, the nearest directory up from here whose pytest.ini, pyproject.toml, "
+                              f"tox.ini or setup.cfg configures pytest; without one, {DEFAULT_DB} here)")
         return cmd
 
     runs = with_db(sub.add_parser("runs", help="list the runs of the current workspace (--all-workspaces: of every one)"))
@@ -817,6 +872,10 @@ def build_parser() -> argparse.ArgumentParser:
     q_override.add_argument("--by", required=True, metavar="NAME", help="who makes this judgment")
     q_override.add_argument("--note", default=None, metavar="TEXT", help="why")
     q_override.add_argument("--doc", action="store_true", help="CHUNK is a document id: judge the whole document")
+    q_override.add_argument("--force", action="store_true",
+                            help="judge a query or unit the database does not know (no run's golden item, never retrieved "
+                                 "for the item, not cited, never judged); without it such a typo is refused, since the "
+                                 "append-only ledger would keep it forever")
     q_override.set_defaults(func=_cmd_qrels_override)
 
     q_agreement = with_db(qrels_sub.add_parser("agreement", help="Cohen's kappa between llm and human judgments"))
@@ -870,6 +929,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .store import StoreError
 
     args = build_parser().parse_args(argv)
+    if "db" in vars(args) and args.db is None:
+        from .workspace import default_db
+
+        args.db = str(default_db())  # the project's database, found from the current directory
     try:
         return args.func(args)
     except (StoreError, QrelsFormatError) as exc:

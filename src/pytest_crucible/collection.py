@@ -26,6 +26,82 @@ def display_path(config: pytest.Config, path: Path) -> str:
         return str(path)
 
 
+# -- golden files that match no pattern ------------------------------------------------------
+# Files pytest walked past (only where it was pointed: its args or testpaths, never hidden dirs or
+# virtualenvs) whose names look like golden files but match no crucible_golden_files pattern.
+_NEAR_MISSES_KEY = pytest.StashKey[list]()
+_GOLDEN_SEEN_KEY = pytest.StashKey[bool]()
+NEAR_MISS_CAP = 20
+NEAR_MISS_SHOWN = 5
+GOLDEN_LIKE_SUFFIXES = (".jsonl", ".json", ".yaml", ".yml")
+
+
+_ARG_PATHS_KEY = pytest.StashKey[tuple]()
+
+
+def _asked_for(config: pytest.Config, path: Path) -> bool:
+    """Is ``path`` under a path pytest was pointed at? (pytest also walks the directories above an
+    argument, and offers their files to pytest_collect_file before it filters them out.)"""
+    if _ARG_PATHS_KEY not in config.stash:
+        base = config.invocation_params.dir
+        config.stash[_ARG_PATHS_KEY] = tuple((base / str(arg).split("::")[0]).resolve() for arg in config.args)
+    path = path.resolve()
+    return any(path == arg or arg in path.parents for arg in config.stash[_ARG_PATHS_KEY])
+
+
+def note_golden_source(config: pytest.Config, path: Path | None = None) -> None:
+    """A golden file matched a pattern (where pytest was pointed), or a test uses @crucible.golden:
+    no near-miss warning."""
+    if path is None or _asked_for(config, path):
+        config.stash[_GOLDEN_SEEN_KEY] = True
+
+
+def note_unmatched_file(config: pytest.Config, path: Path) -> None:
+    """pytest_collect_file saw a file no golden pattern matched: keep it if its name looks golden (capped)."""
+    name = path.name.lower()
+    if "golden" in name and name.endswith(GOLDEN_LIKE_SUFFIXES) and _asked_for(config, path):
+        near = config.stash.setdefault(_NEAR_MISSES_KEY, [])
+        if len(near) < NEAR_MISS_CAP:
+            near.append(path)
+
+
+def near_miss_lines(config: pytest.Config) -> list[str]:
+    """The warning when no golden file matched while files named like golden files were collected past."""
+    import fnmatch
+    import re
+
+    near = config.stash.get(_NEAR_MISSES_KEY, [])
+    if not near or config.stash.get(_GOLDEN_SEEN_KEY, False):
+        return []
+    patterns = list(config.getini("crucible_golden_files"))
+    shown = [display_path(config, path) for path in near[:NEAR_MISS_SHOWN]]
+    more = f" (+{len(near) - NEAR_MISS_SHOWN} more)" if len(near) > NEAR_MISS_SHOWN else ""
+    suggested: list[str] = []
+    rename = None
+    for path in near:
+        name = path.name
+        start = name.lower().index("golden")
+        suffix = next(s for s in GOLDEN_LIKE_SUFFIXES if name.lower().endswith(s))
+        word = name[start:start + len("golden")]
+        before, after = name[:start], name[start + len("golden"):len(name) - len(suffix)]
+        pattern = (f"{word}{after[:1]}*{suffix}" if not before and after else f"*{before[-1:]}{word}{suffix}" if before and not after
+                   else f"*{word}*{suffix}")
+        if pattern not in suggested and pattern not in patterns:
+            suggested.append(pattern)
+        if rename is None and suffix == ".jsonl":
+            rest = re.sub(r"[-_. ]*golden[-_. ]*", "_", name[:-len(suffix)], flags=re.IGNORECASE).strip("_") or "set"
+            candidate = f"golden_{rest}.jsonl"
+            if any(fnmatch.fnmatch(candidate, p) for p in patterns):
+                rename = f"{name} -> {candidate}"
+    example = f" (e.g. {rename})" if rename else ""
+    return [
+        f"WARNING no golden items collected: {len(near)}{'+' if len(near) >= NEAR_MISS_CAP else ''} file(s) look like golden "
+        f"files but match no crucible_golden_files pattern ({', '.join(patterns) or 'none set'}): {', '.join(shown)}{more}",
+        f"HINT: rename them to match a pattern{example}, or set the patterns in your pytest configuration: "
+        f"crucible_golden_files = {' '.join(patterns + suggested)}",
+    ]
+
+
 class GoldenFile(pytest.File):
     """A golden file: one test per item, in file order."""
 
@@ -37,12 +113,29 @@ class GoldenFile(pytest.File):
         except GoldenFileError as exc:
             raise self.CollectError(str(exc)) from None
         include_drafts = self.config.stash[SESSION_KEY].settings.include_drafts
+        shown = display_path(self.config, self.path)
         for golden in items:
+            claim_item_id(self.config, golden, shown, self.CollectError)
             test = GoldenItemTest.from_parent(self, name=golden.id, callobj=golden_file_test)
             test.stash[GOLDEN_ITEM_KEY] = golden
             if golden.status == "draft" and not include_drafts:
                 test.add_marker(pytest.mark.skip(reason=DRAFT_REASON))
             yield test
+
+
+# Item ids seen so far in this session -> where ("file:line"): ids are the pairing key of every comparison.
+_SEEN_IDS_KEY = pytest.StashKey[dict]()
+
+
+def claim_item_id(config: pytest.Config, golden: "GoldenItem", shown: str, error: type[Exception]) -> None:
+    """Refuse a golden item id already collected from another place: the store keeps one result per id,
+    so the second would silently replace the first."""
+    seen = config.stash.setdefault(_SEEN_IDS_KEY, {})
+    here = f"{shown}:{golden.line}"
+    if seen.setdefault(golden.id, here) != here:
+        raise error(f"{here}: field 'id': duplicate id '{golden.id}' (also at {seen[golden.id]})\n"
+                    "HINT: golden item ids must be unique across every golden file and @crucible.golden marker of the "
+                    "session: they pair items between runs")
 
 
 class GoldenItemTest(pytest.Function):
@@ -109,6 +202,7 @@ def marker_params(metafunc: pytest.Metafunc, marker: pytest.Mark, include_drafts
                 if golden.id in seen:
                     raise GoldenFileError(shown, golden.line, "id", f"duplicate id '{golden.id}' (also in {seen[golden.id]})", "ids must be unique across the files of one marker.")
                 seen[golden.id] = shown
+                claim_item_id(metafunc.config, golden, shown, pytest.Collector.CollectError)
                 marks = [pytest.mark.skip(reason=DRAFT_REASON)] if golden.status == "draft" and not include_drafts else []
                 params.append(pytest.param(golden, id=golden.id, marks=marks))
     except GoldenFileError as exc:

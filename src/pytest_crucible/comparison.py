@@ -13,6 +13,7 @@ verdict on a comparison (floors, refusals, exit code) is decided in :mod:`pytest
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -68,6 +69,8 @@ class Comparison:
     config_changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     multiple: str = "none"
+    # Every item of either run left out of the pairs, and why: {"id", "run", "reason"}.
+    excluded: list[dict[str, str]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The spec's compare shape, plus power, verdicts and the config difference beside it."""
@@ -88,6 +91,7 @@ class Comparison:
             "multiple": self.multiple,
             "configChanges": {key: {"a": old, "b": new} for key, (old, new) in self.config_changes.items()},
             "warnings": list(self.warnings),
+            "excluded": [dict(entry) for entry in self.excluded],
         }
 
 
@@ -114,7 +118,9 @@ def compare_run_data(
     alpha: float = ALPHA,
 ) -> Comparison:
     check_comparable(a, b)
-    shared = sorted(set(a.item_ids) & set(b.item_ids))
+    excluded = excluded_items(a, b)
+    left_out = {entry["id"] for entry in excluded}
+    shared = sorted((set(a.item_ids) & set(b.item_ids)) - left_out)
     shared_set = set(shared)
     names = ordered_metrics(set(a.metrics) | set(b.metrics)) if metrics is None else list(metrics)
     results: dict[str, MetricComparison] = {}
@@ -159,11 +165,36 @@ def compare_run_data(
             f"{len(changes)} config keys changed ({', '.join(changes)}): isolate one variable, "
             "or a significant difference cannot say which change caused it"
         )
-    missing = len(set(a.item_ids) ^ set(b.item_ids))
-    if missing:
-        warnings.append(f"{missing} item(s) ran in only one of the two runs and are not compared")
     return Comparison(a=a.run_id, b=b.run_id, paired_items=len(shared), seed=seed, metrics=results,
-                      config_changes=changes, warnings=warnings, multiple=multiple)
+                      config_changes=changes, warnings=warnings, multiple=multiple, excluded=excluded)
+
+
+def excluded_items(a: RunData, b: RunData) -> list[dict[str, str]]:
+    """Every item of either run that cannot be a pair, with the reason: it errored in a run, ran in only
+    one of them, changed kind, or has no metric value in a run. Nothing leaves the pairs silently."""
+    excluded = []
+    for item in sorted(set(a.item_ids) | set(b.item_ids)):
+        reasons = []
+        for side, run, other in (("A", a, b), ("B", b, a)):
+            if item not in run.item_ids:
+                kind = other.kinds.get(item)
+                selected = run.run.get("kinds")
+                if isinstance(selected, str):
+                    selected = json.loads(selected)
+                why = f" (kind {kind} not selected)" if kind and selected and kind not in selected else ""
+                reasons.append((side, f"missing from {side}{why}"))
+            elif item in run.errored:
+                first = str(run.errored[item]).splitlines()[0] if run.errored[item] else ""
+                reasons.append((side, f"errored in {side}: {first[:120]}"))
+        if not reasons and a.kinds.get(item, "retrieval") != b.kinds.get(item, "retrieval"):
+            reasons.append(("A", f"different kind ({a.kinds.get(item)} in A, {b.kinds.get(item)} in B)"))
+        if not reasons:
+            for side, run in (("A", a), ("B", b)):
+                if not any(item in values for values in run.metrics.values()):
+                    reasons.append((side, f"no metric value in {side}"))
+        for side, reason in reasons[:1]:
+            excluded.append({"id": item, "run": (a if side == "A" else b).run_id, "reason": reason})
+    return excluded
 
 
 def _compare_aurc(a: RunData, b: RunData, shared: list[str], **options: Any) -> MetricComparison:

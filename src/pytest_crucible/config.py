@@ -266,3 +266,25 @@ def unread_changed_keys(resolved: Mapping[str, Any], reads: set[str]) -> list[st
         for key, value in changed_keys(resolved).items()
         if key not in reads
     ]
+
+
+def unread_key_message(key: str) -> str:
+    """The CrucibleWarning's text for one unread key (``key=value``, as :func:`unread_changed_keys` gives it)."""
+    return f"config key {key} was never read by the pipeline: is the config applied?"
+
+
+def unread_keys_error(keys: list[str], why: str, config_path: str | None) -> str:
+    """The usage error when unread keys fail the session (``why``: what made them an error), with its HINT."""
+    where = f"remove it from {config_path}" if config_path else "remove it from the config file"
+    return (f"ERROR config key{'s' if len(keys) != 1 else ''} never read by the pipeline ({why}): {', '.join(keys)}\n"
+            f"HINT: make the pipeline apply each key (read it from its config argument), or {where}")
+
+
+def key_line(path: str | None, key: str) -> int:
+    """The 1-based line of the config file where an unread key (``a.b=value``) is written (1: not found)."""
+    name = json.dumps(key.split("=", 1)[0].rsplit(".", 1)[-1])
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines() if path else []
+    except (OSError, ValueError):
+        lines = []
+    return next((number for number, line in enumerate(lines, 1) if name in line), 1)

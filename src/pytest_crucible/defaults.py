@@ -7,8 +7,14 @@ from __future__ import annotations
 # The seed of the bootstrap and the permutation test when none is given (plugin, CLI, API).
 DEFAULT_SEED = 1337
 
-# The results database, relative to the rootdir (plugin) or the working directory (CLI).
+# The results database, relative to the rootdir (plugin; the CLI finds the same directory from the
+# working directory, workspace.default_db, and falls back to the working directory itself).
 DEFAULT_DB = ".crucible/crucible.db"
 
 # Golden item kinds (the golden schema's ``kind`` field, --crucible-kind, crucible compare --kind).
 KINDS = ("retrieval", "aggregation", "adversarial")
+
+# The fewest pairs a gated metric needs: with n pairs the smallest two-sided sign-flip p-value is
+# 2 / 2**n, which is below 0.05 only from n = 6 (stats.min_pairs_for_alpha(0.05); a test keeps them
+# equal). With fewer pairs the gate is blind, so it refuses instead of passing.
+MIN_PAIRS = 6

@@ -15,11 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .defaults import DEFAULT_SEED
+from .defaults import DEFAULT_SEED, MIN_PAIRS
 from .runs import COMPLETE, RunData
 
 if TYPE_CHECKING:
     from .comparison import Comparison
+    from .store import Store
 
 PASSED, FAILED, REFUSED, SKIPPED = "passed", "failed", "refused", "skipped"
 # The exit code of each verdict, the same for pytest and for `crucible compare`: 1 is a regression or a
@@ -28,6 +29,7 @@ EXIT_CODES = {PASSED: 0, FAILED: 1, REFUSED: 3, SKIPPED: 0}
 
 ALLOW_HINT = "pass --crucible-allow-incomplete (crucible compare --allow-incomplete) to compare the items it has"
 _WHY_NOT_COMPLETE = {
+    "failed": "no item was scored: every pipeline call errored",
     "incomplete": "some of its items have no judge-based metrics",
     "interrupted": "it stopped part way",
     "running": "it has not finished",
@@ -45,6 +47,8 @@ class GateSettings:
     seed: int = DEFAULT_SEED
     allow_incomplete: bool = False
     metrics: tuple[str, ...] | None = None  # compare only these metrics (crucible compare --metrics)
+    min_pairs: int = MIN_PAIRS  # a gated metric with fewer pairs refuses the gate (it could not see a regression)
+    rescore: bool = False  # score both runs' retrieval against today's grades (see ruler.py)
 
     @property
     def active(self) -> bool:
@@ -98,14 +102,24 @@ class GateResult:
         }
 
 
-def parse_metric_list(value: str | None) -> tuple[str, ...] | None:
-    """``ndcgAt10, mrr`` -> ("ndcgAt10", "mrr"); None or empty: every metric."""
-    names = tuple(filter(None, (name.strip() for name in (value or "").split(","))))
-    return names or None
+def parse_metric_list(value: str | None, option: str = "--crucible-gate", k: int | None = None) -> tuple[str, ...] | None:
+    """``ndcg@10, mrr`` -> ("ndcgAt10", "mrr"): stored names or the names the terminal shows (``k``: the
+    run's retrievalLimit); None or empty: every metric. ValueError with a did-you-mean for an unknown name."""
+    from .metrics import resolve_metric
+
+    names = []
+    for name in filter(None, (name.strip() for name in (value or "").split(","))):
+        try:
+            names.append(resolve_metric(name, k))
+        except ValueError as exc:
+            raise ValueError(f"{option}: {exc}") from None
+    return tuple(dict.fromkeys(names)) or None
 
 
-def parse_floors(values: list[str], option: str) -> tuple[tuple[str, float], ...]:
-    """``["ndcgAt10=0.6", "mrr=0.5,recallAtK=0.7"]`` -> ((metric, floor), ...); ValueError with a HINT."""
+def parse_floors(values: list[str], option: str, k: int | None = None) -> tuple[tuple[str, float], ...]:
+    """``["ndcgAt10=0.6", "recall@10=0.7"]`` -> ((metric, floor), ...); ValueError with a HINT."""
+    from .metrics import resolve_metric
+
     floors = []
     for value in values:
         for part in filter(None, (p.strip() for p in value.split(","))):
@@ -113,9 +127,13 @@ def parse_floors(values: list[str], option: str) -> tuple[tuple[str, float], ...
             try:
                 if not sep or not name.strip():
                     raise ValueError
-                floors.append((name.strip(), float(number)))
+                floor = float(number)
             except ValueError:
                 raise ValueError(f"{option} {part!r}: expected METRIC=VALUE\nHINT: e.g. {option} ndcgAt10=0.6") from None
+            try:
+                floors.append((resolve_metric(name, k), floor))
+            except ValueError as exc:
+                raise ValueError(f"{option} {part!r}: {exc}") from None
     return tuple(floors)
 
 
@@ -140,10 +158,37 @@ def baseline_refusal(baseline: RunData) -> str | None:
             f"HINT: pick a complete run (`crucible runs`), or {ALLOW_HINT}")
 
 
+def _blind_gate(comparison: "Comparison", blind: list[str], settings: GateSettings) -> str | None:
+    """Why the gate cannot see a regression: a gated metric (or, when none was named, every metric)
+    has fewer pairs than ``min_pairs`` (None: the gate can see)."""
+    if not blind:
+        return None
+    counts = ", ".join(f"{name} {comparison.metrics[name].n}" if name in comparison.metrics else name
+                       for name in blind[:6]) + (", ..." if len(blind) > 6 else "")
+    left_out = len(comparison.excluded)
+    what = f"a gated metric has fewer than {settings.min_pairs} pairs" if settings.gate else f"no metric has {settings.min_pairs} pairs"
+    return (f"{what} ({counts}; {comparison.paired_items} paired items, "
+            f"{left_out} left out): with so few pairs no regression can be significant, so the gate cannot pass\n"
+            f"HINT: see why items were left out (errored, missing from a run); fix the pipeline or compare runs "
+            f"that share more items; crucible_min_pairs sets the minimum ({MIN_PAIRS} is the fewest for p < 0.05)")
+
+
 def skipped(reason: str, settings: GateSettings) -> GateResult:
     """A gate that did not look at the run (an interrupted session: pytest's own exit code stands)."""
     return GateResult(SKIPPED, refusal=reason, has_baseline=bool(settings.baseline), has_floors=bool(settings.floors),
                       baseline_ref=settings.baseline)
+
+
+def decide_stored(store: "Store | None", current: RunData, baseline: RunData | None, settings: GateSettings) -> GateResult:
+    """:func:`decide` after the ruler check (``ruler.prepare_pair``): the entry point of every surface
+    that has a store (the session, the CLI, the HTTP API). The runs carry their golden items
+    (and their rankings when ``settings.rescore``)."""
+    notes: list[str] = []
+    if baseline is not None:
+        from .ruler import prepare_pair
+
+        current, baseline, notes = prepare_pair(store, current, baseline, rescore=settings.rescore)
+    return decide(current, baseline, settings, notes)
 
 
 def unreadable_baseline(reason: str, settings: GateSettings) -> GateResult:
@@ -151,12 +196,14 @@ def unreadable_baseline(reason: str, settings: GateSettings) -> GateResult:
     return GateResult(REFUSED, refusal=reason, has_baseline=True, has_floors=bool(settings.floors), baseline_ref=settings.baseline)
 
 
-def decide(current: RunData, baseline: RunData | None, settings: GateSettings) -> GateResult:
-    """The verdict on ``current`` (the candidate) against ``baseline`` (None: floors only)."""
+def decide(current: RunData, baseline: RunData | None, settings: GateSettings, notes: list[str] = ()) -> GateResult:
+    """The verdict on ``current`` (the candidate) against ``baseline`` (None: floors only). ``notes``:
+    what the caller learnt preparing the pair (``ruler.prepare_pair``), shown with the verdict."""
     from .comparison import ComparisonRefused, compare_run_data, floor_failures, regression_reasons
 
     result = GateResult(PASSED, has_baseline=baseline is not None, has_floors=bool(settings.floors), gated=settings.gate,
                         baseline=baseline, baseline_ref=settings.baseline)
+    result.warnings.extend(notes)
     state = not_complete(current)
     if state is not None:
         if not settings.allow_incomplete:
@@ -178,8 +225,19 @@ def decide(current: RunData, baseline: RunData | None, settings: GateSettings) -
             result.verdict, result.refusal = REFUSED, str(exc)
             return result
         result.comparison = comparison
-        gated = set(settings.gate) if settings.gate else set(comparison.metrics)
-        result.failures.extend(f"gated metric {name} was not measured in either run" for name in sorted(gated - set(comparison.metrics)))
+        measured = comparison.metrics
+        if settings.gate:
+            gated = set(settings.gate)
+            blind = [name for name in measured if name in gated and measured[name].n < settings.min_pairs]
+        else:  # every metric with enough pairs to be tested; the others are shown, not gated
+            gated = {name for name, m in measured.items() if m.n >= settings.min_pairs}
+            blind = [] if gated else list(measured) or ["(no metric measured in both runs)"]
+        refusal = _blind_gate(comparison, blind, settings)
+        if refusal:
+            result.verdict, result.refusal = REFUSED, refusal
+            return result
+        result.gated = tuple(name for name in measured if name in gated) + tuple(sorted(gated - set(measured)))
+        result.failures.extend(f"gated metric {name} was not measured in either run" for name in sorted(gated - set(measured)))
         result.failures.extend(regression_reasons(comparison, gated))
     result.failures.extend(floor_failures(current.means(), dict(settings.floors)))
     if result.failures:

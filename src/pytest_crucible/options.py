@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .defaults import DEFAULT_DB, DEFAULT_SEED, KINDS
+from .defaults import DEFAULT_DB, DEFAULT_SEED, KINDS, MIN_PAIRS
 
 if TYPE_CHECKING:
     from .settings import Settings
@@ -42,6 +42,9 @@ def add_options(parser: pytest.Parser) -> None:
                     help="Correction across the gated metrics' p-values (default none).")
     group.addoption("--crucible-seed", dest="crucible_seed", type=int, default=DEFAULT_SEED, metavar="N",
                     help=f"Seed of the bootstrap and permutation test (default {DEFAULT_SEED}).")
+    group.addoption("--crucible-rescore", dest="crucible_rescore", action="store_true", default=False,
+                    help="Score this run's and the baseline's retrieval metrics from their stored rankings against today's "
+                         "relevance grades, so a judgment added between the runs does not move the ruler.")
     group.addoption("--crucible-allow-incomplete", dest="crucible_allow_incomplete", action="store_true", default=False,
                     help="Let the gate compare an incomplete or interrupted run (this one or the baseline) on the items "
                          "it has, instead of refusing.")
@@ -82,7 +85,13 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("crucible_db", default="", help=f"SQLite results file, relative to the rootdir (default {DEFAULT_DB}).")
     parser.addini("crucible_config", default="", help="Default pipeline config file, relative to the rootdir.")
     parser.addini("crucible_mode", default="system", help="system or component.")
+    parser.addini("crucible_min_pairs", default=str(MIN_PAIRS),
+                  help=f"Fewest pairs a gated metric needs; with fewer the gate refuses (exit 3) instead of passing "
+                       f"(default {MIN_PAIRS}: the fewest with which a sign-flip test can reach p < 0.05).")
     parser.addini("crucible_outcome", default="strict", help="strict or record: when an item fails.")
+    parser.addini("crucible_strict_config", type="bool", default=False,
+                  help="true: a changed config key the pipeline never read fails the session (exit 4, usage error) "
+                       "instead of a CrucibleWarning.")
 
 
 def _choice(config: pytest.Config, option: str, ini: str, allowed: tuple[str, ...]) -> str:
@@ -128,7 +137,8 @@ def build_settings(config: pytest.Config) -> "Settings":
         workspace=_workspace(config),
         labels=_labels(config, params, resolved),
         kinds=_kinds(config),
-        gate=_gate_settings(config, db_path.absolute()),
+        strict_config=bool(config.getini("crucible_strict_config")),
+        gate=_gate_settings(config, db_path.absolute(), int(resolved["retrievalLimit"])),
     )
     if settings.mode == "system" and settings.judge == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
         raise pytest.UsageError(
@@ -200,22 +210,29 @@ def _run_id_option(config: pytest.Config, db_path: Path) -> str | None:
     return run_id
 
 
-def _gate_settings(config: pytest.Config, db_path: Path):
+def _gate_settings(config: pytest.Config, db_path: Path, k: int):
     """The gate options, with the baseline checked before any test runs (and before any judge call is paid for)."""
     from .gate import GateSettings, baseline_refusal, parse_floors, parse_metric_list
 
     baseline = config.getoption("crucible_baseline")
     try:
-        floors = parse_floors(config.getoption("crucible_fail_under"), "--crucible-fail-under")
+        floors = parse_floors(config.getoption("crucible_fail_under"), "--crucible-fail-under", k)
+        gate = parse_metric_list(config.getoption("crucible_gate"), "--crucible-gate", k)
+        min_pairs = int(config.getini("crucible_min_pairs") or MIN_PAIRS)
+        if min_pairs < 2:
+            raise ValueError(f"ini option crucible_min_pairs = {min_pairs}: a paired test needs at least 2 pairs\n"
+                             f"HINT: leave it out (default {MIN_PAIRS}, the fewest with which p < 0.05 is possible)")
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
     settings = GateSettings(
         baseline=baseline,
-        gate=parse_metric_list(config.getoption("crucible_gate")),
+        gate=gate,
+        min_pairs=min_pairs,
         floors=floors,
         multiple=config.getoption("crucible_multiple"),
         seed=config.getoption("crucible_seed"),
         allow_incomplete=bool(config.getoption("crucible_allow_incomplete")),
+        rescore=bool(config.getoption("crucible_rescore")),
     )
     if baseline and not hasattr(config, "workerinput"):
         from .runs import is_export_path, read_run

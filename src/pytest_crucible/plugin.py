@@ -19,8 +19,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .collection import GOLDEN_ITEM_KEY, SESSION_KEY, GoldenFile, deselect_kinds, golden_of, marker_params
+from .collection import (GOLDEN_ITEM_KEY, SESSION_KEY, GoldenFile, deselect_kinds, golden_of, marker_params, near_miss_lines,
+                         note_golden_source, note_unmatched_file)
 from .options import add_options, build_settings
+from .report.junit import report_to_junit
+from .warning import warn
 
 if TYPE_CHECKING:
     from .evaluation.scoring import ItemScore
@@ -28,6 +31,8 @@ if TYPE_CHECKING:
 
 REQUEST_KEY = pytest.StashKey[pytest.FixtureRequest]()
 SCORE_KEY = pytest.StashKey["ItemScore"]()
+# A usage error found while tests run (no pipeline fixture, a pipeline with the wrong signature).
+USAGE_ERROR_KEY = pytest.StashKey[str]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -64,7 +69,9 @@ def _crucible(config: pytest.Config) -> "CrucibleSession":
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     patterns = parent.config.getini("crucible_golden_files")
     if any(fnmatch.fnmatch(file_path.name, pattern) for pattern in patterns):
+        note_golden_source(parent.config, file_path)
         return GoldenFile.from_parent(parent, path=file_path)
+    note_unmatched_file(parent.config, file_path)
     return None
 
 
@@ -101,14 +108,17 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 def pytest_collection_finish(session: pytest.Session) -> None:
     # The final selection (after -k, -m and --crucible-kind): the prefetcher calls ahead along it.
     crucible = session.config.stash.get(SESSION_KEY, None)
-    if crucible is not None and crucible.settings.concurrency > 1:
-        crucible.set_run_order([(item.nodeid, golden) for item in session.items
-                                if (golden := golden_of(item)) is not None and item.get_closest_marker("skip") is None])
+    if crucible is None:
+        return
+    golden = [(item, golden) for item in session.items if (golden := golden_of(item)) is not None]
+    run = [(item.nodeid, golden) for item, golden in golden if item.get_closest_marker("skip") is None]
+    crucible.plan(run, skipped=len(golden) - len(run))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker("crucible_golden")
     if marker is not None:
+        note_golden_source(metafunc.config)
         include_drafts = _crucible(metafunc.config).settings.include_drafts
         metafunc.parametrize("golden_item", marker_params(metafunc, marker, include_drafts), indirect=True)
 
@@ -127,6 +137,7 @@ def golden_item(request: pytest.FixtureRequest):
 def pytest_runtest_call(item: pytest.Item):
     # Marker route: the item is evaluated before the test body, which may then read
     # the score through crucible_evaluate() and add its own assertions.
+    __tracebackhide__ = True  # a raising pipeline shows its own frame first
     request = item.stash.get(REQUEST_KEY, None)
     if request is not None and SCORE_KEY not in item.stash:
         request.getfixturevalue("crucible_evaluate")()
@@ -135,13 +146,46 @@ def pytest_runtest_call(item: pytest.Item):
 
 # -- fixtures --------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
-def crucible_pipeline():
-    """Placeholder: the user's conftest.py must define this fixture."""
-    raise pytest.UsageError(
+def crucible_pipeline(request: pytest.FixtureRequest):
+    """Placeholder: the user's conftest.py must define this fixture. Reaching it stops the session
+    with one usage error (exit 4), not one error per golden item."""
+    _stop_with_usage_error(
+        request,
         "no crucible_pipeline fixture: define one in conftest.py that returns a callable\n"
         "    pipeline(question, *, item, config, mode) -> crucible.PipelineResult | dict\n"
-        "HINT: see the README quickstart."
+        "HINT: see the README quickstart.",
     )
+
+
+def _stop_with_usage_error(request: pytest.FixtureRequest, message: str) -> None:
+    """Stop the whole session with one usage error (``ERROR: ...``, exit 4, no traceback): pytest.exit
+    leaves the test loop at once (no report for this item) and pytest_runtestloop turns it into a
+    UsageError. An xdist worker cannot exit that way (the controller would crash): its item fails with
+    the message alone, the worker stops, and its workeroutput takes the message to the controller (exit 4)."""
+    __tracebackhide__ = True
+    config = request.config
+    config.stash[USAGE_ERROR_KEY] = message
+    if hasattr(config, "workerinput"):
+        request.session.shouldstop = "crucible: usage error (see the failure above)"
+        _fail(message)
+    pytest.exit(message.splitlines()[0], returncode=pytest.ExitCode.USAGE_ERROR)
+
+
+def _fail(message: str) -> None:
+    """Fail the item with the message alone. Deliberately not hidden: when every frame of a failure is
+    hidden, pytest appends "All traceback entries are hidden. Pass `--full-trace`..." to the message."""
+    pytest.fail(message, pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session: pytest.Session):
+    try:
+        return (yield)
+    except pytest.exit.Exception:
+        message = session.config.stash.get(USAGE_ERROR_KEY, None)
+        if message is None:
+            raise
+        raise pytest.UsageError(message) from None
 
 
 @pytest.fixture(scope="session")
@@ -174,12 +218,20 @@ def crucible_evaluate(request: pytest.FixtureRequest, crucible_pipeline, crucibl
         crucible = _crucible(request.config)
         # Only answers need embeddings: component runs never build (or import) an embedder.
         embedder = request.getfixturevalue("crucible_embedder") if crucible.settings.judges_answers else None
-        verdict = crucible.evaluate(node.nodeid, golden, crucible_pipeline, crucible_config, embedder)
+        from .evaluation.concurrency import PipelineSignatureError
+
+        usage = None
+        try:
+            verdict = crucible.evaluate(node.nodeid, golden, crucible_pipeline, crucible_config, embedder)
+        except PipelineSignatureError as exc:  # the same for every item: one usage error, not N failures
+            usage = str(exc)
+        if usage is not None:  # outside the except block: no "during handling" chain in the output
+            _stop_with_usage_error(request, usage)
         _attach(node, crucible, verdict.score)
         if verdict.error is not None:
             raise verdict.error  # the pipeline's own traceback is the useful one
         if verdict.failure:
-            pytest.fail(verdict.failure, pytrace=False)
+            _fail(verdict.failure)
         return verdict.score
 
     return evaluate
@@ -229,6 +281,9 @@ class _Recorder:
                 # the report still has to travel to the controller.
                 del report.crucible_score
 
+    def pytest_report_teststatus(self, report: pytest.TestReport):
+        return getattr(report, "crucible_live_status", None)  # the gate's, as sent: counted, no progress letter
+
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error) -> None:
@@ -238,6 +293,9 @@ def pytest_testnodedown(node, error) -> None:
     output = getattr(node, "workeroutput", {}).get("crucible")
     if crucible is not None and output:
         crucible.add_worker_output(output)
+    usage = getattr(node, "workeroutput", {}).get("crucible_usage_error")
+    if usage:  # a worker stopped on a usage error: the session exits 4 (pytest_sessionfinish)
+        node.config.stash[USAGE_ERROR_KEY] = usage
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -248,21 +306,25 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     crucible.stop_pipeline_calls()
     if crucible.is_worker:
         session.config.workeroutput["crucible"] = crucible.worker_output()
+        session.config.workeroutput["crucible_usage_error"] = session.config.stash.get(USAGE_ERROR_KEY, None)
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     progress = (lambda line: (reporter.ensure_newline(), reporter.write_line(line))) if reporter is not None else None
     crucible.end(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED, html_path=session.config.getoption("crucible_html"),
-                 progress=progress)
+                 progress=progress, warn=warn)  # warn: a CrucibleWarning, inside pytest's warning capture
     session.exitstatus = crucible.exit_status(int(session.exitstatus))
+    if USAGE_ERROR_KEY in session.config.stash:  # under xdist: a worker stopped on a usage error
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
+    report_to_junit(session, crucible)  # the gate's test case and the properties, before junitxml writes its file
 
 
 def _markup(line: str) -> dict[str, bool]:
     """Colour where the terminal supports it: red for regressions and faults, green for improvements."""
     from .report.terminal import ALERT_PREFIXES
 
-    if line.startswith(ALERT_PREFIXES) or line.rstrip().endswith(("regressed", "regressed [not gated]", "GATE FAILED", "GATE REFUSED")):
+    if line.startswith(ALERT_PREFIXES) or line.rstrip().endswith(("regressed", "GATE FAILED", "GATE REFUSED")):
         return {"red": True}
-    if line.rstrip().endswith(("improved", "improved [not gated]", "gate passed")) or line.startswith("gate passed"):  # -q ends with it
+    if line.rstrip().endswith(("improved", "gate passed")) or line.startswith("gate passed"):  # -q ends with it
         return {"green": True}
     return {}
 
@@ -275,6 +337,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         lines = crucible.summary_lines(verbose=config.get_verbosity())
     except Exception as exc:  # noqa: BLE001 - the summary must never crash pytest
         lines = [f"crucible: could not read the run back from {crucible.settings.db_path}: {exc}"]
+    lines = near_miss_lines(config) + lines
     if not lines:
         return
     if config.get_verbosity() >= 0:

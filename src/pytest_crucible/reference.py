@@ -123,6 +123,8 @@ def _ini_default(key: IniKey) -> str:
         return "`" + " ".join(map(str, default)) + "`" if default else "none"
     if default in (None, ""):
         return "not set"
+    if isinstance(default, bool):
+        return f"`{str(default).lower()}`"
     return f"`{default}`"
 
 
@@ -220,7 +222,12 @@ def render() -> str:
         "The pipeline receives the resolved config as a dict that records which keys it read. When the",
         "session ends, every key whose value differs from its default but was never read is reported",
         "(`config key retrieval.rerank=true was never read by the pipeline: is the config applied?`): a",
-        "config the pipeline does not apply is a label, not an experiment.",
+        "config the pipeline does not apply is a label, not an experiment. It is a `CrucibleWarning` in",
+        "pytest's warnings summary, pointing at the key in the config file, so",
+        "`-W error::pytest_crucible.CrucibleWarning` (or the ini line",
+        "`filterwarnings = error::pytest_crucible.CrucibleWarning`) turns it into an error, and",
+        "`crucible_strict_config = true` makes it one without a filter. Either way the session exits 4",
+        "(usage error) and the crucible section names the keys, with a HINT.",
         "",
         f"### `{LABELS_KEY}`",
         "",

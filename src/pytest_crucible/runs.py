@@ -33,6 +33,12 @@ class RunData:
     golden: list[dict[str, Any]] = field(default_factory=list)
     # Items whose judging failed after retries (they lack judge-based metrics).
     judge_failed: list[str] = field(default_factory=list)
+    # item_id -> the pipeline's error (the item was run and has no metrics).
+    errored: dict[str, str] = field(default_factory=dict)
+    # item_id -> its kind (retrieval, aggregation, adversarial) as it ran.
+    kinds: dict[str, str] = field(default_factory=dict)
+    # item_id -> the ranking it retrieved, as (chunk_id, doc_id); read only when a rescoring needs it.
+    rankings: dict[str, list[tuple[Any, Any]]] = field(default_factory=dict)
 
     @property
     def run_id(self) -> str:
@@ -59,7 +65,15 @@ class RunData:
             selective={i: pair for i, pair in self.selective.items() if i in item_ids},
             golden=[item for item in self.golden if item.get("id") in item_ids],
             judge_failed=[i for i in self.judge_failed if i in item_ids],
+            errored={i: e for i, e in self.errored.items() if i in item_ids},
+            kinds={i: k for i, k in self.kinds.items() if i in item_ids},
+            rankings={i: r for i, r in self.rankings.items() if i in item_ids},
         )
+
+    @property
+    def scored(self) -> int:
+        """Items the pipeline answered (errored items have no metrics)."""
+        return len(self.item_ids) - len(self.errored)
 
     def means(self) -> dict[str, float]:
         """Every metric's run mean (see :func:`metric_means`)."""
@@ -81,17 +95,25 @@ def selective_pairs(results: Iterable[dict[str, Any]]) -> dict[str, tuple[float,
 
 
 def run_data_from_rows(run: dict[str, Any], metrics: dict[str, dict[str, float]], results: Iterable[dict[str, Any]],
-                       golden: list[dict[str, Any]] | None = None) -> RunData:
+                       golden: list[dict[str, Any]] | None = None, kinds: dict[str, str] | None = None) -> RunData:
     rows = list(results)
+    golden = list(golden or [])
+    if kinds is None:
+        kinds = {item["id"]: item.get("kind") or "retrieval" for item in golden if isinstance(item, dict) and "id" in item}
     return RunData(run=run, metrics=metrics, item_ids=sorted(row["item_id"] for row in rows),
-                   selective=selective_pairs(rows), golden=list(golden or []),
-                   judge_failed=sorted(row["item_id"] for row in rows if row.get("judge_errors")))
+                   selective=selective_pairs(rows), golden=golden,
+                   judge_failed=sorted(row["item_id"] for row in rows if row.get("judge_errors")),
+                   errored={row["item_id"]: row["error"] for row in rows if row.get("error")}, kinds=kinds,
+                   rankings={row["item_id"]: [(chunk.get("chunk_id"), chunk.get("doc_id")) for chunk in row["retrieved"]]
+                             for row in rows if isinstance(row.get("retrieved"), list)})
 
 
-def load_run(store: "Store", run_id: str, *, golden: bool = False) -> RunData:
-    """A stored run (``run_id`` already resolved); ``golden`` also reads its golden items."""
-    return run_data_from_rows(store.get_run(run_id), store.item_metrics(run_id), store.result_rows(run_id),
-                              store.golden_items(run_id) if golden else None)
+def load_run(store: "Store", run_id: str, *, golden: bool = False, rankings: bool = False) -> RunData:
+    """A stored run (``run_id`` already resolved); ``golden`` also reads its golden items, ``rankings``
+    what each item retrieved (for a rescoring)."""
+    rows = store.results(run_id, decoded=True) if rankings else store.result_rows(run_id)
+    return run_data_from_rows(store.get_run(run_id), store.item_metrics(run_id), rows,
+                              store.golden_items(run_id) if golden else None, kinds=store.item_kinds(run_id))
 
 
 def run_data_from_export(document: dict[str, Any]) -> RunData:
@@ -106,7 +128,7 @@ def is_export_path(ref: str) -> bool:
 
 
 def read_run(ref: str, store: "Store | None", *, workspace: str | None = None, exclude: str | None = None,
-             golden: bool = False) -> RunData:
+             golden: bool = False, rankings: bool = False) -> RunData:
     """A run named by a user: an exported ``.json``, or a run id, unique prefix or ``latest`` of ``store``
     (``latest``: the newest complete run of ``workspace``, other than ``exclude``).
 
@@ -119,4 +141,4 @@ def read_run(ref: str, store: "Store | None", *, workspace: str | None = None, e
         raise StoreError(f"no run '{ref}': there is no crucible database yet\nHINT: run the golden set once, "
                          "or name an exported run .json")
     return load_run(store, store.resolve_run(ref, workspace=workspace if ref == "latest" else None, exclude=exclude),
-                    golden=golden)
+                    golden=golden, rankings=rankings)

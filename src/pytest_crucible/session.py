@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from .config import TrackedConfig, unread_changed_keys
+from .config import TrackedConfig, key_line, unread_changed_keys, unread_key_message, unread_keys_error
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from .golden_set import GoldenItem
     from .judge.engine import JudgeEngine
     from .store import Store
+
+# pytest's exit code for a usage error (the session is pure: no pytest import).
+USAGE_ERROR = 4
 
 # Scores are written in batches of this many items, or at least this often.
 FLUSH_ITEMS = 50
@@ -50,12 +53,17 @@ class CrucibleSession:
     outcomes: dict[str, int] = field(default_factory=dict)
     # Faults (a store that could not be written, a report that could not be rendered): each fails the session.
     faults: list[str] = field(default_factory=list)
+    # Usage errors found at session end (changed config keys the pipeline never read, under
+    # crucible_strict_config or a filter that makes CrucibleWarning an error): the session exits 4.
+    usage_errors: list[str] = field(default_factory=list)
     # Items whose Message Batch judging failed, one line each.
     batch_errors: list[str] = field(default_factory=list)
     config_reads: set[str] = field(default_factory=set)
     # Judge counters reported by xdist workers (their engines ran the judge).
     worker_judge: dict[str, float] = field(default_factory=dict)
     cost_estimate: "CostEstimate | None" = None
+    # Golden items collected but not run (drafts), counted with the run.
+    skipped: int = 0
     embedder: Any = None
     _run_order: list[tuple[str, "GoldenItem"]] = field(default_factory=list)
     _store: "Store | None" = None
@@ -63,14 +71,19 @@ class CrucibleSession:
     _engine: "JudgeEngine | None" = None
     _ledger: dict[str, list[dict[str, Any]]] | None = None
     _prefetcher: "Prefetcher | None" = None
+    # The pipeline whose signature was checked (the fixture's value: checked once, not per item).
+    _checked_pipeline: Any = None
+    # An unknown key in a returned dict is explained in full once; later items get one line.
+    _result_keys_explained: bool = False
     _async_runner: "AsyncRunner | None" = None
     _pending: list[dict[str, Any]] = field(default_factory=list)
     _flushed_at: float = field(default_factory=time.monotonic)
 
     # -- calling the pipeline --------------------------------------------------------------
-    def set_run_order(self, selected: list[tuple[str, "GoldenItem"]]) -> None:
-        """The golden items this session will run, in run order (the prefetcher calls ahead along it)."""
-        self._run_order = selected
+    def plan(self, selected: list[tuple[str, "GoldenItem"]], skipped: int) -> None:
+        """The golden items this session will run, in run order (the prefetcher calls ahead along it),
+        and how many it collected but skips (drafts), counted with the run."""
+        self._run_order, self.skipped = selected, skipped
 
     @property
     def async_runner(self) -> "AsyncRunner":
@@ -81,9 +94,14 @@ class CrucibleSession:
         return self._async_runner
 
     def run_pipeline(self, key: str, golden: "GoldenItem", pipeline, config) -> "Outcome":
-        """Call the pipeline for one item (or take the result the prefetcher already has)."""
-        from .evaluation.concurrency import Outcome, Prefetcher, call_pipeline
+        """Call the pipeline for one item (or take the result the prefetcher already has).
+        Raises PipelineSignatureError (before any call) when the pipeline cannot take its arguments."""
+        __tracebackhide__ = True  # the user's pipeline frame comes first in a failure
+        from .evaluation.concurrency import Outcome, Prefetcher, call_pipeline, check_signature
 
+        if pipeline is not self._checked_pipeline:  # once per pipeline object, not once per item
+            check_signature(pipeline)
+            self._checked_pipeline = pipeline
         self.evaluated += 1
         kwargs = {"config": config, "mode": self.settings.mode}
         if self.settings.concurrency > 1:
@@ -101,14 +119,18 @@ class CrucibleSession:
 
     def evaluate(self, key: str, golden: "GoldenItem", pipeline, config, embedder) -> "ItemVerdict":
         """Run one item's pipeline (or take the prefetched result) and evaluate it."""
+        __tracebackhide__ = True
         from .evaluation import evaluate
 
         if embedder is not None:
             self.embedder = embedder  # Message Batches judge at session end with the same embedder
         s = self.settings
         outcome = self.run_pipeline(key, golden, pipeline, config)
-        return evaluate(golden, outcome, settings=s, ledger=self.ledger_rows(golden.id),
-                        engine=self.engine if s.uses_judge else None, embedder=embedder)
+        verdict = evaluate(golden, outcome, settings=s, ledger=self.ledger_rows(golden.id),
+                           engine=self.engine if s.uses_judge else None, embedder=embedder,
+                           explain_keys=not self._result_keys_explained)
+        self._result_keys_explained = self._result_keys_explained or verdict.explained_keys
+        return verdict
 
     def stop_pipeline_calls(self) -> None:
         if self._prefetcher is not None:
@@ -125,6 +147,22 @@ class CrucibleSession:
         if not self.evaluated:
             return []
         return unread_changed_keys(self.settings.resolved, self.config_reads)
+
+    def check_unread_keys(self, warn: Callable[[str, str | None, int], bool] | None) -> None:
+        """Changed config keys the pipeline never read: a usage error (exit 4) under crucible_strict_config;
+        else each one goes through ``warn(message, config file, line)`` (the plugin's CrucibleWarning, under
+        pytest's warning filters), which returns False when a filter made it an error: those keys are then
+        a usage error too. (The summary lists them either way.)"""
+        if self.is_worker or (warn is None and not self.settings.strict_config):
+            return
+        keys, path = self.unread_config_keys(), self.settings.config_path
+        if self.settings.strict_config:
+            why = "crucible_strict_config = true"
+        else:
+            why = "a warning filter makes CrucibleWarning an error"
+            keys = [key for key in keys if not warn(unread_key_message(key), path, key_line(path, key))]
+        if keys:
+            self.usage_errors.append(unread_keys_error(keys, why, path))
 
     # -- the judge ---------------------------------------------------------------------------------
     def ledger_rows(self, query_id: str) -> list[dict[str, Any]]:
@@ -278,7 +316,7 @@ class CrucibleSession:
 
             self.batch_errors = judge_run_in_batch(store, self.run_id, self.engine, self.embedder or HashingEmbedder(), s,
                                                    on_start=lambda n_items: self._watch_batches(n_items, progress))
-        self.status = "interrupted" if interrupted else "incomplete" if store.count_judge_failed(self.run_id) else "complete"
+        status = "interrupted" if interrupted else "incomplete" if store.count_judge_failed(self.run_id) else "complete"
         summary = self.judge_summary()
         judge = {
             "stats": {name: int(summary.get(name, 0)) for name in ("requests", "cache_hits", "judged", "failures")},
@@ -286,8 +324,8 @@ class CrucibleSession:
             "input_tokens": int(summary.get("input_tokens", 0)),
             "output_tokens": int(summary.get("output_tokens", 0)),
         } if s.uses_judge else None
-        store.finish_run(self.run_id, status=self.status, golden_hash=golden_set_hash(store.golden_items(self.run_id)), judge=judge,
-                         unread_keys=self.unread_config_keys())
+        self.status = store.finish_run(self.run_id, status=status, golden_hash=golden_set_hash(store.golden_items(self.run_id)),
+                                       judge=judge, unread_keys=self.unread_config_keys(), skipped=self.skipped)
 
     # -- the gate ----------------------------------------------------------------------------
     def apply_gate(self) -> "GateResult | None":
@@ -296,31 +334,39 @@ class CrucibleSession:
         gate_settings = self.settings.gate
         if self.is_worker or self.run_id is None or self.status is None or not gate_settings.active:
             return None
-        from .gate import decide, skipped, unreadable_baseline
+        from .gate import decide_stored, skipped, unreadable_baseline
         from .runs import load_run, read_run
         from .store import StoreError
 
         if self.status == "interrupted":  # the session already exits 2 (interrupted); nothing to judge by
             self.gate = skipped("this run was interrupted: the gate did not compare it", gate_settings)
             return self.gate
-        current = load_run(self.store, self.run_id)
+        rankings = gate_settings.rescore
+        current = load_run(self.store, self.run_id, golden=True, rankings=rankings)
         baseline = None
         if gate_settings.baseline:
             try:
-                baseline = read_run(gate_settings.baseline, self.store, workspace=self.settings.workspace, exclude=self.run_id)
+                baseline = read_run(gate_settings.baseline, self.store, workspace=self.settings.workspace, exclude=self.run_id,
+                                    golden=True, rankings=rankings)
             except StoreError as exc:
                 self.gate = unreadable_baseline(str(exc), gate_settings)
                 return self.gate
-        self.gate = decide(current, baseline, gate_settings)
+        self.gate = decide_stored(self.store, current, baseline, gate_settings)
         return self.gate
 
-    def end(self, *, interrupted: bool, html_path: str | None = None, progress: Callable[[str], None] | None = None) -> None:
-        """Session end, in order: close the run, decide the gate, write the HTML report. A step that
-        fails is kept as a fault (it fails the session and the summary names it), never raised."""
+    def end(self, *, interrupted: bool, html_path: str | None = None, progress: Callable[[str], None] | None = None,
+            warn: Callable[[str, str | None, int], bool] | None = None) -> None:
+        """Session end, in order: close the run, check the config keys, decide the gate, write the HTML report.
+        A step that fails is kept as a fault (it fails the session and the summary names it), never raised.
+        ``warn``: how an unread key is reported (see :meth:`check_unread_keys`)."""
         try:
             self.finish(interrupted, progress)
         except Exception as exc:  # noqa: BLE001
             self.faults.append(f"could not finish the run in {self.settings.db_path}: {exc}")
+        try:
+            self.check_unread_keys(warn)
+        except Exception as exc:  # noqa: BLE001 - e.g. a custom showwarning that raises
+            self.faults.append(f"could not report the config keys the pipeline never read: {type(exc).__name__}: {exc}")
         try:
             self.apply_gate()
         except Exception as exc:  # noqa: BLE001 - a comparison that cannot run is a fault, not a pass
@@ -337,9 +383,12 @@ class CrucibleSession:
     def exit_status(self, status: int) -> int:
         """The session's exit status after the gate, from pytest's (0 passed, 1 tests failed; any other stands):
         the gate's code (1 failed, 3 refused: a refusal outranks failed items), and 1 for a fault or an
-        incomplete run (with Message Batches its items passed before the judge failed them)."""
+        incomplete run (with Message Batches its items passed before the judge failed them); 4 (usage error)
+        for a config key the pipeline never read that was made an error (it outranks the rest)."""
         if status not in (0, 1):
             return status
+        if self.usage_errors:
+            return USAGE_ERROR
         if self.gate is not None:
             status = max(status, self.gate.exit_code)
         if status == 0 and (self.faults or self.status == "incomplete"):
@@ -360,8 +409,9 @@ class CrucibleSession:
     def summary_lines(self, verbose: int = 0) -> list[str]:
         """The crucible section of the terminal summary; ``verbose < 0`` (-q) keeps one line,
         plus every warning, fault and gate failure (those are never hidden)."""
+        errors = [line for error in self.usage_errors for line in error.splitlines()]  # last, with their HINT, always
         if self.run_id is None:
-            return []
+            return errors
         from .report.terminal import ALERT_PREFIXES, one_line_summary
         from .report.views import gate_lines
 
@@ -372,8 +422,9 @@ class CrucibleSession:
             gate = None
             if self.gate is not None and self.gate.verdict != "skipped":
                 gate = {"passed": "gate passed", "failed": "GATE FAILED", "refused": "GATE REFUSED"}[self.gate.verdict]
-            return [one_line_summary(self.store, self.run_id, gate=gate)] + [line for line in lines if line.startswith(ALERT_PREFIXES)]
-        return lines
+            return ([one_line_summary(self.store, self.run_id, gate=gate)] + [line for line in lines if line.startswith(ALERT_PREFIXES)]
+                    + errors)
+        return lines + errors
 
 
     def _run_lines(self, verbose: int) -> list[str]:

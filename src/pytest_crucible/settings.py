@@ -44,6 +44,8 @@ class Settings:
     labels: dict[str, str] = field(default_factory=dict)
     # --crucible-kind: the question kinds this run selected (None: every kind).
     kinds: tuple[str, ...] | None = None
+    # crucible_strict_config: a changed config key the pipeline never read fails the session (exit 4).
+    strict_config: bool = False
 
     @property
     def retrieval_limit(self) -> int:

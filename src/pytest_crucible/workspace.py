@@ -1,46 +1,75 @@
-"""Which workspace a command run from a directory means, without importing pytest.
+"""Which project, workspace and database a command run from a directory means, without importing pytest.
 
 The plugin stamps every run with a workspace: ``--crucible-workspace``, else the ini value
-``crucible_workspace``, else the name of pytest's rootdir. The CLI reads the same default
-from the current directory, with pytest's rootdir rule simplified: the nearest ancestor
-holding one of pytest's config files is the project, its ``crucible_workspace`` ini value
-names the workspace, else the directory's name does. ``CRUCIBLE_WORKSPACE`` overrides both.
+``crucible_workspace``, else the name of pytest's rootdir; it writes to ``--crucible-db``, else
+the ini value ``crucible_db``, else ``.crucible/crucible.db``, relative to the rootdir. The CLI
+reads the same defaults from the current directory: :func:`find_project` is the one finder of
+the project (pytest's rootdir for a run without arguments) and of its ini values.
+``CRUCIBLE_WORKSPACE`` overrides the workspace; ``--db`` the database.
 """
 
 from __future__ import annotations
 
 import configparser
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from .defaults import DEFAULT_DB
+
 ENV_VAR = "CRUCIBLE_WORKSPACE"
 INI_KEY = "crucible_workspace"
+DB_INI_KEY = "crucible_db"
 FALLBACK = "default"
-# In the order pytest looks for them within one directory.
-PROJECT_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+# In the order pytest looks for them within one directory (pytest.toml and .pytest.toml: pytest 9).
+PROJECT_FILES = ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+# These mark the rootdir whatever they hold (pytest.ini even without a [pytest] section).
+ALWAYS_CONFIG = ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini")
 
 
-def project_root(cwd: Path) -> Path | None:
-    """The nearest directory, from ``cwd`` up, holding one of pytest's config files."""
+@dataclass(frozen=True)
+class Project:
+    """The project a directory belongs to: pytest's rootdir and the pytest section of its config file."""
+
+    root: Path
+    config_file: Path | None  # None: a setup.py marks the root, no config file does
+    ini: Mapping[str, str] = field(default_factory=dict)  # the section's text values ({} without a section)
+
+    def value(self, key: str) -> str | None:
+        """The ini value ``key``, None when unset or empty."""
+        return (self.ini.get(key) or "").strip() or None
+
+
+def find_project(cwd: str | Path) -> Project | None:
+    """pytest's rootdir and inifile for a run without arguments from ``cwd`` (see pytest's
+    "rootdir and configfile determination"): the nearest directory, from ``cwd`` up, holding
+    ``pytest.toml``, ``.pytest.toml``, ``pytest.ini`` or ``.pytest.ini`` (any content), a
+    ``pyproject.toml`` with a ``[tool.pytest]`` or ``[tool.pytest.ini_options]`` table, a ``tox.ini``
+    with ``[pytest]`` or a ``setup.cfg`` with ``[tool:pytest]``, in that order within one directory;
+    else the nearest ``pyproject.toml`` (no values); else the nearest ``setup.py``; else None
+    (pytest then roots at ``cwd``). A config file that does not parse holds no values here (pytest
+    reports it itself)."""
+    cwd = Path(cwd).absolute()
+    nearest_pyproject: Path | None = None
     for directory in (cwd, *cwd.parents):
-        if any((directory / name).is_file() for name in PROJECT_FILES):
-            return directory
-    return None
-
-
-def ini_workspace(root: Path) -> str | None:
-    """The ``crucible_workspace`` value of the first pytest config file in ``root`` that has a pytest section."""
-    for name in PROJECT_FILES:
-        path = root / name
-        if not path.is_file():
-            continue
-        try:
-            found, value = _read_pyproject(path) if name == "pyproject.toml" else _read_ini(path, name)
-        except (OSError, ValueError, configparser.Error):
-            continue  # pytest reports a broken config file itself; here it only means "no value"
-        if found:
-            return value or None
+        for name in PROJECT_FILES:
+            path = directory / name
+            if not path.is_file():
+                continue
+            if name == "pyproject.toml" and nearest_pyproject is None:
+                nearest_pyproject = path
+            try:
+                section = _read_toml(path, name) if name.endswith(".toml") else _read_ini(path, name)
+            except (OSError, ValueError, configparser.Error):
+                section = {} if name in ALWAYS_CONFIG else None
+            if section is not None:
+                return Project(directory, path, section)
+    if nearest_pyproject is not None:
+        return Project(nearest_pyproject.parent, nearest_pyproject)
+    for directory in (cwd, *cwd.parents):
+        if (directory / "setup.py").is_file():
+            return Project(directory, None)
     return None
 
 
@@ -50,10 +79,25 @@ def default_workspace(cwd: str | Path | None = None, environ: Mapping[str, str] 
     if environ.get(ENV_VAR, "").strip():
         return environ[ENV_VAR].strip()
     cwd = Path(cwd or os.getcwd()).absolute()
-    root = project_root(cwd)
-    if root is None:
+    project = find_project(cwd)
+    if project is None:
         return cwd.name or FALLBACK
-    return ini_workspace(root) or root.name or FALLBACK
+    return project.value(INI_KEY) or project.root.name or FALLBACK
+
+
+def default_db(cwd: str | Path | None = None) -> Path:
+    """The database the plugin writes for the project ``cwd`` belongs to: its ini ``crucible_db``,
+    else ``.crucible/crucible.db``, relative to the project's root; without a project, relative to
+    ``cwd``. Relative to ``cwd`` when it lies under it (so messages stay short), else absolute."""
+    cwd = Path(cwd or os.getcwd()).absolute()
+    project = find_project(cwd)
+    if project is None:
+        return Path(DEFAULT_DB)
+    db = project.root / (project.value(DB_INI_KEY) or DEFAULT_DB)
+    try:
+        return db.relative_to(cwd)
+    except ValueError:
+        return db
 
 
 def reading_workspace(current: str, run_counts: Mapping[str, int]) -> tuple[str, str | None]:
@@ -68,30 +112,42 @@ def reading_workspace(current: str, run_counts: Mapping[str, int]) -> tuple[str,
     return only, f"workspace '{current}' has no runs here; reading '{only}', the only workspace in this file"
 
 
-def _read_ini(path: Path, name: str) -> tuple[bool, str | None]:
+def _read_ini(path: Path, name: str) -> dict[str, str] | None:
+    """The pytest section of an ini-style file: ``[pytest]`` (``[tool:pytest]`` in setup.cfg), None without one."""
     parser = configparser.ConfigParser(interpolation=None)
     parser.read(path, encoding="utf-8")
     section = "tool:pytest" if name == "setup.cfg" else "pytest"
     if not parser.has_section(section):
         # pytest.ini marks the rootdir even without a [pytest] section.
-        return name in ("pytest.ini", ".pytest.ini"), None
-    return True, parser.get(section, INI_KEY, fallback=None)
+        return {} if name in ALWAYS_CONFIG else None
+    return dict(parser.items(section))
 
 
-def _read_pyproject(path: Path) -> tuple[bool, str | None]:
+def _read_toml(path: Path, name: str) -> dict[str, str] | None:
+    """The pytest table of a TOML file: ``[pytest]`` in pytest.toml, ``[tool.pytest]`` or
+    ``[tool.pytest.ini_options]`` in pyproject.toml; None without one."""
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10: pytest itself depends on tomli there
         import tomli as tomllib  # type: ignore[no-redef]
 
-    tool = tomllib.loads(path.read_text(encoding="utf-8")).get("tool", {})
+    document = tomllib.loads(path.read_text(encoding="utf-8"))
+    if name in ALWAYS_CONFIG:
+        table = document.get("pytest")
+        return _text_values(table) if isinstance(table, dict) else {}
+    tool = document.get("tool")
     pytest_table = tool.get("pytest") if isinstance(tool, dict) else None
     if not isinstance(pytest_table, dict):
-        return False, None
-    for table in (pytest_table.get("ini_options"), pytest_table):
-        if isinstance(table, dict) and isinstance(table.get(INI_KEY), str):
-            return True, table[INI_KEY]
-    return True, None
+        return None
+    native = {key: value for key, value in pytest_table.items() if key != "ini_options"}
+    ini_options = pytest_table.get("ini_options")
+    if native:
+        return _text_values(native)
+    return _text_values(ini_options) if isinstance(ini_options, dict) else None
+
+
+def _text_values(table: Mapping[str, object]) -> dict[str, str]:
+    return {key: value for key, value in table.items() if isinstance(value, str)}
 
 
 def parse_label_filters(values: list[str], option: str = "label") -> dict[str, str]:

@@ -33,12 +33,15 @@ class ItemVerdict:
     error: BaseException | None = None
     # Why the item fails: an invalid result, a judge that failed after retries, the strict outcome.
     failure: str | None = None
+    # The failure explained the accepted result keys in full (the session does it once, then one line per item).
+    explained_keys: bool = False
 
 
 def evaluate(golden: "GoldenItem", outcome: "Outcome", *, settings: "Settings", ledger: Sequence[dict[str, Any]],
-             engine: Any = None, embedder: Any = None) -> ItemVerdict:
+             engine: Any = None, embedder: Any = None, explain_keys: bool = True) -> ItemVerdict:
     """Score one item from its pipeline outcome. ``ledger``: the item's human and llm judgments;
-    ``engine``: the judge engine (None when the run uses no judge)."""
+    ``engine``: the judge engine (None when the run uses no judge); ``explain_keys``: an unknown key in
+    a returned dict lists every accepted key (else a one-line reference to the first such failure)."""
     from .pipeline import PipelineResultError, coerce_result
     from .scoring import classify_score, score_error, score_item
 
@@ -46,9 +49,10 @@ def evaluate(golden: "GoldenItem", outcome: "Outcome", *, settings: "Settings", 
     if outcome.error is not None:
         return ItemVerdict(score_error(golden, f"{type(outcome.error).__name__}: {outcome.error}", latency), error=outcome.error)
     try:
-        result = coerce_result(outcome.value)
+        result = coerce_result(outcome.value, explain_keys=explain_keys)
     except PipelineResultError as exc:
-        return ItemVerdict(score_error(golden, str(exc), latency), failure=f"golden item {golden.id}: {exc}")
+        return ItemVerdict(score_error(golden, exc.problem, latency), failure=f"golden item {golden.id}: {exc}",
+                           explained_keys=explain_keys and bool(exc.unknown_keys))
     labelled, label_errors = [], []
     if settings.label_pool:
         from .pool import label_pool
@@ -102,7 +106,8 @@ def strict_failure(item_id: str, score: "ItemScore") -> str | None:
         headline = []
     if not headline:
         return None
-    return f"golden item {item_id}: " + "\n".join(headline + [detail for detail in details if detail not in headline])
+    # The evidence (metrics/errors.py) already quotes what it names: a reason it quotes is not repeated.
+    return f"golden item {item_id}: " + "\n".join(headline + [detail for detail in details if detail not in headline[0]])
 
 
 def judge_run_in_batch(store: "Store", run_id: str, engine: Any, embedder: Any, settings: "Settings",
@@ -122,7 +127,7 @@ def judge_run_in_batch(store: "Store", run_id: str, engine: Any, embedder: Any, 
     errors = []
     for row, result in zip(rows, results):
         row.update(assertions=result.assertions, crag_grade=result.crag_grade, unsupported_claims=result.unsupported_claims,
-                   supporting_chunk_ids=result.supporting_chunk_ids,
+                   supporting_chunk_ids=result.supporting_chunk_ids, verdicts=result.verdicts,
                    missing_citations=missing_required_citations(row["item"], row["retrieved"], settings.retrieval_limit))
         error_class, evidence = (None, None) if result.errors else classify_score(row, mode=settings.mode)
         store.add_answer_scores(run_id, row["item_id"], result.metrics, result.errors, result.verdicts, result.assertions,

@@ -10,7 +10,10 @@ What is scored when (an abstention is never a NaN):
 - ``contextPrecision`` and ``contextRecall`` judge the *retrieved context* against
   the reference, so they are scored for every item with a reference, abstained or not;
 - ``faithfulness``, ``responseRelevancy`` and ``noiseSensitivity`` judge the *answer*,
-  so an abstained (or empty) answer is left out of them; the abstention layer counts it.
+  so an abstained (or empty) answer is left out of them; the abstention layer counts it;
+- when chunks were retrieved but none has text, the metrics that read the context
+  (:data:`CONTEXT_METRICS`) are left out for the item (never 0): there is nothing to
+  check the claims against. The CRAG grade (against the reference) and the rest still count.
 
 This module never imports pytest.
 """
@@ -37,6 +40,18 @@ from ..metrics.crag import crag_score
 
 GENERATED_QUESTIONS = 3
 
+#: The answer metrics that read the retrieved chunks' text: skipped for an item whose chunks have none.
+CONTEXT_METRICS = ("faithfulness", "contextPrecision", "contextRecall", "noiseSensitivity")
+
+
+def _without_text(texts: Sequence[str]) -> bool:
+    return bool(texts) and not any(text and text.strip() for text in texts)
+
+
+def chunks_without_text(retrieved: Sequence[dict[str, Any]]) -> bool:
+    """True when chunks were retrieved (plain dicts, as stored) and none of them has text."""
+    return _without_text([chunk.get("text") or "" for chunk in retrieved])
+
 
 @dataclass(frozen=True)
 class AnswerInputs:
@@ -58,6 +73,12 @@ class AnswerInputs:
     @property
     def has_answer(self) -> bool:
         return bool(self.answer and self.answer.strip()) and not self.abstained
+
+    @property
+    def reads_context(self) -> bool:
+        """False when chunks were retrieved but none has text: the metrics that read the context
+        (:data:`CONTEXT_METRICS`) are then left out, never scored as 0."""
+        return not _without_text(self.contexts)
 
     @classmethod
     def from_score(cls, score: dict[str, Any]) -> "AnswerInputs":
@@ -141,7 +162,7 @@ def score_answers(batch: Sequence[AnswerInputs], engine: JudgeEngine, embedder) 
         elif inputs.abstained:
             # An honest abstention needs no judge: it is right exactly when the corpus cannot answer.
             plan.score.crag_grade = "missing" if inputs.answerable else "perfect"
-        if inputs.reference:
+        if inputs.reference and inputs.reads_context:
             round1.append((plan, "reference_claims", ClaimsRequest(question=inputs.question, text=inputs.reference)))
             for chunk in inputs.contexts:
                 round1.append((plan, "useful", UsefulnessRequest(question=inputs.question, reference=inputs.reference, chunk=chunk)))
@@ -165,7 +186,7 @@ def score_answers(batch: Sequence[AnswerInputs], engine: JudgeEngine, embedder) 
     round2: list[tuple[_Plan, str, JudgeRequest]] = []
     for plan in plans:
         inputs = plan.inputs
-        contexts = inputs.contexts
+        contexts = inputs.contexts if inputs.reads_context else ()  # chunks without text: nothing to check against
         if plan.answer_claims and contexts:
             round2.append((plan, "faithfulness", EntailmentRequest(context=contexts, claims=tuple(plan.answer_claims))))
         if plan.reference_claims and contexts:

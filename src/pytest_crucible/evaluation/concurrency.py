@@ -40,12 +40,22 @@ class AsyncRunner:
         self._lock = threading.Lock()
 
     def run(self, awaitable) -> Any:
+        __tracebackhide__ = True
         with self._lock:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
                 threading.Thread(target=loop.run_forever, name="crucible-async", daemon=True).start()
                 self._loop = loop
-        return asyncio.run_coroutine_threadsafe(_await(awaitable), self._loop).result()
+        future = asyncio.run_coroutine_threadsafe(_await(awaitable), self._loop)
+        try:
+            return future.result()
+        except BaseException as exc:  # the pipeline's own frames first, not concurrent.futures'
+            tb = exc.__traceback__
+            while tb is not None and tb.tb_frame.f_code is not _await.__code__:
+                tb = tb.tb_next
+            if tb is None:
+                raise
+            raise exc.with_traceback(tb)  # noqa: B904 - the same exception, its chain unchanged
 
     def close(self) -> None:
         if self._loop is not None:
@@ -54,10 +64,49 @@ class AsyncRunner:
 
 
 async def _await(awaitable):
+    __tracebackhide__ = True
     return await awaitable
 
 
+EXPECTED_SIGNATURE = "pipeline(question, *, item, config, mode)"
+
+
+class PipelineSignatureError(TypeError):
+    """The ``crucible_pipeline`` fixture returned something that cannot be called as
+    ``pipeline(question, *, item, config, mode)``: a usage error, not an item's failure."""
+
+
+def check_signature(pipeline: Any) -> None:
+    """Raise :class:`PipelineSignatureError` when ``pipeline`` cannot take the pipeline's arguments
+    (``**kwargs`` and defaults are fine). A callable whose signature Python cannot read is trusted."""
+    if not callable(pipeline):
+        raise PipelineSignatureError(
+            f"the crucible_pipeline fixture returned {type(pipeline).__name__} {_short_repr(pipeline)}, which is not callable\n"
+            f"    expected: {EXPECTED_SIGNATURE} -> crucible.PipelineResult | dict\n"
+            "HINT: the fixture returns the pipeline function itself (return pipeline), not the result of calling it")
+    try:
+        signature = inspect.signature(pipeline)
+    except (TypeError, ValueError):  # builtins, some C callables: nothing to check
+        return
+    try:
+        signature.bind("question", item=None, config=None, mode=None)
+    except TypeError as exc:
+        name = getattr(pipeline, "__name__", None) or type(pipeline).__name__
+        raise PipelineSignatureError(
+            "the crucible_pipeline fixture returned a callable with the wrong signature\n"
+            f"    expected: {EXPECTED_SIGNATURE}\n"
+            f"    got:      {name}{signature}  ({exc})\n"
+            "HINT: take the question positionally and item, config and mode as keyword arguments "
+            "(or **kwargs for the ones you do not use)") from None
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def call_pipeline(pipeline: Callable[..., Any], runner: AsyncRunner, question: str, **kwargs: Any) -> Any:
+    __tracebackhide__ = True  # the user's pipeline frame comes first in a failure
     result = pipeline(question, **kwargs)
     if inspect.isawaitable(result):
         result = runner.run(result)
@@ -122,6 +171,7 @@ class Prefetcher:
         return key in self.position
 
     def _call(self, key: str) -> Outcome:
+        __tracebackhide__ = True
         golden = self.items[key]
         for attempt in range(RATE_LIMIT_RETRIES + 1):
             self.limit.acquire()

@@ -8,6 +8,7 @@ This module never imports pytest.
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any
 
@@ -64,11 +65,48 @@ class PipelineResult(_Model):
 
 
 class PipelineResultError(Exception):
-    """The pipeline returned something that is not a valid result."""
+    """The pipeline returned something that is not a valid result.
+
+    ``problem``: the problem in one line (what the store records for the item); ``unknown_keys``: the
+    returned keys no field accepts, as paths (``retrieved[0].chunkid``)."""
+
+    def __init__(self, message: str, *, problem: str | None = None, unknown_keys: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.problem = problem or message
+        self.unknown_keys = unknown_keys
 
 
-def coerce_result(value: Any) -> PipelineResult:
-    """Validate what the pipeline returned; the error names the first bad field."""
+def _accepted(model: type[BaseModel]) -> str:
+    return ", ".join(model.model_fields)
+
+
+def _did_you_mean(key: str, model: type[BaseModel]) -> str | None:
+    """The field an unknown key most likely meant (snake_case or camelCase spellings), or None."""
+    spellings = {name: name for name in model.model_fields} | {to_camel(name): name for name in model.model_fields}
+    match = difflib.get_close_matches(key, spellings, n=1, cutoff=0.6)
+    return spellings[match[0]] if match else None
+
+
+def _unknown_keys(errors: list[Any]) -> tuple[list[str], list[str]]:
+    """The extra keys of a validation error: their paths, and each with its did-you-mean."""
+    paths, described = [], []
+    for error in errors:
+        loc = error["loc"]
+        if error["type"] != "extra_forbidden" or not loc:
+            continue
+        model = PipelineResult if len(loc) == 1 else Retrieved if len(loc) == 3 and loc[0] == "retrieved" else None
+        key = str(loc[-1])
+        path = ".".join(filter(None, [field_path(loc[:-1], rename=to_snake), key]))
+        guess = _did_you_mean(key, model) if model is not None else None
+        paths.append(path)
+        described.append(f"'{path}'" + (f" (did you mean '{guess}'?)" if guess else ""))
+    return paths, described
+
+
+def coerce_result(value: Any, *, explain_keys: bool = True) -> PipelineResult:
+    """Validate what the pipeline returned; the error names the first bad field. An unknown key comes first,
+    with a did-you-mean; ``explain_keys`` adds the accepted keys (else a one-line reference to the first
+    failure that listed them)."""
     if isinstance(value, PipelineResult):
         return value
     if value is None:
@@ -80,6 +118,20 @@ def coerce_result(value: Any) -> PipelineResult:
     except ValidationError as exc:
         # Python users write snake_case: name fields that way, whatever spelling came in.
         errors = exc.errors(include_url=False)
+        unknown, described = _unknown_keys(errors)
+        if unknown:
+            more = f"; {len(errors) - len(unknown)} more problem(s)" if len(errors) > len(unknown) else ""
+            word = "key" if len(unknown) == 1 else "keys"
+            problem = f"crucible_pipeline returned an invalid result: unknown {word} {', '.join(described)}{more}"
+            if not explain_keys:
+                raise PipelineResultError(f"{problem}; the accepted keys are listed at the first such failure",
+                                          problem=problem, unknown_keys=tuple(unknown)) from None
+            raise PipelineResultError(
+                f"{problem}\n"
+                f"    a result accepts: {_accepted(PipelineResult)} (snake_case or camelCase)\n"
+                f"    a retrieved chunk accepts: {_accepted(Retrieved)}\n"
+                "HINT: build the result as crucible.PipelineResult(...) to have its keys checked where you write them",
+                problem=problem, unknown_keys=tuple(unknown)) from None
         first = errors[0]
         got = "" if first["type"] == "missing" else f" (got {str(first.get('input'))[:60]!r})"
         more = f"; {len(errors) - 1} more problem(s)" if len(errors) > 1 else ""

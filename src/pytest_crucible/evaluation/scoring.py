@@ -102,6 +102,17 @@ def item_judgments(item: GoldenItem, ledger_rows: Iterable[dict[str, Any]] = ())
     return item_grades(item, ledger_rows)
 
 
+def score_ranking(retrieved: Sequence[tuple[Any, Any]], judgments: dict[str, tuple[int, str]], k: int,
+                  relevance_level: int = 1) -> tuple[dict[str, float], list[str]]:
+    """(retrieval metrics, ranked units) of one ranking of ``(chunk_id, doc_id)`` against an item's
+    effective grades: what an item scores when it runs, and what ``crucible compare --rescore``
+    recomputes from a stored ranking. Items with no relevant judgment (e.g. unanswerable ones) have
+    undefined retrieval metrics: they are left out, never scored as 0."""
+    qrels = {unit: grade for unit, (grade, _) in judgments.items()}
+    ranking = ranking_units(retrieved, qrels)
+    return retrieval_metrics(ranking, qrels, k, relevance_level=relevance_level), ranking
+
+
 def pool_sources(units: Sequence[str], judgments: dict[str, tuple[int, str]]) -> dict[str, int]:
     """How the retrieved pool (its scored units) was judged; unjudged units count as non-relevant."""
     counts = {"provenance": 0, "human": 0, "llm": 0, "unjudged": 0}
@@ -146,11 +157,8 @@ def score_item(item: GoldenItem, result: PipelineResult, *, k: int, latency_ms: 
     score.latency_ms = latency_ms
 
     judgments = item_judgments(item, ledger_rows)
-    qrels = {unit: grade for unit, (grade, _) in judgments.items()}
-    ranking = ranking_units([(chunk.chunk_id, chunk.doc_id) for chunk in result.retrieved], qrels)
-    # Items with no relevant judgment (e.g. unanswerable ones) have undefined
-    # retrieval metrics: they are left out, never scored as 0.
-    score.metrics = retrieval_metrics(ranking, qrels, k, relevance_level=relevance_level)
+    score.metrics, ranking = score_ranking([(chunk.chunk_id, chunk.doc_id) for chunk in result.retrieved], judgments, k,
+                                           relevance_level=relevance_level)
     score.metrics.update(concept_metrics(item, result, k))
     score.pool = pool_sources(ranking[:k], judgments)
     item_json = item.to_json()
@@ -197,13 +205,18 @@ def classify_score(score: dict[str, Any], *, mode: str, today: str | None = None
         if missing and item.get("answerable", True):
             return "retrieval_miss", f"required citation(s) {', '.join(missing)} not retrieved"
         return "correct", "retrieval found every required citation"
+    from .answers import chunks_without_text
+
     today = today or date.today().isoformat()
-    by_id = {chunk["chunk_id"]: chunk for chunk in score.get("retrieved") or []}
+    retrieved = score.get("retrieved") or []
+    by_id = {chunk["chunk_id"]: chunk for chunk in retrieved}
     cited = [c for c in score.get("citations") or [] if c in by_id]
     relied = cited or list(score.get("supporting_chunk_ids") or [])
     conflicting = tuple(item.get("conflictingSources") or ())
     cited_docs = {by_id[c]["doc_id"] for c in cited}
     answer = (score.get("answer") or "").lower()
+    stale = tuple(c for c in relied if c in by_id and _stale_chunk(by_id[c], today))
+    grade = score.get("crag_grade")
     inputs = ClassificationInputs(
         answerable=bool(item.get("answerable", True)),
         question_type=item.get("questionType") or "simple",
@@ -213,11 +226,48 @@ def classify_score(score: dict[str, Any], *, mode: str, today: str | None = None
         unsupported_claims=tuple(score.get("unsupported_claims") or ()),
         cited_chunk_ids=tuple(score.get("citations") or ()),
         supporting_chunk_ids=tuple(score.get("supporting_chunk_ids") or ()),
-        stale_cited=tuple(c for c in relied if _stale_chunk(by_id[c], today)),
+        stale_cited=stale,
         conflicting_docs=conflicting,
         answer_mentions_conflict=len(cited_docs & set(conflicting)) >= 2 or any(h in answer for h in CONFLICT_HEDGES),
         unsatisfied_must=tuple(unsatisfied_must_assertions(score.get("assertions") or [])),
-        crag_grade=score.get("crag_grade"),
+        crag_grade=grade,
+        # What the evidence shows (metrics/errors.py builds it):
+        answer=score.get("answer"),
+        confidence=score.get("confidence"),
+        confidence_threshold=_confidence_threshold(item),
+        retrieved_chunk_ids=tuple(by_id),
+        stale_sources=tuple(_stale_source(by_id[c]) for c in stale),
+        judge_reason=((score.get("verdicts") or {}).get("correctness") or {}).get("reason") or None,
+        correctness_targets=_correctness_targets(item) if grade in ("incorrect", "acceptable") else (),
+        context_has_text=not chunks_without_text(retrieved),
     )
     verdict = classify(inputs)
-    return verdict.error_class, verdict.evidence
+    return verdict.error_class, verdict.text
+
+
+def _stale_source(chunk: dict[str, Any]) -> tuple[str, str | None, str | None]:
+    """(chunk id, validTo, supersededBy) of a stale chunk, for the evidence."""
+    meta = chunk.get("metadata") or {}
+    valid_to = meta.get("valid_to") or meta.get("validTo")
+    superseded = meta.get("superseded_by") or meta.get("supersededBy")
+    return chunk["chunk_id"], str(valid_to) if valid_to else None, str(superseded) if superseded else None
+
+
+def _confidence_threshold(item: dict[str, Any]) -> float | None:
+    """The item's own confidence threshold (``metadata.confidenceThreshold``), when it has one."""
+    value = (item.get("metadata") or {}).get("confidenceThreshold")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _correctness_targets(item: dict[str, Any]) -> tuple[str, ...]:
+    """What the judge grades the answer against, in its order: the must-assertions, else the
+    reference's sentences (so "reference sentence 2" in its reason can be quoted)."""
+    musts = tuple(a["text"] for a in item.get("assertions") or [] if a.get("kind", "must") == "must" and a["text"].strip())
+    if musts:
+        return musts
+    reference = (item.get("reference") or "").strip()
+    if not reference:
+        return ()
+    from ..judge.lexical import extract_claims
+
+    return tuple(extract_claims(reference)) or (reference,)

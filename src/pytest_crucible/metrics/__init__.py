@@ -28,3 +28,44 @@ def family_of(metric: str) -> str | None:
 
 def higher_is_better(metric: str) -> bool:
     return metric not in LOWER_IS_BETTER
+
+
+# Per-item metrics outside the spec's families (reported under "other").
+OTHER_METRICS = ("conceptRecall", "nearMissRate", "assertionSatisfaction")
+# Every metric name the plugin can measure, compare or gate (run-level ones included).
+KNOWN_METRICS = tuple(name for names in METRIC_FAMILIES.values() for name in names) + OTHER_METRICS + ("eAurc",)
+
+
+def display_name(metric: str, k: int | None = None) -> str:
+    """How the terminal shows a metric: ``recall@10`` for recallAtK at k = 10, ``ndcg@10``."""
+    if k and metric.endswith("AtK"):
+        return metric.replace("AtK", f"@{k}")
+    return metric.replace("At10", "@10")
+
+
+def resolve_metric(name: str, k: int | None = None) -> str:
+    """The metric a user named, by its stored name (``ndcgAt10``) or as the terminal shows it
+    (``ndcg@10``, ``recall@10``, ``recall@k``). ValueError with a did-you-mean for an unknown name,
+    and for ``recall@5`` when the run's K is 10."""
+    text = name.strip()
+    if text in KNOWN_METRICS:
+        return text
+    lowered = {metric.lower(): metric for metric in KNOWN_METRICS}
+    if text.lower() in lowered:
+        return lowered[text.lower()]
+    base, at, cutoff = text.partition("@")
+    if at:
+        if base.lower() == "ndcg" and cutoff == "10":
+            return "ndcgAt10"
+        metric = lowered.get(base.lower() + "atk")
+        if metric is not None and (cutoff.lower() == "k" or k is None or cutoff == str(k)):
+            return metric
+        if metric is not None and cutoff.isdigit():
+            raise ValueError(f"metric {name!r}: this run's K is {k} (retrievalLimit), so it measures {display_name(metric, k)}"
+                             f"\nHINT: name it {metric} or {display_name(metric, k)}")
+    import difflib
+
+    shown = list(KNOWN_METRICS) + [display_name(metric, k or 10) for metric in KNOWN_METRICS if metric.endswith(("AtK", "At10"))]
+    close = difflib.get_close_matches(text, shown, n=3, cutoff=0.5) or difflib.get_close_matches(text.lower(), [m.lower() for m in shown], n=3)
+    hint = f"did you mean {', '.join(close)}?" if close else "the metrics are " + ", ".join(KNOWN_METRICS)
+    raise ValueError(f"unknown metric {name!r}\nHINT: {hint}")

@@ -68,6 +68,27 @@ Rules and edge decisions
   (except the unanswerable rule above).  Grades are matched
   case-insensitively; an unknown grade raises ``ValueError``.
 * *Evidence* lists at most three ids/claims and says how many more there are.
+  It is one sentence; :attr:`ErrorVerdict.details` adds the lines that show it
+  (each text trimmed to :data:`DETAIL_WIDTH` characters), and
+  :attr:`ErrorVerdict.text` joins both, as a strict failure shows them:
+
+  - ``hallucination``: the answer and the first unsupported claim; when the
+    judge's grade decided, the reference sentence (or must-assertion) the
+    answer contradicts or does not cover, when the judge names one, and the
+    judge's reason;
+  - ``incomplete``: the answer (the headline names the first unsatisfied
+    must-assertion) and, for a grade, the judge's reason;
+  - ``citation_error``: the cited chunks (with their ``[Sn]`` markers) against
+    the chunks that support the claims;
+  - ``stale``: the stale chunk and its ``validTo`` / ``supersededBy``;
+  - ``conflict_mishandled``: the answer;
+  - a wrong answer or a wrong abstention (``hallucination``, ``incomplete``)
+    and any answer below the item's confidence threshold: the confidence,
+    against that threshold when the item has one.
+* *Chunks without text* (``context_has_text=False``: every retrieved chunk came
+  back without its text): the claims could not be checked against the context,
+  so neither the unsupported-claim rule nor ``citation_error`` fires; the
+  judge's grade against the reference still does.
 
 The inputs accept lists for the tuple fields (converted to tuples); a bare
 string for a tuple field raises ``TypeError`` (it would otherwise be read as a
@@ -76,11 +97,13 @@ sequence of one-character ids).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from pytest_crucible.metrics.crag import CRAG_GRADES
 
-__all__ = ["ERROR_CLASSES", "ClassificationInputs", "ErrorVerdict", "classify"]
+__all__ = ["ERROR_CLASSES", "ClassificationInputs", "ErrorVerdict", "StaleSource", "classify", "DETAIL_WIDTH"]
 
 ERROR_CLASSES: tuple[str, ...] = (
     "retrieval_miss",
@@ -103,7 +126,20 @@ _TUPLE_FIELDS = (
     "stale_cited",
     "conflicting_docs",
     "unsatisfied_must",
+    "retrieved_chunk_ids",
+    "correctness_targets",
 )
+
+#: Each text quoted in the evidence (an answer, a claim, a reference sentence) is cut to about this many characters.
+DETAIL_WIDTH = 160
+
+
+class StaleSource(NamedTuple):
+    """A stale chunk and why: its ``validTo`` date and what superseded it (either may be None)."""
+
+    chunk_id: str
+    valid_to: str | None = None
+    superseded_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +158,15 @@ class ClassificationInputs:
     ``answer_mentions_conflict``: the answer surfaces the disagreement.
     ``unsatisfied_must``: reasons from the must-assertion check.
     ``crag_grade``: perfect | acceptable | missing | incorrect, or ``None`` when not judged.
+
+    For the evidence only (they never change the class, except ``context_has_text``):
+    ``answer``, ``confidence`` and ``confidence_threshold`` (the item's, if it has one);
+    ``retrieved_chunk_ids`` in rank order (``[Sn]`` is the n-th); ``stale_sources``: the
+    stale chunks with their ``validTo`` / ``supersededBy``; ``judge_reason``: the judge's reason
+    for its grade; ``correctness_targets``: what the judge graded against, in order (the
+    must-assertions, else the reference sentences), so that "reference sentence 2" or
+    "assertion 1" in its reason can be quoted. ``context_has_text``: False when every retrieved
+    chunk came back without text (claims could not be checked against the context).
     """
 
     answerable: bool
@@ -137,8 +182,17 @@ class ClassificationInputs:
     answer_mentions_conflict: bool = False
     unsatisfied_must: tuple[str, ...] = ()
     crag_grade: str | None = None
+    answer: str | None = None
+    confidence: float | None = None
+    confidence_threshold: float | None = None
+    retrieved_chunk_ids: tuple[str, ...] = ()
+    stale_sources: tuple[StaleSource, ...] = ()
+    judge_reason: str | None = None
+    correctness_targets: tuple[str, ...] = ()
+    context_has_text: bool = True
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "stale_sources", tuple(StaleSource(*source) for source in self.stale_sources))
         for name in _TUPLE_FIELDS:
             value = getattr(self, name)
             if isinstance(value, (str, bytes)):
@@ -153,14 +207,76 @@ class ClassificationInputs:
 
 @dataclass(frozen=True)
 class ErrorVerdict:
-    """The class of one result and one human-readable sentence of evidence."""
+    """The class of one result, one human-readable sentence of evidence, and the lines that show it
+    (the answer, the claim, the reference sentence, the markers, the dates, the confidence)."""
 
     error_class: str
     evidence: str
+    details: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.error_class not in ERROR_CLASSES:
             raise ValueError(f"unknown error class {self.error_class!r}; expected one of: {', '.join(ERROR_CLASSES)}")
+        object.__setattr__(self, "details", tuple(self.details))
+
+    @property
+    def text(self) -> str:
+        """The sentence, then one indented line per detail: what a strict failure and the store show."""
+        return "".join([self.evidence, *(f"\n    {detail}" for detail in self.details)])
+
+
+def _trim(text: str, width: int = DETAIL_WIDTH) -> str:
+    """One line of at most ``width`` characters (whitespace collapsed, '...' where it was cut)."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= width else flat[: width - 3].rstrip() + "..."
+
+
+def _marker(x: ClassificationInputs, chunk_id: str) -> str:
+    """``chunk_id [Sn]`` when the chunk was retrieved (n = its rank), else ``chunk_id (not retrieved)``."""
+    if chunk_id in x.retrieved_chunk_ids:
+        return f"{chunk_id} [S{x.retrieved_chunk_ids.index(chunk_id) + 1}]"
+    return f"{chunk_id} (not retrieved)" if x.retrieved_chunk_ids else chunk_id
+
+
+def _markers(x: ClassificationInputs, chunk_ids: tuple[str, ...]) -> str:
+    return _names(tuple(_marker(x, c) for c in chunk_ids))
+
+
+def _answer_line(x: ClassificationInputs) -> list[str]:
+    return [] if x.answer is None else [f'answer: "{_trim(x.answer)}"']
+
+
+def _confidence_line(x: ClassificationInputs, *, always: bool) -> list[str]:
+    """The pipeline's confidence, against the item's threshold when it has one; ``always``: also
+    when it is not below the threshold (a wrong answer or abstention given with that confidence)."""
+    if x.confidence is None:
+        return []
+    if x.confidence_threshold is None:
+        return [f"confidence: {x.confidence:g}"] if always else []
+    below = x.confidence < x.confidence_threshold
+    if not (always or (below and not x.abstained)):
+        return []
+    relation = "below" if below else "at or above"
+    return [f"confidence: {x.confidence:g} ({relation} the item's threshold {x.confidence_threshold:g})"]
+
+
+# How the offline judge names a contradicted target ("contradicts reference sentence 2: ...").
+_CONTRADICTED_TARGET = re.compile(r"\bcontradicts (reference sentence|assertion) (\d+)\b")
+
+
+def _grade_lines(x: ClassificationInputs) -> list[str]:
+    """For a grade-based verdict: the reference sentence or must-assertion the judge says the answer
+    contradicts, else the only one it graded against (not covered or contradicted), then its reason."""
+    lines = []
+    match = _CONTRADICTED_TARGET.search(x.judge_reason or "")
+    if match and 1 <= int(match.group(2)) <= len(x.correctness_targets):
+        target = x.correctness_targets[int(match.group(2)) - 1]
+        lines.append(f'{match.group(1)} the answer contradicts: "{_trim(target)}"')
+    elif len(x.correctness_targets) == 1 and x.crag_grade in ("incorrect", "acceptable") and x.answerable:
+        lines.append(f'expected (the answer contradicts or does not cover it): "{_trim(x.correctness_targets[0])}"')
+    if x.judge_reason:
+        lines.append(f"judge: {_trim(x.judge_reason)}")
+    return lines
 
 
 def _names(items: tuple[str, ...], limit: int = 3) -> str:
@@ -171,7 +287,7 @@ def _names(items: tuple[str, ...], limit: int = 3) -> str:
 
 
 def _quoted(items: tuple[str, ...], limit: int = 3) -> str:
-    return _names(tuple(f'"{item}"' for item in items), limit)
+    return _names(tuple(f'"{_trim(item)}"' for item in items), limit)
 
 
 def _plural(items: tuple[str, ...], singular: str, plural: str) -> str:
@@ -179,8 +295,45 @@ def _plural(items: tuple[str, ...], singular: str, plural: str) -> str:
 
 
 def classify(inputs: ClassificationInputs) -> ErrorVerdict:
-    """The error class of one result: the first rule, in ``ERROR_CLASSES`` order, that fires."""
-    x = inputs
+    """The error class of one result: the first rule, in ``ERROR_CLASSES`` order, that fires, with its
+    sentence of evidence and the detail lines that show it."""
+    verdict = _decide(inputs)
+    return ErrorVerdict(verdict.error_class, verdict.evidence, _details(inputs, verdict.error_class))
+
+
+def _details(x: ClassificationInputs, error_class: str) -> tuple[str, ...]:
+    """What shows the evidence of ``error_class`` (see the module docstring), each text trimmed."""
+    lines: list[str] = []
+    if error_class == "stale":
+        for source in x.stale_sources[:1]:
+            why = [f"validTo {source.valid_to}" if source.valid_to else "",
+                   f"supersededBy {source.superseded_by}" if source.superseded_by else ""]
+            lines.append(f"stale chunk: {_marker(x, source.chunk_id)}: " + ", ".join(w for w in why if w))
+        lines += _answer_line(x)
+    elif error_class == "conflict_mishandled":
+        lines += _answer_line(x)
+    elif error_class == "hallucination":
+        lines += _answer_line(x)
+        if x.unsupported_claims and x.context_has_text:
+            lines.append(f'unsupported claim: "{_trim(x.unsupported_claims[0])}"')
+        else:
+            lines += _grade_lines(x)
+    elif error_class == "citation_error":
+        cited = _markers(x, x.cited_chunk_ids) if x.cited_chunk_ids else "nothing"
+        supporting = (_markers(x, x.supporting_chunk_ids) if x.supporting_chunk_ids
+                      else "not known (no judge verdict per chunk)")
+        lines.append(f"cited: {cited}; the chunks that support the claims: {supporting}")
+    elif error_class == "incomplete":
+        lines += _answer_line(x)
+        if not x.abstained and not x.unsatisfied_must:
+            lines += _grade_lines(x)
+    if error_class != "correct":  # a wrong answer or abstention, or an answer below the item's threshold
+        lines += _confidence_line(x, always=error_class in ("hallucination", "incomplete"))
+    return tuple(lines)
+
+
+def _decide(x: ClassificationInputs) -> ErrorVerdict:
+    """The class and its sentence (``classify`` adds the details)."""
     answered = not x.abstained
     dynamism = x.dynamism.strip().lower() if isinstance(x.dynamism, str) else None
     false_premise = x.question_type.strip().lower() == "false_premise"
@@ -212,16 +365,18 @@ def classify(inputs: ClassificationInputs) -> ErrorVerdict:
 
     # 4. hallucination
     if answered:
-        if x.unsupported_claims:
+        if x.unsupported_claims and x.context_has_text:
             word = _plural(x.unsupported_claims, "claim", "claims")
             return ErrorVerdict(
                 "hallucination",
                 f"Answer {word} not supported by the retrieved context: {_quoted(x.unsupported_claims)}.",
             )
         if x.crag_grade == "incorrect":
-            if not x.answerable or false_premise:
-                what = "false-premise" if false_premise else "unanswerable"
-                detail = f" on a {what} item (question type {x.question_type}), answered as if it held"
+            if false_premise:
+                detail = f" on a false-premise item (question type {x.question_type}), answered as if it held"
+            elif not x.answerable:
+                detail = (f" on an unanswerable item (question type {x.question_type}), "
+                          "answered although the corpus cannot support an answer")
             else:
                 detail = ""
             return ErrorVerdict("hallucination", f"The judge graded the answer incorrect (CRAG -1){detail}.")
@@ -232,8 +387,9 @@ def classify(inputs: ClassificationInputs) -> ErrorVerdict:
                 "no judge grade says it rejected the question.",
             )
 
-    # 5. citation_error (answerable items only; claims are supported at this point)
-    if answered and x.answerable:
+    # 5. citation_error (answerable items only; claims are supported at this point, unless the
+    # retrieved chunks had no text to check them against: then the rule cannot be applied)
+    if answered and x.answerable and x.context_has_text:
         if not x.cited_chunk_ids:
             known = f" (supporting chunks: {_names(x.supporting_chunk_ids)})" if x.supporting_chunk_ids else ""
             return ErrorVerdict(
@@ -269,6 +425,11 @@ def classify(inputs: ClassificationInputs) -> ErrorVerdict:
             "correct", f"The unanswerable item was handled correctly (judge grade {x.crag_grade})."
         )
     graded = f", judge grade {x.crag_grade}" if x.crag_grade else ", not judged"
+    if not x.context_has_text:
+        return ErrorVerdict(
+            "correct", f"Required evidence retrieved{graded}; the claims and citations were not checked "
+                       "because the retrieved chunks have no text."
+        )
     return ErrorVerdict(
         "correct", f"All checks passed: required evidence retrieved, claims supported and cited{graded}."
     )

@@ -188,7 +188,7 @@ def _gate_context(gate: GateResult, run_id: str, k: int | None) -> dict[str, Any
     context.update(paired=comparison.paired_items, seed=comparison.seed, scale=scale, multiple=comparison.multiple,
                    config_changes=[{"key": key, "a": json.dumps(old), "b": json.dumps(new)}
                                    for key, (old, new) in comparison.config_changes.items()],
-                   warnings=list(gate.warnings) + list(comparison.warnings))
+                   warnings=list(gate.warnings) + list(comparison.warnings), excluded=list(comparison.excluded))
     return context
 
 

@@ -140,7 +140,7 @@ SUMMARY_WIDTH = 100
 
 # The headline numbers of the one-line (-q) summary, one per layer, when measured.
 ONE_LINE_METRICS = ("ndcgAt10", "recallAtK", "faithfulness", "truthfulness", "attackSuccessRate", "falsePositiveRate")
-ALERT_PREFIXES = ("WARNING", "FAULT", "GATE FAILED", "GATE REFUSED", "JUDGE ERROR")
+ALERT_PREFIXES = ("WARNING", "FAULT", "GATE FAILED", "GATE REFUSED", "JUDGE ERROR", "ERROR")
 
 
 def one_line_summary(store, run_id: str, *, gate: str | None = None) -> str:
@@ -156,6 +156,27 @@ def one_line_summary(store, run_id: str, *, gate: str | None = None) -> str:
     return line + (f"; {gate}" if gate else "")
 
 
+def textless_chunks_line(run: dict[str, Any], results: list[dict[str, Any]]) -> str | None:
+    """The WARNING for the items of a system-mode run whose retrieved chunks all came back without
+    text (the answer metrics that read the context were skipped for them), from the stored rows."""
+    if run.get("mode") != "system":
+        return None
+    from ..evaluation.answers import CONTEXT_METRICS, chunks_without_text
+
+    n = 0
+    for row in results:
+        if row.get("error") or row.get("blocked"):
+            continue
+        retrieved = row.get("retrieved") or []
+        if chunks_without_text(json.loads(retrieved) if isinstance(retrieved, str) else retrieved):
+            n += 1
+    if not n:
+        return None
+    return (f"WARNING {n} item(s) returned retrieved chunks without text: the answer metrics that read the context "
+            f"({', '.join(CONTEXT_METRICS)}) were skipped for them; return each chunk's text in `retrieved` "
+            "to measure them")
+
+
 def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults: list[str] = (), verbose: int = 0) -> list[str]:
     run = store.get_run(run_id)
     results = store.results(run_id)
@@ -165,13 +186,19 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
     k = json.loads(run["resolved"]).get("retrievalLimit")
     outcome_text = ", ".join(f"{n} {name}" for name, n in sorted(counts.items()))
     lines = run_header(run)
-    lines.append(f"items {len(results)} ({outcome_text or 'none'})")
+    errored = sum(1 for row in results if row.get("error"))
+    skipped = run.get("n_skipped") or 0
+    counts_text = (f": {len(results) - errored} scored, {errored} errored" + (f", {skipped} skipped" if skipped else "")
+                   if errored or skipped else "")
+    lines.append(f"items {len(results)} ({outcome_text or 'none'}){counts_text}")
     from ..runs import metric_means
 
     items, item_metrics = store.golden_items(run_id), store.item_metrics(run_id)  # read once for every view below
     means = metric_means(item_metrics)
     if means:
         lines.extend(metric_table(means, k))
+    elif results and all(row.get("error") for row in results):
+        lines.append(f"  no metrics: every item's pipeline call errored ({len(results)} errored); this run is {run['status']}")
     else:
         lines.append("  no retrieval metrics: no item had a relevant citation")
     from .views import error_class_counts, selective_summary
@@ -210,8 +237,13 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
     if pool_line:
         lines.extend(pool_line.splitlines())
     lines.append(f"db {store.path}")
+    from ..config import unread_key_message
+
     for key in unread_keys:
-        lines.append(f"WARNING CrucibleWarning: config key {key} was never read by the pipeline: is the config applied?")
+        lines.append(f"WARNING CrucibleWarning: {unread_key_message(key)}")
+    textless = textless_chunks_line(run, results)
+    if textless:
+        lines.append(textless)
     for fault in faults:
         lines.append(f"FAULT {fault}")
     return lines

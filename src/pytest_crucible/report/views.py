@@ -147,6 +147,22 @@ COMPARISON_LEGEND = ("  ns = not significant (the CI holds 0 or p >= 0.05); mde 
                      "  can detect; need n = items needed to detect this delta; * = not gated")
 
 
+EXCLUDED_SHOWN = 5
+
+
+def excluded_lines(excluded: list[dict[str, str]], width: int = 100) -> list[str]:
+    """The items left out of the pairs and why (the first few; the JSON and the HTML list them all)."""
+    if not excluded:
+        return []
+    lines = [f"  {len(excluded)} item{'s' if len(excluded) != 1 else ''} left out of the pairs:"]
+    for entry in excluded[:EXCLUDED_SHOWN]:
+        line = f"    {entry['id']}: {entry['reason']}"
+        lines.append(line if len(line) <= width else line[:width - 3] + "...")
+    if len(excluded) > EXCLUDED_SHOWN:
+        lines.append(f"    ... and {len(excluded) - EXCLUDED_SHOWN} more (crucible compare --json lists every one)")
+    return lines
+
+
 def comparison_lines(comparison: Comparison, gated: set[str] | None = None) -> list[str]:
     """An aligned table that fits 100 columns: metric, a, b, delta, CI, p, verdict."""
     lines = [
@@ -155,6 +171,7 @@ def comparison_lines(comparison: Comparison, gated: set[str] | None = None) -> l
         + (", Holm-adjusted p" if comparison.multiple == "holm" else ""),
         f"  {'metric':<22} {'a':>7} {'b':>7} {'delta':>8} {'95% CI':>16} {'p':>5}  verdict",
     ]
+    lines.extend(excluded_lines(comparison.excluded))
     legend = False
     for name, m in comparison.metrics.items():
         ci = f"[{m.ci[0]:+.3f}, {m.ci[1]:+.3f}]" if m.ci else "-"

@@ -32,8 +32,8 @@ from ..json_input import json_problem, shown
 from ..keys import READ_SCOPES, WRITE_FEEDBACK_SCOPE, ApiKey, authenticate
 from ..promote import PromoteError, PromoteNotFound, PromoteRequest, parse_request, promote
 from ..report.views import run_metrics_document, run_summary_json
-from ..defaults import DEFAULT_SEED
-from ..gate import GateSettings, decide, parse_floors, parse_metric_list
+from ..defaults import DEFAULT_SEED, MIN_PAIRS
+from ..gate import GateSettings, decide_stored, parse_floors, parse_metric_list
 from ..runs import load_run
 from ..store import Store, StoreError
 from ..workspace import parse_label_filters
@@ -296,6 +296,10 @@ def create_app(db_path: str | Path) -> FastAPI:
         multiple: Literal["none", "holm"] = Query("none", description="p-value correction across metrics."),
         allowIncomplete: bool = Query(False, description="Compare an incomplete or interrupted run on the items it has "  # noqa: N803
                                                          "instead of refusing (409)."),
+        rescore: bool = Query(False, description="Score both runs' retrieval metrics from their stored rankings against "
+                                                 "today's relevance grades."),
+        minPairs: int = Query(MIN_PAIRS, ge=2, description="Fewest pairs a gated metric needs; with fewer the gate "  # noqa: N803
+                                                           "refuses (409)."),
         key: ApiKey = Depends(read_key),
     ) -> Any:
         """Per-metric deltas over the shared golden items, BCa bootstrap CIs, permutation p-values and a
@@ -303,19 +307,23 @@ def create_app(db_path: str | Path) -> FastAPI:
         `crucible compare` give on the same pair with the same options. Refuses (409) runs judged by
         different judge models or prompt versions, and incomplete runs unless allowIncomplete.
         Bearer · kb:read or runs:read."""
-        try:
-            floors = parse_floors(failUnder, "failUnder")
-        except ValueError as exc:
-            message, hint = _split_hint(str(exc))
-            raise ApiError(422, "invalid_request", f"query: {message}", hint=hint,
-                           fields=[FieldProblem(location="query", field="failUnder", message=message)]) from None
-        settings = GateSettings(baseline=a, gate=parse_metric_list(gate), floors=floors, seed=seed, multiple=multiple,
-                                allow_incomplete=allowIncomplete)
         with _reading(db_path) as store:
-            baseline = load_run(store, _run_of_workspace(store, a, key.workspace))
-            candidate = load_run(store, _run_of_workspace(store, b, key.workspace))
-        result = decide(candidate, baseline, settings)
-        if result.comparison is None:
+            baseline = load_run(store, _run_of_workspace(store, a, key.workspace), golden=True, rankings=rescore)
+            candidate = load_run(store, _run_of_workspace(store, b, key.workspace), golden=True, rankings=rescore)
+            k = candidate.resolved.get("retrievalLimit")  # metric names as the terminal shows them (recall@10)
+            parsed = {}
+            for field, parse in (("failUnder", lambda: parse_floors(failUnder, "failUnder", k)),
+                                 ("gate", lambda: parse_metric_list(gate, "gate", k))):
+                try:
+                    parsed[field] = parse()
+                except ValueError as exc:
+                    message, hint = _split_hint(str(exc))
+                    raise ApiError(422, "invalid_request", f"query: {message}", hint=hint,
+                                   fields=[FieldProblem(location="query", field=field, message=message)]) from None
+            settings = GateSettings(baseline=a, gate=parsed["gate"], floors=parsed["failUnder"], seed=seed, multiple=multiple,
+                                    allow_incomplete=allowIncomplete, min_pairs=minPairs, rescore=rescore)
+            result = decide_stored(store, candidate, baseline, settings)
+        if result.verdict == "refused":
             message, hint = _split_hint(result.refusal or "the runs cannot be compared")
             raise ApiError(409, "conflict", message, hint=hint)
         return {**result.comparison.to_json(), "gate": result.to_json()}

@@ -192,11 +192,13 @@ class Store:
         return run_id
 
     def finish_run(self, run_id: str, *, status: str, golden_hash: str | None, judge: dict[str, Any] | None = None,
-                   unread_keys: list[str] | None = None) -> None:
-        """Close a run. ``judge``: stats (requests, cache hits, ...), tokens and cost to keep with it;
-        ``unread_keys``: changed config keys the pipeline never read (``crucible ablate`` reads them)."""
+                   unread_keys: list[str] | None = None, skipped: int = 0) -> str:
+        """Close a run and return its status. ``judge``: stats (requests, cache hits, ...), tokens and cost
+        to keep with it; ``unread_keys``: changed config keys the pipeline never read (``crucible ablate``
+        reads them); ``skipped``: golden items not run (drafts). A run that would be complete but scored no
+        item is ``failed``: it measured nothing, so it is never a baseline and never ``latest``."""
         values: dict[str, Any] = {"status": status, "finished_at": utc_now(), "golden_hash": golden_hash,
-                                  "unread_keys": json.dumps(unread_keys or [])}
+                                  "unread_keys": json.dumps(unread_keys or []), "n_skipped": skipped}
         if judge:
             values.update(
                 judge_stats=json.dumps(judge.get("stats") or {}, sort_keys=True),
@@ -205,8 +207,13 @@ class Store:
                 output_tokens=judge.get("output_tokens"),
             )
         with self.db.conn:
-            values["n_items"] = self.db.conn.execute("SELECT COUNT(*) FROM results WHERE run_id = ?", [run_id]).fetchone()[0]
+            n_items, n_errored = self.db.conn.execute(
+                "SELECT COUNT(*), COUNT(error) FROM results WHERE run_id = ?", [run_id]).fetchone()
+            values.update(n_items=n_items, n_errored=n_errored, n_scored=n_items - n_errored)
+            if n_items - n_errored == 0 and status in ("complete", "incomplete"):
+                values["status"] = "failed"
             self._update_run(run_id, values)
+        return values["status"]
 
     def mark_dead_runs_interrupted(self) -> int:
         """A run still 'running' whose process is gone (killed, crashed) was interrupted."""
@@ -389,6 +396,30 @@ class Store:
             sql += " WHERE " + " AND ".join(clauses)
         return [dict(row) for row in self.db.query(sql + " ORDER BY id", params)]
 
+    def known_query_ids(self) -> list[str]:
+        """Every query id this database knows, sorted: a golden item that ran in any run (any
+        workspace), or a query the qrels ledger judges."""
+        return [row[0] for row in self.db.conn.execute(
+            "SELECT item_id FROM golden_items UNION SELECT item_id FROM results UNION SELECT query_id FROM qrels ORDER BY 1")]
+
+    def known_units(self, query_id: str) -> set[str]:
+        """The units (``chunk:<id>``, ``doc:<id>``) this database knows for one query, in any run or
+        workspace: retrieved for its item, named by a citation of its golden item, or judged in the
+        ledger. A known chunk makes its document known too."""
+        pairs = self.db.conn.execute(
+            "SELECT coalesce(json_extract(entry.value, '$.chunk_id'), json_extract(entry.value, '$.chunkId')),"
+            "       coalesce(json_extract(entry.value, '$.doc_id'), json_extract(entry.value, '$.docId'))"
+            "  FROM results, json_each(results.retrieved) AS entry"
+            " WHERE results.item_id = ? AND entry.type = 'object'"
+            " UNION "
+            "SELECT json_extract(citation.value, '$.chunkId'), json_extract(citation.value, '$.docId')"
+            "  FROM golden_items, json_each(golden_items.item, '$.citations') AS citation"
+            " WHERE golden_items.item_id = ? AND citation.type = 'object'"
+            " UNION "
+            "SELECT chunk_id, doc_id FROM qrels WHERE query_id = ?", [query_id] * 3).fetchall()
+        units = {f"chunk:{chunk}" for chunk, _ in pairs if chunk}
+        return units | {f"doc:{doc}" for _, doc in pairs if doc}
+
     def judgment_ledger(self, query_ids: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
         """query id -> its human and llm judgments in ledger order, for these queries
         (the rows :func:`pytest_crucible.qrels.item_grades` reads)."""
@@ -504,6 +535,11 @@ class Store:
         row = self.db.conn.execute("SELECT unread_keys FROM runs WHERE id = ?", [run_id]).fetchone()
         return json.loads(row[0]) if row and row[0] else []
 
+    def item_kinds(self, run_id: str) -> dict[str, str]:
+        """item id -> the kind of the golden item as it ran (retrieval when the item does not say)."""
+        return {item_id: kind or "retrieval" for item_id, kind in self.db.conn.execute(
+            "SELECT item_id, json_extract(item, '$.kind') FROM golden_items WHERE run_id = ?", [run_id])}
+
     def result_rows(self, run_id: str) -> list[dict[str, Any]]:
         """Every result's item id, confidence, CRAG grade and failures (pipeline error, judge errors):
         what the run model reads besides the metrics."""
@@ -559,7 +595,7 @@ EXPORT_VERSION = 1
 _RUN_COLUMNS = ("id", "started_at", "finished_at", "status", "config_hash", "config_path", "params", "resolved", "mode",
                 "outcome_mode", "golden_hash", "n_items", "git_commit", "pytest_args", "judge_model", "judge_prompt_version",
                 "host", "pid", "judge_label", "judge_stats", "cost_estimate_usd", "cost_usd", "input_tokens", "output_tokens",
-                "workspace", "labels", "kinds", "unread_keys")
+                "workspace", "labels", "kinds", "unread_keys", "n_scored", "n_errored", "n_skipped")
 _RESULT_COLUMNS = ("run_id", "item_id", "question", "answer", "retrieved", "citations", "confidence", "abstained", "blocked",
                    "detected_concepts", "outcome", "failures", "error", "latency_ms", "recorded_at", "judge_errors", "verdicts",
                    "pool", "assertions", "result_id", "error_class", "error_evidence", "crag_grade", "blocked_layer")
@@ -574,7 +610,7 @@ _RUN_TYPES = {
     **dict.fromkeys(("finished_at", "config_path", "golden_hash", "git_commit", "judge_model", "judge_prompt_version", "host",
                      "judge_label", "workspace"), _TEXT),
     **dict.fromkeys(("params", "resolved", "pytest_args", "judge_stats", "labels", "kinds", "unread_keys"), _JSON_TEXT),
-    **dict.fromkeys(("n_items", "pid", "input_tokens", "output_tokens"), _INT),
+    **dict.fromkeys(("n_items", "pid", "input_tokens", "output_tokens", "n_scored", "n_errored", "n_skipped"), _INT),
     **dict.fromkeys(("cost_estimate_usd", "cost_usd"), _NUMBER),
 }
 _RESULT_TYPES = {
@@ -583,7 +619,7 @@ _RESULT_TYPES = {
     **dict.fromkeys(("confidence", "latency_ms"), _NUMBER),
     **dict.fromkeys(("abstained", "blocked"), _FLAG),
 }
-_RUN_CHOICES = {"status": ("running", "complete", "incomplete", "interrupted"), "mode": ("system", "component")}
+_RUN_CHOICES = {"status": ("running", "complete", "incomplete", "interrupted", "failed"), "mode": ("system", "component")}
 
 
 def _fits(value: Any, kind: str) -> bool:

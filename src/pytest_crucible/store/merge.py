@@ -160,6 +160,8 @@ def _merged_status(statuses: Iterable[str]) -> str:
         return "interrupted"
     if "incomplete" in statuses:
         return "incomplete"
+    if statuses == {"failed"}:  # no shard scored an item
+        return "failed"
     return "complete"
 
 
@@ -199,6 +201,7 @@ def _merged_run(shards: list[_Shard], golden_hash: str, n_items: int, warnings: 
         golden_hash=golden_hash,
         n_items=n_items,
         judge_stats=_judge_stats(runs),
+        **{column: _sum(r.get(column) for r in runs) for column in ("n_scored", "n_errored", "n_skipped")},
         # A key counts as unread only when no shard's pipeline read it.
         unread_keys=json.dumps(sorted(set.intersection(*(set(json.loads(r.get("unread_keys") or "[]")) for r in runs)))),
         git_commit=_common(runs, "git_commit"),

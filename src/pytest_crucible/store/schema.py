@@ -267,9 +267,57 @@ MIGRATIONS: list[str] = [
         (SELECT value FROM item_metrics m WHERE m.run_id = r.run_id AND m.item_id = r.item_id AND m.metric = 'falsePositiveRate') AS falsePositiveRate
     FROM results r;
     """,
-    # version 8: the changed config keys the pipeline never read, kept with the run (crucible ablate reads them).
+    # version 8: a run with no scored item is 'failed' (never a baseline, never 'latest'); a run counts the
+    # items it scored, the items whose pipeline errored and the items it skipped (drafts), and keeps the
+    # changed config keys the pipeline never read (crucible ablate reads them). The status CHECK needs
+    # the table rebuilt (the documented 12-step way, as in version 2).
     """
-    ALTER TABLE runs ADD COLUMN unread_keys TEXT;
+    CREATE TABLE runs_v8 (
+        id TEXT PRIMARY KEY,
+        started_at TEXT NOT NULL,
+        finished_at TEXT,
+        status TEXT NOT NULL CHECK (status IN ('running', 'complete', 'incomplete', 'interrupted', 'failed')),
+        config_hash TEXT NOT NULL,
+        config_path TEXT,
+        params TEXT NOT NULL,
+        resolved TEXT NOT NULL,
+        mode TEXT NOT NULL CHECK (mode IN ('system', 'component')),
+        outcome_mode TEXT NOT NULL,
+        golden_hash TEXT,
+        n_items INTEGER NOT NULL DEFAULT 0,
+        git_commit TEXT,
+        pytest_args TEXT,
+        judge_model TEXT,
+        judge_prompt_version TEXT,
+        host TEXT,
+        pid INTEGER,
+        judge_label TEXT,
+        judge_stats TEXT,
+        cost_estimate_usd REAL,
+        cost_usd REAL,
+        input_tokens INTEGER,
+        output_tokens INTEGER,
+        workspace TEXT NOT NULL DEFAULT 'default',
+        labels TEXT NOT NULL DEFAULT '{}',
+        kinds TEXT,
+        unread_keys TEXT,
+        n_scored INTEGER,
+        n_errored INTEGER,
+        n_skipped INTEGER
+    );
+    INSERT INTO runs_v8 (id, started_at, finished_at, status, config_hash, config_path, params, resolved, mode, outcome_mode,
+                         golden_hash, n_items, git_commit, pytest_args, judge_model, judge_prompt_version, host, pid, judge_label,
+                         judge_stats, cost_estimate_usd, cost_usd, input_tokens, output_tokens, workspace, labels, kinds,
+                         n_scored, n_errored)
+        SELECT id, started_at, finished_at, status, config_hash, config_path, params, resolved, mode, outcome_mode,
+               golden_hash, n_items, git_commit, pytest_args, judge_model, judge_prompt_version, host, pid, judge_label,
+               judge_stats, cost_estimate_usd, cost_usd, input_tokens, output_tokens, workspace, labels, kinds,
+               (SELECT COUNT(*) FROM results r WHERE r.run_id = runs.id AND r.error IS NULL),
+               (SELECT COUNT(*) FROM results r WHERE r.run_id = runs.id AND r.error IS NOT NULL)
+        FROM runs;
+    DROP TABLE runs;
+    ALTER TABLE runs_v8 RENAME TO runs;
+    CREATE INDEX runs_by_workspace ON runs (workspace, started_at);
     """,
 ]
 

@@ -1,0 +1,103 @@
+"""The gate and the run as junit XML sees them (and every other reporter of test reports).
+
+The gate becomes a test case of its own, ``crucible::gate`` (classname ``crucible``, name ``gate``):
+reports sent through ``pytest_runtest_logreport`` at session end, before pytest's junitxml writes
+its file. It fails with every ``GATE FAILED`` line (the first is the message), is an error when the
+gate refused (the refusal and its HINT), is skipped or passes. The testsuite carries the run and the
+verdict as <properties> (``crucible.runId``, ``crucible.configHash``, ``crucible.baseline``,
+``crucible.verdict``), through junitxml's own object. Everything is read from the ``GateResult``,
+never recomputed. pytest is imported only where the reports are built (the plugin calls
+:func:`report_to_junit` from its pytest_sessionfinish).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..gate import GateResult
+    from ..session import CrucibleSession
+
+GATE_NODEID = "crucible::gate"
+GATE_LOCATION = ("crucible", None, "crucible gate")
+
+
+class GateCrash:
+    """What junit takes as the message (and the terminal's short summary as the reason)."""
+
+    def __init__(self, message: str):
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{GATE_NODEID}: {self.message}"
+
+
+class GateRepr:
+    """The longrepr of the gate's report: junit's message is the first line (``reprcrash``), its text
+    every line (``str``); the terminal prints one pointer (its crucible section lists the lines)."""
+
+    def __init__(self, lines: list[str], pointer: str):
+        self.lines, self.pointer = lines, pointer
+        self.reprcrash = GateCrash(lines[0])
+
+    def toterminal(self, tw) -> None:
+        tw.line(self.pointer)
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)
+
+
+def gate_case(gate: "GateResult") -> tuple[str, str, Any]:
+    """(outcome, when, longrepr) of the gate's test case: failed at call, failed at setup (an error:
+    refused), skipped, or passed."""
+    if gate.verdict == "failed":
+        n = len(gate.failures)
+        lines = [f"GATE FAILED {reason}" for reason in gate.failures] or [gate.summary()]
+        return "failed", "call", GateRepr(lines, f"the gate failed ({n} reason{'s' if n != 1 else ''}): see the crucible section below")
+    if gate.verdict == "refused":
+        first, *rest = (gate.refusal or "").splitlines() or [""]
+        return "failed", "setup", GateRepr([f"GATE REFUSED {first}", *rest], "the gate refused to compare: see the crucible section below")
+    if gate.verdict == "skipped":
+        return "skipped", "call", (GATE_LOCATION[0], 0, f"Skipped: {gate.summary()}")
+    return "passed", "call", None
+
+
+def suite_properties(crucible: "CrucibleSession") -> dict[str, str]:
+    """The testsuite <properties>: the run, and the gate's verdict and baseline when a gate was asked for."""
+    gate = crucible.gate
+    properties = {"crucible.runId": crucible.run_id, "crucible.configHash": crucible.settings.config_hash}
+    if gate is not None:
+        properties["crucible.baseline"] = gate.baseline.run_id if gate.baseline is not None else None
+        properties["crucible.verdict"] = gate.verdict
+    return {name: value for name, value in properties.items() if value is not None}
+
+
+def report_to_junit(session, crucible: "CrucibleSession") -> None:
+    """On the controller, after the gate decided and before junitxml writes its file: the gate's test case
+    (only when a gate was asked for), then the testsuite properties (only with --junitxml)."""
+    if crucible.gate is not None:
+        _report_gate(session, crucible.gate)
+    config = session.config
+    xml = next((plugin for plugin in config.pluginmanager.get_plugins() if hasattr(plugin, "add_global_property")), None)
+    if xml is not None and config.getoption("xmlpath", None):
+        for name, value in suite_properties(crucible).items():
+            xml.add_global_property(name, value)
+
+
+def _report_gate(session, gate: "GateResult") -> None:
+    """setup, the verdict's phase, teardown (junitxml closes a test case on its teardown report). Every
+    reporter receives them: the terminal counts the gate and names it in its short summary. The exit
+    status stays as the session decided it, and the gate does not count towards --maxfail."""
+    import pytest  # here: the rest of this module is pure
+
+    outcome, when, longrepr = gate_case(gate)
+    phases = ([("setup", "passed", None)] if when == "call" else []) + [(when, outcome, longrepr), ("teardown", "passed", None)]
+    testsfailed = session.testsfailed
+    session.testsfailed = testsfailed - 1  # pytest counts a failed report towards --maxfail: the gate is not an item
+    for phase, phase_outcome, phase_longrepr in phases:
+        report = pytest.TestReport(GATE_NODEID, GATE_LOCATION, {}, phase_outcome, phase_longrepr, phase)
+        if phase == when:  # read by the plugin's pytest_report_teststatus while the report is sent
+            report.crucible_live_status = ("error" if when == "setup" else outcome), "", ""
+        session.config.hook.pytest_runtest_logreport(report=report)
+        report.__dict__.pop("crucible_live_status", None)
+    session.testsfailed = testsfailed

@@ -1,0 +1,84 @@
+"""The ruler of a comparison: the relevance grades both runs' retrieval metrics were measured against.
+
+A judgment added to the qrels ledger between two runs (a human override, a pool label), or a golden
+item whose citations changed, moves the ruler: a retrieval delta then mixes the system's change with
+the ruler's. :func:`prepare_pair` says so, and with ``rescore`` recomputes both runs' retrieval
+metrics from their stored rankings against today's grades (the candidate's golden items and the
+whole ledger), so that only the system changed. The grades come from ``qrels.item_grades`` and the
+metrics from ``evaluation.scoring.score_ranking``: the same functions an item is scored with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from .runs import RunData
+
+if TYPE_CHECKING:
+    from .store import Store
+
+SHOWN = 5
+
+
+def _as_of(rows: list[dict[str, Any]], run: RunData) -> list[dict[str, Any]]:
+    """The ledger rows a run could have read: those written before it finished."""
+    moment = run.run.get("finished_at") or run.run.get("started_at") or ""
+    return [row for row in rows if (row.get("created_at") or "") <= moment]
+
+
+def moved_items(a: RunData, b: RunData, ledger: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Paired items whose effective grades differ between the two runs' times (golden citations as each
+    ran, ledger rows written before each finished)."""
+    from .qrels import item_grades
+
+    golden_a = {item.get("id"): item for item in a.golden}
+    golden_b = {item.get("id"): item for item in b.golden}
+    moved = []
+    for item in sorted(set(a.item_ids) & set(b.item_ids)):
+        rows = ledger.get(item, [])
+        try:
+            if item_grades(golden_a.get(item), _as_of(rows, a)) != item_grades(golden_b.get(item), _as_of(rows, b)):
+                moved.append(item)
+        except ValueError:  # a malformed citation: not this check's business (the item's own scoring reports it)
+            continue
+    return moved
+
+
+def rescored(run: RunData, golden: dict[str, dict[str, Any]], ledger: dict[str, list[dict[str, Any]]]) -> RunData:
+    """The run with its retrieval metrics recomputed from its stored rankings against today's grades."""
+    from .evaluation.scoring import score_ranking
+    from .metrics.retrieval import RETRIEVAL_METRICS
+    from .qrels import item_grades
+
+    k = int(run.resolved.get("retrievalLimit") or 10)
+    metrics = {name: dict(values) for name, values in run.metrics.items() if name not in RETRIEVAL_METRICS}
+    for item, ranking in run.rankings.items():
+        if item in run.errored:
+            continue
+        values, _ = score_ranking(ranking, item_grades(golden.get(item), ledger.get(item, [])), k)
+        for name, value in values.items():
+            metrics.setdefault(name, {})[item] = value
+    return replace(run, metrics={name: values for name, values in metrics.items() if values})
+
+
+def prepare_pair(store: "Store | None", current: RunData, baseline: RunData, *, rescore: bool) -> tuple[RunData, RunData, list[str]]:
+    """(current, baseline, warnings): warn when the ruler moved between the runs; with ``rescore``
+    return both runs measured against today's grades. The runs must carry their golden items (and
+    their rankings, to rescore). Without a store (two exported files) the ledger is empty."""
+    items = sorted(set(current.item_ids) | set(baseline.item_ids))
+    ledger = store.judgment_ledger(items) if store is not None else {}
+    moved = moved_items(baseline, current, ledger)
+    if not rescore:
+        if not moved:
+            return current, baseline, []
+        shown = ", ".join(moved[:SHOWN]) + (", ..." if len(moved) > SHOWN else "")
+        return current, baseline, [
+            f"WARNING the relevance grades of {len(moved)} paired item(s) changed between the runs ({shown}): "
+            "their retrieval deltas mix the system's change with the ruler's; --crucible-rescore "
+            "(crucible compare --rescore) scores both runs against today's grades"]
+    golden = {item.get("id"): item for item in baseline.golden}
+    golden.update({item.get("id"): item for item in current.golden})  # the candidate's items are today's
+    note = (f"NOTE rescored: both runs' retrieval metrics recomputed from their stored rankings against today's grades "
+            f"({len(moved)} paired item(s) had changed)")
+    return rescored(current, golden, ledger), rescored(baseline, golden, ledger), [note]

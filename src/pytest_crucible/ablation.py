@@ -126,6 +126,11 @@ def _guardrail_summary(store, run_id: str) -> dict[str, Any] | None:
     return run_guardrails(store.golden_items(run_id), store.item_metrics(run_id), store.results(run_id))
 
 
+def guardrail_row(comparison, metric: str):
+    """The comparison row of a guardrail metric (the adversarial kind's, when the runs mix kinds)."""
+    return next((m for m in comparison.metrics.values() if m.metric == metric), None)
+
+
 def ablation_lines(ablation: Ablation) -> list[str]:
     """The report: residual risk with every layer on, then each layer's contribution (fits 100 columns)."""
     s = ablation.base_summary
@@ -138,7 +143,7 @@ def ablation_lines(ablation: Ablation) -> list[str]:
              f"  {'layer':<20} {'metric':<18} {'without':>7} {'contrib':>8} {'95% CI':>16} {'p':>5}  verdict"]
     for result in ablation.layers:
         for name in GUARDRAIL_METRICS:
-            m = result.comparison.metrics.get(name)
+            m = guardrail_row(result.comparison, name)
             if m is None or m.b is None:
                 continue
             delta = f"{m.delta:+8.4f}" if m.delta is not None else f"{m.b - m.a:+8.4f}"
@@ -160,7 +165,7 @@ def ablation_json(ablation: Ablation) -> dict[str, Any]:
             {"layer": r.layer, "runId": r.run_id, "layerNameUnread": r.unread,
              "contribution": {name: {"without": m.b, "delta": m.delta if m.delta is not None else (m.b - m.a if m.b is not None and m.a is not None else None),
                                      "ci": list(m.ci) if m.ci else None, "p": m.p, "significant": m.significant}
-                              for name, m in r.comparison.metrics.items() if name in GUARDRAIL_METRICS}}
+                              for name in GUARDRAIL_METRICS if (m := guardrail_row(r.comparison, name)) is not None}}
             for r in ablation.layers
         ],
     }

@@ -732,8 +732,8 @@ def add_gate_flags(cmd: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = CrucibleParser(prog="crucible", description=(
         "Read and compare pytest-crucible evaluation runs.\n\n"
-        "exit status: 0 done; 1 a significant regression (compare); 2 a usage error (what is wrong, then a HINT);\n"
-        "3 a refused comparison (runs judged by different judges)"))
+        "exit status: 0 done; 1 a failed gate (compare: a significant regression or a missed floor); 2 a usage error\n"
+        "(what is wrong, then a HINT); 3 a refused comparison (different judges, an incomplete or failed run, too few pairs)"))
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     schema = sub.add_parser("schema", help="print the JSON Schema of a file format")

@@ -44,6 +44,8 @@ class MetricComparison:
     required_n: int | None = None
     p_unadjusted: float | None = None
     note: str = ""
+    # The kind of question the pairs are of, when the runs mix kinds (each kind is compared on its own).
+    kind: str | None = None
 
     @property
     def verdict(self) -> str:
@@ -80,7 +82,8 @@ class Comparison:
             "pairedItems": self.paired_items,
             "seed": self.seed,
             "metrics": {
-                name: {"a": m.a, "b": m.b, "delta": m.delta, "ci": list(m.ci) if m.ci else None, "p": m.p, "significant": m.significant}
+                name: {"a": m.a, "b": m.b, "delta": m.delta, "ci": list(m.ci) if m.ci else None, "p": m.p, "significant": m.significant,
+                       **({"metric": m.metric, "kind": m.kind} if m.kind else {})}
                 for name, m in self.metrics.items()
             },
             "verdicts": {name: m.verdict for name, m in self.metrics.items()},
@@ -121,35 +124,25 @@ def compare_run_data(
     excluded = excluded_items(a, b)
     left_out = {entry["id"] for entry in excluded}
     shared = sorted((set(a.item_ids) & set(b.item_ids)) - left_out)
-    shared_set = set(shared)
     names = ordered_metrics(set(a.metrics) | set(b.metrics)) if metrics is None else list(metrics)
+    options = {"seed": seed, "n_resamples": n_resamples, "n_permutations": n_permutations, "alpha": alpha}
     results: dict[str, MetricComparison] = {}
-    for name in names:
-        left, right = a.metrics.get(name, {}), b.metrics.get(name, {})
-        both = [item for item in shared if item in left and item in right]
-        dropped = sum(1 for item in shared_set if (item in left) != (item in right))
-        xs = [left[item] for item in both]
-        ys = [right[item] for item in both]
-        entry = MetricComparison(
-            metric=name,
-            a=sum(xs) / len(xs) if xs else None,
-            b=sum(ys) / len(ys) if ys else None,
-            delta=None, ci=None, p=None, significant=False,
-            n=len(both), dropped=dropped, higher_is_better=higher_is_better(name),
-        )
-        if len(both) < 2:
-            entry.note = f"not tested: {len(both)} pair{'s' if len(both) != 1 else ''}"
-        else:
-            test = paired_test(xs, ys, seed=seed, n_resamples=n_resamples, n_permutations=n_permutations, alpha=alpha)
-            entry.delta, entry.ci, entry.p = test.delta, (test.ci_low, test.ci_high), test.p_value
-            entry.significant, entry.mde, entry.required_n = test.significant, test.mde, test.required_n
-            if len(both) < min_pairs_for_alpha(alpha):
-                # With so few pairs even a sign-flip test where every pair agrees cannot reach p < alpha.
-                entry.note = f"ns: {len(both)} pairs (need {min_pairs_for_alpha(alpha)})"
-        results[name] = entry
-
-    if (metrics is None or "aurc" in metrics) and a.selective and b.selective:
-        results["aurc"] = _compare_aurc(a, b, shared, seed=seed, n_resamples=n_resamples, n_permutations=n_permutations, alpha=alpha)
+    # A run that mixes kinds of question is compared kind by kind: no delta averages a retrieval
+    # question with an attack (the pairs are of one kind: an item that changed kind is left out).
+    groups = kind_groups(shared, b)
+    for kind, items in groups:
+        for name in names:
+            left, right = a.metrics.get(name, {}), b.metrics.get(name, {})
+            if kind is not None and not any(item in left or item in right for item in items):
+                continue  # a metric no item of this kind has (attack rates of retrieval questions)
+            entry = _compare_metric(name, left, right, items, **options)
+            entry.kind = kind
+            results[metric_key(name, kind)] = entry
+        if (metrics is None or "aurc" in metrics) and a.selective and b.selective:
+            if kind is None or any(item in a.selective for item in items):
+                entry = _compare_aurc(a, b, items, **options)
+                entry.kind = kind
+                results[metric_key("aurc", kind)] = entry
 
     if multiple == "holm":
         tested = [m for m in results.values() if m.p is not None]
@@ -167,6 +160,50 @@ def compare_run_data(
         )
     return Comparison(a=a.run_id, b=b.run_id, paired_items=len(shared), seed=seed, metrics=results,
                       config_changes=changes, warnings=warnings, multiple=multiple, excluded=excluded)
+
+
+def metric_key(metric: str, kind: str | None) -> str:
+    """A comparison row's name: the metric, qualified by its kind when the runs mix kinds (``ndcgAt10 [retrieval]``)."""
+    return metric if kind is None else f"{metric} [{kind}]"
+
+
+def kind_groups(items: list[str], run: RunData) -> list[tuple[str | None, list[str]]]:
+    """[(None, items)] when the items are of one kind, else one group per kind (in KINDS order)."""
+    from .defaults import KINDS
+
+    by_kind: dict[str, list[str]] = {}
+    for item in items:
+        by_kind.setdefault(run.kinds.get(item) or "retrieval", []).append(item)
+    if len(by_kind) < 2:
+        return [(None, list(items))]
+    order = {kind: index for index, kind in enumerate(KINDS)}
+    return [(kind, by_kind[kind]) for kind in sorted(by_kind, key=lambda k: (order.get(k, len(order)), k))]
+
+
+def _compare_metric(name: str, left: Mapping[str, float], right: Mapping[str, float], items: list[str], *, seed: int,
+                    n_resamples: int, n_permutations: int, alpha: float) -> MetricComparison:
+    """One metric over the paired items that have it on both sides (both significance gates)."""
+    both = [item for item in items if item in left and item in right]
+    dropped = sum(1 for item in items if (item in left) != (item in right))
+    xs = [left[item] for item in both]
+    ys = [right[item] for item in both]
+    entry = MetricComparison(
+        metric=name,
+        a=sum(xs) / len(xs) if xs else None,
+        b=sum(ys) / len(ys) if ys else None,
+        delta=None, ci=None, p=None, significant=False,
+        n=len(both), dropped=dropped, higher_is_better=higher_is_better(name),
+    )
+    if len(both) < 2:
+        entry.note = f"not tested: {len(both)} pair{'s' if len(both) != 1 else ''}"
+        return entry
+    test = paired_test(xs, ys, seed=seed, n_resamples=n_resamples, n_permutations=n_permutations, alpha=alpha)
+    entry.delta, entry.ci, entry.p = test.delta, (test.ci_low, test.ci_high), test.p_value
+    entry.significant, entry.mde, entry.required_n = test.significant, test.mde, test.required_n
+    if len(both) < min_pairs_for_alpha(alpha):
+        # With so few pairs even a sign-flip test where every pair agrees cannot reach p < alpha.
+        entry.note = f"ns: {len(both)} pairs (need {min_pairs_for_alpha(alpha)})"
+    return entry
 
 
 def excluded_items(a: RunData, b: RunData) -> list[dict[str, str]]:
@@ -203,7 +240,7 @@ def _compare_aurc(a: RunData, b: RunData, shared: list[str], **options: Any) -> 
     from .stats.run_level import paired_aurc_test
 
     both = [item for item in shared if item in a.selective and item in b.selective]
-    dropped = sum(1 for item in shared if (item in a.selective) != (item in b.selective))
+    dropped = sum(1 for item in shared if (item in a.selective) != (item in b.selective))  # shared: the group's items
     xs, ys = [a.selective[i] for i in both], [b.selective[i] for i in both]
     entry = MetricComparison(
         metric="aurc",

@@ -158,6 +158,26 @@ def baseline_refusal(baseline: RunData) -> str | None:
             f"HINT: pick a complete run (`crucible runs`), or {ALLOW_HINT}")
 
 
+def kind_floor_failures(run: RunData, floors: dict[str, float]) -> list[str]:
+    """The absolute floors on the run's means; a run that mixes kinds is held to them kind by kind
+    (a floor on nDCG judges the retrieval questions' nDCG, not an average with the attacks')."""
+    from .comparison import floor_failures, kind_groups, metric_key
+
+    if not floors:
+        return []
+    groups = kind_groups([item for item in run.item_ids if item not in run.errored], run)
+    if len(groups) < 2:
+        return floor_failures(run.means(), floors)
+    reasons, measured = [], set()
+    for kind, items in groups:
+        means = run.restricted(set(items)).means()
+        measured |= set(means)
+        reasons.extend(floor_failures({metric_key(name, kind): value for name, value in means.items()},
+                                      {metric_key(name, kind): floor for name, floor in floors.items() if name in means}))
+    reasons.extend(floor_failures({}, {name: floor for name, floor in floors.items() if name not in measured}))
+    return reasons
+
+
 def _blind_gate(comparison: "Comparison", blind: list[str], settings: GateSettings) -> str | None:
     """Why the gate cannot see a regression: a gated metric (or, when none was named, every metric)
     has fewer pairs than ``min_pairs`` (None: the gate can see)."""
@@ -199,7 +219,7 @@ def unreadable_baseline(reason: str, settings: GateSettings) -> GateResult:
 def decide(current: RunData, baseline: RunData | None, settings: GateSettings, notes: list[str] = ()) -> GateResult:
     """The verdict on ``current`` (the candidate) against ``baseline`` (None: floors only). ``notes``:
     what the caller learnt preparing the pair (``ruler.prepare_pair``), shown with the verdict."""
-    from .comparison import ComparisonRefused, compare_run_data, floor_failures, regression_reasons
+    from .comparison import ComparisonRefused, compare_run_data, regression_reasons
 
     result = GateResult(PASSED, has_baseline=baseline is not None, has_floors=bool(settings.floors), gated=settings.gate,
                         baseline=baseline, baseline_ref=settings.baseline)
@@ -225,21 +245,25 @@ def decide(current: RunData, baseline: RunData | None, settings: GateSettings, n
             result.verdict, result.refusal = REFUSED, str(exc)
             return result
         result.comparison = comparison
-        measured = comparison.metrics
+        measured = comparison.metrics  # row name (a metric, per kind when the runs mix kinds) -> comparison
+        wanted = set(settings.gate) if settings.gate else {m.metric for m in measured.values()}
+        # A row is gated when its metric is wanted and it has enough pairs to see a regression; the
+        # others are shown and marked not gated. A wanted metric with no such row blinds the gate.
+        gated = {name for name, m in measured.items() if m.metric in wanted and m.n >= settings.min_pairs}
+        seen = {m.metric for m in measured.values()}
         if settings.gate:
-            gated = set(settings.gate)
-            blind = [name for name in measured if name in gated and measured[name].n < settings.min_pairs]
-        else:  # every metric with enough pairs to be tested; the others are shown, not gated
-            gated = {name for name, m in measured.items() if m.n >= settings.min_pairs}
+            blind = [name for name, m in measured.items()
+                     if m.metric in wanted and not any(measured[key].metric == m.metric for key in gated)]
+        else:
             blind = [] if gated else list(measured) or ["(no metric measured in both runs)"]
         refusal = _blind_gate(comparison, blind, settings)
         if refusal:
             result.verdict, result.refusal = REFUSED, refusal
             return result
-        result.gated = tuple(name for name in measured if name in gated) + tuple(sorted(gated - set(measured)))
-        result.failures.extend(f"gated metric {name} was not measured in either run" for name in sorted(gated - set(measured)))
+        result.gated = tuple(name for name in measured if name in gated) + tuple(sorted(wanted - seen))
+        result.failures.extend(f"gated metric {name} was not measured in either run" for name in sorted(wanted - seen))
         result.failures.extend(regression_reasons(comparison, gated))
-    result.failures.extend(floor_failures(current.means(), dict(settings.floors)))
+    result.failures.extend(kind_floor_failures(current, dict(settings.floors)))
     if result.failures:
         result.verdict = FAILED
     return result

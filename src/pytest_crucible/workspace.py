@@ -87,13 +87,19 @@ def default_workspace(cwd: str | Path | None = None, environ: Mapping[str, str] 
 
 def default_db(cwd: str | Path | None = None) -> Path:
     """The database the plugin writes for the project ``cwd`` belongs to: its ini ``crucible_db``,
-    else ``.crucible/crucible.db``, relative to the project's root; without a project, relative to
-    ``cwd``. Relative to ``cwd`` when it lies under it (so messages stay short), else absolute."""
+    else ``.crucible/crucible.db``, relative to the project's root; without a project, the nearest
+    existing ``.crucible/crucible.db`` from ``cwd`` up, else the one in ``cwd``. Relative to ``cwd`` when it lies under it (so messages stay short), else absolute."""
     cwd = Path(cwd or os.getcwd()).absolute()
     project = find_project(cwd)
     if project is None:
-        return Path(DEFAULT_DB)
-    db = project.root / (project.value(DB_INI_KEY) or DEFAULT_DB)
+        # No pytest configuration up the tree: the nearest existing database from here up (pytest
+        # rooted the run where it was started), else the default here.
+        found = next((directory / DEFAULT_DB for directory in (cwd, *cwd.parents) if (directory / DEFAULT_DB).is_file()), None)
+        if found is None:
+            return Path(DEFAULT_DB)
+        db = found
+    else:
+        db = project.root / (project.value(DB_INI_KEY) or DEFAULT_DB)
     try:
         return db.relative_to(cwd)
     except ValueError:

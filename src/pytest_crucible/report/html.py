@@ -66,9 +66,9 @@ def _loads(value: Any, default: Any = None) -> Any:
 
 
 def _metric_label(name: str, k: int | None) -> str:
-    if k and name.endswith("AtK"):
-        return name.replace("AtK", f"@{k}")
-    return name.replace("At10", "@10")
+    from ..metrics import display_name
+
+    return display_name(name, k)
 
 
 # -- plots -------------------------------------------------------------------------------------
@@ -179,7 +179,8 @@ def _gate_context(gate: GateResult, run_id: str, k: int | None) -> dict[str, Any
     gated = set(gate.gated) if gate.gated else None
     for name, m in comparison.metrics.items():
         context["rows"].append({
-            "metric": name, "label": _metric_label(name, k) + ("*" if gated is not None and name not in gated else ""),
+            "metric": m.metric, "kind": m.kind or "",
+            "label": _metric_label(name, k) + ("*" if gated is not None and name not in gated else ""),
             "a": m.a, "b": m.b, "delta": m.delta, "ci": m.ci, "p": m.p,
             "n": m.n, "dropped": m.dropped, "verdict": m.verdict, "verdict_text": verdict_text(m),
             "css": VERDICT_CLASSES.get(m.verdict, "ns"), "lower_is_better": not m.higher_is_better,

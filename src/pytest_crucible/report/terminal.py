@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..metrics import ordered_metrics
+from ..metrics import display_name, ordered_metrics
 
 
 def metric_table(means: dict[str, tuple[float, int]], k: int | None = None) -> list[str]:
     lines = [f"  {'metric':<22} {'mean':>8} {'n':>6}"]
     for name in ordered_metrics(means):
         mean, n = means[name]
-        label = name.replace("AtK", f"@{k}") if k and name.endswith("AtK") else name.replace("At10", "@10")
+        label = display_name(name, k)
         lines.append(f"  {label:<22} {mean:>8.4f} {n:>6}")
     return lines
 
@@ -94,25 +94,22 @@ def facet_lines(items, metrics) -> list[str]:
     return lines
 
 
-KIND_COLUMNS = {"ndcgAt10": "ndcg@10", "recallAtK": "recall@K", "faithfulness": "faithfulness",
-                "truthfulness": "truthfulness", "attackSuccessRate": "attackSuccess"}
 
+def kind_means(items: list[dict[str, Any]], item_metrics: dict[str, dict[str, float]]) -> list[tuple[str | None, dict]]:
+    """[(None, means)] for a run of one kind, else [(kind, that kind's means)] in KINDS order:
+    a mean is never taken across kinds (a retrieval question and an attack are not averaged)."""
+    from ..defaults import KINDS
+    from ..runs import metric_means
 
-def kind_lines(items, metrics) -> list[str]:
-    """When a run mixes question kinds, the headline metrics per kind: retrieval numbers of
-    retrieval questions are not blurred by attacks or aggregations (--crucible-kind runs one kind)."""
-    from ..facets import by_facet
-
-    kinds = by_facet(items, metrics).get("kind", {})
+    kinds: dict[str, set[str]] = {}
+    for item in items:
+        if isinstance(item, dict) and "id" in item:
+            kinds.setdefault(item.get("kind") or "retrieval", set()).add(item["id"])
     if len(kinds) < 2:
-        return []
-    columns = [c for c in KIND_COLUMNS if any(c in entry for entry in kinds.values())]
-    lines = ["by kind (--crucible-kind=KIND runs one kind):",
-             f"  {'kind':<12} {'n':>5} " + " ".join(f"{KIND_COLUMNS[c]:>13}" for c in columns)]
-    for kind, entry in kinds.items():
-        cells = " ".join(f"{entry[c]:>13.4f}" if c in entry else f"{'-':>13}" for c in columns)
-        lines.append(f"  {kind:<12} {entry['n']:>5} {cells}")
-    return lines
+        return [(None, metric_means(item_metrics))]
+    order = sorted(kinds, key=lambda kind: (KINDS.index(kind) if kind in KINDS else len(KINDS), kind))
+    return [(kind, metric_means({m: {i: v for i, v in values.items() if i in kinds[kind]} for m, values in item_metrics.items()}))
+            for kind in order]
 
 
 def guardrail_lines(items, metrics, results, *, verbose: int = 0) -> list[str]:
@@ -144,14 +141,15 @@ ALERT_PREFIXES = ("WARNING", "FAULT", "GATE FAILED", "GATE REFUSED", "JUDGE ERRO
 
 
 def one_line_summary(store, run_id: str, *, gate: str | None = None) -> str:
-    """The run in one line: id, status, items, the headline metrics and the gate's result."""
-    from ..runs import metric_means
-
+    """The run in one line: id, status, items, the headline metrics (per kind) and the gate's result."""
     run = store.get_run(run_id)
-    means = metric_means(store.item_metrics(run_id))
     k = json.loads(run["resolved"]).get("retrievalLimit")
-    shown = " ".join(f"{name.replace('AtK', f'@{k}').replace('At10', '@10')} {means[name][0]:.3f}"
-                     for name in ONE_LINE_METRICS if name in means)
+    parts = []
+    for kind, means in kind_means(store.golden_items(run_id), store.item_metrics(run_id)):
+        shown = " ".join(f"{display_name(name, k)} {means[name][0]:.3f}" for name in ONE_LINE_METRICS if name in means)
+        if shown:
+            parts.append(f"{kind} {shown}" if kind else shown)
+    shown = " | ".join(parts)
     line = f"crucible run {run['id'][:10]} {run['status']}, {run['n_items']} items" + (f": {shown}" if shown else "")
     return line + (f"; {gate}" if gate else "")
 
@@ -195,7 +193,14 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
 
     items, item_metrics = store.golden_items(run_id), store.item_metrics(run_id)  # read once for every view below
     means = metric_means(item_metrics)
-    if means:
+    by_kind = kind_means(items, item_metrics)
+    if means and len(by_kind) > 1:
+        # A run that mixes kinds shows each kind's means: none is taken across them.
+        lines.append("this run mixes kinds of question: every mean is of one kind (--crucible-kind=KIND runs one)")
+        for kind, kind_table in by_kind:
+            lines.append(f"{kind} questions:")
+            lines.extend(metric_table(kind_table, k))
+    elif means:
         lines.extend(metric_table(means, k))
     elif results and all(row.get("error") for row in results):
         lines.append(f"  no metrics: every item's pipeline call errored ({len(results)} errored); this run is {run['status']}")
@@ -217,7 +222,6 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
     classes = error_class_counts(results)
     if classes:
         lines.append("error classes: " + ", ".join(f"{name} {n}" for name, n in classes.items()))
-    lines.extend(kind_lines(items, item_metrics))
     lines.extend(guardrail_lines(items, item_metrics, results, verbose=verbose))
     if "truthfulness" in means:
         from ..facets import by_facet, worst_facets

@@ -173,11 +173,15 @@ def comparison_lines(comparison: Comparison, gated: set[str] | None = None) -> l
     ]
     lines.extend(excluded_lines(comparison.excluded))
     legend = False
+    kind = None
     for name, m in comparison.metrics.items():
+        if m.kind != kind:  # runs that mix kinds are compared kind by kind: one block each
+            kind = m.kind
+            lines.append(f"  {kind} questions:")
         ci = f"[{m.ci[0]:+.3f}, {m.ci[1]:+.3f}]" if m.ci else "-"
         delta = f"{m.delta:+8.4f}" if m.delta is not None else f"{'-':>8}"
         verdict = verdict_text(m, compact=True)
-        label = name + ("*" if gated is not None and name not in gated else "")
+        label = m.metric + ("*" if gated is not None and name not in gated else "")
         legend = legend or verdict.startswith("ns") or label.endswith("*")
         lines.append(f"  {label:<22} {_fmt(m.a)} {_fmt(m.b)} {delta} {ci:>16} {p_text(m.p)}  {verdict}")
     if legend:

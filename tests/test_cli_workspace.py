@@ -70,8 +70,9 @@ def _db_with_workspaces(path) -> dict[str, str]:
                                     ("shop-2", "shop", {"model": "b", "mode": "rerank"}), ("third", "third", {})):
         run_id = store.start_run(config_hash=name.ljust(64, "0"), params={}, resolved={}, mode="component",
                                  outcome_mode="record", workspace=workspace, labels=labels)
-        store.record_score(run_id, {"item_id": "q1", "question": "Q", "item": {"id": "q1", "question": "Q"},
-                                    "outcome": "passed", "metrics": {"ndcgAt10": 0.5}})
+        for item in ("q1", "q2"):
+            store.record_score(run_id, {"item_id": item, "question": "Q", "item": {"id": item, "question": "Q"},
+                                        "outcome": "passed", "metrics": {"ndcgAt10": 0.5}})
         store.finish_run(run_id, status="complete", golden_hash=None)
         runs[name] = run_id
     store.close()

@@ -197,3 +197,18 @@ def test_every_relative_link_resolves() -> None:
             if not (page.parent / target).exists():
                 broken.append(f"{page.relative_to(ROOT)} -> {target}")
     assert broken == []
+
+
+def test_the_exit_code_table_of_ci_md_is_the_codes_the_gate_and_pytest_use() -> None:
+    """docs/ci.md's table lists exactly the exit codes a session can end with: pytest's own (0, 1, 2, 4, 5)
+    and the gate's (gate.EXIT_CODES: 0 passed, 1 failed, 3 refused)."""
+    from pytest_crucible.gate import EXIT_CODES, FAILED, PASSED, REFUSED
+
+    page = (DOCS / "ci.md").read_text(encoding="utf-8")
+    table = page[page.index("Exit codes"):]
+    codes = [int(code) for code in re.findall(r"^\| (\d) \|", table[:table.index("\n\n", table.index("| code"))], flags=re.M)]
+    assert codes == sorted(set(EXIT_CODES.values()) | {int(pytest.ExitCode.INTERRUPTED), int(pytest.ExitCode.USAGE_ERROR),
+                                                         int(pytest.ExitCode.NO_TESTS_COLLECTED)})
+    assert (EXIT_CODES[PASSED], EXIT_CODES[FAILED], EXIT_CODES[REFUSED]) == (0, 1, 3)
+    rows = dict(re.findall(r"^\| (\d) \| (.*) \|$", table, flags=re.M))
+    assert "GATE FAILED" in rows["1"] and "GATE REFUSED" in rows["3"] and "crucible_min_pairs" in rows["3"]

@@ -382,8 +382,11 @@ def test_baseline_latest_is_the_latest_run_of_this_workspace(pytester: pytest.Py
     assert result.ret == pytest.ExitCode.USAGE_ERROR  # team-b has no run yet; team-a's is not its baseline
     result.stderr.fnmatch_lines(["*no complete run in workspace 'team-b'*"])
     assert pytester.runpytest(*args).ret == pytest.ExitCode.OK
+    # One retrieval item: team-b's own run is found as the baseline, and one pair is too few to gate on.
     result = pytester.runpytest(*args, "--crucible-baseline=latest")
-    assert result.ret == pytest.ExitCode.OK
+    assert result.ret == 3
+    team_b = db_rows(pytester, "SELECT id FROM runs WHERE workspace = 'team-b' ORDER BY started_at")[0][0]
+    result.stdout.fnmatch_lines([f"baseline {team_b} -> this run *", "GATE REFUSED no metric has 6 pairs*"])
     rows = db_rows(pytester, "SELECT workspace FROM runs ORDER BY started_at")
     assert [row[0] for row in rows] == ["team-a", "team-b", "team-b"]
 
@@ -400,12 +403,14 @@ def test_compare_restricted_to_one_kind(pytester: pytest.Pytester, monkeypatch: 
     db = str(pytester.path / ".crucible" / "crucible.db")
     runs = [row[0] for row in db_rows(pytester, "SELECT id FROM runs ORDER BY started_at")]
     capsys.readouterr()  # the pytest runs' own output
-    assert main(["compare", *runs, "--db", db, "--kind", "adversarial", "--json"]) in (0, 1)
+    # Five adversarial items and one retrieval item: too few pairs to gate on (exit 3), the comparison still shown.
+    assert main(["compare", *runs, "--db", db, "--kind", "adversarial", "--json"]) == 3
     document = json.loads(capsys.readouterr().out)
     assert document["facet"] == "kind=adversarial" and document["pairedItems"] == 5
     assert document["metrics"]["attackSuccessRate"]["delta"] == pytest.approx(1 / 3)
-    assert main(["compare", *runs, "--db", db, "--kind", "retrieval", "--json"]) == 0
+    assert main(["compare", *runs, "--db", db, "--kind", "retrieval", "--json"]) == 3
     document = json.loads(capsys.readouterr().out)
+    assert document["gate"]["verdict"] == "refused"
     assert document["pairedItems"] == 1 and "attackSuccessRate" not in document["metrics"]
     assert main(["compare", *runs, "--db", db, "--kind", "retrieval", "--facet", "tag=x"]) == 2
     assert "cannot be combined" in capsys.readouterr().err

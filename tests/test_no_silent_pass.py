@@ -155,3 +155,46 @@ def test_the_same_id_in_two_golden_files_is_a_collection_error(project: pytest.P
     result.stdout.fnmatch_lines(["*golden_set.jsonl:5: field 'id': duplicate id 'q-04' (also at golden_more.jsonl:2)*",
                                  "*HINT: golden item ids must be unique across every golden file*"])
     assert not (project.path / ".crucible" / "crucible.db").exists()
+
+
+MIXED_CONFTEST = """
+import pytest
+
+@pytest.fixture(scope="session")
+def crucible_pipeline():
+    def pipeline(question, *, item, config, mode):
+        n = int(item.id.split("-")[1])
+        rank = 3 if config.get("degrade") and item.kind == "retrieval" else 0  # only the retrieval questions sink
+        docs = [f"noise{j}" for j in range(5)]
+        docs.insert(rank, f"doc{n}")
+        return {"answer": "a", "retrieved": [{"chunk_id": d + "#1", "doc_id": d} for d in docs]}
+    return pipeline
+"""
+
+
+def test_a_run_that_mixes_kinds_is_measured_and_gated_kind_by_kind(pytester: pytest.Pytester) -> None:
+    items = [{"id": f"r-{i:02d}", "question": f"question {i}", "citations": [{"docId": f"doc{i}", "mode": "required"}]}
+             for i in range(8)]
+    items += [{"id": f"a-{i:02d}", "question": f"look-alike {i}", "kind": "adversarial",
+               "citations": [{"docId": f"doc{i}", "mode": "required"}]} for i in range(20, 50)]
+    (pytester.path / "golden_set.jsonl").write_text("".join(json.dumps(item) + "\n" for item in items))
+    pytester.makeconftest(MIXED_CONFTEST)
+    pytester.makeini("[pytest]\ncrucible_mode = component\ncrucible_outcome = record\n")
+    (pytester.path / "degrade.json").write_text('{"degrade": true}')
+    first = pytester.runpytest()
+    assert first.ret == pytest.ExitCode.OK
+    first.stdout.fnmatch_lines(["this run mixes kinds of question: every mean is of one kind*",
+                                "retrieval questions:", "  metric *", "  recall@10 * 8", "adversarial questions:",
+                                "  metric *", "  recall@10 * 30"])
+    # Only the 8 retrieval questions regress: pooled with 30 look-alikes their nDCG drop is diluted;
+    # compared kind by kind it is a regression of the retrieval questions, named so.
+    result = pytester.runpytest("--crucible-config=degrade.json", "--crucible-baseline=latest")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["  retrieval questions:", "  ndcgAt10 * regressed", "  adversarial questions:",
+                                 "  ndcgAt10 * ns (no item changed)",
+                                 "GATE FAILED ndcgAt10 [[]retrieval[]] regressed: 1.0000 -> 0.4307 *"])
+    result.stdout.no_fnmatch_line("GATE FAILED ndcgAt10 [[]adversarial[]]*")
+    # A floor holds each kind to it: the retrieval questions miss it, the look-alikes do not.
+    floor = pytester.runpytest("--crucible-config=degrade.json", "--crucible-fail-under=ndcgAt10=0.9")
+    floor.stdout.fnmatch_lines(["GATE FAILED ndcgAt10 [[]retrieval[]] = 0.4307 is below the floor 0.9"])
+    floor.stdout.no_fnmatch_line("GATE FAILED ndcgAt10 [[]adversarial[]]*")

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from pytest_crucible.cli import main
 from pytest_crucible.metrics.retrieval import provenance_qrels, ranking_units, retrieval_metrics
-from pytest_crucible.qrels import agreement, cohen_kappa, effective_grades, llm_human_pairs
+from pytest_crucible.qrels import agreement, effective_grades, llm_human_pairs
+from pytest_crucible.stats.agreement import cohen_kappa
 from pytest_crucible.qrels_io import (
     QrelsFormatError,
     format_effective_qrels,

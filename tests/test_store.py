@@ -90,9 +90,11 @@ def test_resolve_run_latest_and_prefix(tmp_path) -> None:
     with pytest.raises(RunNotFound, match="no complete run"):
         store.resolve_run("latest")
     first = new_run(store)
+    store.record_score(first, SCORE)
     store.finish_run(first, status="complete", golden_hash=None)
     second = new_run(store)
     assert store.resolve_run("latest") == first  # the running one is not a baseline
+    store.record_score(second, SCORE)
     store.finish_run(second, status="complete", golden_hash=None)
     assert store.resolve_run("latest") == second
     assert store.resolve_run("latest", exclude=second) == first

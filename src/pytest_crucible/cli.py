@@ -71,6 +71,13 @@ EXAMPLES: dict[str, str] = {
               "    --layers instructionPatterns,documentScan,obfuscation --db ablation.db -- example_project",
     "qrels agreement": "crucible qrels agreement\n"
                        "crucible qrels agreement --json",
+    "judge": "crucible judge labels export -o labels.jsonl\n"
+             "crucible judge calibrate labels.jsonl --judge anthropic",
+    "judge calibrate": "crucible judge calibrate labels.jsonl                    # the offline lexical-v1 judge\n"
+                       "crucible judge calibrate labels.jsonl --judge anthropic --judge-model claude-haiku-5-5 --json",
+    "judge labels": "crucible judge labels export -o labels.jsonl",
+    "judge labels export": "crucible judge labels export -o labels.jsonl\n"
+                           "crucible judge labels export -o - --db .crucible/crucible.db",
 }
 
 
@@ -525,6 +532,86 @@ def _cmd_qrels_agreement(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- judge: calibration against human labels --------------------------------------------------
+def _cmd_judge_calibrate(args: argparse.Namespace) -> int:
+    from .calibration import calibration_figures, disagreements, judge_cases, label_set_hash, read_labels_file
+    from .embed import HashingEmbedder
+    from .judge.engine import JudgeEngine
+    from .judge.select import JudgeSetupError, make_judge, read_cache_rows
+    from .store import Store
+    from .store.ledgers import add_judge_calibration
+
+    cases = read_labels_file(args.labels)  # a bad file is one error naming file:line before any judge work
+    try:
+        judge = make_judge(args.judge, model=args.judge_model)
+    except JudgeSetupError as exc:
+        print(f"crucible: {str(exc).replace('--crucible-judge=', '--judge ')}", file=sys.stderr)
+        return EXIT_USAGE
+    store = Store.open(args.db)
+    # The engine of a real run: the database's cache is read first and every new verdict is written back.
+    engine = JudgeEngine(judge, cache_mode="readwrite")
+    engine.load_cache(read_cache_rows(store.path, engine.model))
+    try:
+        verdicts = judge_cases(cases, engine, HashingEmbedder())
+    finally:
+        store.add_cache_rows(engine.drain_cache_rows())
+        judge.close()
+    figures = calibration_figures(cases, verdicts)
+    crag, faithful = figures["crag"], figures["faithful"]
+    stored = add_judge_calibration(store, {
+        "judge_model": engine.model, "prompt_version": engine.prompt_version, "label_set_hash": label_set_hash(cases),
+        "n_crag": crag["n"], "kappa_crag": crag["kappa"], "kappa_crag_binary": crag["kappaBinary"],
+        "n_faithful": faithful["n"], "kappa_faithful": faithful["kappa"],
+        "figures": {key: value for key, value in figures.items() if key != "cases"} | {"stats": engine.stats.as_dict()}})
+    if args.json:
+        print(json.dumps({"judge": {"model": engine.model, "promptVersion": engine.prompt_version},
+                          "labels": {"file": args.labels, "cases": len(cases), "hash": stored["label_set_hash"]},
+                          "stats": engine.stats.as_dict(), "calibrationId": stored["id"], **figures}, indent=2))
+        return EXIT_OK
+
+    def number(value, digits: int = 2) -> str:
+        return "undefined" if value is None else f"{value:.{digits}f}"
+
+    stats = engine.stats
+    prompts = f", prompts {engine.prompt_version}" if engine.prompt_version != engine.model else ""
+    print(f"judge {judge.label}{prompts}: {len(cases)} labelled case(s) from {args.labels}")
+    print(f"judge work: {stats.requests} requests, {stats.cache_hits} cached, {stats.judged} judged, {stats.failures} failed")
+    for kind, block in (("crag", crag), ("faithful", faithful)):
+        if not block["n"]:
+            print(f"{kind}: no case compared (no {kind} label, or no verdict for the labelled cases)")
+            continue
+        extra = f"  binary kappa {number(block['kappaBinary'])} (accuracy {number(block['accuracyBinary'], 3)})" \
+            if kind == "crag" else ""
+        print(f"{kind}: n {block['n']}  accuracy {number(block['accuracy'], 3)}  kappa {number(block['kappa'])}{extra}")
+        columns = list(block["confusion"])
+        print("  " + "human / judge".ljust(14) + "".join(f"{name:>11}" for name in columns))
+        for label, row in block["confusion"].items():
+            print(f"  {label:<14}" + "".join(f"{row[name]:>11}" for name in columns))
+    if figures["judgeFailed"]:
+        print(f"judge failed on {len(figures['judgeFailed'])} case(s), not compared: {', '.join(figures['judgeFailed'][:10])}")
+    found = disagreements(figures)
+    print(f"disagreements ({len(found)})" + (":" if found else ": none"))
+    width = max((len(case_id) for case_id, *_ in found), default=0)
+    for case_id, kind, label, verdict in found:
+        label, verdict = (json.dumps(v) if isinstance(v, bool) else v for v in (label, verdict))
+        print(f"  {case_id:<{width}}  {kind:<8}  human {label}, judge {verdict}")
+    print(f"remembered as calibration {stored['id']} in {store.path}: the summary of runs judged by "
+          f"{engine.model} ({engine.prompt_version}) shows it")
+    return EXIT_OK
+
+
+def _cmd_judge_labels_export(args: argparse.Namespace) -> int:
+    from .calibration import labels_from_corrections
+    from .store.ledgers import promoted_corrections
+
+    lines, skipped = labels_from_corrections(promoted_corrections(_open_store(args)))
+    text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
+    note = f" ({skipped} correction(s) without a result skipped)" if skipped else ""
+    _write_output(args.output, text, f"wrote {len(lines)} labelled case(s) from promoted corrections to {args.output}{note}; "
+                                     "check each label, then: crucible judge calibrate " + args.output)
+    return EXIT_OK
+
+
 def _cmd_import(args: argparse.Namespace) -> int:
     from .store import Store, read_export
 
@@ -881,6 +968,27 @@ def build_parser() -> argparse.ArgumentParser:
     q_agreement = with_db(qrels_sub.add_parser("agreement", help="Cohen's kappa between llm and human judgments"))
     q_agreement.add_argument("--json", action="store_true", help="print the kappas and the judgment counts as JSON")
     q_agreement.set_defaults(func=_cmd_qrels_agreement)
+
+    judge = sub.add_parser("judge", help="the judge: calibrate it against human labels, export labels from reviews")
+    judge_sub = judge.add_subparsers(dest="judge_command", required=True, metavar="ACTION")
+    calibrate = with_db(judge_sub.add_parser(
+        "calibrate", help="run human-labelled cases through the judge; accuracy, Cohen's kappa, confusion, disagreements"))
+    calibrate.add_argument("labels", metavar="LABELS.jsonl",
+                           help="one labelled case per line: id, question, contexts, answer, reference, "
+                                "labels {crag, faithful} (docs/judge-calibration.md)")
+    calibrate.add_argument("--judge", choices=["lexical", "anthropic"], default="lexical",
+                           help="lexical: the offline judge (default); anthropic: Claude (needs ANTHROPIC_API_KEY)")
+    calibrate.add_argument("--judge-model", dest="judge_model", default=None, metavar="M",
+                           help="the Claude model with --judge anthropic (default: the plugin's default judge model)")
+    calibrate.add_argument("--json", action="store_true",
+                           help="print JSON: judge, crag and faithful (n, accuracy, kappa, confusion), cases")
+    calibrate.set_defaults(func=_cmd_judge_calibrate)
+    judge_labels = judge_sub.add_parser("labels", help="labels files for `crucible judge calibrate`")
+    judge_labels_sub = judge_labels.add_subparsers(dest="judge_labels_command", required=True, metavar="ACTION")
+    labels_export = with_db(judge_labels_sub.add_parser(
+        "export", help="write the promoted corrections of the database as a labels file to start from"))
+    labels_export.add_argument("-o", "--output", required=True, help="a .jsonl file, or - for stdout")
+    labels_export.set_defaults(func=_cmd_judge_labels_export)
 
     ablate = with_db(sub.add_parser("ablate", help="each guardrail layer's contribution: one run per layer switched off"))
     ablate.add_argument("--config", metavar="PATH", help="the base pipeline config (default: the defaults)")

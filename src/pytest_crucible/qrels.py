@@ -19,8 +19,7 @@ This module never imports pytest.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping
 
 from .metrics.retrieval import provenance_qrels
 
@@ -85,35 +84,6 @@ def item_grades(item: Any, rows: Iterable[Mapping[str, Any]] = ()) -> dict[str, 
     return effective_grades(provenance_qrels(item_citations(item)), rows)
 
 
-@dataclass(frozen=True)
-class Kappa:
-    """Cohen's kappa of two raters over the same items."""
-
-    kappa: float | None  # None when chance agreement is 1 and observed agreement is not (undefined)
-    observed: float
-    expected: float
-    n: int
-
-
-def cohen_kappa(pairs: Sequence[tuple[int, int]]) -> Kappa:
-    """kappa = (p_o - p_e) / (1 - p_e), with p_e from each rater's marginal distribution.
-
-    When both raters use one and the same category for every item, p_e = p_o = 1 and
-    kappa is reported as 1.0 (perfect, if uninformative, agreement).
-    """
-    n = len(pairs)
-    if n == 0:
-        return Kappa(None, 0.0, 0.0, 0)
-    categories = sorted({a for a, _ in pairs} | {b for _, b in pairs})
-    observed = sum(1 for a, b in pairs if a == b) / n
-    expected = sum(
-        (sum(1 for a, _ in pairs if a == c) / n) * (sum(1 for _, b in pairs if b == c) / n) for c in categories
-    )
-    if expected >= 1.0:
-        return Kappa(1.0 if observed >= 1.0 else None, observed, expected, n)
-    return Kappa((observed - expected) / (1.0 - expected), observed, expected, n)
-
-
 def llm_human_pairs(rows: Iterable[Mapping[str, Any]]) -> list[tuple[int, int]]:
     """(llm grade, human grade) for every (query, unit) judged by both: newest of each side."""
     rows = list(rows)
@@ -130,7 +100,10 @@ def llm_human_pairs(rows: Iterable[Mapping[str, Any]]) -> list[tuple[int, int]]:
 
 
 def agreement(rows: Iterable[Mapping[str, Any]], binary_threshold: int = 2) -> dict[str, Any]:
-    """Judge audit: kappa between llm and human judgments, on 4 levels and binarized."""
+    """Judge audit: kappa between llm and human judgments, on 4 levels and binarized
+    (:func:`pytest_crucible.stats.agreement.cohen_kappa`, the kappa `crucible judge calibrate` uses too)."""
+    from .stats.agreement import cohen_kappa  # lazy: the stats package imports numpy and scipy
+
     pairs = llm_human_pairs(rows)
     four = cohen_kappa(pairs)
     binary = cohen_kappa([(int(a >= binary_threshold), int(b >= binary_threshold)) for a, b in pairs])

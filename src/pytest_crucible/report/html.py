@@ -283,7 +283,8 @@ def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any
     from ..metrics import METRIC_FAMILIES as FAMILIES
     from ..metrics import family_of
     from ..runs import metric_means, selective_pairs
-    from .terminal import judge_line, pool_summary
+    from ..store.ledgers import latest_judge_calibration
+    from .terminal import calibration_line, judge_line, pool_summary
     from .views import TARGET_RISK, error_class_counts, run_labels, selective_summary
 
     run = store.get_run(run_id)
@@ -350,6 +351,8 @@ def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any
         "run": run, "resolved": resolved, "params": _loads(run.get("params"), {}),
         "config_path": run.get("config_path") or "(defaults)",
         "judge": judge_line(run) if run.get("judge_model") else None,
+        "calibration": calibration_line(latest_judge_calibration(store, run["judge_model"], run.get("judge_prompt_version"))).strip()
+        if run.get("judge_model") else None,
         "cost": cost, "n_items": len(results), "outcomes": sorted(outcomes.items()),
         "families": families, "selective": selective, "plot": plot, "comparison": comparison,
         "facets": facets, "error_classes": error_classes, "items": items, "k": k, "guardrails": guardrails,

@@ -59,6 +59,27 @@ def judge_lines(run: dict[str, Any]) -> list[str]:
     return [line] + (["  cost " + ", ".join(cost)] if cost else [])
 
 
+def calibration_line(calibration: dict[str, Any] | None) -> str:
+    """How far the run's judge agrees with human labels: its newest `crucible judge calibrate`
+    (a ``judge_calibrations`` row, or None), e.g. ``  calibrated: crag kappa 0.41 (binary 0.52),
+    faithful kappa 0.55 on 150 labels (2026-12-01)``."""
+    if calibration is None:
+        return "  not calibrated: crucible judge calibrate LABELS.jsonl measures it"
+
+    def kappa(value: float | None) -> str:
+        return "undefined" if value is None else f"{value:.2f}"
+
+    parts = []
+    if calibration.get("n_crag"):
+        parts.append(f"crag kappa {kappa(calibration.get('kappa_crag'))} (binary {kappa(calibration.get('kappa_crag_binary'))})")
+    if calibration.get("n_faithful"):
+        parts.append(f"faithful kappa {kappa(calibration.get('kappa_faithful'))}")
+    figures = calibration.get("figures") or {}
+    n = figures.get("nLabels", (calibration.get("n_crag") or 0) + (calibration.get("n_faithful") or 0))
+    when = str(calibration.get("created_at") or "")[:10]
+    return f"  calibrated: {', '.join(parts) or 'no label compared'} on {n} labels ({when})"
+
+
 def pool_summary(pools, k) -> str | None:
     """Where the grades of the retrieved pool came from, and how much of it nobody judged."""
     totals = {"provenance": 0, "human": 0, "llm": 0, "unjudged": 0}
@@ -184,6 +205,10 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
     k = json.loads(run["resolved"]).get("retrievalLimit")
     outcome_text = ", ".join(f"{n} {name}" for name, n in sorted(counts.items()))
     lines = run_header(run)
+    if run.get("judge_model"):  # right under the judge lines: how far to trust its judged metrics
+        from ..store.ledgers import latest_judge_calibration
+
+        lines.append(calibration_line(latest_judge_calibration(store, run["judge_model"], run.get("judge_prompt_version"))))
     errored = sum(1 for row in results if row.get("error"))
     skipped = run.get("n_skipped") or 0
     counts_text = (f": {len(results) - errored} scored, {errored} errored" + (f", {skipped} skipped" if skipped else "")

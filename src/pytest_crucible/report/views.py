@@ -132,8 +132,9 @@ def verdict_text(m, *, compact: bool = False) -> str:
         return m.note or m.verdict
     if m.mde == 0.0:
         return "ns (no item changed)" if compact else "not significant (no item changed)"
-    if compact:
-        return f"ns, mde {m.mde:.3f}" + (f", need n {m.required_n}" if m.required_n else "")
+    if compact:  # the terminal's column: 12372 items read "need n 12k"
+        need = m.required_n if not m.required_n or m.required_n < 10_000 else f"{m.required_n / 1000:.0f}k"
+        return f"ns, mde {m.mde:.3f}" + (f", need n {need}" if m.required_n else "")
     return f"not significant (detectable: {m.mde:.3f}" + (f"; n for this delta: {m.required_n})" if m.required_n else ")")
 
 

@@ -84,6 +84,9 @@ class Store:
         if version == SCHEMA_VERSION:
             self._add_late_columns()
             return
+        # A file of an early build of its version first gains the columns that version has (a later
+        # migration's table rebuild re-checks every view, and a view may name such a column).
+        self._add_late_columns(up_to=version)
         # Table rebuilds need foreign keys off, and that PRAGMA only works outside a transaction.
         conn.execute("PRAGMA foreign_keys = OFF")
         try:
@@ -107,10 +110,13 @@ class Store:
             conn.execute("PRAGMA foreign_keys = ON")
         self._add_late_columns()
 
-    def _add_late_columns(self) -> None:
-        """Add the columns a file of an early build of its schema version lacks (schema.LATE_COLUMNS)."""
+    def _add_late_columns(self, up_to: int | None = None) -> None:
+        """Add the columns a file of an early build of its schema version lacks (schema.LATE_COLUMNS);
+        ``up_to``: only those of versions up to this one (the file's, before it is migrated)."""
         conn = self.db.conn
-        for _since, table, column, kind in LATE_COLUMNS:
+        for since, table, column, kind in LATE_COLUMNS:
+            if up_to is not None and since > up_to:
+                continue
             if column not in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
                 try:
                     conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")

@@ -47,3 +47,50 @@ def read_judge_cache(db_path: str | Path, judge_model: str, prompt_version: str 
         sql += " AND prompt_version = ?"
         params.append(prompt_version)
     return read_only_rows(db_path, sql, params)
+
+
+# -- judge calibrations (`crucible judge calibrate`) ------------------------------------------
+_CALIBRATION_COLUMNS = ("id", "judge_model", "prompt_version", "label_set_hash", "n_crag", "kappa_crag",
+                        "kappa_crag_binary", "n_faithful", "kappa_faithful", "figures", "created_at")
+
+
+def add_judge_calibration(store: Store, row: dict[str, Any]) -> dict[str, Any]:
+    """Remember one calibration (``figures`` as a JSON-able dict); returns the row as stored (with its id and time)."""
+    from . import new_ulid, utc_now
+
+    stored = {"id": new_ulid(), "created_at": utc_now(), **row}
+    stored["figures"] = json.dumps(stored["figures"], sort_keys=True)
+    conn = store.db.conn
+    with conn:
+        conn.execute(f"INSERT INTO judge_calibrations ({', '.join(_CALIBRATION_COLUMNS)}) "
+                     f"VALUES ({', '.join('?' for _ in _CALIBRATION_COLUMNS)})",
+                     [stored[column] for column in _CALIBRATION_COLUMNS])
+    return {**stored, "figures": json.loads(stored["figures"])}
+
+
+def latest_judge_calibration(store: Store, judge_model: str, prompt_version: str | None) -> dict[str, Any] | None:
+    """The newest calibration of this judge model and prompt version, or None."""
+    cursor = store.db.conn.execute(
+        f"SELECT {', '.join(_CALIBRATION_COLUMNS)} FROM judge_calibrations WHERE judge_model = ? AND prompt_version = ?"
+        " ORDER BY created_at DESC, id DESC LIMIT 1", [judge_model, prompt_version or judge_model])
+    found = cursor.fetchone()
+    if found is None:
+        return None
+    row = dict(zip(_CALIBRATION_COLUMNS, found))
+    row["figures"] = json.loads(row["figures"])
+    return row
+
+
+def promoted_corrections(store: Store) -> list[dict[str, Any]]:
+    """Every promoted correction (a feedback row linked to its draft golden item), oldest first, with the
+    result it came from (question, answer, abstained, retrieved as stored JSON; None when the correction
+    names no result) and the golden item as that run ran it (JSON text, or None)."""
+    cursor = store.db.conn.execute(
+        "SELECT f.id, f.run_id, f.item_id, f.error_class, f.corrected_by, d.item AS draft_item,"
+        " r.question, r.answer, r.abstained, r.retrieved, g.item AS golden_item"
+        " FROM eval_feedback f JOIN golden_drafts d ON d.id = f.golden_item_id"
+        " LEFT JOIN results r ON r.result_id = f.result_id"
+        " LEFT JOIN golden_items g ON g.run_id = r.run_id AND g.item_id = r.item_id"
+        " ORDER BY f.created_at, f.id")
+    names = [column[0] for column in cursor.description]
+    return [dict(zip(names, row)) for row in cursor.fetchall()]

@@ -319,6 +319,24 @@ MIGRATIONS: list[str] = [
     ALTER TABLE runs_v8 RENAME TO runs;
     CREATE INDEX runs_by_workspace ON runs (workspace, started_at);
     """,
+    # version 9: `crucible judge calibrate` remembers how a judge (model + prompt version) agreed
+    # with a set of human labels; the summary and the report show the newest one next to the judge.
+    """
+    CREATE TABLE judge_calibrations (
+        id TEXT PRIMARY KEY,
+        judge_model TEXT NOT NULL,
+        prompt_version TEXT NOT NULL,
+        label_set_hash TEXT NOT NULL,
+        n_crag INTEGER NOT NULL,
+        kappa_crag REAL,
+        kappa_crag_binary REAL,
+        n_faithful INTEGER NOT NULL,
+        kappa_faithful REAL,
+        figures TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX judge_calibrations_by_judge ON judge_calibrations (judge_model, prompt_version, created_at);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

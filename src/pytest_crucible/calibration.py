@@ -1,0 +1,285 @@
+"""Judge calibration: how far a judge agrees with human labels (`crucible judge calibrate`).
+
+A labels file (``.jsonl``) holds one human-labelled case per line::
+
+    {"id": "c001", "question": "...", "contexts": ["passage", "..."], "answer": "...",
+     "reference": "...", "labels": {"crag": "perfect", "faithful": true}}
+
+(``reference`` may be absent or null; either label may be absent, not both.) Each case goes
+through the answer layer exactly as an item of a real run does
+(:func:`pytest_crucible.evaluation.answers.score_answers`, the same :class:`JudgeEngine` and its
+cache, the :class:`HashingEmbedder`); an answer that is blank or an honest "I don't know" is an
+abstention, as in a run. The judge's verdicts compared with the labels:
+
+- ``crag``: the CRAG grade (perfect / acceptable / missing / incorrect); also binarised as
+  correct (perfect, acceptable) vs not;
+- ``faithful``: the faithfulness metric is 1.0 (every claim of the answer supported by the
+  contexts) -> true, below 1.0 -> false; absent (an abstention, no claims) -> not compared.
+
+A case whose judge requests failed has no verdict and is not compared. Agreement is Cohen's
+kappa (:func:`pytest_crucible.stats.agreement.cohen_kappa`, the one ``crucible qrels agreement``
+uses). This module never imports pytest and never touches the store.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from .json_input import json_problem, value_problem
+from .metrics.crag import CRAG_GRADES, is_abstention, is_correct
+from .qrels_io import QrelsFormatError
+
+__all__ = ["LabelsFormatError", "LabelledCase", "CaseVerdict", "read_labels_file", "label_set_hash", "judge_cases",
+           "calibration_figures", "labels_from_corrections", "LABEL_KEYS"]
+
+CASE_KEYS = ("id", "question", "contexts", "answer", "reference", "answerable", "labels")
+LABEL_KEYS = ("crag", "faithful")
+BINARY = ("correct", "not correct")
+FAITHFUL = (True, False)
+_EXAMPLE = ('{"id": "c001", "question": "...", "contexts": ["..."], "answer": "...", "reference": "...", '
+            '"labels": {"crag": "perfect", "faithful": true}}')
+
+
+class LabelsFormatError(QrelsFormatError):
+    """A labels file that cannot be used: ``file:line: field 'x': problem`` then a ``HINT:`` line."""
+
+
+@dataclass(frozen=True)
+class LabelledCase:
+    id: str
+    question: str
+    contexts: tuple[str, ...]
+    answer: str | None
+    reference: str | None
+    crag: str | None  # the human CRAG label, None when absent
+    faithful: bool | None  # the human faithfulness label, None when absent
+    line: int = 0
+    answerable: bool = True  # False: the corpus cannot answer; an abstention is then perfect, as in a run
+
+    def canonical(self) -> dict[str, Any]:
+        labels = {key: value for key, value in (("crag", self.crag), ("faithful", self.faithful)) if value is not None}
+        return {"id": self.id, "question": self.question, "contexts": list(self.contexts), "answer": self.answer,
+                "reference": self.reference, "labels": labels, **({} if self.answerable else {"answerable": False})}
+
+
+@dataclass
+class CaseVerdict:
+    crag: str | None = None
+    faithful: bool | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+# -- reading ------------------------------------------------------------------------------------
+def _string(path: Path, line: int, obj: dict[str, Any], key: str, *, required: bool, empty: bool = False) -> str | None:
+    if key not in obj or obj[key] is None:
+        if required and key not in obj:
+            raise LabelsFormatError(path, line, key, "missing", f"a labels line looks like {_EXAMPLE}")
+        if required and key != "answer":
+            raise LabelsFormatError(path, line, key, "expected a string, got null", f"a labels line looks like {_EXAMPLE}")
+        return None
+    value = obj[key]
+    if not isinstance(value, str) or (not empty and not value.strip()):
+        hint = "ids are JSON strings: quote them" if key == "id" and isinstance(value, (int, float)) else \
+            f"a labels line looks like {_EXAMPLE}"
+        raise LabelsFormatError(path, line, key, f"expected a non-empty string, got {json.dumps(value)}", hint)
+    return value
+
+
+def _case(path: Path, line: int, obj: Any, seen: dict[str, int]) -> LabelledCase:
+    if not isinstance(obj, dict):
+        raise LabelsFormatError(path, line, "json", f"expected a JSON object, got {type(obj).__name__}",
+                                f"one labelled case per line, e.g. {_EXAMPLE}")
+    unusable = value_problem(obj)
+    if unusable is not None:
+        loc, problem = unusable
+        raise LabelsFormatError(path, line, ".".join(map(str, loc)) or "json", problem, "labels hold plain text")
+    for key in obj:
+        # Other keys are metadata for people (a domain, why the case is there) and are ignored,
+        # unless they look like a misspelt field, which would silently drop what it holds.
+        close = difflib.get_close_matches(key, CASE_KEYS, n=1, cutoff=0.75) if key not in CASE_KEYS else []
+        if close:
+            raise LabelsFormatError(path, line, key, "unknown key", f"did you mean '{close[0]}'? (other keys are ignored as metadata)")
+    case_id = _string(path, line, obj, "id", required=True)
+    assert case_id is not None
+    if case_id in seen:
+        raise LabelsFormatError(path, line, "id", f"{case_id!r} is used twice (first on line {seen[case_id]})",
+                                "give every case its own id")
+    question = _string(path, line, obj, "question", required=True)
+    answer = _string(path, line, obj, "answer", required=True, empty=True)  # blank or null: an abstention
+    reference = _string(path, line, obj, "reference", required=False)
+    answerable = obj.get("answerable", True)
+    if not isinstance(answerable, bool):
+        raise LabelsFormatError(path, line, "answerable", f"expected true or false, got {json.dumps(answerable)}",
+                                "false when the contexts cannot answer the question (an abstention is then right)")
+    if "contexts" not in obj:
+        raise LabelsFormatError(path, line, "contexts", "missing",
+                                "the retrieved passages the answer was written from, as a list of strings ([] for none)")
+    contexts = obj["contexts"]
+    if not isinstance(contexts, list) or not all(isinstance(text, str) for text in contexts):
+        raise LabelsFormatError(path, line, "contexts", f"expected a list of strings, got {json.dumps(contexts)[:80]}",
+                                'the retrieved passages as a list of strings, e.g. ["passage one", "passage two"]')
+    if "labels" not in obj:
+        raise LabelsFormatError(path, line, "labels", "missing", 'the human labels, e.g. {"crag": "perfect", "faithful": true}')
+    labels = obj["labels"]
+    if not isinstance(labels, dict):
+        raise LabelsFormatError(path, line, "labels", f"expected an object, got {json.dumps(labels)[:80]}",
+                                'the human labels, e.g. {"crag": "perfect", "faithful": true}')
+    for key in labels:
+        if key not in LABEL_KEYS:
+            close = difflib.get_close_matches(key, LABEL_KEYS, n=1)
+            raise LabelsFormatError(path, line, f"labels.{key}", "unknown label",
+                                    f"did you mean '{close[0]}'?" if close else f"known labels: {', '.join(LABEL_KEYS)}")
+    crag = labels.get("crag")
+    if crag is not None and crag not in CRAG_GRADES:
+        raise LabelsFormatError(path, line, "labels.crag", f"expected one of {', '.join(CRAG_GRADES)}, got {json.dumps(crag)}",
+                                "CRAG grades: perfect (right, complete), acceptable (right, minor flaw), missing (no answer "
+                                "or I don't know), incorrect (wrong or hallucinated)")
+    faithful = labels.get("faithful")
+    if faithful is not None and not isinstance(faithful, bool):
+        raise LabelsFormatError(path, line, "labels.faithful", f"expected true or false, got {json.dumps(faithful)}",
+                                "true: every claim of the answer is supported by the contexts (JSON true/false, not a string)")
+    if crag is None and faithful is None:
+        raise LabelsFormatError(path, line, "labels", "no label: expected 'crag', 'faithful' or both",
+                                'e.g. "labels": {"crag": "acceptable", "faithful": true}')
+    seen[case_id] = line
+    return LabelledCase(case_id, question or "", tuple(contexts), answer, reference, crag, faithful, line, answerable)
+
+
+def read_labels_file(path: str | Path) -> list[LabelledCase]:
+    """Every case of a labels file, in file order; a bad line raises :class:`LabelsFormatError`."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise LabelsFormatError(path, None, None, f"cannot read the labels file: {exc.strerror or exc}",
+                                f"check the path; a .jsonl file with one labelled case per line, e.g. {_EXAMPLE}") from None
+    cases: list[LabelledCase] = []
+    seen: dict[str, int] = {}
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            text = raw.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r")
+        except UnicodeDecodeError as exc:
+            raise LabelsFormatError(path, number, "encoding", f"not valid UTF-8 (byte {raw[exc.start]:#04x})",
+                                    "save the file as UTF-8") from None
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise LabelsFormatError(path, number, "json", f"not valid JSON ({json_problem(exc)})",
+                                    f"one JSON object per line, e.g. {_EXAMPLE}") from None
+        cases.append(_case(path, number, obj, seen))
+    if not cases:
+        raise LabelsFormatError(path, None, None, "no labelled case in the file",
+                                f"one JSON object per line, e.g. {_EXAMPLE}")
+    return cases
+
+
+def label_set_hash(cases: Sequence[LabelledCase]) -> str:
+    """sha256 of the cases as read (canonical JSON, in file order): the same labels, the same hash."""
+    text = "\n".join(json.dumps(case.canonical(), sort_keys=True, ensure_ascii=False) for case in cases)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# -- judging ------------------------------------------------------------------------------------
+def judge_cases(cases: Sequence[LabelledCase], engine: Any, embedder: Any) -> list[CaseVerdict]:
+    """The judge's verdicts on every case, through the answer layer a real run uses."""
+    from .evaluation.answers import AnswerInputs, score_answers
+
+    inputs = [AnswerInputs(item_id=case.id, question=case.question, answer=case.answer,
+                           abstained=is_abstention(case.answer), contexts=case.contexts, reference=case.reference,
+                           answerable=case.answerable)
+              for case in cases]
+    verdicts = []
+    for score in score_answers(inputs, engine, embedder):
+        faithfulness = score.metrics.get("faithfulness")
+        verdicts.append(CaseVerdict(crag=score.crag_grade,
+                                    faithful=None if faithfulness is None else faithfulness >= 1.0,
+                                    errors=list(score.errors)))
+    return verdicts
+
+
+def _binary(grade: str) -> str:
+    return BINARY[0] if is_correct(grade) else BINARY[1]
+
+
+def _confusion(pairs: Sequence[tuple[Any, Any]], categories: Sequence[Any], names: Sequence[str]) -> dict[str, dict[str, int]]:
+    from .stats.agreement import confusion_matrix
+
+    matrix = confusion_matrix(pairs, categories)
+    return {names[i]: {names[j]: matrix[i][j] for j in range(len(names))} for i in range(len(names))}
+
+
+def calibration_figures(cases: Sequence[LabelledCase], verdicts: Sequence[CaseVerdict]) -> dict[str, Any]:
+    """The figures of ``crucible judge calibrate --json`` (without the judge): per label kind n, accuracy,
+    Cohen's kappa and the confusion matrix (``confusion[human label][judge verdict]``), and every case."""
+    from .stats.agreement import cohen_kappa
+
+    crag = [(c.crag, v.crag) for c, v in zip(cases, verdicts) if c.crag is not None and v.crag is not None]
+    faithful = [(c.faithful, v.faithful) for c, v in zip(cases, verdicts) if c.faithful is not None and v.faithful is not None]
+    four, binary, faith = cohen_kappa(crag), cohen_kappa([(_binary(a), _binary(b)) for a, b in crag]), cohen_kappa(faithful)
+    return {
+        "crag": {"n": four.n, "accuracy": four.observed if four.n else None, "kappa": four.kappa,
+                 "kappaBinary": binary.kappa, "accuracyBinary": binary.observed if binary.n else None,
+                 "confusion": _confusion(crag, CRAG_GRADES, CRAG_GRADES)},
+        "faithful": {"n": faith.n, "accuracy": faith.observed if faith.n else None, "kappa": faith.kappa,
+                     "confusion": _confusion(faithful, FAITHFUL, ("true", "false"))},
+        "nLabels": sum(1 for case, verdict in zip(cases, verdicts)
+                       if (case.crag is not None and verdict.crag is not None)
+                       or (case.faithful is not None and verdict.faithful is not None)),
+        "judgeFailed": [case.id for case, verdict in zip(cases, verdicts) if verdict.errors],
+        "cases": [{"id": case.id, "crag": {"label": case.crag, "verdict": verdict.crag},
+                   "faithful": {"label": case.faithful, "verdict": verdict.faithful}}
+                  for case, verdict in zip(cases, verdicts)],
+    }
+
+
+def disagreements(figures: dict[str, Any]) -> list[tuple[str, str, Any, Any]]:
+    """(case id, label kind, human label, judge verdict) of every compared case where they differ."""
+    found = []
+    for case in figures["cases"]:
+        for kind in LABEL_KEYS:
+            label, verdict = case[kind]["label"], case[kind]["verdict"]
+            if label is not None and verdict is not None and label != verdict:
+                found.append((case["id"], kind, label, verdict))
+    return found
+
+
+# -- reviewed corrections -> a labels file ----------------------------------------------------------
+def labels_from_corrections(rows: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """(labels lines, corrections skipped) from promoted corrections (``store.ledgers.promoted_corrections``).
+
+    The mapping (docs/judge-calibration.md): the case is the result the correction came from: its
+    question, answer, retrieved chunks' texts as contexts, and the golden item's reference (else the
+    corrected assertions of the draft, joined). ``crag``: an abstained result -> missing; the
+    reviewer's class ``correct`` -> perfect; any other class -> incorrect. ``faithful``:
+    ``hallucination`` -> false, ``correct`` -> true, other classes leave it out. A correction that
+    names no result has no answer to label and is skipped.
+    """
+    lines, skipped = [], 0
+    for row in rows:
+        if row.get("question") is None:
+            skipped += 1
+            continue
+        retrieved = json.loads(row["retrieved"]) if isinstance(row.get("retrieved"), str) else row.get("retrieved") or []
+        golden = json.loads(row["golden_item"]) if row.get("golden_item") else {}
+        draft = json.loads(row["draft_item"]) if row.get("draft_item") else {}
+        reference = golden.get("reference") or " ".join(a.get("text", "") for a in draft.get("assertions") or []) or None
+        answer = row.get("answer")
+        error_class = row.get("error_class")
+        if row.get("abstained") or is_abstention(answer):
+            crag = "missing"
+        else:
+            crag = "perfect" if error_class == "correct" else "incorrect"
+        labels: dict[str, Any] = {"crag": crag}
+        if error_class in ("hallucination", "correct"):
+            labels["faithful"] = error_class == "correct"
+        lines.append({"id": row["id"], "question": row["question"],
+                      "contexts": [chunk.get("text") or "" for chunk in retrieved if isinstance(chunk, dict)],
+                      "answer": answer, "reference": reference, "labels": labels})
+    return lines, skipped

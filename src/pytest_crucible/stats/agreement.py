@@ -1,0 +1,61 @@
+"""Agreement between two raters: Cohen's kappa and the confusion matrix.
+
+The one kappa of the package: ``crucible qrels agreement`` (llm vs human relevance grades)
+and ``crucible judge calibrate`` (the judge's CRAG grades and faithful verdicts vs human
+labels) both call :func:`cohen_kappa`. Pure Python on (rater A, rater B) pairs of any
+hashable, sortable categories; knows nothing of runs, stores or judges.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Hashable, Sequence
+
+__all__ = ["Kappa", "cohen_kappa", "confusion_matrix"]
+
+
+@dataclass(frozen=True)
+class Kappa:
+    """Cohen's kappa of two raters over the same items."""
+
+    kappa: float | None  # None when chance agreement is 1 and observed agreement is not (undefined)
+    observed: float
+    expected: float
+    n: int
+
+
+def cohen_kappa(pairs: Sequence[tuple[Hashable, Hashable]]) -> Kappa:
+    """kappa = (p_o - p_e) / (1 - p_e), with p_e from each rater's marginal distribution.
+
+    ``observed`` (p_o) is the share of pairs on which the raters agree: the accuracy when one
+    rater is the reference. When both raters use one and the same category for every item,
+    p_e = p_o = 1 and kappa is reported as 1.0 (perfect, if uninformative, agreement).
+    No pairs: kappa None, n 0.
+    """
+    n = len(pairs)
+    if n == 0:
+        return Kappa(None, 0.0, 0.0, 0)
+    first: dict[Hashable, int] = {}
+    second: dict[Hashable, int] = {}
+    agree = 0
+    for a, b in pairs:
+        first[a] = first.get(a, 0) + 1
+        second[b] = second.get(b, 0) + 1
+        agree += a == b
+    observed = agree / n
+    expected = sum((first[c] / n) * (second.get(c, 0) / n) for c in first)
+    if expected >= 1.0:
+        return Kappa(1.0 if observed >= 1.0 else None, observed, expected, n)
+    return Kappa((observed - expected) / (1.0 - expected), observed, expected, n)
+
+
+def confusion_matrix(pairs: Sequence[tuple[Hashable, Hashable]], categories: Sequence[Hashable]) -> list[list[int]]:
+    """``matrix[i][j]``: pairs whose first rater said ``categories[i]`` and second ``categories[j]``.
+    A pair naming a category not in ``categories`` raises ValueError."""
+    index = {category: position for position, category in enumerate(categories)}
+    matrix = [[0] * len(categories) for _ in categories]
+    for a, b in pairs:
+        if a not in index or b not in index:
+            raise ValueError(f"category {a if a not in index else b!r} is not one of {list(categories)}")
+        matrix[index[a]][index[b]] += 1
+    return matrix

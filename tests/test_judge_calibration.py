@@ -1,0 +1,303 @@
+"""`crucible judge calibrate`: the shared kappa, the labels loader, the CLI end to end (lexical and
+Claude through the local mock), the cache, the stored calibration and where the summary shows it."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from mock_anthropic import MockAnthropic, mock_anthropic  # noqa: F401 - fixture
+
+import pytest_crucible.evaluation.scoring  # noqa: F401 - one copy for pytester's in-process runs (below)
+from helpers import RANKED_CONFTEST
+from pytest_crucible.calibration import read_labels_file
+from pytest_crucible.cli import main as crucible
+from pytest_crucible.metrics.crag import CRAG_GRADES
+from pytest_crucible.report.terminal import calibration_line
+from pytest_crucible.stats.agreement import cohen_kappa, confusion_matrix
+
+# `crucible judge calibrate` in-process imports the evaluation package here. pytester's in-process runs
+# drop the modules an inner session imported; with the package loaded but not its scoring module, a later
+# in-process session (tests/test_docs.py's quickstart) scored differently. The import at the top keeps
+# one copy of it, as conftest.py does for the plugin's core.
+
+
+# -- the kappa, by hand and against the textbook formula ------------------------------------------
+def textbook_kappa(pairs, categories):
+    """Cohen (1960) from the contingency table: p_o = trace / n, p_e = sum(row_i * col_i) / n^2."""
+    n = len(pairs)
+    table = {(a, b): 0 for a in categories for b in categories}
+    for pair in pairs:
+        table[pair] += 1
+    p_o = sum(table[c, c] for c in categories) / n
+    rows = {c: sum(table[c, d] for d in categories) for c in categories}
+    cols = {c: sum(table[d, c] for d in categories) for c in categories}
+    p_e = sum(rows[c] * cols[c] for c in categories) / n ** 2
+    if p_e == 1:
+        return 1.0 if p_o == 1 else None
+    return (p_o - p_e) / (1 - p_e)
+
+
+def test_kappa_and_confusion_of_crag_grades_by_hand() -> None:
+    # human, judge
+    pairs = [("perfect", "perfect"), ("perfect", "acceptable"), ("acceptable", "acceptable"), ("missing", "missing"),
+             ("incorrect", "perfect"), ("incorrect", "incorrect"), ("perfect", "perfect"), ("acceptable", "perfect")]
+    # Diagonal: perfect 2, acceptable 1, missing 1, incorrect 1 -> p_o = 5/8.
+    # Human marginals: perfect 3, acceptable 2, missing 1, incorrect 2; judge: perfect 4, acceptable 2, missing 1, incorrect 1.
+    # p_e = (3*4 + 2*2 + 1*1 + 2*1) / 64 = 19/64; kappa = (40/64 - 19/64) / (45/64) = 21/45 = 7/15.
+    kappa = cohen_kappa(pairs)
+    assert (kappa.n, kappa.observed, kappa.expected) == (8, 5 / 8, 19 / 64)
+    assert kappa.kappa == pytest.approx(7 / 15)
+    assert confusion_matrix(pairs, CRAG_GRADES) == [[2, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0], [1, 0, 0, 1]]
+    # Binarised, correct = perfect|acceptable: human C C C N N N C C, judge C C C N C N C C.
+    # p_o = 7/8; human C 5 N 3, judge C 6 N 2; p_e = (30 + 6) / 64 = 36/64; kappa = (56 - 36) / (64 - 36) = 20/28 = 5/7.
+    binary = cohen_kappa([(a in ("perfect", "acceptable"), b in ("perfect", "acceptable")) for a, b in pairs])
+    assert binary.kappa == pytest.approx(5 / 7) and binary.observed == 7 / 8
+    # Faithful labels: agreement no better than chance is kappa 0.
+    assert cohen_kappa([(True, True), (True, False), (False, True), (False, False)]).kappa == 0.0
+    assert cohen_kappa([]).kappa is None and cohen_kappa([("missing", "missing")] * 3).kappa == 1.0
+    with pytest.raises(ValueError, match="not one of"):
+        confusion_matrix([("perfect", "great")], CRAG_GRADES)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(CRAG_GRADES), st.sampled_from(CRAG_GRADES)), min_size=1, max_size=40))
+def test_kappa_matches_the_textbook_formula(pairs) -> None:
+    expected = textbook_kappa(pairs, CRAG_GRADES)
+    got = cohen_kappa(pairs)
+    assert got.kappa == (None if expected is None else pytest.approx(expected, abs=1e-12))
+    matrix = confusion_matrix(pairs, CRAG_GRADES)
+    assert sum(map(sum, matrix)) == len(pairs) and sum(matrix[i][i] for i in range(4)) / len(pairs) == pytest.approx(got.observed)
+
+
+def test_qrels_agreement_uses_the_same_kappa() -> None:
+    from pytest_crucible.qrels import agreement
+
+    rows = [{"query_id": "q", "chunk_id": f"c{i}", "doc_id": None, "grade": grade, "source": source, "id": n,
+             "created_at": "t", "created_by": "ann" if source == "human" else None}
+            for n, (i, grade, source) in enumerate([(1, 3, "llm"), (1, 3, "human"), (2, 0, "llm"), (2, 2, "human"),
+                                                    (3, 1, "llm"), (3, 1, "human")])]
+    report = agreement(rows)
+    assert report["fourLevel"]["kappa"] == cohen_kappa([(3, 3), (0, 2), (1, 1)]).kappa
+
+
+# -- the CLI end to end ------------------------------------------------------------------------------
+RETURNS = "Items can be returned within 30 days of delivery for a full refund."
+AUDIT = "Audit exports are retained for seven years in cold storage."
+CASES = [
+    {"id": "c001", "question": "How long is the return window?", "contexts": [RETURNS],
+     "answer": "You can return items within 30 days of delivery.", "reference": "Returns are accepted within 30 days of delivery.",
+     "labels": {"crag": "perfect", "faithful": True}},
+    {"id": "c002", "question": "How long is the return window?", "contexts": [RETURNS],
+     "answer": "You can return items within 90 days and get store credit on Mars.",
+     "reference": "Returns are accepted within 30 days of delivery.", "labels": {"crag": "incorrect", "faithful": False}},
+    {"id": "c003", "question": "Who founded the company?", "contexts": ["The shop ships worldwide."], "answer": "I don't know.",
+     "reference": "Ada Lovelace founded the company in 1843.", "labels": {"crag": "missing"}},
+    {"id": "c004", "question": "What is the retention period for audit exports?", "contexts": [AUDIT],
+     "answer": "Audit exports are kept for seven years.", "reference": "Audit exports are retained for seven years.",
+     "labels": {"crag": "acceptable", "faithful": True}},
+    {"id": "c005", "question": "What is the retention period for audit exports?", "contexts": [AUDIT],
+     "answer": "Audit exports are retained for seven years, and they are encrypted with quantum keys.",
+     "reference": "Audit exports are retained for seven years.", "labels": {"faithful": False}},
+]
+
+
+def write_labels(path: Path, cases=CASES) -> Path:
+    path.write_text("".join(json.dumps(case) + "\n" for case in cases), encoding="utf-8")
+    return path
+
+
+def calibrate(capsys, *argv: str) -> dict:
+    assert crucible(["judge", "calibrate", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_calibrate_with_the_lexical_judge(tmp_path: Path, capsys) -> None:
+    labels, db = write_labels(tmp_path / "labels.jsonl"), tmp_path / "c.db"
+    document = calibrate(capsys, str(labels), "--db", str(db))
+    assert document["judge"] == {"model": "lexical-v1", "promptVersion": "lexical-v1"}
+    assert [case["id"] for case in document["cases"]] == [case["id"] for case in CASES]
+    assert set(document["cases"][0]) == {"id", "crag", "faithful"} and set(document["cases"][0]["crag"]) == {"label", "verdict"}
+    by_id = {case["id"]: case for case in document["cases"]}
+    assert by_id["c003"]["crag"] == {"label": "missing", "verdict": "missing"}  # an honest abstention needs no judge
+    assert by_id["c003"]["faithful"] == {"label": None, "verdict": None}  # no claims: not compared
+    assert by_id["c005"]["crag"]["label"] is None
+    for kind, categories in (("crag", list(CRAG_GRADES)), ("faithful", ["true", "false"])):
+        block = document[kind]
+        assert {"n", "accuracy", "kappa", "confusion"} <= set(block)
+        confusion = block["confusion"]
+        assert list(confusion) == categories and all(list(row) == categories for row in confusion.values())
+        # The figures are the confusion matrix's.
+        pairs = [(human, judge) for human, row in confusion.items() for judge, count in row.items() for _ in range(count)]
+        assert block["n"] == len(pairs) == sum(1 for case in document["cases"]
+                                               if case[kind]["label"] is not None and case[kind]["verdict"] is not None)
+        assert block["accuracy"] == pytest.approx(sum(confusion[c][c] for c in categories) / block["n"])
+        assert block["kappa"] == pytest.approx(textbook_kappa(pairs, categories))
+        shown = {True: "true", False: "false"}
+        assert Counter((shown.get(c[kind]["label"], c[kind]["label"]), shown.get(c[kind]["verdict"], c[kind]["verdict"]))
+                       for c in document["cases"] if c[kind]["label"] is not None and c[kind]["verdict"] is not None) \
+            == Counter(pairs)
+    assert document["crag"]["n"] == 4 and document["faithful"]["n"] == 4
+    binary = [(h in ("perfect", "acceptable"), j in ("perfect", "acceptable"))
+              for h, row in document["crag"]["confusion"].items() for j, count in row.items() for _ in range(count)]
+    assert document["crag"]["kappaBinary"] == pytest.approx(textbook_kappa(binary, [True, False]))
+
+    # Remembered in the store, one row per calibration.
+    conn = sqlite3.connect(db)
+    [(model, prompts, n_crag, kappa, n_faithful, figures)] = conn.execute(
+        "SELECT judge_model, prompt_version, n_crag, kappa_crag, n_faithful, figures FROM judge_calibrations").fetchall()
+    assert (model, prompts, n_crag, n_faithful) == ("lexical-v1", "lexical-v1", 4, 4)
+    assert kappa == pytest.approx(document["crag"]["kappa"]) and json.loads(figures)["crag"] == document["crag"]
+    assert conn.execute("SELECT COUNT(*) FROM judge_cache").fetchone()[0] > 0
+    conn.close()
+
+    # The text form: the figures, the confusion matrix and the disagreements.
+    assert crucible(["judge", "calibrate", str(labels), "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "crag: n 4" in out and "human / judge" in out and "disagreements (" in out
+    assert max(len(line) for line in out.splitlines() if str(tmp_path) not in line) <= 100
+
+
+def test_a_rerun_is_served_from_the_cache(tmp_path: Path, capsys) -> None:
+    labels, db = write_labels(tmp_path / "labels.jsonl"), tmp_path / "c.db"
+    first = calibrate(capsys, str(labels), "--db", str(db))
+    assert first["stats"]["judged"] > 0
+    second = calibrate(capsys, str(labels), "--db", str(db))
+    assert second["stats"]["judged"] == 0 and second["stats"]["cache_hits"] == second["stats"]["requests"] > 0
+    assert {key: second[key] for key in ("crag", "faithful", "cases")} == {key: first[key] for key in ("crag", "faithful", "cases")}
+
+
+def test_calibrate_claude_through_the_mock_and_its_cache(tmp_path: Path, capsys, monkeypatch,
+                                                         mock_anthropic: MockAnthropic) -> None:  # noqa: F811
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-a-real-key")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", mock_anthropic.base_url)
+    labels, db = write_labels(tmp_path / "labels.jsonl"), tmp_path / "c.db"
+    first = calibrate(capsys, str(labels), "--judge", "anthropic", "--judge-model", "claude-haiku-5-5", "--db", str(db))
+    assert first["judge"]["model"] == "claude-haiku-5-5"
+    sent = mock_anthropic.counts["messages"]
+    assert sent == first["stats"]["judged"] > 0
+    # The mock grades every answer perfect: c002 (human: incorrect) is a disagreement.
+    assert {case["id"]: case["crag"]["verdict"] for case in first["cases"]}["c002"] == "perfect"
+    second = calibrate(capsys, str(labels), "--judge", "anthropic", "--judge-model", "claude-haiku-5-5", "--db", str(db))
+    assert mock_anthropic.counts["messages"] == sent  # nothing new sent: every verdict came from the database
+    assert second["stats"]["judged"] == 0 and second["crag"] == first["crag"]
+
+
+# -- bad files -------------------------------------------------------------------------------------
+GOOD = json.dumps(CASES[0])
+
+
+@pytest.mark.parametrize("lines, where, field, hint", [
+    ([GOOD, "{not json"], 2, "json", "one JSON object per line"),
+    ([GOOD, json.dumps({k: v for k, v in CASES[1].items() if k != "question"})], 2, "question", "a labels line looks like"),
+    ([json.dumps({**CASES[0], "labels": {"crag": "great"}})], 1, "labels.crag", "CRAG grades"),
+    ([json.dumps({**CASES[0], "labels": {"faithful": "yes"}})], 1, "labels.faithful", "JSON true/false"),
+    ([json.dumps({**CASES[0], "labels": {}})], 1, "labels", '"labels": {'),
+    ([json.dumps({**CASES[0], "contexts": "one passage"})], 1, "contexts", "list of strings"),
+    ([json.dumps({**CASES[0], "refrence": "x"})], 1, "refrence", "did you mean 'reference'?"),
+    ([GOOD, GOOD], 2, "id", "its own id"),
+    (["[1, 2]"], 1, "json", "one labelled case per line"),
+])
+def test_a_bad_labels_file_is_one_error_naming_file_line_and_field(tmp_path: Path, capsys, lines, where, field, hint) -> None:
+    path = tmp_path / "labels.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert crucible(["judge", "calibrate", str(path), "--db", str(tmp_path / "c.db")]) == 2
+    captured = capsys.readouterr()
+    first, second = captured.err.rstrip("\n").split("\n")
+    assert first.startswith(f"crucible: {path}:{where}: field '{field}': ")
+    assert second.startswith("HINT: ") and hint in second
+    assert "Traceback" not in captured.err and captured.out == ""
+    assert not (tmp_path / "c.db").exists()  # nothing judged, nothing written
+
+
+def test_a_missing_labels_file_and_a_missing_key(tmp_path: Path, capsys, monkeypatch) -> None:
+    assert crucible(["judge", "calibrate", str(tmp_path / "none.jsonl"), "--db", str(tmp_path / "c.db")]) == 2
+    assert "cannot read the labels file" in capsys.readouterr().err
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    labels = write_labels(tmp_path / "labels.jsonl")
+    assert crucible(["judge", "calibrate", str(labels), "--judge", "anthropic", "--db", str(tmp_path / "c.db")]) == 2
+    err = capsys.readouterr().err
+    assert "ANTHROPIC_API_KEY is not set" in err and "HINT: " in err and "--judge lexical" in err
+
+
+def test_an_answer_may_be_null_or_blank_and_the_reference_absent(tmp_path: Path) -> None:
+    path = tmp_path / "labels.jsonl"
+    path.write_text(json.dumps({"id": "a", "question": "Q?", "contexts": [], "answer": None, "labels": {"crag": "missing"}}) + "\n"
+                    + json.dumps({"id": "b", "question": "Q?", "contexts": [], "answer": "", "labels": {"crag": "missing"}}) + "\n")
+    cases = read_labels_file(path)
+    assert [(case.id, case.answer, case.reference) for case in cases] == [("a", None, None), ("b", "", None)]
+
+
+# -- the summary line, the report and the labels export ---------------------------------------------
+def test_the_calibration_line() -> None:
+    assert calibration_line(None) == "  not calibrated: crucible judge calibrate LABELS.jsonl measures it"
+    line = calibration_line({"n_crag": 150, "kappa_crag": 0.412, "kappa_crag_binary": 0.5249, "n_faithful": 140,
+                             "kappa_faithful": 0.55, "figures": {"nLabels": 150}, "created_at": "2026-12-01T10:00:00Z"})
+    assert line == "  calibrated: crag kappa 0.41 (binary 0.52), faithful kappa 0.55 on 150 labels (2026-12-01)"
+    assert "faithful" not in calibration_line({"n_crag": 3, "kappa_crag": None, "kappa_crag_binary": 1.0, "n_faithful": 0,
+                                               "figures": {"nLabels": 3}, "created_at": "2026-12-01"})
+
+
+GOLDEN = [{"id": "q-001", "question": "What is the return window?", "reference": "Bikes can be returned within 30 days.",
+           "citations": [{"docId": "returns", "chunkId": "returns#p1", "mode": "required"}]},
+          {"id": "q-002", "question": "Which bikes share the battery?", "reference": "The City and the Trek share it.",
+           "citations": [{"docId": "battery", "mode": "required"}]}]
+
+
+def test_the_summary_and_the_report_show_the_judges_calibration(pytester: pytest.Pytester, capsys) -> None:
+    (pytester.path / "golden_support.jsonl").write_text("".join(json.dumps(item) + "\n" for item in GOLDEN))
+    pytester.makeconftest(RANKED_CONFTEST)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--crucible-judge=lexical", "--crucible-outcome=record")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["judge lexical-v1*", "  not calibrated: crucible judge calibrate LABELS.jsonl measures it"])
+    db = pytester.path / ".crucible" / "crucible.db"
+    labels = write_labels(pytester.path / "labels.jsonl")
+    assert crucible(["judge", "calibrate", str(labels), "--db", str(db)]) == 0
+    capsys.readouterr()
+    result = pytester.runpytest("-p", "no:cacheprovider", "--crucible-judge=lexical", "--crucible-outcome=record")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["judge lexical-v1*", "  calibrated: crag kappa * (binary *), faithful kappa * on 5 labels (20*)"])
+    lines = result.stdout.lines
+    assert lines[[i for i, line in enumerate(lines) if line.startswith("judge lexical-v1")][0] + 1].startswith("  calibrated: ")
+    assert all(len(line) <= 100 for line in lines if "calibrated" in line)
+    # The HTML report shows the same line near its judge line.
+    report = pytester.path / "report.html"
+    assert crucible(["report", "latest", "-o", str(report), "--db", str(db), "--workspace", pytester.path.name]) == 0
+    html = report.read_text(encoding="utf-8")
+    assert '<dd id="judge-calibration">calibrated: crag kappa' in html and html.index("judge-calibration") > html.index("<dt>judge</dt>")
+
+    # Reviewed failures become a labels file: promote a correction of the run's q-001, export, calibrate.
+    conn = sqlite3.connect(db)
+    run_id, result_id = conn.execute("SELECT run_id, result_id FROM results WHERE item_id = 'q-001' ORDER BY recorded_at DESC").fetchone()
+    conn.close()
+    capsys.readouterr()
+    assert crucible(["promote", "--run", run_id, "--result", result_id, "--question", "What is the return window?",
+                     "--assertion", "Bikes can be returned within 30 days.", "--error-class", "hallucination", "--by", "dana",
+                     "--db", str(db)]) == 0
+    exported = pytester.path / "reviewed.jsonl"
+    assert crucible(["judge", "labels", "export", "-o", str(exported), "--db", str(db)]) == 0
+    assert "wrote 1 labelled case(s)" in capsys.readouterr().out
+    [case] = [json.loads(line) for line in exported.read_text().splitlines()]
+    assert case["question"] == "What is the return window?" and case["reference"] == GOLDEN[0]["reference"]
+    assert case["labels"] == {"crag": "incorrect", "faithful": False} and len(case["contexts"]) > 0
+    document = calibrate(capsys, str(exported), "--db", str(db))
+    assert [c["id"] for c in document["cases"]] == [case["id"]]
+
+
+def test_metadata_keys_are_ignored_and_answerable_false_makes_an_abstention_right(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "labels.jsonl"
+    case = {"id": "u1", "domain": "shop", "why": "abstention: the passages do not say", "question": "Who founded it?",
+            "contexts": ["The shop ships worldwide."], "answer": "The documents do not say.", "answerable": False,
+            "reference": "The information is not available.", "labels": {"crag": "perfect"}}
+    write_labels(path, [case])
+    document = calibrate(capsys, str(path), "--db", str(tmp_path / "c.db"))
+    assert document["cases"] == [{"id": "u1", "crag": {"label": "perfect", "verdict": "perfect"},
+                                  "faithful": {"label": None, "verdict": None}}]
+    write_labels(path, [{**case, "answerable": "no"}])
+    assert crucible(["judge", "calibrate", str(path), "--db", str(tmp_path / "c.db")]) == 2
+    assert f"{path}:1: field 'answerable': expected true or false" in capsys.readouterr().err

@@ -108,7 +108,7 @@ def test_the_api_key_is_in_no_artifact_and_no_output(pytester: pytest.Pytester, 
     assert wal.exists() and wal.stat().st_size > 0
     wal_bytes = wal.read_bytes()  # as the runs left it (a CLI write below may checkpoint it)
     commands = [["runs"], ["runs", "--json"], ["show", "latest"], ["metrics", "latest", "--json"],
-                ["compare", "latest", "latest"], ["compare", "latest", "latest", "--json"],
+                ["compare", "latest", "latest", "--min-pairs", "2"], ["compare", "latest", "latest", "--json", "--min-pairs", "2"],
                 ["export", "latest", "-o", "run.json"], ["export", "latest", "--format", "trec", "-o", "run.trec"],
                 ["export", "latest", "-o", "-"], ["report", "latest", "-o", "report-cli.html"],
                 ["qrels", "export", "-o", "ledger.jsonl"], ["qrels", "export", "--effective", "-o", "qrels.txt"],

@@ -322,7 +322,7 @@ MIGRATIONS: list[str] = [
     # version 9: `crucible judge calibrate` remembers how a judge (model + prompt version) agreed
     # with a set of human labels; the summary and the report show the newest one next to the judge.
     """
-    CREATE TABLE judge_calibrations (
+    CREATE TABLE IF NOT EXISTS judge_calibrations (
         id TEXT PRIMARY KEY,
         judge_model TEXT NOT NULL,
         prompt_version TEXT NOT NULL,
@@ -335,7 +335,7 @@ MIGRATIONS: list[str] = [
         figures TEXT NOT NULL,
         created_at TEXT NOT NULL
     );
-    CREATE INDEX judge_calibrations_by_judge ON judge_calibrations (judge_model, prompt_version, created_at);
+    CREATE INDEX IF NOT EXISTS judge_calibrations_by_judge ON judge_calibrations (judge_model, prompt_version, created_at);
     """,
 ]
 

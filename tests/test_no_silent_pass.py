@@ -198,3 +198,10 @@ def test_a_run_that_mixes_kinds_is_measured_and_gated_kind_by_kind(pytester: pyt
     floor = pytester.runpytest("--crucible-config=degrade.json", "--crucible-fail-under=ndcgAt10=0.9")
     floor.stdout.fnmatch_lines(["GATE FAILED ndcgAt10 [[]retrieval[]] = 0.4307 is below the floor 0.9"])
     floor.stdout.no_fnmatch_line("GATE FAILED ndcgAt10 [[]adversarial[]]*")
+
+
+def test_the_default_minimum_of_pairs_is_the_fewest_with_which_p_can_fall_below_005() -> None:
+    from pytest_crucible.defaults import MIN_PAIRS
+    from pytest_crucible.stats import min_pairs_for_alpha
+
+    assert MIN_PAIRS == min_pairs_for_alpha(0.05) == 6

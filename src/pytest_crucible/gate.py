@@ -7,7 +7,9 @@ its reasons and its exit code. The plugin's session gate, ``crucible compare``, 
 the HTML report and the HTTP API all call this function and only read what it returns, so they
 cannot disagree about one pair of runs.
 
-Pure: no pytest, no SQL. Runs come in as :class:`~pytest_crucible.runs.RunData`.
+``decide`` is pure (no pytest, no store): runs come in as :class:`~pytest_crucible.runs.RunData`.
+``decide_stored`` first asks ``ruler.prepare_pair`` whether the relevance grades moved between the
+runs, which reads the judgment ledger through the store (its SQL stays in ``store/``).
 """
 
 from __future__ import annotations

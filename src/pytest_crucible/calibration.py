@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from .json_input import json_problem, value_problem
+from .json_input import jsonl_object
 from .metrics.crag import CRAG_GRADES, is_abstention, is_correct
 from .qrels_io import QrelsFormatError
 
@@ -91,13 +91,6 @@ def _string(path: Path, line: int, obj: dict[str, Any], key: str, *, required: b
 
 
 def _case(path: Path, line: int, obj: Any, seen: dict[str, int]) -> LabelledCase:
-    if not isinstance(obj, dict):
-        raise LabelsFormatError(path, line, "json", f"expected a JSON object, got {type(obj).__name__}",
-                                f"one labelled case per line, e.g. {_EXAMPLE}")
-    unusable = value_problem(obj)
-    if unusable is not None:
-        loc, problem = unusable
-        raise LabelsFormatError(path, line, ".".join(map(str, loc)) or "json", problem, "labels hold plain text")
     for key in obj:
         # Other keys are metadata for people (a domain, why the case is there) and are ignored,
         # unless they look like a misspelt field, which would silently drop what it holds.
@@ -168,11 +161,9 @@ def read_labels_file(path: str | Path) -> list[LabelledCase]:
                                     "save the file as UTF-8") from None
         if not text.strip():
             continue
-        try:
-            obj = json.loads(text)
-        except (ValueError, RecursionError) as exc:
-            raise LabelsFormatError(path, number, "json", f"not valid JSON ({json_problem(exc)})",
-                                    f"one JSON object per line, e.g. {_EXAMPLE}") from None
+        obj = jsonl_object(text, lambda field, problem, hint: LabelsFormatError(path, number, field, problem, hint),
+                           example=_EXAMPLE, object_hint=f"one labelled case per line, e.g. {_EXAMPLE}",
+                           plain_hint="labels hold plain text")
         cases.append(_case(path, number, obj, seen))
     if not cases:
         raise LabelsFormatError(path, None, None, "no labelled case in the file",

@@ -14,7 +14,7 @@ This module never imports pytest.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
 __all__ = ["MAX_DEPTH", "MAX_VALUES", "json_problem", "value_problem", "shown"]
 
@@ -85,3 +85,21 @@ def shown(text: Any) -> str:
     """``text`` as it can appear inside a one-line message: control characters and lone surrogates escaped."""
     text = str(text)
     return text if text.isprintable() else json.dumps(text)[1:-1]
+
+
+def jsonl_object(text: str, fail: Callable[[str, str, str], Exception], *, example: str, object_hint: str,
+                 plain_hint: str) -> dict[str, Any]:
+    """One line of a .jsonl file as a JSON object of plain values, or ``fail(field, problem, hint)``
+    raised: not JSON, not an object, or a value no loader can use (see :func:`value_problem`)."""
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise fail("json", f"not valid JSON ({json_problem(exc)})", f"one JSON object per line, e.g. {example}") from None
+    if not isinstance(obj, dict):
+        raise fail("json", f"expected a JSON object, got {type(obj).__name__}", object_hint)
+    unusable = value_problem(obj)
+    if unusable is not None:
+        loc, problem = unusable
+        raise fail(".".join(map(str, loc)) or "json", problem, plain_hint)
+    return obj
+

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .json_input import json_problem, shown, value_problem
+from .json_input import jsonl_object, shown
 from .metrics.retrieval import ranking_units
 
 __all__ = [
@@ -267,18 +267,9 @@ def _read_jsonl(path: Path, source: str, by: str | None, judge_model: str | None
     for number, line in _lines(path):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except (ValueError, RecursionError) as exc:
-            raise QrelsFormatError(path, number, "json", f"not valid JSON ({json_problem(exc)})",
-                                   f"one JSON object per line, e.g. {_JSONL_EXAMPLE}") from None
-        if not isinstance(obj, dict):
-            raise QrelsFormatError(path, number, "json", f"expected a JSON object, got {type(obj).__name__}",
-                                   f"one JSON object per line, e.g. {_JSONL_EXAMPLE}")
-        unusable = value_problem(obj)
-        if unusable is not None:
-            loc, problem = unusable
-            raise QrelsFormatError(path, number, ".".join(map(str, loc)) or "json", problem, "judgments hold plain text and numbers")
+        obj = jsonl_object(line, lambda field, problem, hint: QrelsFormatError(path, number, field, problem, hint),
+                           example=_JSONL_EXAMPLE, object_hint=f"one JSON object per line, e.g. {_JSONL_EXAMPLE}",
+                           plain_hint="judgments hold plain text and numbers")
         for key in obj:
             if key not in _JSONL_KEYS:
                 if key in snake:

@@ -402,14 +402,15 @@ class _Window:
 
 
 @lru_cache(maxsize=4096)
-def _passage_sentences(passage: str) -> tuple[tuple[_Token, ...], ...]:
-    return tuple(_tokens(sentence) for sentence in split_sentences(passage))
+def _passage_sentences(passage: str, tokenise: Callable[[str], tuple] = _tokens) -> tuple[tuple[_Token, ...], ...]:
+    return tuple(tokenise(sentence) for sentence in split_sentences(passage))
 
 
-def _windows(passages: Sequence[str], max_sentences: int) -> list[_Window]:
+def _windows(passages: Sequence[str], max_sentences: int, tokenise: Callable[[str], tuple] = _tokens) -> list[_Window]:
+    """Every run of 1..max_sentences consecutive sentences of one passage (``tokenise`` reads a sentence)."""
     windows: list[_Window] = []
     for p, passage in enumerate(passages):
-        sentences = _passage_sentences(passage)
+        sentences = _passage_sentences(passage, tokenise)
         for first in range(len(sentences)):
             for last in range(first, min(first + max_sentences, len(sentences))):
                 tokens: list[_Token] = []
@@ -482,12 +483,12 @@ def _is_hedge(sentence: str) -> bool:
     return bool(_HEDGES.search(_normalise(sentence)))
 
 
-def extract_claims(text: str) -> list[str]:
+def extract_claims(text: str, is_hedge: Callable[[str], bool] = _is_hedge) -> list[str]:
     """The claims of a text: its sentences minus boilerplate, hedges and duplicates."""
     claims: list[str] = []
     for sentence in split_sentences(text, keep_headings=False):
         sentence = _LEAD_IN.sub("", sentence).strip()
-        if not sentence or _BOILERPLATE.search(sentence) or _is_hedge(sentence):
+        if not sentence or _BOILERPLATE.search(sentence) or is_hedge(sentence):
             continue
         if not _content_keys(sentence):
             continue
@@ -497,13 +498,13 @@ def extract_claims(text: str) -> list[str]:
     return claims
 
 
-def is_noncommittal(answer: str) -> bool:
+def is_noncommittal(answer: str, is_hedge: Callable[[str], bool] = _is_hedge) -> bool:
     """The answer commits to nothing: empty, or only hedges/boilerplate (a bare yes/no commits)."""
     if not answer or not answer.strip():
         return True
     if _YES_NO.match(_CITATION.sub("", _normalise(answer))):
         return False
-    return not extract_claims(answer)
+    return not extract_claims(answer, is_hedge)
 
 
 def _phrase(text: str) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 from .engine import Judge
 
-JUDGE_CHOICES = ("auto", "lexical", "anthropic")
+JUDGE_CHOICES = ("auto", "lexical", "lexical-v2", "lexical-v1", "anthropic")
 
 
 class JudgeSetupError(Exception):
@@ -18,7 +18,11 @@ class JudgeSetupError(Exception):
 def make_judge(name: str = "auto", *, model: str | None = None, batch: bool = False) -> Judge:
     if name == "auto":
         name = "anthropic" if os.environ.get("ANTHROPIC_API_KEY") else "lexical"
-    if name == "lexical":
+    if name in ("lexical", "lexical-v2"):
+        from .lexical_v2 import LexicalJudgeV2
+
+        return LexicalJudgeV2()
+    if name == "lexical-v1":  # kept so that runs judged by it stay comparable
         from .lexical import LexicalJudge
 
         return LexicalJudge()

@@ -1,0 +1,450 @@
+"""``lexical-v2``: the offline judge, reading values and polarity, not only shared words.
+
+Deterministic, offline and fast like ``lexical-v1`` (:mod:`pytest_crucible.judge.lexical`), which
+stays selectable (``--crucible-judge=lexical-v1``) so that runs judged by it stay comparable. It
+is still a heuristic, not a reader: measure it on your own labels with ``crucible judge
+calibrate`` (docs/judge-calibration.md has its figures on the project's calibration set). What
+it changes, kind by kind:
+
+Reading a text
+--------------
+* **Values** are read by :mod:`pytest_crucible.judge.quantities`: "$40" = "40 dollars" = "forty
+  dollars", "two weeks" = "14 days", "7 pm" = "19:00", "half" = "50%", weekdays and dates. A claim
+  is checked value by value (every value it states must be one the passage states), never digit
+  by digit.
+* **Words** are stemmed with the Snowball English stemmer ("cancellation", "cancelling" ->
+  "cancel"); hyphenated words stay one word ("e-bikes", "check-in"); "before" and "after" are
+  content words (they change what a sentence says).
+* **Polarity.** Negation cues as in v1, plus the prefix "non-" ("non-refundable"). A small table
+  of antonyms (:data:`ANTONYMS`: open/closed, keep/stop, include/exclude, allow/ban, before/after,
+  more/less, ...) counts as a flip: a claim and a passage disagree when the number of negation
+  differences plus antonym swaps between them is odd, so "nothing stops working" agrees with
+  "keeps working" and "stops working" contradicts it.
+* **Abstentions** add topic-first and deflecting phrasings to v1's hedges: "X isn't listed in
+  what I was given", "I'm not able to answer that", "there's nothing about X".
+
+Request kinds (others as in v1: questions, usefulness, relevance)
+------------------------------------------------------------------
+**entailment** -- a claim is supported by a window of 1-3 consecutive sentences of one passage
+when the window holds at least :data:`SUPPORT_THRESHOLD` of the claim's words, every value the
+claim states, the same polarity (rule above), and no *substitution*: in a near copy (coverage >=
+:data:`NEAR_COPY`) a claim word missing from the window whose neighbour in the claim is followed
+(or preceded) in the window by a different word is a swap ("team license" for "personal
+license", "dispensed" for "signed") and the claim is not supported.
+
+**correctness** -- the CRAG grade:
+
+1. a noncommittal answer is *missing*, or *perfect* when no answer exists (the question is
+   unanswerable, rests on a false premise, or the reference itself says the documents do not
+   give the answer);
+2. false premise: as v1 (the answer must reject it); no answer exists: a committal answer is
+   *incorrect*;
+3. **polarity**: the reference opens with "Yes" or "No" and the answer opens with the opposite
+   -> *incorrect*;
+4. the targets are the must-assertions, else the reference's clauses (sentences split at ";");
+   a target's *words* leave out words of the question (an answer need not repeat the question).
+   A **contradiction** makes the answer *incorrect*: a target value missing from the answer
+   while the answer states a value of the same kind that the reference and the question never
+   mention ("50%" where the reference says "25%"); a target sentence the answer restates
+   (coverage >= :data:`RESTATED`) with the opposite polarity; a swapped word as in entailment;
+5. otherwise the *coverage* -- each target's share of its words and values (a value weighs
+   :data:`VALUE_WEIGHT` words) found in the answer, averaged over targets -- grades it: >=
+   :data:`PERFECT_COVERAGE` *perfect*; >= :data:`ACCEPTABLE_COVERAGE`, or an answer opening
+   with the reference's own "Yes"/"No", *acceptable*; else *incorrect*. Every target that holds a
+   value counts once more in the mean: values are what questions ask for.
+
+Limits: paraphrase with no shared word and no shared value ("money back" for "refund") is not
+recognised; the antonym table is small and English only; a wrong answer that shares the
+reference's words and values in another arrangement is not caught.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import NamedTuple, Sequence
+
+import snowballstemmer
+
+from ..embed import STOPWORDS
+from .lexical import (
+    _CITATION,
+    _HEDGES,
+    _PREMISE_REJECTION,
+    LexicalJudge,
+    _normalise,
+    _span_negated,
+    _Support,
+    _Window,
+    _windows,
+    extract_claims,
+    is_noncommittal,
+    split_sentences,
+)
+from .quantities import PLACEHOLDER, Value, read_values, same_value
+from .types import (
+    ClaimsRequest,
+    ClaimsVerdict,
+    CorrectnessRequest,
+    CorrectnessVerdict,
+    EntailmentRequest,
+    EntailmentVerdict,
+    JudgeFailure,
+    QuestionsRequest,
+    QuestionsVerdict,
+)
+
+__all__ = ["LexicalJudgeV2", "ANTONYMS", "SUPPORT_THRESHOLD", "NEAR_COPY", "RESTATED", "VALUE_WEIGHT",
+           "PERFECT_COVERAGE", "ACCEPTABLE_COVERAGE", "reference_gives_no_answer"]
+
+SUPPORT_THRESHOLD = 0.7  # share of a claim's words in one window
+NEAR_COPY = 0.75  # coverage from which a single different word is a swap, not a paraphrase
+RESTATED = 0.6  # share of a target's words an answer sentence needs to be compared for polarity
+VALUE_WEIGHT = 2  # a value counts as this many words in a target's coverage
+PERFECT_COVERAGE = 0.7
+ACCEPTABLE_COVERAGE = 0.3
+MAX_WINDOW_SENTENCES = 3
+
+# Opposites, as Snowball stems: a swap flips polarity like a negation does.
+_ANTONYM_PAIRS = [
+    ("open", "close"), ("includ", "exclud"), ("allow", "ban"), ("allow", "prohibit"), ("allow", "forbidden"),
+    ("permit", "prohibit"), ("keep", "stop"), ("increas", "decreas"), ("increas", "reduc"), ("more", "less"),
+    ("more", "fewer"), ("befor", "after"), ("earlier", "later"), ("earliest", "latest"), ("minimum", "maximum"),
+    ("accept", "reject"), ("accept", "declin"), ("requir", "option"), ("mandatori", "option"), ("same", "differ"),
+    ("full", "partial"), ("add", "remov"), ("lowest", "highest"), ("low", "high"), ("insid", "outsid"),
+    ("abov", "below"), ("over", "under"), ("free", "paid"), ("win", "lose"), ("valid", "invalid"),
+    ("avail", "unavail"), ("legal", "illeg"), ("possibl", "imposs"), ("refund", "forfeit"),
+]
+ANTONYMS: dict[str, frozenset[str]] = {}
+for _a, _b in _ANTONYM_PAIRS:
+    ANTONYMS[_a] = ANTONYMS.get(_a, frozenset()) | {_b}
+    ANTONYMS[_b] = ANTONYMS.get(_b, frozenset()) | {_a}
+
+_CONTENT_FUNCTION_WORDS = frozenset({"before", "after", "over", "under", "above", "below", "more", "most", "same"})
+_STOPWORDS = (STOPWORDS - _CONTENT_FUNCTION_WORDS) | {"also", "just", "simply", "actually", "generally", "usually"}
+_NEGATIONS = frozenset({"not", "no", "never", "none", "nothing", "neither", "nor", "cannot", "without", "nobody", "nowhere"})
+_QUALIFIERS = frozenset({"befor", "after", "except", "unless"})
+_WORD = re.compile(rf"{PLACEHOLDER}\d+x|[^\W\d_]+(?:[-'][^\W\d_]+)*", re.UNICODE)
+_STEMMER = snowballstemmer.stemmer("english")
+
+_MORE_HEDGES = re.compile(
+    "|".join([
+        r"\b(?:is|are|was|were)(?: not|n't) (?:listed|mentioned|specified|stated|included|given|covered|provided|shown)"
+        r"(?: anywhere)? in\b",
+        r"\b(?:not|n't|un)(?: be)? ?able to (?:answer|help|say|tell|confirm|find)\b",
+        r"\b(?:can't|cannot|can not|couldn't|could not) (?:answer|help|say|tell|confirm)\b",
+        r"\bthere(?:'s| is) nothing (?:about|on|regarding|in)\b",
+        r"\b(?:i|we) (?:have|had|found|see) no (?:information|details?|data|mention)\b",
+        r"\bno information about\b",
+        r"\bthat i can see\b",
+    ]),
+    re.IGNORECASE,
+)
+_YES = re.compile(r"^\W*(?:yes|yeah|yep|sure|certainly|of course|absolutely|correct|you can)\b", re.IGNORECASE)
+_NO = re.compile(r"^\W*(?:(?:unfortunately|sadly|sorry)\W+)?(?:no|nope|not|nothing|never|none)\b", re.IGNORECASE)
+_REFERENCE_YES = re.compile(r"^\W*yes\s*[,.;:!]", re.IGNORECASE)
+_REFERENCE_NO = re.compile(r"^\W*no\s*[,.;:!]", re.IGNORECASE)
+_NO_ANSWER = re.compile(
+    r"^\W*(?:the )?(?:provided |given |retrieved |available )?(?:documents?|documentation|context|sources?|passages?|corpus|"
+    r"information|knowledge base|texts?)\s+(?:do|does|did)(?: not|n't) (?:say|give|mention|specify|state|contain|include|"
+    r"provide|cover|address|describe|list)\b",
+    re.IGNORECASE,
+)
+
+
+def _is_hedge(sentence: str) -> bool:
+    text = _normalise(sentence)
+    return bool(_HEDGES.search(text) or _MORE_HEDGES.search(text))
+
+
+def reference_gives_no_answer(reference: str | None) -> bool:
+    """The reference says the documents do not give the answer ("The documents do not say ...")."""
+    return bool(reference and _NO_ANSWER.search(_normalise(reference)))
+
+
+# -- tokens ---------------------------------------------------------------------------------------
+class _Token(NamedTuple):
+    key: str  # Snowball stem, or "" for values and function words
+    number: bool  # always False: values are compared as values (see ``value``)
+    negation: bool
+    content: bool
+    surface: str
+    value: Value | None = None
+
+
+@lru_cache(maxsize=16384)
+def _stem(word: str) -> str:
+    return "-".join(_STEMMER.stemWord(part) for part in word.split("-"))
+
+
+@lru_cache(maxsize=8192)
+def _tokens(text: str) -> tuple[_Token, ...]:
+    replaced, values = read_values(_CITATION.sub("", _normalise(text)))
+    tokens: list[_Token] = []
+    for match in _WORD.finditer(replaced):
+        raw = match.group(0)
+        if raw.startswith(PLACEHOLDER) and raw.endswith("x") and raw[len(PLACEHOLDER):-1].isdigit():
+            value = values[int(raw[len(PLACEHOLDER):-1])]
+            tokens.append(_Token("", False, False, False, value.text, value))
+            continue
+        word = raw.lower()
+        if word.startswith("non-") and len(word) > 4:
+            tokens.append(_Token("", False, True, False, "non-"))
+            word = word[4:]
+        negation = word in _NEGATIONS or word.endswith("n't")
+        if word.endswith("'s"):
+            word = word[:-2]
+        content = not negation and len(word) >= 2 and word not in _STOPWORDS
+        tokens.append(_Token(_stem(word) if content else word, False, negation, content, raw))
+    return tuple(tokens)
+
+
+class _Shape(NamedTuple):
+    words: frozenset[str]
+    values: tuple[Value, ...]  # required values (soft ones left out)
+    negated: bool
+    sequence: tuple[str, ...]  # content stems and value kinds, in order
+
+
+@lru_cache(maxsize=8192)
+def _shape(text: str) -> _Shape:
+    tokens = _tokens(text)
+    words = frozenset(t.key for t in tokens if t.content)
+    values = tuple(t.value for t in tokens if t.value is not None and not t.value.soft)
+    return _Shape(words, values, _span_negated(tokens, [0] * len(tokens), words), _sequence(tokens))
+
+
+def _sequence(tokens: Sequence[_Token]) -> tuple[str, ...]:
+    return tuple(t.key if t.content else f"<{t.value.kind}>" for t in tokens if t.content or t.value is not None)
+
+
+def _values_in(tokens: Sequence[_Token]) -> list[Value]:
+    return [t.value for t in tokens if t.value is not None]
+
+
+def _has_value(value: Value, pool: Sequence[Value]) -> bool:
+    return any(same_value(value, other) for other in pool)
+
+
+def _windows_v2(passages: Sequence[str], max_sentences: int) -> list[_Window]:
+    return _windows(passages, max_sentences, _tokens)
+
+
+def _span(window: _Window, words: frozenset[str]) -> tuple[_Token, ...]:
+    """The window's tokens from its first to its last token that matches one of ``words`` (or an antonym)."""
+    wanted = words | frozenset().union(*(ANTONYMS.get(w, frozenset()) for w in words))
+    matched = [i for i, t in enumerate(window.tokens) if t.content and t.key in wanted]
+    return tuple(window.tokens[matched[0] : matched[-1] + 1]) if matched else ()
+
+
+def _flips(words: frozenset[str], negated: bool, window: _Window) -> tuple[int, list[str]]:
+    """Negation difference plus antonym swaps between a claim and the window (odd = opposite meaning)."""
+    swaps = [f"{w}/{a}" for w in words if w not in window.keys for a in ANTONYMS.get(w, ()) if a in window.keys]
+    window_negated = _span_negated(window.tokens, window.sentence_of, words | frozenset(
+        a for w in words for a in ANTONYMS.get(w, ()) if a in window.keys))
+    return int(window_negated != negated) + len(swaps), swaps
+
+
+def _swap(claim_sequence: Sequence[str], window: _Window, claim_words: frozenset[str], ignore: frozenset[str] = frozenset()) -> str:
+    """A claim word missing from the window where the window has another word in the same slot."""
+    window_sequence = _sequence(window.tokens)
+    for i, word in enumerate(claim_sequence):
+        if word.startswith("<") or word in window.keys or word in ignore or any(a in window.keys for a in ANTONYMS.get(word, ())):
+            continue
+        for step in (-1, 1):
+            j = i + step
+            if not 0 <= j < len(claim_sequence) or claim_sequence[j].startswith("<"):
+                continue
+            anchor = claim_sequence[j]
+            for k, other in enumerate(window_sequence):
+                if other != anchor:
+                    continue
+                slot = k - step
+                if 0 <= slot < len(window_sequence):
+                    candidate = window_sequence[slot]
+                    if not candidate.startswith("<") and candidate not in claim_words and candidate not in ignore:
+                        return f"{word!r} where the text says {candidate!r}"
+                elif word in _QUALIFIERS:
+                    return f"{word!r} missing"
+            if word in _QUALIFIERS and anchor in window_sequence:
+                return f"{word!r} missing"
+    return ""
+
+
+def _support(claim: str, windows: Sequence[_Window]) -> _Support:
+    shape = _shape(claim)
+    if not shape.words and not shape.values:
+        return _Support(False, 0.0, "the claim has no content word")
+    if not windows:
+        return _Support(False, 0.0, "no context")
+    best = (-1.0, "")
+    blocked = ""
+    for window in windows:
+        pool = _values_in(window.tokens)
+        antonym_hits = {w for w in shape.words if w not in window.keys and ANTONYMS.get(w, frozenset()) & window.keys}
+        coverage = (len(shape.words & window.keys) + len(antonym_hits)) / len(shape.words) if shape.words else 1.0
+        if coverage > best[0]:
+            best = (coverage, window.where())
+        if coverage < SUPPORT_THRESHOLD:
+            continue
+        missing = [v.text for v in shape.values if not _has_value(v, pool)]
+        if missing:
+            blocked = blocked or f"value {', '.join(missing)} not in {window.where()}"
+            continue
+        flips, swaps = _flips(shape.words, shape.negated, window)
+        if flips % 2:
+            what = f"antonym {', '.join(swaps)}" if swaps else "negation differs"
+            blocked = blocked or f"{what} in {window.where()}"
+            continue
+        if coverage >= NEAR_COPY and len(shape.words) >= 3:
+            swapped = _swap(shape.sequence, window, shape.words)
+            if swapped:
+                blocked = blocked or f"{swapped} ({window.where()})"
+                continue
+        return _Support(True, coverage, f"coverage {coverage:.2f} in {window.where()}")
+    if blocked:
+        return _Support(False, best[0], blocked)
+    return _Support(False, best[0], f"best coverage {best[0]:.2f} < {SUPPORT_THRESHOLD:.2f} ({best[1]})")
+
+
+# -- correctness ------------------------------------------------------------------------------------
+def _targets(request: CorrectnessRequest) -> tuple[list[str], str]:
+    assertions = [a for a in request.assertions if a.strip()]
+    if assertions:
+        return assertions, "assertion"
+    clauses: list[str] = []
+    for sentence in split_sentences(request.reference or ""):
+        for clause in sentence.split(";"):
+            clause = re.sub(r"^\W*(?:yes|no)\s*[,.:!]\s*", "", clause.strip(), flags=re.IGNORECASE)
+            shape = _shape(clause)
+            if (shape.words or shape.values) and not _is_hedge(clause):
+                clauses.append(clause)
+    return clauses, "reference clause"
+
+
+def _polarity(text: str, yes: re.Pattern[str], no: re.Pattern[str]) -> str:
+    if yes.search(text):
+        return "yes"
+    if no.search(text):
+        return "no"
+    return ""
+
+
+class LexicalJudgeV2(LexicalJudge):
+    """Offline, deterministic judge (``lexical-v2``): values, stems and polarity, not understanding."""
+
+    model = "lexical-v2"
+    prompt_version = "lexical-v2"
+    label = "lexical-v2 (offline heuristic)"
+
+    def _claims(self, request: ClaimsRequest) -> ClaimsVerdict:
+        return ClaimsVerdict(claims=extract_claims(request.text, _is_hedge))
+
+    def _entailment(self, request: EntailmentRequest) -> EntailmentVerdict:
+        windows = _windows_v2(request.context, MAX_WINDOW_SENTENCES)
+        results = [_support(claim, windows) for claim in request.claims]
+        return EntailmentVerdict(supported=[r.supported for r in results], reasons=[r.reason for r in results])
+
+    def _questions(self, request: QuestionsRequest) -> QuestionsVerdict:
+        verdict = super()._questions(request)
+        if is_noncommittal(request.answer, _is_hedge):
+            verdict.noncommittal = [True] * len(verdict.noncommittal)
+        return verdict
+
+    def _correctness(self, request: CorrectnessRequest) -> CorrectnessVerdict | JudgeFailure:
+        answer = request.answer or ""
+        no_answer = not request.answerable or reference_gives_no_answer(request.reference)
+        if is_noncommittal(answer, _is_hedge):
+            if request.false_premise:
+                return CorrectnessVerdict(grade="perfect", reason="abstained on a false-premise question")
+            if no_answer:
+                return CorrectnessVerdict(grade="perfect", reason="abstained where no answer exists")
+            return CorrectnessVerdict(grade="missing", reason="the answer is noncommittal (abstention or hedge)")
+        answer_windows = _windows_v2([answer], MAX_WINDOW_SENTENCES)
+        if request.false_premise:
+            rejection = self._rejects_premise_v2(answer, request.reference, answer_windows)
+            if rejection:
+                return CorrectnessVerdict(grade="perfect", reason=f"rejects the false premise ({rejection})")
+            return CorrectnessVerdict(grade="incorrect", reason="answers as if the false premise held")
+        if no_answer:
+            return CorrectnessVerdict(grade="incorrect", reason="answers a question to which no answer exists")
+        reference = request.reference or ""
+        expected = _polarity(reference, _REFERENCE_YES, _REFERENCE_NO) if not request.assertions else ""
+        given = _polarity(answer, _YES, _NO)
+        if expected and given and expected != given:
+            return CorrectnessVerdict(grade="incorrect", reason=f"answers {given!r} where the reference says {expected!r}")
+        targets, source = _targets(request)
+        if not targets:
+            if expected and given == expected:
+                return CorrectnessVerdict(grade="perfect", reason=f"answers {given!r} as the reference does")
+            return JudgeFailure(kind="correctness", message="nothing to grade against: no assertions and no reference")
+        clash = self._contradiction(request, targets, answer)
+        if clash:
+            return CorrectnessVerdict(grade="incorrect", reason=f"contradicts the {source}s: {clash}")
+        question_words = _shape(request.question).words
+        answer_tokens = tuple(t for w in _windows_v2([answer], 1) for t in w.tokens)
+        answer_words = frozenset(t.key for t in answer_tokens if t.content)
+        answer_values = _values_in(answer_tokens)
+        scores: list[float] = []
+        for target in targets:
+            shape = _shape(target)
+            words = (shape.words - question_words) or shape.words
+            found = len(words & answer_words) + VALUE_WEIGHT * sum(_has_value(v, answer_values) for v in shape.values)
+            total = len(words) + VALUE_WEIGHT * len(shape.values)
+            score = found / total if total else 1.0
+            scores.extend([score] * (2 if shape.values else 1))
+        coverage = sum(scores) / len(scores)
+        tally = f"coverage {coverage:.2f} of {len(targets)} {source}(s)"
+        if coverage >= PERFECT_COVERAGE:
+            return CorrectnessVerdict(grade="perfect", reason=tally)
+        if coverage >= ACCEPTABLE_COVERAGE or (expected and given == expected):
+            return CorrectnessVerdict(grade="acceptable", reason=tally + (f"; answers {given!r} as the reference does" if given else ""))
+        return CorrectnessVerdict(grade="incorrect", reason=tally)
+
+    @staticmethod
+    def _contradiction(request: CorrectnessRequest, targets: Sequence[str], answer: str) -> str:
+        known = _values_in(_tokens(request.reference or "")) + _values_in(_tokens(request.question))
+        for target in request.assertions:
+            known += _values_in(_tokens(target))
+        question_words = _shape(request.question).words
+        sentences = _windows_v2([answer], 1)
+        answer_values = [v for w in sentences for v in _values_in(w.tokens)]
+        for index, target in enumerate(targets):
+            shape = _shape(target)
+            where = f"{index + 1} ({target!r})"
+            for value in shape.values:
+                if _has_value(value, answer_values):
+                    continue
+                for sentence in sentences:
+                    for other in _values_in(sentence.tokens):
+                        if other.soft or _has_value(other, known):
+                            continue
+                        if other.kind == value.kind or "number" in (other.kind, value.kind):
+                            return f"the answer says {other.text!r} where target {where} says {value.text!r}"
+            if not shape.words:
+                continue
+            for sentence in sentences:
+                antonyms = {w for w in shape.words if w not in sentence.keys and ANTONYMS.get(w, frozenset()) & sentence.keys}
+                coverage = (len(shape.words & sentence.keys) + len(antonyms)) / len(shape.words)
+                if coverage < RESTATED:
+                    continue
+                flips, swaps = _flips(shape.words, shape.negated, sentence)
+                if flips % 2:
+                    what = f"antonym {', '.join(swaps)}" if swaps else "opposite negation"
+                    return f"{what} against target {where}"
+                swapped = _swap(shape.sequence, sentence, shape.words, ignore=question_words)
+                if swapped and len(shape.words) >= 2:
+                    return f"{swapped} against target {where}"
+        return ""
+
+    @staticmethod
+    def _rejects_premise_v2(answer: str, reference: str | None, windows: Sequence[_Window]) -> str:
+        match = _PREMISE_REJECTION.search(_normalise(answer))
+        if match:
+            return f"says {match.group(0)!r}"
+        if _NO.search(answer):
+            return "answers 'no'"
+        for sentence in extract_claims(reference or "", _is_hedge):
+            if _shape(sentence).negated and _support(sentence, windows).supported:
+                return f"supports the reference's correction {sentence!r}"
+        return ""

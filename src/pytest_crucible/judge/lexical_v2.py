@@ -82,6 +82,7 @@ from .lexical import (
     split_sentences,
 )
 from .quantities import PLACEHOLDER, Value, read_values, same_value
+from .similarity import similarity
 from .types import (
     ClaimsRequest,
     ClaimsVerdict,
@@ -98,12 +99,17 @@ __all__ = ["LexicalJudgeV2", "ANTONYMS", "SUPPORT_THRESHOLD", "NEAR_COPY", "REST
            "PERFECT_COVERAGE", "ACCEPTABLE_COVERAGE", "reference_gives_no_answer"]
 
 SUPPORT_THRESHOLD = 0.7  # share of a claim's words in one window
-NEAR_COPY = 0.75  # coverage from which a single different word is a swap, not a paraphrase
-RESTATED = 0.6  # share of a target's words an answer sentence needs to be compared for polarity
+NEAR_COPY = 0.6  # coverage from which a single different word is a swap, not a paraphrase
+RESTATED = 0.6  # share of a target's words and values an answer sentence needs to be compared with it
+OPPOSITE_RESTATED = 0.8  # ... and to contradict it by polarity (a looser restatement may just rephrase)
 VALUE_WEIGHT = 2  # a value counts as this many words in a target's coverage
 PERFECT_COVERAGE = 0.7
 ACCEPTABLE_COVERAGE = 0.3
 MAX_WINDOW_SENTENCES = 3
+PARAPHRASE_SIMILARITY = 0.5  # embedding cosine from which a partly worded claim is a paraphrase
+PARAPHRASE_COVERAGE = 0.25  # ... if it still shares this share of its words with the window
+SYNONYM_SIMILARITY = 0.6  # embedding cosine from which two words count as one
+SWAP_SIMILARITY = 0.2  # a replaced word less similar than this is a swap, not a synonym
 
 # Opposites, as Snowball stems: a swap flips polarity like a negation does.
 _ANTONYM_PAIRS = [
@@ -245,66 +251,108 @@ def _flips(words: frozenset[str], negated: bool, window: _Window) -> tuple[int, 
     return int(window_negated != negated) + len(swaps), swaps
 
 
-def _swap(claim_sequence: Sequence[str], window: _Window, claim_words: frozenset[str], ignore: frozenset[str] = frozenset()) -> str:
-    """A claim word missing from the window where the window has another word in the same slot."""
-    window_sequence = _sequence(window.tokens)
-    for i, word in enumerate(claim_sequence):
-        if word.startswith("<") or word in window.keys or word in ignore or any(a in window.keys for a in ANTONYMS.get(word, ())):
+def _surfaces(tokens: Sequence[_Token]) -> dict[str, str]:
+    return {t.key: t.surface for t in tokens if t.content}
+
+
+def _swap(claim_tokens: Sequence[_Token], window: _Window, ignore: frozenset[str] = frozenset()) -> str:
+    """A word of the claim that the window replaces by a dissimilar word between the same neighbours.
+
+    "personal license" -> "team license": the claim's word ``u`` sits between neighbours ``a`` and
+    ``b`` (one of them at either end of the claim), the window has ``a X b`` with ``X`` not in the
+    claim, and ``X`` is no synonym of ``u`` (embedding similarity < :data:`SWAP_SIMILARITY`). Also a
+    qualifier the window holds between the claim's neighbours and the claim leaves out ("the day
+    before travel" -> "the day of travel").
+    """
+    claim = _sequence(claim_tokens)
+    words = frozenset(key for key in claim if not key.startswith("<"))
+    theirs = _sequence(window.tokens)
+    claim_surface, their_surface = _surfaces(claim_tokens), _surfaces(window.tokens)
+    for i, word in enumerate(claim):
+        if word.startswith("<") or word in window.keys or word in ignore or ANTONYMS.get(word, frozenset()) & window.keys:
             continue
-        for step in (-1, 1):
-            j = i + step
-            if not 0 <= j < len(claim_sequence) or claim_sequence[j].startswith("<"):
+        left = claim[i - 1] if i > 0 else None
+        right = claim[i + 1] if i + 1 < len(claim) else None
+        if left is None and right is None:
+            continue
+        for k, other in enumerate(theirs):
+            if other.startswith("<") or other in words or other in ignore:
                 continue
-            anchor = claim_sequence[j]
-            for k, other in enumerate(window_sequence):
-                if other != anchor:
-                    continue
-                slot = k - step
-                if 0 <= slot < len(window_sequence):
-                    candidate = window_sequence[slot]
-                    if not candidate.startswith("<") and candidate not in claim_words and candidate not in ignore:
-                        return f"{word!r} where the text says {candidate!r}"
-                elif word in _QUALIFIERS:
-                    return f"{word!r} missing"
-            if word in _QUALIFIERS and anchor in window_sequence:
-                return f"{word!r} missing"
+            if left is not None and (k == 0 or theirs[k - 1] != left):
+                continue
+            if right is not None and (k + 1 >= len(theirs) or theirs[k + 1] != right):
+                continue
+            if similarity(claim_surface.get(word, word), their_surface.get(other, other)) < SWAP_SIMILARITY:
+                return f"{claim_surface.get(word, word)!r} where the text says {their_surface.get(other, other)!r}"
+    for i in range(1, len(claim) - 1):
+        if claim[i] in _QUALIFIERS and claim[i] not in window.keys:
+            for k in range(len(theirs) - 1):
+                if theirs[k] == claim[i - 1] and theirs[k + 1] == claim[i + 1]:
+                    return f"leaves out {claim_surface.get(claim[i], claim[i])!r}"
+    for k in range(1, len(theirs) - 1):
+        if theirs[k] in _QUALIFIERS and theirs[k] not in words:
+            for i in range(len(claim) - 1):
+                if claim[i] == theirs[k - 1] and claim[i + 1] == theirs[k + 1]:
+                    return f"leaves out {their_surface.get(theirs[k], theirs[k])!r}"
     return ""
 
 
-def _support(claim: str, windows: Sequence[_Window]) -> _Support:
+def _soft_matches(words: frozenset[str], claim_tokens: Sequence[_Token], window: _Window) -> int:
+    """Claim words absent from the window that have a near synonym in it (embedding similarity)."""
+    claim_surface, their_surface = _surfaces(claim_tokens), _surfaces(window.tokens)
+    found = 0
+    for word in words - window.keys:
+        mine = claim_surface.get(word, word)
+        if any(similarity(mine, theirs) >= SYNONYM_SIMILARITY for theirs in their_surface.values()):
+            found += 1
+    return found
+
+
+def _window_text(passages: Sequence[str], window: _Window) -> str:
+    return " ".join(split_sentences(passages[window.passage])[window.first : window.last + 1])
+
+
+def _support(claim: str, passages: Sequence[str], windows: Sequence[_Window]) -> _Support:
+    """Is the claim supported by one window? (the rule is in the module docstring)"""
     shape = _shape(claim)
     if not shape.words and not shape.values:
         return _Support(False, 0.0, "the claim has no content word")
     if not windows:
         return _Support(False, 0.0, "no context")
-    best = (-1.0, "")
-    blocked = ""
+    claim_tokens = _tokens(claim)
+    scored = []
     for window in windows:
-        pool = _values_in(window.tokens)
         antonym_hits = {w for w in shape.words if w not in window.keys and ANTONYMS.get(w, frozenset()) & window.keys}
-        coverage = (len(shape.words & window.keys) + len(antonym_hits)) / len(shape.words) if shape.words else 1.0
-        if coverage > best[0]:
-            best = (coverage, window.where())
-        if coverage < SUPPORT_THRESHOLD:
-            continue
-        missing = [v.text for v in shape.values if not _has_value(v, pool)]
-        if missing:
-            blocked = blocked or f"value {', '.join(missing)} not in {window.where()}"
-            continue
+        exact = len(shape.words & window.keys) + len(antonym_hits)
+        scored.append((exact / len(shape.words) if shape.words else 1.0, window))
+    scored.sort(key=lambda pair: -pair[0])
+    best = scored[0][0]
+    for coverage, window in scored:
+        if coverage < PARAPHRASE_COVERAGE:
+            break
+        problem = ""
+        missing = [v.text for v in shape.values if not _has_value(v, _values_in(window.tokens))]
         flips, swaps = _flips(shape.words, shape.negated, window)
-        if flips % 2:
-            what = f"antonym {', '.join(swaps)}" if swaps else "negation differs"
-            blocked = blocked or f"{what} in {window.where()}"
+        if missing:
+            problem = f"value {', '.join(missing)} not in {window.where()}"
+        elif flips % 2:
+            problem = f"{'antonym ' + ', '.join(swaps) if swaps else 'negation differs'} in {window.where()}"
+        elif coverage >= NEAR_COPY and len(shape.words) >= 2:
+            swapped = _swap(claim_tokens, window)
+            problem = f"{swapped} ({window.where()})" if swapped else ""
+        if problem:
+            if coverage >= SUPPORT_THRESHOLD and not missing:  # a near copy that says the opposite
+                return _Support(False, coverage, problem)
             continue
-        if coverage >= NEAR_COPY and len(shape.words) >= 3:
-            swapped = _swap(shape.sequence, window, shape.words)
-            if swapped:
-                blocked = blocked or f"{swapped} ({window.where()})"
-                continue
-        return _Support(True, coverage, f"coverage {coverage:.2f} in {window.where()}")
-    if blocked:
-        return _Support(False, best[0], blocked)
-    return _Support(False, best[0], f"best coverage {best[0]:.2f} < {SUPPORT_THRESHOLD:.2f} ({best[1]})")
+        if coverage >= SUPPORT_THRESHOLD:
+            return _Support(True, coverage, f"coverage {coverage:.2f} in {window.where()}")
+        soft = coverage + _soft_matches(shape.words, claim_tokens, window) / len(shape.words)
+        if soft >= SUPPORT_THRESHOLD:
+            return _Support(True, soft, f"coverage {soft:.2f} with synonyms in {window.where()}")
+        similar = similarity(claim, _window_text(passages, window))
+        if similar >= PARAPHRASE_SIMILARITY:
+            return _Support(True, coverage, f"paraphrase: similarity {similar:.2f}, coverage {coverage:.2f} in {window.where()}")
+    return _Support(False, best, f"no window supports it (best word coverage {best:.2f})")
 
 
 # -- correctness ------------------------------------------------------------------------------------
@@ -316,6 +364,8 @@ def _targets(request: CorrectnessRequest) -> tuple[list[str], str]:
     for sentence in split_sentences(request.reference or ""):
         for clause in sentence.split(";"):
             clause = re.sub(r"^\W*(?:yes|no)\s*[,.:!]\s*", "", clause.strip(), flags=re.IGNORECASE)
+            # a parenthesis in a reference adds detail the question did not ask for
+            clause = re.sub(r"\s*\([^()]*\)", "", clause) if re.sub(r"\([^()]*\)", "", clause).strip(" .") else clause
             shape = _shape(clause)
             if (shape.words or shape.values) and not _is_hedge(clause):
                 clauses.append(clause)
@@ -342,7 +392,7 @@ class LexicalJudgeV2(LexicalJudge):
 
     def _entailment(self, request: EntailmentRequest) -> EntailmentVerdict:
         windows = _windows_v2(request.context, MAX_WINDOW_SENTENCES)
-        results = [_support(claim, windows) for claim in request.claims]
+        results = [_support(claim, request.context, windows) for claim in request.claims]
         return EntailmentVerdict(supported=[r.supported for r in results], reasons=[r.reason for r in results])
 
     def _questions(self, request: QuestionsRequest) -> QuestionsVerdict:
@@ -425,14 +475,16 @@ class LexicalJudgeV2(LexicalJudge):
                 continue
             for sentence in sentences:
                 antonyms = {w for w in shape.words if w not in sentence.keys and ANTONYMS.get(w, frozenset()) & sentence.keys}
-                coverage = (len(shape.words & sentence.keys) + len(antonyms)) / len(shape.words)
+                pool = _values_in(sentence.tokens)
+                found = len(shape.words & sentence.keys) + len(antonyms) + sum(_has_value(v, pool) for v in shape.values)
+                coverage = found / (len(shape.words) + len(shape.values))
                 if coverage < RESTATED:
                     continue
                 flips, swaps = _flips(shape.words, shape.negated, sentence)
-                if flips % 2:
+                if flips % 2 and coverage >= OPPOSITE_RESTATED:
                     what = f"antonym {', '.join(swaps)}" if swaps else "opposite negation"
                     return f"{what} against target {where}"
-                swapped = _swap(shape.sequence, sentence, shape.words, ignore=question_words)
+                swapped = _swap(_tokens(target), sentence, ignore=question_words)
                 if swapped and len(shape.words) >= 2:
                     return f"{swapped} against target {where}"
         return ""
@@ -445,6 +497,6 @@ class LexicalJudgeV2(LexicalJudge):
         if _NO.search(answer):
             return "answers 'no'"
         for sentence in extract_claims(reference or "", _is_hedge):
-            if _shape(sentence).negated and _support(sentence, windows).supported:
+            if _shape(sentence).negated and _support(sentence, [answer], windows).supported:
                 return f"supports the reference's correction {sentence!r}"
         return ""

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .json_input import jsonl_object
-from .metrics.crag import CRAG_GRADES, is_abstention, is_correct
+from .metrics.crag import CRAG_GRADES, is_abstention, is_correct, reference_gives_no_answer
 from .qrels_io import QrelsFormatError
 
 __all__ = ["LabelsFormatError", "LabelledCase", "CaseVerdict", "read_labels_file", "label_set_hash", "judge_cases",
@@ -105,7 +105,8 @@ def _case(path: Path, line: int, obj: Any, seen: dict[str, int]) -> LabelledCase
     question = _string(path, line, obj, "question", required=True)
     answer = _string(path, line, obj, "answer", required=True, empty=True)  # blank or null: an abstention
     reference = _string(path, line, obj, "reference", required=False)
-    answerable = obj.get("answerable", True)
+    # Absent, a case is unanswerable when its reference says the documents give no answer.
+    answerable = obj.get("answerable", not reference_gives_no_answer(obj.get("reference") if isinstance(obj.get("reference"), str) else None))
     if not isinstance(answerable, bool):
         raise LabelsFormatError(path, line, "answerable", f"expected true or false, got {json.dumps(answerable)}",
                                 "false when the contexts cannot answer the question (an abstention is then right)")

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Sequence
 
-from .defaults import DEFAULT_DB, DEFAULT_SEED, KINDS, MIN_PAIRS
+from .defaults import DEFAULT_DB, DEFAULT_SEED, JUDGE_CHOICES, KINDS, MIN_PAIRS
 
 # Exit codes: 0 done, 1 a failed gate (a significant regression, a missed floor), 2 a usage
 # error (argparse's own, or bad input: one line saying what is wrong, then a HINT line),
@@ -73,7 +73,7 @@ EXAMPLES: dict[str, str] = {
                        "crucible qrels agreement --json",
     "judge": "crucible judge labels export -o labels.jsonl\n"
              "crucible judge calibrate labels.jsonl --judge anthropic",
-    "judge calibrate": "crucible judge calibrate labels.jsonl                    # the offline lexical-v1 judge\n"
+    "judge calibrate": "crucible judge calibrate labels.jsonl                    # the offline judge (lexical-v2)\n"
                        "crucible judge calibrate labels.jsonl --judge anthropic --judge-model claude-haiku-5-5 --json",
     "judge labels": "crucible judge labels export -o labels.jsonl",
     "judge labels export": "crucible judge labels export -o labels.jsonl\n"
@@ -976,8 +976,9 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_argument("labels", metavar="LABELS.jsonl",
                            help="one labelled case per line: id, question, contexts, answer, reference, "
                                 "labels {crag, faithful} (docs/judge-calibration.md)")
-    calibrate.add_argument("--judge", choices=["lexical", "anthropic"], default="lexical",
-                           help="lexical: the offline judge (default); anthropic: Claude (needs ANTHROPIC_API_KEY)")
+    calibrate.add_argument("--judge", choices=[c for c in JUDGE_CHOICES if c != "auto"], default="lexical",
+                           help="lexical: the offline judge, lexical-v2 (default); lexical-v1: the previous offline "
+                                "judge; anthropic: Claude (needs ANTHROPIC_API_KEY)")
     calibrate.add_argument("--judge-model", dest="judge_model", default=None, metavar="M",
                            help="the Claude model with --judge anthropic (default: the plugin's default judge model)")
     calibrate.add_argument("--json", action="store_true",

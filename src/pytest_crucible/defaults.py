@@ -18,3 +18,8 @@ KINDS = ("retrieval", "aggregation", "adversarial")
 # 2 / 2**n, which is below 0.05 only from n = 6 (stats.min_pairs_for_alpha(0.05); a test keeps them
 # equal). With fewer pairs the gate is blind, so it refuses instead of passing.
 MIN_PAIRS = 6
+
+#: The judges a run or a calibration can name. "lexical" is the current offline judge (lexical-v2);
+#: lexical-v1 stays selectable so that runs judged by it stay comparable; auto picks anthropic when
+#: ANTHROPIC_API_KEY is set, else lexical.
+JUDGE_CHOICES = ("auto", "lexical", "lexical-v2", "lexical-v1", "anthropic")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .defaults import DEFAULT_DB, DEFAULT_SEED, KINDS, MIN_PAIRS
+from .defaults import DEFAULT_DB, DEFAULT_SEED, JUDGE_CHOICES, KINDS, MIN_PAIRS
 
 if TYPE_CHECKING:
     from .settings import Settings
@@ -48,8 +48,9 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--crucible-allow-incomplete", dest="crucible_allow_incomplete", action="store_true", default=False,
                     help="Let the gate compare an incomplete or interrupted run (this one or the baseline) on the items "
                          "it has, instead of refusing.")
-    group.addoption("--crucible-judge", dest="crucible_judge", choices=["auto", "lexical", "anthropic"], default=None,
-                    help="Judge of the answer layer: anthropic (Claude), lexical (offline heuristic), auto (default: "
+    group.addoption("--crucible-judge", dest="crucible_judge", choices=list(JUDGE_CHOICES), default=None,
+                    help="Judge of the answer layer: anthropic (Claude), lexical (the offline heuristic, lexical-v2; "
+                         "lexical-v1 is kept so that runs judged by it stay comparable), auto (default: "
                          "anthropic when ANTHROPIC_API_KEY is set, else lexical).")
     group.addoption("--crucible-judge-model", dest="crucible_judge_model", metavar="MODEL", default=None,
                     help="Claude model of the anthropic judge (default: ini crucible_judge_model, else the current small model).")
@@ -126,7 +127,7 @@ def build_settings(config: pytest.Config) -> "Settings":
         include_drafts=bool(config.getoption("crucible_include_drafts")),
         rootdir=rootdir,
         pytest_args=tuple(str(arg) for arg in config.invocation_params.args),
-        judge=_choice(config, "crucible_judge", "crucible_judge", ("auto", "lexical", "anthropic")),
+        judge=_choice(config, "crucible_judge", "crucible_judge", JUDGE_CHOICES),
         judge_model=config.getoption("crucible_judge_model") or config.getini("crucible_judge_model") or None,
         judge_batch=bool(config.getoption("crucible_judge_batch")),
         judge_cache=config.getoption("crucible_judge_cache"),

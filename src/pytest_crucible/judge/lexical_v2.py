@@ -67,6 +67,7 @@ from typing import NamedTuple, Sequence
 import snowballstemmer
 
 from ..embed import STOPWORDS
+from ..metrics.crag import reference_gives_no_answer
 from .lexical import (
     _CITATION,
     _HEDGES,
@@ -96,7 +97,7 @@ from .types import (
 )
 
 __all__ = ["LexicalJudgeV2", "ANTONYMS", "SUPPORT_THRESHOLD", "NEAR_COPY", "RESTATED", "VALUE_WEIGHT",
-           "PERFECT_COVERAGE", "ACCEPTABLE_COVERAGE", "reference_gives_no_answer"]
+           "PERFECT_COVERAGE", "ACCEPTABLE_COVERAGE"]
 
 SUPPORT_THRESHOLD = 0.7  # share of a claim's words in one window
 NEAR_COPY = 0.6  # coverage from which a single different word is a swap, not a paraphrase
@@ -108,7 +109,6 @@ ACCEPTABLE_COVERAGE = 0.3
 MAX_WINDOW_SENTENCES = 3
 PARAPHRASE_SIMILARITY = 0.5  # embedding cosine from which a partly worded claim is a paraphrase
 PARAPHRASE_COVERAGE = 0.25  # ... if it still shares this share of its words with the window
-SYNONYM_SIMILARITY = 0.6  # embedding cosine from which two words count as one
 SWAP_SIMILARITY = 0.2  # a replaced word less similar than this is a swap, not a synonym
 
 # Opposites, as Snowball stems: a swap flips polarity like a negation does.
@@ -150,22 +150,9 @@ _YES = re.compile(r"^\W*(?:yes|yeah|yep|sure|certainly|of course|absolutely|corr
 _NO = re.compile(r"^\W*(?:(?:unfortunately|sadly|sorry)\W+)?(?:no|nope|not|nothing|never|none)\b", re.IGNORECASE)
 _REFERENCE_YES = re.compile(r"^\W*yes\s*[,.;:!]", re.IGNORECASE)
 _REFERENCE_NO = re.compile(r"^\W*no\s*[,.;:!]", re.IGNORECASE)
-_NO_ANSWER = re.compile(
-    r"^\W*(?:the )?(?:provided |given |retrieved |available )?(?:documents?|documentation|context|sources?|passages?|corpus|"
-    r"information|knowledge base|texts?)\s+(?:do|does|did)(?: not|n't) (?:say|give|mention|specify|state|contain|include|"
-    r"provide|cover|address|describe|list)\b",
-    re.IGNORECASE,
-)
-
-
 def _is_hedge(sentence: str) -> bool:
     text = _normalise(sentence)
     return bool(_HEDGES.search(text) or _MORE_HEDGES.search(text))
-
-
-def reference_gives_no_answer(reference: str | None) -> bool:
-    """The reference says the documents do not give the answer ("The documents do not say ...")."""
-    return bool(reference and _NO_ANSWER.search(_normalise(reference)))
 
 
 # -- tokens ---------------------------------------------------------------------------------------
@@ -297,17 +284,6 @@ def _swap(claim_tokens: Sequence[_Token], window: _Window, ignore: frozenset[str
     return ""
 
 
-def _soft_matches(words: frozenset[str], claim_tokens: Sequence[_Token], window: _Window) -> int:
-    """Claim words absent from the window that have a near synonym in it (embedding similarity)."""
-    claim_surface, their_surface = _surfaces(claim_tokens), _surfaces(window.tokens)
-    found = 0
-    for word in words - window.keys:
-        mine = claim_surface.get(word, word)
-        if any(similarity(mine, theirs) >= SYNONYM_SIMILARITY for theirs in their_surface.values()):
-            found += 1
-    return found
-
-
 def _window_text(passages: Sequence[str], window: _Window) -> str:
     return " ".join(split_sentences(passages[window.passage])[window.first : window.last + 1])
 
@@ -346,9 +322,6 @@ def _support(claim: str, passages: Sequence[str], windows: Sequence[_Window]) ->
             continue
         if coverage >= SUPPORT_THRESHOLD:
             return _Support(True, coverage, f"coverage {coverage:.2f} in {window.where()}")
-        soft = coverage + _soft_matches(shape.words, claim_tokens, window) / len(shape.words)
-        if soft >= SUPPORT_THRESHOLD:
-            return _Support(True, soft, f"coverage {soft:.2f} with synonyms in {window.where()}")
         similar = similarity(claim, _window_text(passages, window))
         if similar >= PARAPHRASE_SIMILARITY:
             return _Support(True, coverage, f"paraphrase: similarity {similar:.2f}, coverage {coverage:.2f} in {window.where()}")

@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..defaults import JUDGE_CHOICES
 from .engine import Judge
 
-JUDGE_CHOICES = ("auto", "lexical", "lexical-v2", "lexical-v1", "anthropic")
 
 
 class JudgeSetupError(Exception):

@@ -263,3 +263,20 @@ def is_abstention(answer: str | None) -> bool:
     if sum(_is_content(t) for t in clause) > MAX_TOPIC_WORDS:
         return False
     return not any(_is_content(t) for t in after)
+
+
+_NO_ANSWER_REFERENCE = re.compile(
+    r"^\W*(?:the )?(?:provided |given |retrieved |available )?(?:documents?|documentation|context|sources?|passages?|"
+    r"corpus|information|knowledge base|texts?)\s+(?:do|does|did)(?: not|n't) (?:say|give|mention|specify|state|contain|"
+    r"include|provide|cover|address|describe|list)\b",
+    re.IGNORECASE,
+)
+
+
+def reference_gives_no_answer(reference: str | None) -> bool:
+    """The reference itself says there is no answer: it opens with "The documents do not say/give/mention ...".
+
+    A golden item or a labelled case whose reference reads so is unanswerable unless it says otherwise:
+    an honest abstention is then the perfect answer.
+    """
+    return bool(reference and _NO_ANSWER_REFERENCE.search(reference.replace("\u2019", "'")))

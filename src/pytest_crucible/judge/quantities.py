@@ -146,7 +146,9 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     # clock times first, so "7 pm" is not read as the number 7
     ("half past", re.compile(rf"\bhalf past (?P<h>{_NUMBER})(?:\s*(?P<half>a\.?m\.?|p\.?m\.?|in the (?:morning|afternoon|evening)|at night))?", re.I)),
     ("quarter", re.compile(rf"\bquarter (?P<rel>past|to) (?P<h>{_NUMBER})(?:\s*(?P<half>a\.?m\.?|p\.?m\.?|in the (?:morning|afternoon|evening)))?", re.I)),
-    ("clock", re.compile(r"\b(?P<h>\d{1,2})[:.](?P<m>\d{2})\s*(?P<half>a\.?m\.?|p\.?m\.?)?(?![\d.,]*\d)", re.I)),
+    ("clock", re.compile(r"\b(?P<h>\d{1,2}):(?P<m>\d{2})\s*(?P<half>a\.?m\.?|p\.?m\.?)?(?![\d.,]*\d)", re.I)),
+    # "8.30 pm" is a time, "2.50" alone is a number
+    ("clock", re.compile(r"\b(?P<h>\d{1,2})\.(?P<m>\d{2})\s*(?P<half>a\.?m\.?|p\.?m\.?)", re.I)),
     ("ampm", re.compile(rf"\b(?P<h>\d{{1,2}}|{_WORD_NUMBER})(?:\s*o'clock)?\s*(?P<half>a\.?m\.?|p\.?m\.?|in the (?:morning|afternoon|evening)|at night)(?![a-z])", re.I)),
     ("oclock", re.compile(rf"\b(?P<h>\d{{1,2}}|{_WORD_NUMBER}) o'clock", re.I)),
     ("noon", re.compile(r"\b(?:noon|midday|midnight)\b", re.I)),

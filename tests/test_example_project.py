@@ -34,16 +34,17 @@ def item_metrics(db: Path, run_id: str) -> dict[tuple[str, str], float]:
 
 # The example project's run means, pinned: a refactoring must leave every figure where it was
 # (checked item by item against the code before the one-gate restructuring: 3,233 stored values equal).
-# The answer-layer figures are lexical-v1's; a change of that judge changes them on purpose.
+# The answer-layer figures are lexical-v2's (the default offline judge); a change of that judge changes
+# them on purpose (lexical-v1 gave faithfulness 1.0 and truthfulness -0.1375 on both configs).
 PINNED_MEANS = {
     "baseline.json": {"recallAtK": 0.889886, "precisionAtK": 0.139316, "ndcgAt10": 0.682726, "mrr": 0.679023, "hitAtK": 0.948718,
                       "attackSuccessRate": 0.206897, "falsePositiveRate": 0.0, "conceptRecall": 0.967742,
-                      "faithfulness": 1.0, "responseRelevancy": 0.289567, "contextPrecision": 0.553333, "contextRecall": 0.528037,
-                      "noiseSensitivity": 0.333333, "truthfulness": -0.1375, "abstainRate": 0.390244},
+                      "faithfulness": 0.984444, "responseRelevancy": 0.289567, "contextPrecision": 0.553333, "contextRecall": 0.565421,
+                      "noiseSensitivity": 0.215962, "truthfulness": 0.1, "abstainRate": 0.390244},
     "rerank.json": {"recallAtK": 0.915812, "precisionAtK": 0.144444, "ndcgAt10": 0.719901, "mrr": 0.712142, "hitAtK": 0.957265,
                     "attackSuccessRate": 0.206897, "falsePositiveRate": 0.0, "conceptRecall": 0.983871,
-                    "faithfulness": 1.0, "responseRelevancy": 0.28751, "contextPrecision": 0.561215, "contextRecall": 0.546729,
-                    "noiseSensitivity": 0.326291, "truthfulness": -0.1375, "abstainRate": 0.390244},
+                    "faithfulness": 0.98, "responseRelevancy": 0.28751, "contextPrecision": 0.561215, "contextRecall": 0.584112,
+                    "noiseSensitivity": 0.223005, "truthfulness": 0.0875, "abstainRate": 0.390244},
 }
 
 
@@ -103,9 +104,9 @@ def test_example_system_run_has_every_family_and_a_rerun_is_free(tmp_path) -> No
     summary = metrics_json(db)
     assert set(summary["retrieval"]) == {"recallAtK", "precisionAtK", "ndcgAt10", "mrr", "hitAtK"}
     assert set(summary["ragas"]) == {"faithfulness", "responseRelevancy", "contextPrecision", "contextRecall", "noiseSensitivity"}
-    assert summary["judge"] == {"model": "lexical-v1", "promptVersion": "lexical-v1"}
+    assert summary["judge"] == {"model": "lexical-v2", "promptVersion": "lexical-v2"}
     assert summary["n"] >= 40
-    assert "judge lexical-v1 (offline heuristic)" in done.stdout
+    assert "judge lexical-v2 (offline heuristic)" in done.stdout
     # The second run over unchanged items is served from the judge cache: zero judge calls.
     done = run_example(db, "rerank.json")
     assert done.returncode == 0

@@ -120,7 +120,7 @@ def calibrate(capsys, *argv: str) -> dict:
 def test_calibrate_with_the_lexical_judge(tmp_path: Path, capsys) -> None:
     labels, db = write_labels(tmp_path / "labels.jsonl"), tmp_path / "c.db"
     document = calibrate(capsys, str(labels), "--db", str(db))
-    assert document["judge"] == {"model": "lexical-v1", "promptVersion": "lexical-v1"}
+    assert document["judge"] == {"model": "lexical-v2", "promptVersion": "lexical-v2"}
     assert [case["id"] for case in document["cases"]] == [case["id"] for case in CASES]
     assert set(document["cases"][0]) == {"id", "crag", "faithful"} and set(document["cases"][0]["crag"]) == {"label", "verdict"}
     by_id = {case["id"]: case for case in document["cases"]}
@@ -151,7 +151,7 @@ def test_calibrate_with_the_lexical_judge(tmp_path: Path, capsys) -> None:
     conn = sqlite3.connect(db)
     [(model, prompts, n_crag, kappa, n_faithful, figures)] = conn.execute(
         "SELECT judge_model, prompt_version, n_crag, kappa_crag, n_faithful, figures FROM judge_calibrations").fetchall()
-    assert (model, prompts, n_crag, n_faithful) == ("lexical-v1", "lexical-v1", 4, 4)
+    assert (model, prompts, n_crag, n_faithful) == ("lexical-v2", "lexical-v2", 4, 4)
     assert kappa == pytest.approx(document["crag"]["kappa"]) and json.loads(figures)["crag"] == document["crag"]
     assert conn.execute("SELECT COUNT(*) FROM judge_cache").fetchone()[0] > 0
     conn.close()
@@ -254,16 +254,16 @@ def test_the_summary_and_the_report_show_the_judges_calibration(pytester: pytest
     pytester.makeconftest(RANKED_CONFTEST)
     result = pytester.runpytest("-p", "no:cacheprovider", "--crucible-judge=lexical", "--crucible-outcome=record")
     assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["judge lexical-v1*", "  not calibrated: crucible judge calibrate LABELS.jsonl measures it"])
+    result.stdout.fnmatch_lines(["judge lexical-v2*", "  not calibrated: crucible judge calibrate LABELS.jsonl measures it"])
     db = pytester.path / ".crucible" / "crucible.db"
     labels = write_labels(pytester.path / "labels.jsonl")
     assert crucible(["judge", "calibrate", str(labels), "--db", str(db)]) == 0
     capsys.readouterr()
     result = pytester.runpytest("-p", "no:cacheprovider", "--crucible-judge=lexical", "--crucible-outcome=record")
     assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["judge lexical-v1*", "  calibrated: crag kappa * (binary *), faithful kappa * on 5 labels (20*)"])
+    result.stdout.fnmatch_lines(["judge lexical-v2*", "  calibrated: crag kappa * (binary *), faithful kappa * on 5 labels (20*)"])
     lines = result.stdout.lines
-    assert lines[[i for i, line in enumerate(lines) if line.startswith("judge lexical-v1")][0] + 1].startswith("  calibrated: ")
+    assert lines[[i for i, line in enumerate(lines) if line.startswith("judge lexical-v2")][0] + 1].startswith("  calibrated: ")
     assert all(len(line) <= 100 for line in lines if "calibrated" in line)
     # The HTML report shows the same line near its judge line.
     report = pytester.path / "report.html"

@@ -258,16 +258,18 @@ def _swap(claim_tokens: Sequence[_Token], window: _Window, ignore: frozenset[str
     for i, word in enumerate(claim):
         if word.startswith("<") or word in window.keys or word in ignore or ANTONYMS.get(word, frozenset()) & window.keys:
             continue
-        left = claim[i - 1] if i > 0 else None
-        right = claim[i + 1] if i + 1 < len(claim) else None
-        if left is None and right is None:
+        # the neighbours that must frame the replacement: one on each side, or two on the side that has
+        # two when the word ends the claim (one neighbour alone matches by chance too often)
+        before = claim[max(0, i - 2) : i] if i + 1 == len(claim) else claim[i - 1 : i]
+        after = claim[i + 1 : i + 3] if i == 0 else claim[i + 1 : i + 2]
+        if len(before) + len(after) < 2:
             continue
         for k, other in enumerate(theirs):
             if other.startswith("<") or other in words or other in ignore:
                 continue
-            if left is not None and (k == 0 or theirs[k - 1] != left):
+            if tuple(theirs[max(0, k - len(before)) : k]) != tuple(before):
                 continue
-            if right is not None and (k + 1 >= len(theirs) or theirs[k + 1] != right):
+            if tuple(theirs[k + 1 : k + 1 + len(after)]) != tuple(after):
                 continue
             if similarity(claim_surface.get(word, word), their_surface.get(other, other)) < SWAP_SIMILARITY:
                 return f"{claim_surface.get(word, word)!r} where the text says {their_surface.get(other, other)!r}"
@@ -329,8 +331,18 @@ def _support(claim: str, passages: Sequence[str], windows: Sequence[_Window]) ->
 
 
 # -- correctness ------------------------------------------------------------------------------------
+# Must-assertions are often written about the answer ("Says the battery is recalled", "Corrects the
+# premise: ..."): the lead is how the answer should put it, not a word it must contain.
+_ASSERTION_LEAD = re.compile(
+    r"^\s*(?:(?:it|the answer) )?(?:says|states|gives|mentions|explains|notes|tells|confirms|recommends|warns|lists|"
+    r"names|quotes|points out|corrects the premise|rejects the premise|clarifies)(?: that)?\s*[:,]?\s*",
+    re.IGNORECASE,
+)
+
+
 def _targets(request: CorrectnessRequest) -> tuple[list[str], str]:
-    assertions = [a for a in request.assertions if a.strip()]
+    assertions = [_ASSERTION_LEAD.sub("", a) for a in request.assertions if a.strip()]
+    assertions = [a for a in assertions if a.strip()]
     if assertions:
         return assertions, "assertion"
     clauses: list[str] = []
@@ -388,6 +400,9 @@ class LexicalJudgeV2(LexicalJudge):
             rejection = self._rejects_premise_v2(answer, request.reference, answer_windows)
             if rejection:
                 return CorrectnessVerdict(grade="perfect", reason=f"rejects the false premise ({rejection})")
+            targets, source = _targets(request)
+            if targets and not self._contradiction(request, targets, answer) and self._coverage(request, targets, answer) >= PERFECT_COVERAGE:
+                return CorrectnessVerdict(grade="perfect", reason=f"states the correcting {source}s")
             return CorrectnessVerdict(grade="incorrect", reason="answers as if the false premise held")
         if no_answer:
             return CorrectnessVerdict(grade="incorrect", reason="answers a question to which no answer exists")
@@ -404,6 +419,17 @@ class LexicalJudgeV2(LexicalJudge):
         clash = self._contradiction(request, targets, answer)
         if clash:
             return CorrectnessVerdict(grade="incorrect", reason=f"contradicts the {source}s: {clash}")
+        coverage = self._coverage(request, targets, answer)
+        tally = f"coverage {coverage:.2f} of {len(targets)} {source}(s)"
+        if coverage >= PERFECT_COVERAGE:
+            return CorrectnessVerdict(grade="perfect", reason=tally)
+        if coverage >= ACCEPTABLE_COVERAGE or (expected and given == expected):
+            return CorrectnessVerdict(grade="acceptable", reason=tally + (f"; answers {given!r} as the reference does" if given else ""))
+        return CorrectnessVerdict(grade="incorrect", reason=tally)
+
+    @staticmethod
+    def _coverage(request: CorrectnessRequest, targets: Sequence[str], answer: str) -> float:
+        """Each target's share of its words (question words left out) and values found in the answer, averaged."""
         question_words = _shape(request.question).words
         answer_tokens = tuple(t for w in _windows_v2([answer], 1) for t in w.tokens)
         answer_words = frozenset(t.key for t in answer_tokens if t.content)
@@ -415,14 +441,8 @@ class LexicalJudgeV2(LexicalJudge):
             found = len(words & answer_words) + VALUE_WEIGHT * sum(_has_value(v, answer_values) for v in shape.values)
             total = len(words) + VALUE_WEIGHT * len(shape.values)
             score = found / total if total else 1.0
-            scores.extend([score] * (2 if shape.values else 1))
-        coverage = sum(scores) / len(scores)
-        tally = f"coverage {coverage:.2f} of {len(targets)} {source}(s)"
-        if coverage >= PERFECT_COVERAGE:
-            return CorrectnessVerdict(grade="perfect", reason=tally)
-        if coverage >= ACCEPTABLE_COVERAGE or (expected and given == expected):
-            return CorrectnessVerdict(grade="acceptable", reason=tally + (f"; answers {given!r} as the reference does" if given else ""))
-        return CorrectnessVerdict(grade="incorrect", reason=tally)
+            scores.extend([score] * (2 if shape.values else 1))  # values are what questions ask for
+        return sum(scores) / len(scores)
 
     @staticmethod
     def _contradiction(request: CorrectnessRequest, targets: Sequence[str], answer: str) -> str:

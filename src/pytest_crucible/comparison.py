@@ -103,9 +103,12 @@ def check_comparable(a: RunData, b: RunData) -> None:
     for column, label in (("judge_model", "judge models"), ("judge_prompt_version", "judge prompt versions")):
         left, right = a.run.get(column), b.run.get(column)
         if left and right and left != right:
+            offline = [model for model in (right, left) if model in ("lexical-v1", "lexical-v2")]
+            how = (f" (for example --crucible-judge={offline[0]}; lexical-v2 replaced lexical-v1 as the offline default)"
+                   if offline and column == "judge_model" else "")
             raise ComparisonRefused(
                 f"refusing to compare run {a.run_id} with run {b.run_id}: different {label} ({left} vs {right})\n"
-                "HINT: judge-based metrics are only comparable under the same judge; re-run one side with the other's judge."
+                f"HINT: judge-based metrics are only comparable under the same judge; re-run one side with the other's judge{how}."
             )
 
 

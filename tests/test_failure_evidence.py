@@ -114,7 +114,7 @@ def test_hallucination_by_the_judge_shows_the_reference_sentence_it_contradicts(
         '    answer: "Bikes can be returned within 14 days of delivery [S1]."',
         '    reference sentence the answer contradicts: "Bikes can be returned within 30 days of delivery."',
     ]
-    assert evidence[2].startswith("    judge: contradicts reference sentence 1: the answer says 14 where it expects 30")
+    assert evidence[2].startswith("    judge: contradicts the reference sentences: the answer says '14 days' where target 1")
     assert evidence[3:] == ["    confidence: 0.7"]
 
 

@@ -174,3 +174,12 @@ def test_agreement_with_the_calibration_set_is_what_the_docs_say(judge, half):
     docs = (Path(__file__).parents[1] / "docs" / "judge-calibration.md").read_text()
     row = f"| {judge} | {half} | {measured[0]:.2f} | {measured[1]:.2f} | {measured[2]:.2f} |"
     assert row in docs, f"docs/judge-calibration.md lacks the row {row}"
+
+
+@pytest.mark.parametrize("judge", ["lexical-v1", "lexical-v2"])
+def test_both_offline_judges_name_the_target_a_contradiction_decided_on(judge):
+    request = CorrectnessRequest(question="How long is the return window?", answer="Returns are accepted within 14 days.",
+                                 reference="Returns are accepted within 30 days. Refunds take 5 days.")
+    verdict = make_judge(judge).judge([request])[0]
+    assert verdict.grade == "incorrect"
+    assert (verdict.contradicts_source, verdict.contradicts) == ("reference sentence", "Returns are accepted within 30 days.")

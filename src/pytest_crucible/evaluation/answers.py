@@ -178,6 +178,9 @@ def score_answers(batch: Sequence[AnswerInputs], engine: JudgeEngine, embedder) 
         elif slot == "correctness":
             plan.score.crag_grade = verdict.grade
             plan.score.verdicts["correctness"] = {"grade": verdict.grade, "reason": verdict.reason}
+            if verdict.contradicts:
+                plan.score.verdicts["correctness"]["contradicts"] = {"source": verdict.contradicts_source,
+                                                                     "text": verdict.contradicts}
         else:
             plan.useful = (plan.useful or []) + [bool(verdict.useful)]
 

@@ -237,7 +237,8 @@ def classify_score(score: dict[str, Any], *, mode: str, today: str | None = None
         confidence_threshold=_confidence_threshold(item),
         retrieved_chunk_ids=tuple(by_id),
         stale_sources=tuple(_stale_source(by_id[c]) for c in stale),
-        judge_reason=((score.get("verdicts") or {}).get("correctness") or {}).get("reason") or None,
+        judge_reason=_correctness_verdict(score).get("reason") or None,
+        judge_contradicts=tuple((_correctness_verdict(score).get("contradicts") or {}).values()),
         correctness_targets=_correctness_targets(item) if grade in ("incorrect", "acceptable") else (),
         context_has_text=not chunks_without_text(retrieved),
     )
@@ -257,6 +258,10 @@ def _confidence_threshold(item: dict[str, Any]) -> float | None:
     """The item's own confidence threshold (``metadata.confidenceThreshold``), when it has one."""
     value = (item.get("metadata") or {}).get("confidenceThreshold")
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _correctness_verdict(score: dict[str, Any]) -> dict[str, Any]:
+    return (score.get("verdicts") or {}).get("correctness") or {}
 
 
 def _correctness_targets(item: dict[str, Any]) -> tuple[str, ...]:

@@ -658,6 +658,7 @@ class LexicalJudge(Judge):
         sentence_windows = _windows([answer], 1)
         supported = 0
         contradictions: list[str] = []
+        contradicted: list[str] = []
         for index, target in enumerate(targets):
             if _support(target, answer_windows).supported:
                 supported += 1
@@ -665,10 +666,12 @@ class LexicalJudge(Judge):
             clash = _contradiction(target, sentence_windows)
             if clash:
                 contradictions.append(f"{source} {index + 1}: {clash}")
+                contradicted.append(target)
         total = len(targets)
         tally = f"{supported}/{total} {source}s supported"
         if contradictions:
-            return CorrectnessVerdict(grade="incorrect", reason=f"contradicts {'; '.join(contradictions)} ({tally})")
+            return CorrectnessVerdict(grade="incorrect", reason=f"contradicts {'; '.join(contradictions)} ({tally})",
+                                      contradicts=contradicted[0], contradicts_source=source)
         if supported == total:
             return CorrectnessVerdict(grade="perfect", reason=tally)
         if 2 * supported >= total:

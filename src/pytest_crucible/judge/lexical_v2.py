@@ -340,12 +340,21 @@ _ASSERTION_LEAD = re.compile(
 )
 
 
-def _targets(request: CorrectnessRequest) -> tuple[list[str], str]:
-    assertions = [_ASSERTION_LEAD.sub("", a) for a in request.assertions if a.strip()]
-    assertions = [a for a in assertions if a.strip()]
-    if assertions:
-        return assertions, "assertion"
-    clauses: list[str] = []
+class _Targets(NamedTuple):
+    texts: list[str]  # what the answer is graded against
+    quotes: list[str]  # what each text is quoted as in failure evidence: its assertion, or its whole sentence
+    source: str  # "assertion" or "reference sentence"
+
+
+def _targets(request: CorrectnessRequest) -> _Targets:
+    texts, quotes = [], []
+    for assertion in request.assertions:
+        text = _ASSERTION_LEAD.sub("", assertion).strip()
+        if text:
+            texts.append(text)
+            quotes.append(assertion)
+    if texts:
+        return _Targets(texts, quotes, "assertion")
     for sentence in split_sentences(request.reference or ""):
         for clause in sentence.split(";"):
             clause = re.sub(r"^\W*(?:yes|no)\s*[,.:!]\s*", "", clause.strip(), flags=re.IGNORECASE)
@@ -353,8 +362,9 @@ def _targets(request: CorrectnessRequest) -> tuple[list[str], str]:
             clause = re.sub(r"\s*\([^()]*\)", "", clause) if re.sub(r"\([^()]*\)", "", clause).strip(" .") else clause
             shape = _shape(clause)
             if (shape.words or shape.values) and not _is_hedge(clause):
-                clauses.append(clause)
-    return clauses, "reference clause"
+                texts.append(clause)
+                quotes.append(sentence)
+    return _Targets(texts, quotes, "reference sentence")
 
 
 def _polarity(text: str, yes: re.Pattern[str], no: re.Pattern[str]) -> str:
@@ -400,9 +410,10 @@ class LexicalJudgeV2(LexicalJudge):
             rejection = self._rejects_premise_v2(answer, request.reference, answer_windows)
             if rejection:
                 return CorrectnessVerdict(grade="perfect", reason=f"rejects the false premise ({rejection})")
-            targets, source = _targets(request)
-            if targets and not self._contradiction(request, targets, answer) and self._coverage(request, targets, answer) >= PERFECT_COVERAGE:
-                return CorrectnessVerdict(grade="perfect", reason=f"states the correcting {source}s")
+            targets = _targets(request)
+            if (targets.texts and not self._contradiction(request, targets.texts, answer)[0]
+                    and self._coverage(request, targets.texts, answer) >= PERFECT_COVERAGE):
+                return CorrectnessVerdict(grade="perfect", reason=f"states the correcting {targets.source}s")
             return CorrectnessVerdict(grade="incorrect", reason="answers as if the false premise held")
         if no_answer:
             return CorrectnessVerdict(grade="incorrect", reason="answers a question to which no answer exists")
@@ -410,17 +421,19 @@ class LexicalJudgeV2(LexicalJudge):
         expected = _polarity(reference, _REFERENCE_YES, _REFERENCE_NO) if not request.assertions else ""
         given = _polarity(answer, _YES, _NO)
         if expected and given and expected != given:
-            return CorrectnessVerdict(grade="incorrect", reason=f"answers {given!r} where the reference says {expected!r}")
-        targets, source = _targets(request)
-        if not targets:
+            return CorrectnessVerdict(grade="incorrect", reason=f"answers {given!r} where the reference says {expected!r}",
+                                      contradicts=split_sentences(reference)[0], contradicts_source="reference sentence")
+        targets = _targets(request)
+        if not targets.texts:
             if expected and given == expected:
                 return CorrectnessVerdict(grade="perfect", reason=f"answers {given!r} as the reference does")
             return JudgeFailure(kind="correctness", message="nothing to grade against: no assertions and no reference")
-        clash = self._contradiction(request, targets, answer)
+        clash, index = self._contradiction(request, targets.texts, answer)
         if clash:
-            return CorrectnessVerdict(grade="incorrect", reason=f"contradicts the {source}s: {clash}")
-        coverage = self._coverage(request, targets, answer)
-        tally = f"coverage {coverage:.2f} of {len(targets)} {source}(s)"
+            return CorrectnessVerdict(grade="incorrect", reason=f"contradicts the {targets.source}s: {clash}",
+                                      contradicts=targets.quotes[index], contradicts_source=targets.source)
+        coverage = self._coverage(request, targets.texts, answer)
+        tally = f"coverage {coverage:.2f} of {len(targets.texts)} {targets.source}(s)"
         if coverage >= PERFECT_COVERAGE:
             return CorrectnessVerdict(grade="perfect", reason=tally)
         if coverage >= ACCEPTABLE_COVERAGE or (expected and given == expected):
@@ -445,7 +458,8 @@ class LexicalJudgeV2(LexicalJudge):
         return sum(scores) / len(scores)
 
     @staticmethod
-    def _contradiction(request: CorrectnessRequest, targets: Sequence[str], answer: str) -> str:
+    def _contradiction(request: CorrectnessRequest, targets: Sequence[str], answer: str) -> tuple[str, int]:
+        """What contradicts which target (its index), or ("", -1)."""
         known = _values_in(_tokens(request.reference or "")) + _values_in(_tokens(request.question))
         for target in request.assertions:
             known += _values_in(_tokens(target))
@@ -463,7 +477,7 @@ class LexicalJudgeV2(LexicalJudge):
                         if other.soft or _has_value(other, known):
                             continue
                         if other.kind == value.kind or "number" in (other.kind, value.kind):
-                            return f"the answer says {other.text!r} where target {where} says {value.text!r}"
+                            return f"the answer says {other.text!r} where target {where} says {value.text!r}", index
             if not shape.words:
                 continue
             for sentence in sentences:
@@ -476,11 +490,11 @@ class LexicalJudgeV2(LexicalJudge):
                 flips, swaps = _flips(shape.words, shape.negated, sentence)
                 if flips % 2 and coverage >= OPPOSITE_RESTATED:
                     what = f"antonym {', '.join(swaps)}" if swaps else "opposite negation"
-                    return f"{what} against target {where}"
+                    return f"{what} against target {where}", index
                 swapped = _swap(_tokens(target), sentence, ignore=question_words)
                 if swapped and len(shape.words) >= 2:
-                    return f"{swapped} against target {where}"
-        return ""
+                    return f"{swapped} against target {where}", index
+        return "", -1
 
     @staticmethod
     def _rejects_premise_v2(answer: str, reference: str | None, windows: Sequence[_Window]) -> str:

@@ -121,6 +121,10 @@ class CorrectnessRequest(JudgeRequest):
 class CorrectnessVerdict(Verdict):
     grade: Literal["perfect", "acceptable", "missing", "incorrect"]
     reason: str = ""
+    # The target a contradiction decided the grade on, for the failure evidence to quote:
+    # its text and what it is ("assertion" or "reference sentence"); empty otherwise.
+    contradicts: str = ""
+    contradicts_source: str = ""
 
 
 VERDICT_TYPES: dict[str, type[Verdict]] = {

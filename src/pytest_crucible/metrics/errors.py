@@ -97,7 +97,6 @@ sequence of one-character ids).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -163,9 +162,9 @@ class ClassificationInputs:
     ``answer``, ``confidence`` and ``confidence_threshold`` (the item's, if it has one);
     ``retrieved_chunk_ids`` in rank order (``[Sn]`` is the n-th); ``stale_sources``: the
     stale chunks with their ``validTo`` / ``supersededBy``; ``judge_reason``: the judge's reason
-    for its grade; ``correctness_targets``: what the judge graded against, in order (the
-    must-assertions, else the reference sentences), so that "reference sentence 2" or
-    "assertion 1" in its reason can be quoted. ``context_has_text``: False when every retrieved
+    for its grade; ``judge_contradicts``: the judge's own (source, text) of the target it says
+    the answer contradicts; ``correctness_targets``: what the judge graded against, in order (the
+    must-assertions, else the reference sentences), quoted when there is only one. ``context_has_text``: False when every retrieved
     chunk came back without text (claims could not be checked against the context).
     """
 
@@ -188,6 +187,7 @@ class ClassificationInputs:
     retrieved_chunk_ids: tuple[str, ...] = ()
     stale_sources: tuple[StaleSource, ...] = ()
     judge_reason: str | None = None
+    judge_contradicts: tuple[str, ...] = ()  # (source, text) of the target the judge says the answer contradicts
     correctness_targets: tuple[str, ...] = ()
     context_has_text: bool = True
 
@@ -260,18 +260,13 @@ def _confidence_line(x: ClassificationInputs, *, always: bool) -> list[str]:
     return [f"confidence: {x.confidence:g} ({relation} the item's threshold {x.confidence_threshold:g})"]
 
 
-# How the offline judge names a contradicted target ("contradicts reference sentence 2: ...").
-_CONTRADICTED_TARGET = re.compile(r"\bcontradicts (reference sentence|assertion) (\d+)\b")
-
-
 def _grade_lines(x: ClassificationInputs) -> list[str]:
     """For a grade-based verdict: the reference sentence or must-assertion the judge says the answer
     contradicts, else the only one it graded against (not covered or contradicted), then its reason."""
     lines = []
-    match = _CONTRADICTED_TARGET.search(x.judge_reason or "")
-    if match and 1 <= int(match.group(2)) <= len(x.correctness_targets):
-        target = x.correctness_targets[int(match.group(2)) - 1]
-        lines.append(f'{match.group(1)} the answer contradicts: "{_trim(target)}"')
+    if len(x.judge_contradicts) == 2:
+        source, target = x.judge_contradicts
+        lines.append(f'{source} the answer contradicts: "{_trim(target)}"')
     elif len(x.correctness_targets) == 1 and x.crag_grade in ("incorrect", "acceptable") and x.answerable:
         lines.append(f'expected (the answer contradicts or does not cover it): "{_trim(x.correctness_targets[0])}"')
     if x.judge_reason:

@@ -9,9 +9,9 @@ it changes, kind by kind:
 Reading a text
 --------------
 * **Values** are read by :mod:`pytest_crucible.judge.quantities`: "$40" = "40 dollars" = "forty
-  dollars", "two weeks" = "14 days", "7 pm" = "19:00", "half" = "50%", weekdays and dates. A claim
-  is checked value by value (every value it states must be one the passage states), never digit
-  by digit.
+  dollars", "two weeks" = "14 days", "7 pm" = "19:00", "half" = "50%", weekdays and dates ("mid-October"
+  meets "October 15"), "about $45" within 10% of "$44.50". A claim is checked value by value (every
+  value it states must be one the passage states), never digit by digit.
 * **Words** are stemmed with the Snowball English stemmer ("cancellation", "cancelling" ->
   "cancel"); hyphenated words stay one word ("e-bikes", "check-in"); "before" and "after" are
   content words (they change what a sentence says).
@@ -22,15 +22,25 @@ Reading a text
   "keeps working" and "stops working" contradicts it.
 * **Abstentions** add topic-first and deflecting phrasings to v1's hedges: "X isn't listed in
   what I was given", "I'm not able to answer that", "there's nothing about X".
+* **Claims** are v1's, with a hedging lead-in cut ("I think so: it looks like X", "If I'm reading
+  it correctly, X" -> "X"): how sure an answer sounds is not a fact to find in the passages.
 
 Request kinds (others as in v1: questions, usefulness, relevance)
 ------------------------------------------------------------------
 **entailment** -- a claim is supported by a window of 1-3 consecutive sentences of one passage
-when the window holds at least :data:`SUPPORT_THRESHOLD` of the claim's words, every value the
-claim states, the same polarity (rule above), and no *substitution*: in a near copy (coverage >=
-:data:`NEAR_COPY`) a claim word missing from the window whose neighbour in the claim is followed
-(or preceded) in the window by a different word is a swap ("team license" for "personal
-license", "dispensed" for "signed") and the claim is not supported.
+when the window holds every value the claim states, the same polarity (rule above), no
+*substitution*, and at least :data:`SUPPORT_THRESHOLD` of the claim's words -- or any share of
+them (:data:`VALUE_ANCHORED_COVERAGE`) when every value of the claim is a typed one (a time, an
+amount of money, a duration, a percentage, a date or a weekday, not a bare number): such values
+rarely meet in one window by chance, and they carry the claim ("leave your pitch by eleven in the
+morning" / "check-out is by 11:00"). A substitution, looked for in a near copy (coverage >=
+:data:`NEAR_COPY`): a claim word missing from the window, framed by the same neighbours there as
+in the claim, with a different word in its place that is no synonym of it (embedding cosine below
+:data:`SWAP_SIMILARITY`, :mod:`pytest_crucible.judge.similarity`): "team license" for "personal
+license", "dispensed" for "signed"; or a qualifier ("before", "after", "except", "unless") one side
+has between neighbours the other has side by side ("the day of travel" / "the day before travel").
+A near copy (coverage >= :data:`SUPPORT_THRESHOLD`) with the opposite polarity or a swap is not
+supported, whatever a weaker window says.
 
 **correctness** -- the CRAG grade:
 
@@ -38,15 +48,20 @@ license", "dispensed" for "signed") and the claim is not supported.
    unanswerable, rests on a false premise, or the reference itself says the documents do not
    give the answer);
 2. false premise: as v1 (the answer must reject it); no answer exists: a committal answer is
-   *incorrect*;
+   *incorrect*; when the answer does not reject a false premise but states the correcting
+   must-assertions (coverage >= :data:`PERFECT_COVERAGE`, no contradiction), it is *perfect*;
 3. **polarity**: the reference opens with "Yes" or "No" and the answer opens with the opposite
    -> *incorrect*;
-4. the targets are the must-assertions, else the reference's clauses (sentences split at ";");
-   a target's *words* leave out words of the question (an answer need not repeat the question).
+4. the targets are the must-assertions (a lead such as "Says" or "Corrects the premise:" cut),
+   else the reference's clauses (sentences split at ";", parentheses left out: they add detail the
+   question did not ask for); a target's *words* leave out words of the question (an answer need
+   not repeat the question).
    A **contradiction** makes the answer *incorrect*: a target value missing from the answer
    while the answer states a value of the same kind that the reference and the question never
    mention ("50%" where the reference says "25%"); a target sentence the answer restates
-   (coverage >= :data:`RESTATED`) with the opposite polarity; a swapped word as in entailment;
+   (coverage >= :data:`OPPOSITE_RESTATED`) with the opposite polarity; a swapped word as in
+   entailment (coverage >= :data:`RESTATED`). The verdict names the contradicted target
+   (``contradicts``), which the failure evidence quotes;
 5. otherwise the *coverage* -- each target's share of its words and values (a value weighs
    :data:`VALUE_WEIGHT` words) found in the answer, averaged over targets -- grades it: >=
    :data:`PERFECT_COVERAGE` *perfect*; >= :data:`ACCEPTABLE_COVERAGE`, or an answer opening
@@ -107,8 +122,7 @@ VALUE_WEIGHT = 2  # a value counts as this many words in a target's coverage
 PERFECT_COVERAGE = 0.7
 ACCEPTABLE_COVERAGE = 0.3
 MAX_WINDOW_SENTENCES = 3
-PARAPHRASE_SIMILARITY = 0.5  # embedding cosine from which a partly worded claim is a paraphrase
-PARAPHRASE_COVERAGE = 0.25  # ... if it still shares this share of its words with the window
+VALUE_ANCHORED_COVERAGE = 0.0  # a claim whose every value is typed and in the window needs only this share of its words
 SWAP_SIMILARITY = 0.2  # a replaced word less similar than this is a swap, not a synonym
 
 # Opposites, as Snowball stems: a swap flips polarity like a negation does.
@@ -126,7 +140,7 @@ for _a, _b in _ANTONYM_PAIRS:
     ANTONYMS[_a] = ANTONYMS.get(_a, frozenset()) | {_b}
     ANTONYMS[_b] = ANTONYMS.get(_b, frozenset()) | {_a}
 
-_CONTENT_FUNCTION_WORDS = frozenset({"before", "after", "over", "under", "above", "below", "more", "most", "same"})
+_CONTENT_FUNCTION_WORDS = frozenset({"before", "after", "same"})
 _STOPWORDS = (STOPWORDS - _CONTENT_FUNCTION_WORDS) | {"also", "just", "simply", "actually", "generally", "usually"}
 _NEGATIONS = frozenset({"not", "no", "never", "none", "nothing", "neither", "nor", "cannot", "without", "nobody", "nowhere"})
 _QUALIFIERS = frozenset({"befor", "after", "except", "unless"})
@@ -150,6 +164,26 @@ _YES = re.compile(r"^\W*(?:yes|yeah|yep|sure|certainly|of course|absolutely|corr
 _NO = re.compile(r"^\W*(?:(?:unfortunately|sadly|sorry)\W+)?(?:no|nope|not|nothing|never|none)\b", re.IGNORECASE)
 _REFERENCE_YES = re.compile(r"^\W*yes\s*[,.;:!]", re.IGNORECASE)
 _REFERENCE_NO = re.compile(r"^\W*no\s*[,.;:!]", re.IGNORECASE)
+# A committal claim wrapped in a hedge ("I think so: it looks like X", "If I'm reading it correctly, X")
+# is the claim X: the wrapper is how sure the answer sounds, not a fact to find in the passages.
+_EPISTEMIC_LEAD = re.compile(
+    r"^(?:(?:i think|i believe|i guess|i suppose)(?: so)?\s*[:,]?\s*|(?:it |that )?(?:looks|seems|sounds|appears) "
+    r"(?:like|that|as if)\s+|if i(?:'m| am) (?:reading|understanding) [^,]{0,60}(?:correctly|right),\s*|"
+    r"as far as i (?:can tell|know),\s*|(?:probably|likely|apparently|presumably),\s*)+",
+    re.IGNORECASE,
+)
+
+
+def _claims_of(text: str) -> list[str]:
+    claims: list[str] = []
+    for claim in extract_claims(text, _is_hedge):
+        bare = _EPISTEMIC_LEAD.sub("", _normalise(claim)).strip()
+        bare = bare[:1].upper() + bare[1:] if bare else claim
+        if bare not in claims:
+            claims.append(bare)
+    return claims
+
+
 def _is_hedge(sentence: str) -> bool:
     text = _normalise(sentence)
     return bool(_HEDGES.search(text) or _MORE_HEDGES.search(text))
@@ -286,11 +320,7 @@ def _swap(claim_tokens: Sequence[_Token], window: _Window, ignore: frozenset[str
     return ""
 
 
-def _window_text(passages: Sequence[str], window: _Window) -> str:
-    return " ".join(split_sentences(passages[window.passage])[window.first : window.last + 1])
-
-
-def _support(claim: str, passages: Sequence[str], windows: Sequence[_Window]) -> _Support:
+def _support(claim: str, windows: Sequence[_Window]) -> _Support:
     """Is the claim supported by one window? (the rule is in the module docstring)"""
     shape = _shape(claim)
     if not shape.words and not shape.values:
@@ -298,15 +328,19 @@ def _support(claim: str, passages: Sequence[str], windows: Sequence[_Window]) ->
     if not windows:
         return _Support(False, 0.0, "no context")
     claim_tokens = _tokens(claim)
+    # typed values (times, money, dates, durations, percentages) rarely meet in one window by chance
+    anchored = bool(shape.values) and all(v.kind != "number" for v in shape.values)
     scored = []
     for window in windows:
         antonym_hits = {w for w in shape.words if w not in window.keys and ANTONYMS.get(w, frozenset()) & window.keys}
-        exact = len(shape.words & window.keys) + len(antonym_hits)
-        scored.append((exact / len(shape.words) if shape.words else 1.0, window))
+        # values are content too: they count with the words (and every one must match, below)
+        pool = _values_in(window.tokens)
+        found = len(shape.words & window.keys) + len(antonym_hits) + sum(_has_value(v, pool) for v in shape.values)
+        scored.append((found / (len(shape.words) + len(shape.values)), window))
     scored.sort(key=lambda pair: -pair[0])
     best = scored[0][0]
     for coverage, window in scored:
-        if coverage < PARAPHRASE_COVERAGE:
+        if coverage < (VALUE_ANCHORED_COVERAGE if anchored else SUPPORT_THRESHOLD):
             break
         problem = ""
         missing = [v.text for v in shape.values if not _has_value(v, _values_in(window.tokens))]
@@ -324,9 +358,8 @@ def _support(claim: str, passages: Sequence[str], windows: Sequence[_Window]) ->
             continue
         if coverage >= SUPPORT_THRESHOLD:
             return _Support(True, coverage, f"coverage {coverage:.2f} in {window.where()}")
-        similar = similarity(claim, _window_text(passages, window))
-        if similar >= PARAPHRASE_SIMILARITY:
-            return _Support(True, coverage, f"paraphrase: similarity {similar:.2f}, coverage {coverage:.2f} in {window.where()}")
+        if anchored and coverage >= VALUE_ANCHORED_COVERAGE:
+            return _Support(True, coverage, f"every value in {window.where()} (word coverage {coverage:.2f})")
     return _Support(False, best, f"no window supports it (best word coverage {best:.2f})")
 
 
@@ -383,11 +416,11 @@ class LexicalJudgeV2(LexicalJudge):
     label = "lexical-v2 (offline heuristic)"
 
     def _claims(self, request: ClaimsRequest) -> ClaimsVerdict:
-        return ClaimsVerdict(claims=extract_claims(request.text, _is_hedge))
+        return ClaimsVerdict(claims=_claims_of(request.text))
 
     def _entailment(self, request: EntailmentRequest) -> EntailmentVerdict:
         windows = _windows_v2(request.context, MAX_WINDOW_SENTENCES)
-        results = [_support(claim, request.context, windows) for claim in request.claims]
+        results = [_support(claim, windows) for claim in request.claims]
         return EntailmentVerdict(supported=[r.supported for r in results], reasons=[r.reason for r in results])
 
     def _questions(self, request: QuestionsRequest) -> QuestionsVerdict:
@@ -504,6 +537,6 @@ class LexicalJudgeV2(LexicalJudge):
         if _NO.search(answer):
             return "answers 'no'"
         for sentence in extract_claims(reference or "", _is_hedge):
-            if _shape(sentence).negated and _support(sentence, [answer], windows).supported:
+            if _shape(sentence).negated and _support(sentence, windows).supported:
                 return f"supports the reference's correction {sentence!r}"
         return ""

@@ -31,10 +31,12 @@ only; "once", "first" and other ordinal words are not numbers (they are mostly n
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
-__all__ = ["Value", "read_values", "same_value", "PLACEHOLDER"]
+__all__ = ["Value", "read_values", "same_value", "PLACEHOLDER", "APPROXIMATE"]
+
+APPROXIMATE = 0.1  # relative tolerance of a value written as approximate ("about $45" meets "$44.50")
 
 PLACEHOLDER = "qv"  # the token that replaces value i in the text is f"{PLACEHOLDER}{i}x"
 
@@ -65,6 +67,7 @@ _WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
 _MINUTES = {"minute": 1, "min": 1, "hour": 60, "hr": 60, "day": 1440, "night": 1440, "week": 10080, "fortnight": 20160}
 _MONTHS_PER = {"month": 1, "year": 12, "yr": 12}
 _UNIT = r"(?P<unit>minutes?|mins?|hours?|hrs?|days?|nights?|weeks?|fortnights?|months?|years?|yrs?)(?:'s?|s')?"
+_APPROXIMATELY = re.compile(r"\b(?:about|around|roughly|approximately|approx\.?|nearly|almost|some|circa|~)\s*$", re.I)
 _CURRENCY_WORD = r"(?P<cur>dollars?|euros?|pounds?|cents?|pence|p\b|usd|eur|gbp)"
 
 
@@ -75,6 +78,8 @@ class Value:
     bare: frozenset[str]  # the plain number(s) it shows, "" for weekdays and months
     soft: bool = False  # can match, is never required ("a month" in "$10 a month")
     text: str = ""
+    magnitude: float | None = None  # the amount in the kind's unit (minutes or months for durations)
+    approximate: bool = False  # "about $45", "roughly two weeks": matches within APPROXIMATE of the magnitude
 
 
 def _plain(number: float) -> str:
@@ -128,18 +133,20 @@ def _duration(amount: float, unit: str, soft: bool, text: str) -> Value:
         unit = unit[:-1]
     keys: set[str] = set()
     if unit in _MINUTES:
-        keys.add("m" + _plain(amount * _MINUTES[unit]))
+        magnitude = amount * _MINUTES[unit]
+        keys.add("m" + _plain(magnitude))
     else:
-        keys.add("mo" + _plain(amount * _MONTHS_PER[unit]))
+        magnitude = amount * _MONTHS_PER[unit]
+        keys.add("mo" + _plain(magnitude))
         if unit == "year":
             keys.add("y" + _plain(amount))
-    return Value("duration", frozenset(keys), frozenset({_plain(amount)}), soft, text)
+    return Value("duration", frozenset(keys), frozenset({_plain(amount)}), soft, text, magnitude)
 
 
 def _money(amount: float, cents: bool, text: str) -> Value:
     if cents:
         amount /= 100
-    return Value("money", frozenset({"$" + _plain(amount)}), frozenset({_plain(amount)}), False, text)
+    return Value("money", frozenset({"$" + _plain(amount)}), frozenset({_plain(amount)}), False, text, amount)
 
 
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
@@ -215,7 +222,7 @@ def _value(name: str, match: re.Match[str]) -> Value | None:
         return None if amount is None else _money(amount, g["cur"].lower() in ("cent", "cents", "pence", "p"), text)
     if name == "percent":
         amount = _number(g["n"])
-        return None if amount is None else Value("percent", frozenset({_plain(amount) + "%"}), frozenset({_plain(amount)}), False, text)
+        return None if amount is None else Value("percent", frozenset({_plain(amount) + "%"}), frozenset({_plain(amount)}), False, text, amount)
     if name == "half":
         return Value("percent", frozenset({"50%"}), frozenset({"0.5", "50"}), True, text)
     if name == "duration":
@@ -231,7 +238,7 @@ def _value(name: str, match: re.Match[str]) -> Value | None:
         amount = _number(g["n"] or g["w"])
         if amount is None:
             return None
-        return Value("number", frozenset({_plain(amount)}), frozenset({_plain(amount)}), False, text)
+        return Value("number", frozenset({_plain(amount)}), frozenset({_plain(amount)}), False, text, amount)
     return None  # pragma: no cover - every pattern name is handled above
 
 
@@ -251,6 +258,8 @@ def read_values(text: str) -> tuple[str, tuple[Value, ...]]:
                 continue
             for i in range(start, end):
                 taken[i] = True
+            if _APPROXIMATELY.search(text[max(0, start - 20) : start]):
+                value = replace(value, approximate=True)
             spans.append((start, end, len(values)))
             values.append(value)
     ordered = sorted(spans)
@@ -267,9 +276,19 @@ def read_values(text: str) -> tuple[str, tuple[Value, ...]]:
 
 
 def same_value(a: Value, b: Value) -> bool:
-    """The two values are one: their keys meet, or one side has no unit and the plain numbers meet."""
+    """The two values are one: their keys meet, or one side has no unit and the plain numbers meet,
+    or a month alone meets a date in that month, or an approximate value is within APPROXIMATE."""
     if a.keys & b.keys:
         return True
     if a.kind == "number" or b.kind == "number":
-        return bool(a.bare & b.bare)
+        if a.bare & b.bare:
+            return True
+    elif a.kind != b.kind:
+        return False
+    if a.kind == b.kind == "date":
+        months = [{key[1:3] if key.startswith("d") else key[3:] for key in v.keys} for v in (a, b)]
+        alone = [any(key.startswith("mon") for key in v.keys) for v in (a, b)]
+        return any(alone) and bool(months[0] & months[1])
+    if (a.approximate or b.approximate) and a.magnitude is not None and b.magnitude is not None:
+        return abs(a.magnitude - b.magnitude) <= APPROXIMATE * max(abs(a.magnitude), abs(b.magnitude))
     return False

@@ -3,9 +3,11 @@
 The ``wordllama`` wheel ships a 256-dimensional static embedding table (16 MB) and its tokenizer
 inside the package; :func:`similarity` loads them from there once per process (about 0.2 s) and
 never reaches the network (``disable_download=True``). A text's vector is the normalised mean of its
-token vectors, so the cosine of two texts is high for a paraphrase (0.5-0.8), near 0 for unrelated
-text, and also high for a negated copy: the judge uses it only to recognise paraphrase, after its
-value and polarity checks have passed (:mod:`pytest_crucible.judge.lexical_v2`).
+token vectors. The judge (:mod:`pytest_crucible.judge.lexical_v2`) compares single words with it: a
+word the answer puts where the passage has another is a synonym when their cosine is high ("comes
+with" / "includes" 0.44, "kids" / "children" 0.87) and a swap when it is low ("team" / "personal"
+-0.01, "dispensed" / "signed" 0.04). Whole sentences are not compared: a negated copy scores as
+high as a paraphrase.
 """
 
 from __future__ import annotations

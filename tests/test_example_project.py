@@ -39,12 +39,12 @@ def item_metrics(db: Path, run_id: str) -> dict[tuple[str, str], float]:
 PINNED_MEANS = {
     "baseline.json": {"recallAtK": 0.889886, "precisionAtK": 0.139316, "ndcgAt10": 0.682726, "mrr": 0.679023, "hitAtK": 0.948718,
                       "attackSuccessRate": 0.206897, "falsePositiveRate": 0.0, "conceptRecall": 0.967742,
-                      "faithfulness": 0.984444, "responseRelevancy": 0.289567, "contextPrecision": 0.553333, "contextRecall": 0.565421,
-                      "noiseSensitivity": 0.215962, "truthfulness": 0.1, "abstainRate": 0.390244},
+                      "faithfulness": 0.984444, "responseRelevancy": 0.289567, "contextPrecision": 0.553333, "contextRecall": 0.542056,
+                      "noiseSensitivity": 0.284038, "truthfulness": 0.1, "abstainRate": 0.390244},
     "rerank.json": {"recallAtK": 0.915812, "precisionAtK": 0.144444, "ndcgAt10": 0.719901, "mrr": 0.712142, "hitAtK": 0.957265,
                     "attackSuccessRate": 0.206897, "falsePositiveRate": 0.0, "conceptRecall": 0.983871,
-                    "faithfulness": 0.98, "responseRelevancy": 0.28751, "contextPrecision": 0.561215, "contextRecall": 0.584112,
-                    "noiseSensitivity": 0.223005, "truthfulness": 0.0875, "abstainRate": 0.390244},
+                    "faithfulness": 0.98, "responseRelevancy": 0.28751, "contextPrecision": 0.561215, "contextRecall": 0.560748,
+                    "noiseSensitivity": 0.276995, "truthfulness": 0.0875, "abstainRate": 0.390244},
 }
 
 

@@ -301,3 +301,28 @@ def test_metadata_keys_are_ignored_and_answerable_false_makes_an_abstention_righ
     write_labels(path, [{**case, "answerable": "no"}])
     assert crucible(["judge", "calibrate", str(path), "--db", str(tmp_path / "c.db")]) == 2
     assert f"{path}:1: field 'answerable': expected true or false" in capsys.readouterr().err
+
+
+# -- the gate says when it rests on a judge not shown to agree with people ----------------------------
+def test_calibration_warnings_name_the_gated_judged_metrics_and_their_kappa() -> None:
+    from pytest_crucible.gate import calibration_warnings
+
+    assert calibration_warnings(None, "lexical-v2", ["ndcgAt10", "recallAtK"]) == []  # retrieval: no judge
+    [never] = calibration_warnings(None, "lexical-v2", ["ndcgAt10", "truthfulness", "faithfulness"])
+    assert never.startswith("WARNING the gate rests on judge lexical-v2 for truthfulness, faithfulness, and that judge "
+                            "was never calibrated")
+    calibration = {"kappa_crag": 0.71, "kappa_faithful": 0.22}
+    [low] = calibration_warnings(calibration, "lexical-v2", ["truthfulness", "faithfulness", "contextRecall"])
+    assert "gated metric faithfulness rests on judge lexical-v2, whose faithful agreement with people is kappa 0.22 (below 0.6)" in low
+    assert calibration_warnings({"kappa_crag": None, "kappa_faithful": 0.9}, "m", ["aurc"])[0].count("kappa undefined") == 1
+
+
+def test_a_gate_on_a_judged_metric_warns_until_the_judge_is_calibrated(pytester: pytest.Pytester) -> None:
+    (pytester.path / "golden_support.jsonl").write_text("".join(json.dumps(item) + "\n" for item in GOLDEN))
+    pytester.makeconftest(RANKED_CONFTEST)
+    args = ("-p", "no:cacheprovider", "--crucible-judge=lexical", "--crucible-outcome=record")
+    result = pytester.runpytest(*args, "--crucible-fail-under=truthfulness=-1")
+    assert result.ret == pytest.ExitCode.OK  # a warning never changes the verdict
+    result.stdout.fnmatch_lines(["WARNING the gate rests on judge lexical-v2 for truthfulness, and that judge was never calibrated*"])
+    result = pytester.runpytest(*args, "--crucible-fail-under=ndcgAt10=0")
+    assert result.ret == pytest.ExitCode.OK and "never calibrated" not in result.stdout.str()  # retrieval needs no judge

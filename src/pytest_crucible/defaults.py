@@ -23,3 +23,8 @@ MIN_PAIRS = 6
 #: lexical-v1 stays selectable so that runs judged by it stay comparable; auto picks anthropic when
 #: ANTHROPIC_API_KEY is set, else lexical.
 JUDGE_CHOICES = ("auto", "lexical", "lexical-v2", "lexical-v1", "anthropic")
+
+# The agreement with people (Cohen's kappa of `crucible judge calibrate`) below which a gate on a
+# judged metric carries a warning: 0.6 is where "substantial" agreement starts on the usual scale
+# (Landis and Koch), and about what two groups of trained assessors reach with each other.
+CALIBRATED_KAPPA = 0.6

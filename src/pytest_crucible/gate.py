@@ -15,9 +15,10 @@ runs, which reads the judgment ledger through the store (its SQL stays in ``stor
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
-from .defaults import DEFAULT_SEED, MIN_PAIRS
+from .defaults import CALIBRATED_KAPPA, DEFAULT_SEED, MIN_PAIRS
+from .metrics import JUDGED_METRICS
 from .runs import COMPLETE, RunData
 
 if TYPE_CHECKING:
@@ -210,7 +211,42 @@ def decide_stored(store: "Store | None", current: RunData, baseline: RunData | N
         from .ruler import prepare_pair
 
         current, baseline, notes = prepare_pair(store, current, baseline, rescore=settings.rescore)
-    return decide(current, baseline, settings, notes)
+    result = decide(current, baseline, settings, notes)
+    judge = current.run.get("judge_model")
+    if store is not None and judge and result.verdict in (PASSED, FAILED):
+        from .store.ledgers import latest_judge_calibration
+
+        calibration = latest_judge_calibration(store, judge, current.run.get("judge_prompt_version"))
+        result.warnings.extend(calibration_warnings(calibration, judge, _gated_metrics(result, settings)))
+    return result
+
+
+def _gated_metrics(result: GateResult, settings: GateSettings) -> list[str]:
+    rows = result.comparison.metrics if result.comparison is not None else {}
+    names = [rows[name].metric if name in rows else name for name in result.gated or ()]
+    names += [metric for metric, _ in settings.floors]
+    return list(dict.fromkeys(names))
+
+
+def calibration_warnings(calibration: dict[str, Any] | None, judge: str, gated: Sequence[str]) -> list[str]:
+    """Warnings for gated metrics that rest on a judge not shown to agree with people: never
+    calibrated, or calibrated below CALIBRATED_KAPPA on the label kind that measures the metric.
+    They do not change the verdict; they say how far to trust it (docs/judge-calibration.md)."""
+    judged = [metric for metric in gated if metric in JUDGED_METRICS]
+    if not judged:
+        return []
+    if calibration is None:
+        return [f"WARNING the gate rests on judge {judge} for {', '.join(judged)}, and that judge was never calibrated: "
+                "crucible judge calibrate LABELS.jsonl measures how far it agrees with people (docs/judge-calibration.md)"]
+    warnings = []
+    for metric in judged:
+        kind = JUDGED_METRICS[metric]
+        kappa = calibration.get(f"kappa_{kind}") if kind else None
+        if kind and (kappa is None or kappa < CALIBRATED_KAPPA):
+            agreement = "undefined" if kappa is None else f"{kappa:.2f}"
+            warnings.append(f"WARNING gated metric {metric} rests on judge {judge}, whose {kind} agreement with people is "
+                            f"kappa {agreement} (below {CALIBRATED_KAPPA}): read its verdict as a trend (docs/judge-calibration.md)")
+    return warnings
 
 
 def unreadable_baseline(reason: str, settings: GateSettings) -> GateResult:

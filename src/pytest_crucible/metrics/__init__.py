@@ -9,6 +9,13 @@ METRIC_FAMILIES: dict[str, tuple[str, ...]] = {
     "abstention": ("truthfulness", "abstainRate", "aurc"),
     "guardrails": ("attackSuccessRate", "falsePositiveRate"),
 }
+# Metrics a judge decides, and the human label kind (`crucible judge calibrate`) that measures the
+# judge on them: the CRAG grade behind truthfulness and the risk-coverage curve, faithfulness itself;
+# None for a judged metric no label kind measures.
+JUDGED_METRICS: dict[str, str | None] = {
+    "faithfulness": "faithful", "responseRelevancy": None, "contextPrecision": None, "contextRecall": None,
+    "noiseSensitivity": None, "truthfulness": "crag", "aurc": "crag", "eAurc": "crag",
+}
 # Metrics with no better direction: a significant change is reported, never gated as a regression.
 NO_DIRECTION = frozenset({"abstainRate"})
 LOWER_IS_BETTER = frozenset({"noiseSensitivity", "aurc", "eAurc", "nearMissRate", "attackSuccessRate", "falsePositiveRate"})

@@ -86,6 +86,7 @@ from ..metrics.crag import reference_gives_no_answer
 from .lexical import (
     _CITATION,
     _HEDGES,
+    _NEGATIONS,
     _PREMISE_REJECTION,
     LexicalJudge,
     _normalise,
@@ -142,7 +143,6 @@ for _a, _b in _ANTONYM_PAIRS:
 
 _CONTENT_FUNCTION_WORDS = frozenset({"before", "after", "same"})
 _STOPWORDS = (STOPWORDS - _CONTENT_FUNCTION_WORDS) | {"also", "just", "simply", "actually", "generally", "usually"}
-_NEGATIONS = frozenset({"not", "no", "never", "none", "nothing", "neither", "nor", "cannot", "without", "nobody", "nowhere"})
 _QUALIFIERS = frozenset({"befor", "after", "except", "unless"})
 _WORD = re.compile(rf"{PLACEHOLDER}\d+x|[^\W\d_]+(?:[-'][^\W\d_]+)*", re.UNICODE)
 _STEMMER = snowballstemmer.stemmer("english")
@@ -230,7 +230,6 @@ class _Shape(NamedTuple):
     words: frozenset[str]
     values: tuple[Value, ...]  # required values (soft ones left out)
     negated: bool
-    sequence: tuple[str, ...]  # content stems and value kinds, in order
 
 
 @lru_cache(maxsize=8192)
@@ -238,7 +237,7 @@ def _shape(text: str) -> _Shape:
     tokens = _tokens(text)
     words = frozenset(t.key for t in tokens if t.content)
     values = tuple(t.value for t in tokens if t.value is not None and not t.value.soft)
-    return _Shape(words, values, _span_negated(tokens, [0] * len(tokens), words), _sequence(tokens))
+    return _Shape(words, values, _span_negated(tokens, [0] * len(tokens), words))
 
 
 def _sequence(tokens: Sequence[_Token]) -> tuple[str, ...]:
@@ -255,13 +254,6 @@ def _has_value(value: Value, pool: Sequence[Value]) -> bool:
 
 def _windows_v2(passages: Sequence[str], max_sentences: int) -> list[_Window]:
     return _windows(passages, max_sentences, _tokens)
-
-
-def _span(window: _Window, words: frozenset[str]) -> tuple[_Token, ...]:
-    """The window's tokens from its first to its last token that matches one of ``words`` (or an antonym)."""
-    wanted = words | frozenset().union(*(ANTONYMS.get(w, frozenset()) for w in words))
-    matched = [i for i, t in enumerate(window.tokens) if t.content and t.key in wanted]
-    return tuple(window.tokens[matched[0] : matched[-1] + 1]) if matched else ()
 
 
 def _flips(words: frozenset[str], negated: bool, window: _Window) -> tuple[int, list[str]]:

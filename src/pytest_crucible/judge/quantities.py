@@ -40,16 +40,12 @@ APPROXIMATE = 0.1  # relative tolerance of a value written as approximate ("abou
 
 PLACEHOLDER = "qv"  # the token that replaces value i in the text is f"{PLACEHOLDER}{i}x"
 
-_UNITS = {
-    "ones": {
-        "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-        "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
-        "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19,
-    },
-    "tens": {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90},
+_ONES = {
+    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
+    "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19,
 }
-_ONES = _UNITS["ones"]
-_TENS = _UNITS["tens"]
+_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
 _WORD_NUMBER = (
     r"(?:(?:" + "|".join(_TENS) + r")(?:[- ](?:" + "|".join(k for k in _ONES if _ONES[k] and _ONES[k] < 10) + r"))?"
     r"|" + "|".join(sorted(_ONES, key=len, reverse=True)) + r"|a hundred|one hundred|a dozen|twice|thrice)"

@@ -49,7 +49,8 @@ if TYPE_CHECKING:
 __all__ = ["AnthropicJudge", "verdict_schema", "parse_verdict", "InvalidVerdict", "STAMP_FIELDS"]
 
 #: Verdict fields the engine stamps; never part of what the model is asked to write.
-STAMP_FIELDS = ("judge_model", "prompt_version")
+# Verdict fields the judge's own code fills, never asked of the model (not in the output schema).
+STAMP_FIELDS = ("judge_model", "prompt_version", "contradicts", "contradicts_source")
 RELEVANCE_PROMPT_VERSION = "umbrela-v1"
 
 # What each field means, sent as the schema's descriptions (the prompt says it too).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from typing import TYPE_CHECKING, Any
 
 from ..metrics import METRIC_FAMILIES as FAMILIES
@@ -197,7 +198,8 @@ def comparison_lines(comparison: Comparison, gated: set[str] | None = None) -> l
 def gate_lines(result: GateResult) -> list[str]:
     """The gate as the terminal and `crucible compare` print it: warnings, the comparison table,
     one line per failure (or the refusal with its HINT), then the conclusion."""
-    lines = list(result.warnings)
+    lines = [wrapped for warning in result.warnings
+             for wrapped in textwrap.wrap(warning, width=100, subsequent_indent="  ", break_on_hyphens=False)]
     if result.comparison is not None:
         lines.extend(comparison_lines(result.comparison, set(result.gated) if result.gated else None))
     if result.verdict == "refused" and result.refusal:

@@ -324,5 +324,11 @@ def test_a_gate_on_a_judged_metric_warns_until_the_judge_is_calibrated(pytester:
     result = pytester.runpytest(*args, "--crucible-fail-under=truthfulness=-1")
     assert result.ret == pytest.ExitCode.OK  # a warning never changes the verdict
     result.stdout.fnmatch_lines(["WARNING the gate rests on judge lexical-v2 for truthfulness, and that judge was never calibrated*"])
+    # The HTML report's gate shows the same warning once, floors-only gate included.
+    db, report = pytester.path / ".crucible" / "crucible.db", pytester.path / "report.html"
+    assert crucible(["report", "latest", "-o", str(report), "--db", str(db), "--workspace", pytester.path.name,
+                     "--fail-under", "truthfulness=-1"]) == 0
+    html = report.read_text(encoding="utf-8")
+    assert html.count("WARNING the gate rests on judge lexical-v2 for truthfulness") == 1 and "WARNING WARNING" not in html
     result = pytester.runpytest(*args, "--crucible-fail-under=ndcgAt10=0")
     assert result.ret == pytest.ExitCode.OK and "never calibrated" not in result.stdout.str()  # retrieval needs no judge

@@ -315,7 +315,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     from .report.html import render_report, write_report
 
-    if args.against:
+    # A gate needs a baseline (--against) or a floor (--fail-under): either one is never ignored.
+    gated = bool(args.against or args.fail_under)
+    if gated:
         try:
             settings = _gate_settings(args, args.against)
         except ValueError as exc:
@@ -324,13 +326,14 @@ def _cmd_report(args: argparse.Namespace) -> int:
     store = _open_store(args)
     run_id = _resolve_run(store, args, args.run)
     gate = None
-    if args.against:
+    if gated:
         from .gate import decide_stored
         from .runs import load_run
 
         # The verdict `crucible compare AGAINST RUN` gives, decided once and handed to the page.
-        gate = decide_stored(store, load_run(store, run_id, golden=True, rankings=args.rescore),
-                             _read_run(store, args, args.against, exclude=run_id, golden=True, rankings=args.rescore), settings)
+        baseline = (_read_run(store, args, args.against, exclude=run_id, golden=True, rankings=args.rescore)
+                    if args.against else None)
+        gate = decide_stored(store, load_run(store, run_id, golden=True, rankings=args.rescore), baseline, settings)
     html = render_report(store, run_id, gate=gate)
     # A refusal is the one verdict that fails this command: the page says why nothing was compared.
     code = EXIT_REFUSED if gate is not None and gate.verdict == "refused" else EXIT_OK

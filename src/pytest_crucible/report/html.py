@@ -162,13 +162,18 @@ def _ci_row(m, scale: float, width: int = 240, height: int = 26) -> dict[str, An
 
 
 # -- data --------------------------------------------------------------------------------------
+def _warnings(warnings: list[str]) -> list[str]:
+    """Warnings as the page shows them, each after one "WARNING" label (the gate's carry it already)."""
+    return [warning.removeprefix("WARNING ") for warning in warnings]
+
+
 def _gate_context(gate: GateResult, run_id: str, k: int | None) -> dict[str, Any]:
     """The gate's verdict as the page shows it: the same object that set the exit code."""
     context: dict[str, Any] = {
         "verdict": gate.verdict, "summary": gate.summary(), "failures": list(gate.failures),
         "refused": gate.refusal if gate.verdict in ("refused", "skipped") else None,
         "baseline_id": gate.baseline.run_id if gate.baseline is not None else (gate.baseline_ref or ""),
-        "label": gate.baseline_ref or "", "rows": [], "warnings": list(gate.warnings),
+        "label": gate.baseline_ref or "", "rows": [], "warnings": _warnings(gate.warnings),
         "baseline_selective": gate.baseline.selective if gate.baseline is not None else None,
         "has_baseline": gate.has_baseline,
     }
@@ -189,7 +194,7 @@ def _gate_context(gate: GateResult, run_id: str, k: int | None) -> dict[str, Any
     context.update(paired=comparison.paired_items, seed=comparison.seed, scale=scale, multiple=comparison.multiple,
                    config_changes=[{"key": key, "a": json.dumps(old), "b": json.dumps(new)}
                                    for key, (old, new) in comparison.config_changes.items()],
-                   warnings=list(gate.warnings) + list(comparison.warnings), excluded=list(comparison.excluded))
+                   warnings=_warnings(list(gate.warnings) + list(comparison.warnings)), excluded=list(comparison.excluded))
     return context
 
 

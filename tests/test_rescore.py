@@ -59,10 +59,15 @@ def test_a_judgment_between_two_runs_is_named_and_rescore_removes_it(project: py
     for item in ITEMS[:8]:
         override(project, item["id"], "noise0#1", "3")
     result = project.runpytest("--crucible-baseline=latest")
-    result.stdout.fnmatch_lines(["WARNING the relevance grades of 8 paired item(s) changed between the runs "
-                                 "(q-00, q-01, q-02, q-03, q-04, ...): their retrieval deltas mix the system's change "
-                                 "with the ruler's; --crucible-rescore (crucible compare --rescore) scores both runs "
-                                 "against today's grades"])
+    # The warning, wrapped at 100 columns with its continuation lines indented, read back as one line.
+    warning = "WARNING the relevance grades of 8 paired item(s) changed between the runs "
+    lines = result.stdout.lines
+    start = next(i for i, line in enumerate(lines) if line.startswith(warning.split(" (")[0]))
+    end = next(i for i in range(start + 1, len(lines) + 1) if i == len(lines) or not lines[i].startswith("  "))
+    assert " ".join(line.strip() for line in lines[start:end]) == (
+        warning + "(q-00, q-01, q-02, q-03, q-04, ...): their retrieval deltas mix the system's change with the ruler's; "
+        "--crucible-rescore (crucible compare --rescore) scores both runs against today's grades")
+    assert all(len(line) <= 100 for line in lines[start:end])
     moved = [line for line in result.stdout.lines if line.strip().startswith("precisionAtK")]
     assert moved and "no item changed" not in moved[0]  # the ruler moved precision, not the system
 
@@ -71,8 +76,8 @@ def test_a_judgment_between_two_runs_is_named_and_rescore_removes_it(project: py
     first = run_ids(project)[0]
     rescored_run = project.runpytest(f"--crucible-baseline={first}", "--crucible-rescore")
     assert rescored_run.ret == 0
-    rescored_run.stdout.fnmatch_lines(["NOTE rescored: both runs' retrieval metrics recomputed from their stored rankings "
-                                       "against today's grades (8 paired item(s) had changed)",
+    rescored_run.stdout.fnmatch_lines(["NOTE rescored: both runs' retrieval metrics recomputed from their stored rankings*",
+                                       "  *grades (8 paired item(s) had changed)",
                                        "  precisionAtK  * ns (no item changed)", "gate passed*"])
     third = run_ids(project)[2]
     cli = project.run(sys.executable, "-m", "pytest_crucible.cli", "compare", first, third, "--rescore", "--json", "--db", db(project))

@@ -121,6 +121,15 @@ def test_report_of_the_example_project(example_runs, example_html) -> None:
     assert "judge lexical-v2" in text
     assert '"rerank": true' in text  # the resolved config
 
+    # The gate's verdict stands at the top of the page, before the metrics, in the gate's words.
+    [headline] = page.find("p", id="gate-headline")
+    assert headline["data-verdict"] == "passed" and html.index('id="gate-headline"') < html.index('id="metrics"')
+    assert "gate passed: no significant regression" in html[html.index('id="gate-headline"'):html.index('id="metrics"')]
+    # p-values below 0.001 read "<.001", as in the terminal, never "0.000".
+    table = html[html.index('<section id="comparison">'):]
+    table = table[:table.index("</section>")]
+    assert "&lt;.001" in table and ">0.000<" not in table
+
     # Metric families.
     families = {table["data-family"] for table in page.find("table", class_="family")}
     assert {"retrieval", "ragas", "abstention"} <= families

@@ -256,3 +256,22 @@ def test_missing_shard_is_a_one_line_error(tmp_path: Path, capsys: pytest.Captur
     assert "is given twice" in capsys.readouterr().err
     assert crucible_main(["merge", str(a), "-o", str(a)]) == 2
     assert "the output is one of the shards" in capsys.readouterr().err
+
+
+def test_a_killed_shard_makes_merge_and_compare_refuse(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    whole = make_shard(tmp_path / "whole.db", ["x-1", "x-2", "x-3"])
+    killed = make_shard(tmp_path / "killed.db", ["x-4"], status="interrupted")
+    merged = tmp_path / "run.db"
+    assert crucible_main(["merge", str(whole), str(killed), "-o", str(merged)]) == 3
+    err = capsys.readouterr().err
+    assert "the merged run ci-7 is interrupted: a shard did not finish" in err and "HINT: re-run the shard" in err
+    # The merged run is written, and every door refuses it as a candidate unless told otherwise.
+    baseline = make_shard(tmp_path / "base.db", ["x-1", "x-2", "x-3", "x-4"], run_id="base")
+    exported = tmp_path / "base.json"
+    assert crucible_main(["export", "base", "-o", str(exported), "--db", str(baseline)]) == 0
+    capsys.readouterr()
+    assert crucible_main(["compare", str(exported), "ci-7", "--db", str(merged)]) == 3
+    assert "GATE REFUSED this run is interrupted" in capsys.readouterr().err
+    assert crucible_main(["compare", str(exported), "ci-7", "--db", str(merged), "--allow-incomplete", "--min-pairs", "2"]) == 0
+    # Whole shards merge to a complete run and exit 0.
+    assert crucible_main(["merge", str(whole), "-o", str(tmp_path / "whole-run.db")]) == 0

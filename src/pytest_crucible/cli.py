@@ -11,7 +11,8 @@ from .defaults import DEFAULT_DB, DEFAULT_SEED, JUDGE_CHOICES, KINDS, MIN_PAIRS
 
 # Exit codes: 0 done, 1 a failed gate (a significant regression, a missed floor), 2 a usage
 # error (argparse's own, or bad input: one line saying what is wrong, then a HINT line),
-# 3 a comparison the gate refused (different judges, an incomplete run): gate.EXIT_CODES.
+# 3 a comparison the gate refused (different judges, an incomplete run): gate.EXIT_CODES;
+# `crucible merge` also exits 3 when the merged run is not complete (a shard was killed).
 EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 
 # The example at the end of every command's --help, keyed by the command path ("" is
@@ -634,6 +635,13 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     print(f"merged run {report.run_id} from {len(report.shards)} shard(s) into {args.output}: "
           f"{report.items} items, status {report.status}, goldenHash {report.golden_hash[:12]}")
     print(f"qrels: {report.qrels_added} judgment(s) added; judge cache: {report.cache_rows_added} row(s) added")
+    if report.status != "complete":
+        # The merge is written (the whole shards' results are worth reading), but a CI step that
+        # merges must not go on as if the run were whole: the gate would refuse it anyway.
+        print(f"crucible: the merged run {report.run_id} is {report.status}: a shard did not finish\n"
+              "HINT: re-run the shard that stopped (`crucible runs --db SHARD` shows each shard's status); "
+              "the gate refuses this run unless --allow-incomplete", file=sys.stderr)
+        return EXIT_REFUSED
     return 0
 
 

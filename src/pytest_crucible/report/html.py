@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .views import verdict_text
+from .views import p_text, verdict_text
 
 if TYPE_CHECKING:
     from ..gate import GateResult
@@ -31,6 +31,7 @@ def _environment():
 
     env = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = _num
+    env.filters["pvalue"] = lambda value: p_text(value).strip().replace("-", "–")  # "<.001" as the terminal prints it
     env.filters["signed"] = _signed
     env.filters["pretty_json"] = lambda value: json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
     return env

@@ -11,6 +11,7 @@ from typing import Iterator
 
 import httpx
 
+from pytest_crucible.defaults import ServerLimits
 from pytest_crucible.keys import create_key
 from pytest_crucible.store import Store
 
@@ -47,15 +48,13 @@ def new_key(db: Path, workspace: str, *scopes: str, name: str | None = None) -> 
 
 
 @contextmanager
-def serve_in_thread(db: Path) -> Iterator[str]:
-    """Serve ``db`` until the block ends; yields the base URL."""
-    import uvicorn
-
+def serve_in_thread(db: Path, limits: ServerLimits = ServerLimits()) -> Iterator[str]:
+    """Serve ``db`` as `crucible serve` does (``serving.build_server``) until the block ends; yields the base URL."""
     from pytest_crucible.server import listen
-    from pytest_crucible.server.app import create_app
+    from pytest_crucible.server.serving import build_server
 
     listener = listen("127.0.0.1", 0, active_keys=1, db=db)
-    server = uvicorn.Server(uvicorn.Config(create_app(db), log_level="warning", lifespan="off"))
+    server = build_server(db, limits, log_level="warning", lifespan="off")
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener.sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60  # a start-up bound, not a speed assertion

@@ -36,3 +36,9 @@ def crucible_pipeline():
         return {"answer": "Bikes can be returned within 30 days [S1].", "retrieved": retrieved, "confidence": 0.8}
     return pipeline
 """
+
+
+def numbered_items(n: int) -> list[dict]:
+    """Golden items q-00 .. q-(n-1), each citing its own document (doc0, doc1, ...)."""
+    return [{"id": f"q-{i:02d}", "question": f"question {i}", "citations": [{"docId": f"doc{i}", "mode": "required"}]}
+            for i in range(n)]

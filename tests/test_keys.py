@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from pytest_crucible.cli import main
-from pytest_crucible.keys import PBKDF2_ITERATIONS, authenticate, create_key, list_keys, parse_key, revoke_key
+from pytest_crucible.keys import authenticate, create_key, list_keys, parse_key, revoke_key
 from pytest_crucible.store import Store
 
 
@@ -39,7 +39,7 @@ def test_create_prints_the_key_once_and_stores_only_a_salted_hash(db, capsys) ->
     conn.close()
     assert row[:3] == ("shop", "dashboard", '["runs:read", "kb:read"]') and row[5] is None
     assert len(bytes.fromhex(row[3])) == 16
-    assert row[4].startswith(f"pbkdf2_sha256${PBKDF2_ITERATIONS}$")
+    assert row[4].startswith("hmac_sha256$") and len(row[4]) == len("hmac_sha256$") + 64  # HMAC-SHA256(salt, secret), hex
     # Another key gets its own salt: equal secrets would still hash differently.
     create(db, capsys, "--workspace", "shop", "--scope", "runs:read")
     conn = sqlite3.connect(db)
@@ -69,7 +69,7 @@ def test_list_never_shows_secrets_and_filters_by_workspace(db, capsys) -> None:
     assert main(["keys", "list", "--db", str(db)]) == 0
     out = capsys.readouterr().out
     assert parse_key(shop)[0] in out and parse_key(other)[0] in out and "dashboard" in out and "search-team" in out
-    assert parse_key(shop)[1] not in out and "pbkdf2" not in out
+    assert parse_key(shop)[1] not in out and "hmac_sha256" not in out
     assert main(["keys", "list", "--workspace", "shop", "--json", "--db", str(db)]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [row["id"] for row in rows] == [parse_key(shop)[0]]

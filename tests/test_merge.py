@@ -275,3 +275,19 @@ def test_a_killed_shard_makes_merge_and_compare_refuse(tmp_path: Path, capsys: p
     assert crucible_main(["compare", str(exported), "ci-7", "--db", str(merged), "--allow-incomplete", "--min-pairs", "2"]) == 0
     # Whole shards merge to a complete run and exit 0.
     assert crucible_main(["merge", str(whole), "-o", str(tmp_path / "whole-run.db")]) == 0
+
+
+def test_a_failed_shard_or_lost_items_never_merge_into_a_complete_run(tmp_path: Path) -> None:
+    whole = make_shard(tmp_path / "whole.db", ["x-1", "x-2"])
+    failed = make_shard(tmp_path / "failed.db", [], status="failed")  # a shard that recorded nothing
+    report = merge_shards([whole, failed], tmp_path / "out.db")
+    assert report.status == "incomplete"
+    # A shard that lost items (its n_items counts them) passes the loss on to the merged run.
+    lossy = make_shard(tmp_path / "lossy.db", ["x-3"])
+    conn = sqlite3.connect(lossy)
+    with conn:
+        conn.execute("UPDATE runs SET status = 'incomplete', n_items = 3")
+    conn.close()
+    report = merge_shards([whole, lossy], tmp_path / "out2.db")
+    assert (report.status, report.items) == ("incomplete", 5)
+    assert rows(tmp_path / "out2.db", "SELECT n_items, n_scored FROM runs") == [(5, 3)]

@@ -10,9 +10,10 @@ import sys
 
 import pytest
 
+from helpers import numbered_items
+
 N_ITEMS = 13
-ITEMS = [{"id": f"q-{i:02d}", "question": f"question {i}", "citations": [{"docId": f"doc{i}", "mode": "required"}]}
-         for i in range(N_ITEMS)]
+ITEMS = numbered_items(N_ITEMS)
 
 # FAIL_ITEMS (a comma list of item numbers, or "all") makes those pipeline calls raise.
 CONFTEST = """

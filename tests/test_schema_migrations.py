@@ -18,7 +18,7 @@ from pytest_crucible.cli import main as crucible
 from pytest_crucible.store import SCHEMA_VERSION, Store
 
 DATA = Path(__file__).parent / "data"
-FIXTURES = {"v1": 1, "v2": 2, "v3": 3, "v4-42be2d4": 4, "v4": 4, "v5": 5, "v6": 6, "v7": 7}
+FIXTURES = {"v1": 1, "v2": 2, "v3": 3, "v4-42be2d4": 4, "v4": 4, "v5": 5, "v6": 6, "v7": 7, "v9": 9}
 
 # Compared before and after: every row of these, in columns every version has.
 CONTENT = {
@@ -30,8 +30,9 @@ CONTENT = {
     "qrels": "SELECT id, query_id, chunk_id, doc_id, grade, source, judge_model, created_by, note, created_at FROM qrels ORDER BY id",
     "judge_cache": "SELECT * FROM judge_cache ORDER BY key",
     "golden_concepts": "SELECT * FROM golden_concepts ORDER BY 1, 2, 3",
-    "eval_feedback": "SELECT * FROM eval_feedback ORDER BY id",
-    "golden_drafts": "SELECT * FROM golden_drafts ORDER BY id",
+    "eval_feedback": "SELECT id, run_id, result_id, item_id, error_class, evidence, corrected_by, note, golden_item_id, created_at "
+                     "FROM eval_feedback ORDER BY id",
+    "golden_drafts": "SELECT id, status, item, feedback_id, created_by, created_at FROM golden_drafts ORDER BY id",
 }
 
 
@@ -133,3 +134,24 @@ def test_the_current_code_writes_and_compares_a_migrated_run(migrated: tuple[str
     assert fresh.import_run(exported) == (old_run, True)
     assert fresh.item_metrics(old_run) == Store.open(path).item_metrics(old_run)
     fresh.close()
+
+
+def test_drafts_promoted_before_schema_10_take_their_runs_workspace(tmp_path: Path) -> None:
+    """Schema 10 files drafts by workspace (`crucible golden export` reads one workspace's): a draft
+    promoted before it belongs to the workspace of the run it came from. Its feedback row gains an
+    empty api_key_id: it was not written over HTTP by a key the file remembers."""
+    from pytest_crucible.promote import draft_items
+
+    path = tmp_path / "v9.db"
+    shutil.copy(DATA / "crucible-schema-v9.db", path)
+    conn = sqlite3.connect(path)
+    with conn:  # the fixture's runs are all in 'default'; move the promoted one's so the backfill shows
+        conn.execute("UPDATE runs SET workspace = 'alpha' WHERE id IN (SELECT run_id FROM eval_feedback WHERE golden_item_id IS NOT NULL)")
+    [(draft_id,)] = conn.execute("SELECT id FROM golden_drafts").fetchall()
+    conn.close()
+    store = Store.open(path)
+    assert store.db.conn.execute("SELECT id, workspace FROM golden_drafts").fetchall() == [(draft_id, "alpha")]
+    assert store.db.conn.execute("SELECT COUNT(*) FROM eval_feedback WHERE api_key_id IS NOT NULL").fetchone() == (0,)
+    assert [item["id"] for item in draft_items(store, workspace="alpha")] == [draft_id]
+    assert draft_items(store, workspace="default") == []
+    store.close()

@@ -24,6 +24,7 @@ import pytest_crucible.server.app as server_app  # noqa: E402  (imported before 
 from api_server import add_run, client, new_key, serve_in_thread  # noqa: E402
 from helpers import RANKED_CONFTEST  # noqa: E402
 from pytest_crucible.cli import main  # noqa: E402
+from pytest_crucible.defaults import ServerLimits  # noqa: E402
 from pytest_crucible.store import Store  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -280,7 +281,7 @@ def test_promote_writes_the_draft_and_its_feedback_row(api, capsys) -> None:
     assert conn.execute("SELECT golden_item_id, run_id, result_id, corrected_by FROM eval_feedback WHERE id = ?",
                         [feedback["id"]]).fetchone() == (item["id"], a, result_id, "user_01KZ")
     conn.close()
-    main(["golden", "export", "-o", "-", "--db", str(api["db"])])
+    main(["golden", "export", "-o", "-", "--workspace", "shop", "--db", str(api["db"])])
     drafts = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert item["id"] in {draft["id"] for draft in drafts}
 
@@ -460,7 +461,9 @@ def fuzz_api(tmp_path_factory):
     keys = [new_key(db, "shop", "runs:read"), new_key(db, "shop", "kb:read", "feedback:write"),
             new_key(db, "search-team", "runs:read", "feedback:write"), new_key(db, "shop", "runs:read", "feedback:write")]
     main(["keys", "revoke", keys[3].split("_")[1], "--db", str(db)])
-    with serve_in_thread(db) as url, client(url) as http:
+    # Generated requests, not a flood: the per-address and per-key rate limits (tests/test_server_limits.py) stay out of the way.
+    limits = ServerLimits(auth_failures=100_000, promotes_per_minute=100_000)
+    with serve_in_thread(db, limits) as url, client(url) as http:
         yield {"http": http, "runs": runs, "keys": keys, "valid": set(keys[:3])}
 
 

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Sequence
 
-from .defaults import DEFAULT_DB, DEFAULT_SEED, JUDGE_CHOICES, KINDS, MIN_PAIRS
+from .defaults import DEFAULT_DB, DEFAULT_SEED, JUDGE_CHOICES, KINDS, MIN_PAIRS, ServerLimits
 
 # Exit codes: 0 done, 1 a failed gate (a significant regression, a missed floor), 2 a usage
 # error (argparse's own, or bad input: one line saying what is wrong, then a HINT line),
@@ -695,9 +695,12 @@ def _cmd_promote(args: argparse.Namespace) -> int:
 def _cmd_golden_export(args: argparse.Namespace) -> int:
     from .promote import draft_items
 
-    items = draft_items(_open_store(args))
+    store = _open_store(args)
+    workspace = _workspace(args, store)  # drafts belong to their run's workspace (the message below names it)
+    items = draft_items(store, workspace=workspace)
     text = "".join(json.dumps(item, sort_keys=True) + "\n" for item in items)
-    _write_output(args.output, text, f"wrote {len(items)} draft golden item(s) to {args.output}; "
+    of = "" if workspace is None else f" of workspace '{workspace}'"
+    _write_output(args.output, text, f"wrote {len(items)} draft golden item(s){of} to {args.output}; "
                                      "review them, move them into your golden set, set status active")
     return 0
 
@@ -736,9 +739,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from .server import is_loopback, listen
 
     try:  # the framework is an optional extra: imported only here
-        import uvicorn
-
-        from .server.app import create_app, openapi_text
+        from .server.app import openapi_text
+        from .server.serving import build_server
     except ModuleNotFoundError as exc:
         if _server_extra_missing(exc):
             return EXIT_USAGE
@@ -757,8 +759,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     elif not is_loopback(listener.host):
         print("crucible: warning: plain HTTP on an address other machines can reach; put TLS in front of it "
               "(a reverse proxy)", file=sys.stderr, flush=True)
-    config = uvicorn.Config(create_app(args.db), host=listener.host, port=listener.port, log_level="info")
-    uvicorn.Server(config).run(sockets=[listener.sock])
+    limits = ServerLimits(max_compares=args.max_compares, max_connections=args.max_connections,
+                          read_timeout=args.read_timeout, auth_failures=args.max_auth_failures,
+                          promotes_per_minute=args.max_promotes)
+    build_server(args.db, limits).run(sockets=[listener.sock])
     return EXIT_OK
 
 
@@ -805,6 +809,19 @@ def _cmd_keys_revoke(args: argparse.Namespace) -> int:
     else:
         print(f"key {row['id']} was already revoked at {row['revokedAt']}")
     return EXIT_OK
+
+
+def _at_least(minimum: float, kind: type = int):
+    """An argparse type: a number of ``kind`` no smaller than ``minimum``."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
+        if not value >= minimum:  # `not >=`: NaN is refused too
+            raise argparse.ArgumentTypeError(f"expected at least {minimum:g}, got {text}")
+        return value
+    return parse
 
 
 def add_gate_flags(cmd: argparse.ArgumentParser) -> None:
@@ -927,6 +944,8 @@ def build_parser() -> argparse.ArgumentParser:
     golden_export = with_db(golden_sub.add_parser("export", help="write draft items in the golden file format"))
     golden_export.add_argument("--status", choices=["draft"], default="draft")
     golden_export.add_argument("-o", "--output", required=True, help="a .jsonl file, or - for stdout")
+    golden_export.add_argument("--all-workspaces", dest="all_workspaces", action="store_true",
+                               help="the drafts of every workspace (default: the current project's workspace)")
     golden_export.set_defaults(func=_cmd_golden_export)
 
     importer = with_db(sub.add_parser("import", help="add an exported run to the database"))
@@ -1017,6 +1036,19 @@ def build_parser() -> argparse.ArgumentParser:
                        help="address to listen on (default 127.0.0.1; another address needs an API key in the database)")
     serve.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
     serve.add_argument("--openapi", action="store_true", help="print the OpenAPI document and exit")
+    limits = ServerLimits()
+    serve.add_argument("--max-compares", dest="max_compares", type=_at_least(1), default=limits.max_compares, metavar="N",
+                       help=f"compares computed at once; more answer 503 with Retry-After (default {limits.max_compares})")
+    serve.add_argument("--max-connections", dest="max_connections", type=_at_least(1), default=limits.max_connections,
+                       metavar="N", help=f"open connections; a request beyond them answers 503 (default {limits.max_connections})")
+    serve.add_argument("--read-timeout", dest="read_timeout", type=_at_least(0.1, float), default=limits.read_timeout,
+                       metavar="SECONDS", help="seconds a client has to send a request's headers, and again its body "
+                                               f"(default {limits.read_timeout:g})")
+    serve.add_argument("--max-auth-failures", dest="max_auth_failures", type=_at_least(1), default=limits.auth_failures,
+                       metavar="N", help="requests with a wrong key per client address per minute; more answer 429 "
+                                         f"(default {limits.auth_failures})")
+    serve.add_argument("--max-promotes", dest="max_promotes", type=_at_least(1), default=limits.promotes_per_minute,
+                       metavar="N", help=f"promotes per key per minute; more answer 429 (default {limits.promotes_per_minute})")
     serve.set_defaults(func=_cmd_serve)
 
     keys = sub.add_parser("keys", help="API keys of `crucible serve`: create, list, revoke")
@@ -1036,7 +1068,7 @@ def build_parser() -> argparse.ArgumentParser:
     keys_revoke.set_defaults(func=_cmd_keys_revoke)
 
     # Reading commands read the current project's workspace; --workspace reads another.
-    for reader in (runs, show, metrics, compare, export, report, q_export, q_override):
+    for reader in (runs, show, metrics, compare, export, report, q_export, q_override, golden_export):
         reader.add_argument("--workspace", default=None, metavar="NAME",
                             help="workspace whose runs are listed and whose newest run is `latest` (default: the current "
                                  "project's: CRUCIBLE_WORKSPACE, ini crucible_workspace, else the project directory's name)")

@@ -4,6 +4,8 @@ at configure time, before any heavy module is loaded.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 # The seed of the bootstrap and the permutation test when none is given (plugin, CLI, API).
 DEFAULT_SEED = 1337
 
@@ -28,3 +30,24 @@ JUDGE_CHOICES = ("auto", "lexical", "lexical-v2", "lexical-v1", "anthropic")
 # judged metric carries a warning: 0.6 is where "substantial" agreement starts on the usual scale
 # (Landis and Koch), and about what two groups of trained assessors reach with each other.
 CALIBRATED_KAPPA = 0.6
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """What one `crucible serve` lets its clients cost it (the server; the CLI's serve options show the
+    defaults). Each has a `crucible serve` option; docs/server.md ("Limits") says why each default is what it is."""
+
+    #: Compares computed at once (each is CPU-bound: ~1 s for two 169-item runs); beyond, 503 + Retry-After.
+    max_compares: int = 2
+    #: Open connections (uvicorn's limit_concurrency); a request beyond it gets uvicorn's plain 503.
+    max_connections: int = 512
+    #: Seconds a client has to send a request's line and headers, and again its body.
+    read_timeout: float = 10.0
+    #: Requests with a wrong key per client address per minute; beyond, 429 without checking any key.
+    auth_failures: int = 30
+    #: Promotes per key per minute; beyond, 429.
+    promotes_per_minute: int = 30
+    #: Compare answers kept in memory (answers about complete runs only: those never change).
+    compare_cache: int = 256
+    #: Seconds an idle keep-alive connection stays open between requests.
+    keep_alive: float = 5.0

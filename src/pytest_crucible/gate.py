@@ -31,9 +31,12 @@ PASSED, FAILED, REFUSED, SKIPPED = "passed", "failed", "refused", "skipped"
 EXIT_CODES = {PASSED: 0, FAILED: 1, REFUSED: 3, SKIPPED: 0}
 
 ALLOW_HINT = "pass --crucible-allow-incomplete (crucible compare --allow-incomplete) to compare the items it has"
+# A run that lost items (a full disk): what was lost cannot be compared, only measured again.
+LOST_HINT = ("the database could not record every item (the session's FAULT lines say why): make room on the disk, "
+             "or point --crucible-db elsewhere, and run again")
 _WHY_NOT_COMPLETE = {
     "failed": "no item was scored: every pipeline call errored",
-    "incomplete": "some of its items have no judge-based metrics",
+    "incomplete": "some of its items were not recorded or have no judge-based metrics",
     "interrupted": "it stopped part way",
     "running": "it has not finished",
 }
@@ -140,15 +143,19 @@ def parse_floors(values: list[str], option: str, k: int | None = None) -> tuple[
     return tuple(floors)
 
 
+def _items(n: int) -> str:
+    return f"{n} item{'s' if n != 1 else ''}"
+
+
 def not_complete(run: RunData) -> str | None:
     """``incomplete (2 items without judge-based metrics)``: why a run is not complete (None: it is)."""
     status = run.status
     if status in (COMPLETE, None):
         return None
-    n = len(run.judge_failed)
-    detail = (f"{n} item{'s' if n != 1 else ''} without judge-based metrics" if status == "incomplete" and n
-              else _WHY_NOT_COMPLETE.get(status, "it did not complete"))
-    return f"{status} ({detail})"
+    judge_failed = len(run.judge_failed) if status == "incomplete" else 0
+    details = [f"{_items(run.unrecorded)} lost: never recorded in the database"] if run.unrecorded else []
+    details += [f"{_items(judge_failed)} without judge-based metrics"] if judge_failed else []
+    return f"{status} ({'; '.join(details) or _WHY_NOT_COMPLETE.get(status, 'it did not complete')})"
 
 
 def baseline_refusal(baseline: RunData) -> str | None:
@@ -249,6 +256,13 @@ def calibration_warnings(calibration: dict[str, Any] | None, judge: str, gated: 
     return warnings
 
 
+def unrecorded_run(reason: str, settings: GateSettings) -> GateResult:
+    """This run could not be stored (its database failed before the run was closed): nothing to compare, so
+    refused, never a pass."""
+    return GateResult(REFUSED, refusal=reason, has_baseline=bool(settings.baseline), has_floors=bool(settings.floors),
+                      baseline_ref=settings.baseline)
+
+
 def unreadable_baseline(reason: str, settings: GateSettings) -> GateResult:
     """The baseline could not be read (gone since the session started, unreadable file): refused, never a pass."""
     return GateResult(REFUSED, refusal=reason, has_baseline=True, has_floors=bool(settings.floors), baseline_ref=settings.baseline)
@@ -265,7 +279,8 @@ def decide(current: RunData, baseline: RunData | None, settings: GateSettings, n
     state = not_complete(current)
     if state is not None:
         if not settings.allow_incomplete:
-            result.verdict, result.refusal = REFUSED, f"this run is {state}: refusing to compare it\nHINT: {ALLOW_HINT}"
+            hint = f"{LOST_HINT}; or {ALLOW_HINT}" if current.unrecorded else ALLOW_HINT
+            result.verdict, result.refusal = REFUSED, f"this run is {state}: refusing to compare it\nHINT: {hint}"
             return result
         result.warnings.append(f"WARNING comparing an incomplete run (--crucible-allow-incomplete): this run is {state}; "
                                "only the items and metrics it has are paired")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-__all__ = ["MAX_DEPTH", "MAX_VALUES", "json_problem", "value_problem", "shown"]
+__all__ = ["MAX_DEPTH", "MAX_VALUES", "json_problem", "value_problem", "control_character_problem", "shown"]
 
 #: Deepest nesting accepted in user data (an item's metadata, a config's own keys).
 MAX_DEPTH = 100
@@ -67,6 +67,37 @@ def value_problem(value: Any, *, max_depth: int = MAX_DEPTH, max_values: int | N
                 children = [(child, [*loc, index], depth + 1) for index, child in enumerate(node)]
             stack.extend(reversed(children))
     return None
+
+
+def control_character_problem(value: Any) -> tuple[list[str | int], str] | None:
+    """(location, problem) of the first string or key holding a control character other than tab,
+    newline and carriage return (NUL, escape, DEL, the C1 range), else None. For text that is stored
+    and shown again later (a promoted correction): such a character truncates it in C tools, or
+    rewrites the terminal it is printed on. ``value`` must already pass :func:`value_problem`."""
+    stack: list[tuple[Any, list[str | int]]] = [(value, [])]
+    while stack:
+        node, loc = stack.pop()
+        if isinstance(node, str):
+            found = _first_control(node)
+            if found:
+                return loc, f"control character {found} (text may hold tabs and newlines, no other control character)"
+        elif isinstance(node, dict):
+            for key in node:
+                found = _first_control(key) if isinstance(key, str) else None
+                if found:
+                    return [*loc, key], f"control character {found} in a key"
+            stack.extend((child, [*loc, key]) for key, child in reversed(list(node.items())))
+        elif isinstance(node, (list, tuple)):
+            stack.extend((child, [*loc, index]) for index, child in reversed(list(enumerate(node))))
+    return None
+
+
+def _first_control(text: str) -> str | None:
+    """The first control character of ``text`` other than tab, LF and CR, as ``\\uXXXX``; None without one."""
+    if text.isprintable():  # the common case, in C
+        return None
+    return next((f"\\u{ord(c):04x}" for c in text
+                 if (ord(c) < 0x20 and c not in "\t\n\r") or 0x7F <= ord(c) <= 0x9F), None)
 
 
 def _has_surrogate(text: str) -> bool:

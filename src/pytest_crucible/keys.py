@@ -2,7 +2,7 @@
 
 A key reads ``crk_<id>_<secret>``. The id is public (it names the key in listings and is
 how a request finds its row); the secret is 32 random bytes, shown once at creation and
-never stored: the ``api_keys`` row keeps a per-key random salt and a PBKDF2-SHA256 hash.
+never stored: the ``api_keys`` row keeps a per-key random salt and HMAC-SHA256(salt, secret).
 Every request looks its key up again (no cache), so a revocation takes effect at once.
 
 This module never imports pytest or the web framework.
@@ -15,21 +15,24 @@ import hmac
 import json
 import secrets
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from .store import Store, StoreError, new_ulid, utc_now
-from .store.keys import count_active_keys, insert_key_row, key_row, key_rows, set_key_revoked
+from .store.keys import count_active_keys, insert_key_row, key_row, key_rows, replace_key_hash, set_key_revoked
 
 KEY_PREFIX = "crk"
 SCOPES = ("runs:read", "kb:read", "feedback:write")
 READ_SCOPES = ("kb:read", "runs:read")
 WRITE_FEEDBACK_SCOPE = "feedback:write"
-# The secret carries 256 random bits, so no guessing attack depends on the work factor;
-# PBKDF2 with a per-key salt still keeps a leaked table from being checked cheaply, and a
-# modest count keeps the per-request lookup fast. The count is stored with each hash.
-PBKDF2_ITERATIONS = 50_000
-_HASH_SCHEME = "pbkdf2_sha256"
+# The secret carries 256 random bits: no guess can find it, whatever a check costs, so a slow
+# hash buys nothing and made every wrong key cost ~30 ms of CPU (a flood of them starved valid
+# requests). A keyed SHA-256 with the per-key salt costs microseconds, and a leaked table still
+# holds no secret. Keys created before (schema 9 and earlier) carry a PBKDF2 hash: it is checked
+# the old way and replaced by the HMAC one on the key's first successful use (upgrade_legacy_hash).
+_HASH_SCHEME = "hmac_sha256"
+_LEGACY_SCHEME = "pbkdf2_sha256"
+PBKDF2_ITERATIONS = 50_000  # of the legacy hashes; the count is stored with each one
 
 
 class ApiKeyError(StoreError):
@@ -44,22 +47,32 @@ class ApiKey:
     workspace: str
     name: str | None
     scopes: tuple[str, ...]
+    #: The stored hash is a legacy PBKDF2 one (see upgrade_legacy_hash); not part of the key's identity.
+    legacy_hash: bool = field(default=False, compare=False, repr=False)
 
     def allows(self, *any_of: str) -> bool:
         return any(scope in self.scopes for scope in any_of)
 
 
-def _hash_secret(secret: str, salt: bytes, iterations: int = PBKDF2_ITERATIONS) -> str:
+def _hash_secret(secret: str, salt: bytes) -> str:
+    return f"{_HASH_SCHEME}${hmac.new(salt, secret.encode('utf-8'), hashlib.sha256).hexdigest()}"
+
+
+def _legacy_hash(secret: str, salt: bytes, iterations: int) -> str:
     digest = hashlib.pbkdf2_hmac("sha256", secret.encode("utf-8"), salt, iterations)
-    return f"{_HASH_SCHEME}${iterations}${digest.hex()}"
+    return f"{_LEGACY_SCHEME}${iterations}${digest.hex()}"
 
 
 def _secret_matches(secret: str, salt_hex: str, stored: str) -> bool:
+    """Whether ``secret`` is the one ``stored`` was made from, compared in constant time."""
     scheme, _, rest = stored.partition("$")
+    salt = bytes.fromhex(salt_hex)
+    if scheme == _HASH_SCHEME:
+        return hmac.compare_digest(_hash_secret(secret, salt), stored)
     iterations, _, _ = rest.partition("$")
-    if scheme != _HASH_SCHEME or not iterations.isdigit():
-        return False
-    return hmac.compare_digest(_hash_secret(secret, bytes.fromhex(salt_hex), int(iterations)), stored)
+    if scheme == _LEGACY_SCHEME and iterations.isdigit():
+        return hmac.compare_digest(_legacy_hash(secret, salt, int(iterations)), stored)
+    return False
 
 
 def check_scopes(scopes: Iterable[str]) -> tuple[str, ...]:
@@ -125,7 +138,24 @@ def authenticate(db: Store | sqlite3.Connection, token: str) -> ApiKey | None:
         return None
     if not _secret_matches(parsed[1], row["salt"], row["key_hash"]) or row["revoked_at"]:
         return None
-    return ApiKey(id=row["id"], workspace=row["workspace"], name=row["name"], scopes=tuple(json.loads(row["scopes"])))
+    return ApiKey(id=row["id"], workspace=row["workspace"], name=row["name"], scopes=tuple(json.loads(row["scopes"])),
+                  legacy_hash=not row["key_hash"].startswith(f"{_HASH_SCHEME}$"))
+
+
+def upgrade_legacy_hash(db: Store | sqlite3.Connection, token: str) -> bool:
+    """Replace the legacy PBKDF2 hash of the key ``token`` names by its HMAC hash, once the key
+    authenticated: it then costs what any key costs. Returns whether the row was rewritten (not when
+    the token does not authenticate, the hash is already HMAC, or another process changed it first).
+    ``db`` must be writable."""
+    parsed = parse_key(token)
+    row = key_row(db, parsed[0]) if parsed else None
+    if row is None or not row["key_hash"].startswith(f"{_LEGACY_SCHEME}$"):
+        return False
+    secret = parsed[1]
+    if not _secret_matches(secret, row["salt"], row["key_hash"]):
+        return False
+    # The same salt: only the hash changes, and only if no other process changed it meanwhile.
+    return replace_key_hash(db, row["id"], old=row["key_hash"], new=_hash_secret(secret, bytes.fromhex(row["salt"])))
 
 
 def _public(row: dict[str, Any]) -> dict[str, Any]:

@@ -116,6 +116,7 @@ def build_settings(config: pytest.Config) -> "Settings":
         raise pytest.UsageError(str(exc)) from None
     db_option = config.getoption("crucible_db")
     db_path = Path(db_option) if db_option else rootdir / (config.getini("crucible_db") or DEFAULT_DB)
+    _check_database(config, db_path.absolute(), named=bool(db_option or config.getini("crucible_db")))
     settings = Settings(
         params=params,
         resolved=resolved,
@@ -147,6 +148,21 @@ def build_settings(config: pytest.Config) -> "Settings":
             "HINT: export ANTHROPIC_API_KEY=..., or use the offline judge with --crucible-judge=lexical"
         )
     return settings
+
+
+def _check_database(config: pytest.Config, db_path: Path, *, named: bool) -> None:
+    """A database that cannot be written, or that SQLite cannot read, is one usage error before any test runs,
+    not a run that records nothing (or part of it) and a build that looks green. Only the process that writes
+    checks (the controller under xdist). The default path whose folder does not exist yet is left alone: the
+    project may not use crucible at all, and a session that does not must import and create nothing."""
+    if hasattr(config, "workerinput") or not (named or db_path.parent.exists()):
+        return
+    from .store import StoreError, check_before_writing
+
+    try:
+        check_before_writing(db_path)
+    except StoreError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _workspace(config: pytest.Config) -> str:

@@ -70,10 +70,10 @@ _BODY_HINT = ("HINT: the body needs runId, question, correctedAssertions (at lea
 
 
 def parse_request(data: Any, source: str = "request") -> PromoteRequest:
-    from .json_input import shown, value_problem
+    from .json_input import control_character_problem, shown, value_problem
 
-    unusable = value_problem(data)
-    if unusable is not None:  # text SQLite cannot store, or absurd nesting
+    unusable = value_problem(data) or control_character_problem(data)
+    if unusable is not None:  # text SQLite cannot store or a control character, or absurd nesting
         loc, problem = unusable
         raise PromoteError(f"{source}: field '{shown(field_path(loc)) or '(body)'}': {problem}\n{_BODY_HINT}")
     try:
@@ -85,13 +85,15 @@ def parse_request(data: Any, source: str = "request") -> PromoteRequest:
 
 
 def promote(store: Store, request: PromoteRequest | dict[str, Any], *, source: str = "request",
-            workspace: str | None = None) -> dict[str, Any]:
+            workspace: str | None = None, api_key_id: str | None = None) -> dict[str, Any]:
     """Create the draft golden item and its feedback row in one transaction; returns the spec's response.
 
     ``workspace``: the caller may only promote from runs of this workspace (the HTTP API passes
     the key's). A run of another workspace is then refused exactly as a run that does not
     exist, and a result of another run exactly as one that does not exist, so ids of other
-    workspaces cannot be probed."""
+    workspaces cannot be probed. ``api_key_id``: the key that is writing (the HTTP API's), kept on
+    the feedback row apart from ``correctedBy``, the reviewer the body names. The draft belongs
+    to the run's workspace."""
     if not isinstance(request, PromoteRequest):
         request = parse_request(request, source)
     if not store.has_run(request.run_id, workspace=workspace):
@@ -123,7 +125,7 @@ def promote(store: Store, request: PromoteRequest | dict[str, Any], *, source: s
     add_promoted_draft(store, feedback_id=feedback_id, run_id=request.run_id, result_id=request.result_id,
                        item_id=item_id_of_result, error_class=request.error_class, evidence="reviewed correction",
                        corrected_by=request.corrected_by, note=note, draft_id=golden_id, draft_item=item.to_json(),
-                       created_at=now)
+                       created_at=now, api_key_id=api_key_id)
     shown = item.to_json()
     return {
         "item": {
@@ -149,6 +151,6 @@ def _number(value: float) -> float | int:
     return int(value) if float(value).is_integer() else value
 
 
-def draft_items(store: Store) -> list[dict[str, Any]]:
-    """Promoted draft items in the golden file format, oldest first."""
-    return draft_golden_items(store)
+def draft_items(store: Store, workspace: str | None = None) -> list[dict[str, Any]]:
+    """Promoted draft items of ``workspace`` (None: every workspace) in the golden file format, oldest first."""
+    return draft_golden_items(store, workspace=workspace)

@@ -71,6 +71,11 @@ class RunData:
         )
 
     @property
+    def unrecorded(self) -> int:
+        """Items that ran but were never recorded (see :func:`unrecorded_items`)."""
+        return unrecorded_items(self.run)
+
+    @property
     def scored(self) -> int:
         """Items the pipeline answered (errored items have no metrics)."""
         return len(self.item_ids) - len(self.errored)
@@ -78,6 +83,15 @@ class RunData:
     def means(self) -> dict[str, float]:
         """Every metric's run mean (see :func:`metric_means`)."""
         return {metric: mean for metric, (mean, _) in metric_means(self.metrics).items()}
+
+
+def unrecorded_items(run: dict[str, Any]) -> int:
+    """Items of a run that ran but whose scores the store could not write (a full disk): the run row counts
+    them in ``n_items`` and not in ``n_scored`` or ``n_errored`` (``Store.finish_run``). 0 for a run without
+    those counts (running, killed, or stored before schema 8)."""
+    if run.get("n_scored") is None or run.get("n_errored") is None:
+        return 0
+    return max(0, (run.get("n_items") or 0) - run["n_scored"] - run["n_errored"])
 
 
 def metric_means(item_metrics: dict[str, dict[str, float]]) -> dict[str, tuple[float, int]]:

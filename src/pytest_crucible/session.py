@@ -53,6 +53,10 @@ class CrucibleSession:
     outcomes: dict[str, int] = field(default_factory=dict)
     # Faults (a store that could not be written, a report that could not be rendered): each fails the session.
     faults: list[str] = field(default_factory=list)
+    # Items whose scores the store could not write (a full disk): the run is at best incomplete.
+    unrecorded: int = 0
+    # Items whose judging failed after retries (counted when the run closes).
+    judge_failed: int = 0
     # Usage errors found at session end (changed config keys the pipeline never read, under
     # crucible_strict_config or a filter that makes CrucibleWarning an error): the session exits 4.
     usage_errors: list[str] = field(default_factory=list)
@@ -293,7 +297,9 @@ class CrucibleSession:
             self.store.record_scores(self._ensure_run(), pending)
         except Exception as exc:  # noqa: BLE001 - reported as a fault that fails the session
             ids = ", ".join(repr(score.get("item_id")) for score in pending[:5])
-            self.faults.append(f"could not record {len(pending)} item(s) ({ids}...) in {self.settings.db_path}: {exc}")
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__  # one line per fault
+            self.faults.append(f"could not record {len(pending)} item(s) ({ids}...) in {self.settings.db_path}: {reason}")
+            self.unrecorded += len(pending)  # lost, not retried: the run must say so (see finish)
         except BaseException:
             # Ctrl-C landed in the write: its transaction rolled back, so keep the batch for finish() to write.
             self._pending = pending + self._pending
@@ -316,7 +322,8 @@ class CrucibleSession:
 
             self.batch_errors = judge_run_in_batch(store, self.run_id, self.engine, self.embedder or HashingEmbedder(), s,
                                                    on_start=lambda n_items: self._watch_batches(n_items, progress))
-        status = "interrupted" if interrupted else "incomplete" if store.count_judge_failed(self.run_id) else "complete"
+        self.judge_failed = store.count_judge_failed(self.run_id)
+        status = "interrupted" if interrupted else "incomplete" if self.judge_failed else "complete"
         summary = self.judge_summary()
         judge = {
             "stats": {name: int(summary.get(name, 0)) for name in ("requests", "cache_hits", "judged", "failures")},
@@ -325,19 +332,25 @@ class CrucibleSession:
             "output_tokens": int(summary.get("output_tokens", 0)),
         } if s.uses_judge else None
         self.status = store.finish_run(self.run_id, status=status, golden_hash=golden_set_hash(store.golden_items(self.run_id)),
-                                       judge=judge, unread_keys=self.unread_config_keys(), skipped=self.skipped)
+                                       judge=judge, unread_keys=self.unread_config_keys(), skipped=self.skipped,
+                                       unrecorded=self.unrecorded)  # a run that lost items is never complete
 
     # -- the gate ----------------------------------------------------------------------------
     def apply_gate(self) -> "GateResult | None":
         """Decide this run's verdict once (comparison, floors, refusals); the summary, the HTML report
         and the exit status all read ``self.gate``."""
         gate_settings = self.settings.gate
-        if self.is_worker or self.run_id is None or self.status is None or not gate_settings.active:
-            return None
-        from .gate import decide_stored, skipped, unreadable_baseline
+        if self.is_worker or not gate_settings.active or (self.status is None and not self.faults):
+            return None  # no gate asked for, or nothing ran
+        from .gate import LOST_HINT, decide_stored, skipped, unreadable_baseline, unrecorded_run
         from .runs import load_run, read_run
         from .store import StoreError
 
+        if self.status is None:  # the run was never stored, or never closed: nothing to judge it by, never a pass
+            lost = f" ({self.unrecorded} items lost)" if self.unrecorded else ""
+            self.gate = unrecorded_run(f"this run could not be stored in {self.settings.db_path}{lost}: refusing to compare it\n"
+                                       f"HINT: {LOST_HINT}", gate_settings)
+            return self.gate
         if self.status == "interrupted":  # the session already exits 2 (interrupted); nothing to judge by
             self.gate = skipped("this run was interrupted: the gate did not compare it", gate_settings)
             return self.gate
@@ -410,7 +423,7 @@ class CrucibleSession:
         """The crucible section of the terminal summary; ``verbose < 0`` (-q) keeps one line,
         plus every warning, fault and gate failure (those are never hidden)."""
         errors = [line for error in self.usage_errors for line in error.splitlines()]  # last, with their HINT, always
-        if self.run_id is None:
+        if self.run_id is None and not self.faults:
             return errors
         from .report.terminal import ALERT_PREFIXES, one_line_summary
         from .report.views import gate_lines
@@ -422,17 +435,29 @@ class CrucibleSession:
             gate = None
             if self.gate is not None and self.gate.verdict != "skipped":
                 gate = {"passed": "gate passed", "failed": "GATE FAILED", "refused": "GATE REFUSED"}[self.gate.verdict]
-            return ([one_line_summary(self.store, self.run_id, gate=gate)] + [line for line in lines if line.startswith(ALERT_PREFIXES)]
-                    + errors)
+            head = [one_line_summary(self.store, self.run_id, gate=gate)] if self.run_id is not None else []
+            return head + [line for line in lines if line.startswith(ALERT_PREFIXES)] + errors
         return lines + errors
 
-
     def _run_lines(self, verbose: int) -> list[str]:
-        """The run's own lines (metrics, unread keys, faults, judge errors), before the gate's."""
-        from .report.terminal import run_summary_lines
+        """The run's own lines (metrics, unread keys, faults, judge errors), before the gate's. The faults are
+        shown even when there is no run to read back: they say why."""
+        from .report.terminal import fault_lines, run_summary_lines
 
-        lines = run_summary_lines(self.store, self.run_id, unread_keys=self.unread_config_keys(), faults=self.faults, verbose=verbose)
+        if self.run_id is None:
+            lines = fault_lines(self.faults)
+        else:
+            try:
+                lines = run_summary_lines(self.store, self.run_id, unread_keys=self.unread_config_keys(), faults=self.faults,
+                                          verbose=verbose)
+            except Exception as exc:  # noqa: BLE001 - a database that broke during the run
+                lines = fault_lines([f"could not read the run back from {self.settings.db_path}: {exc}", *self.faults])
         lines.extend(f"JUDGE ERROR {error}" for error in self.batch_errors)
-        if self.status == "incomplete":
+        if self.unrecorded:
+            ran = sum(self.outcomes.values())  # every item handed to record(), written or not
+            where = f"this run is {self.status}, never `latest`" if self.status else "the run was not stored"
+            lines.append(f"WARNING {self.unrecorded} of {ran} items lost: the database could not record them "
+                         f"(see the FAULT lines); {where}")
+        if self.status == "incomplete" and self.judge_failed:
             lines.append("WARNING run incomplete: some items' judge requests failed after retries; their answer metrics are missing")
         return lines

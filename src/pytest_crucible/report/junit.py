@@ -3,7 +3,10 @@
 The gate becomes a test case of its own, ``crucible::gate`` (classname ``crucible``, name ``gate``):
 reports sent through ``pytest_runtest_logreport`` at session end, before pytest's junitxml writes
 its file. It fails with every ``GATE FAILED`` line (the first is the message), is an error when the
-gate refused (the refusal and its HINT), is skipped or passes. The testsuite carries the run and the
+gate refused (the refusal and its HINT), is skipped or passes. The session's faults (items the
+database could not record, a report that could not be written) fail a test case of their own,
+``crucible::faults``, with every ``FAULT`` line: a dashboard is red when the items are green but the
+run was not stored whole, gate or no gate. The testsuite carries the run and the
 verdict as <properties> (``crucible.runId``, ``crucible.configHash``, ``crucible.baseline``,
 ``crucible.verdict``), through junitxml's own object. Everything is read from the ``GateResult``,
 never recomputed. pytest is imported only where the reports are built (the plugin calls
@@ -20,25 +23,27 @@ if TYPE_CHECKING:
 
 GATE_NODEID = "crucible::gate"
 GATE_LOCATION = ("crucible", None, "crucible gate")
+FAULTS_NODEID = "crucible::faults"
+FAULTS_LOCATION = ("crucible", None, "crucible faults")
 
 
-class GateCrash:
+class CaseCrash:
     """What junit takes as the message (and the terminal's short summary as the reason)."""
 
-    def __init__(self, message: str):
-        self.message = message
+    def __init__(self, message: str, nodeid: str):
+        self.message, self.nodeid = message, nodeid
 
     def __str__(self) -> str:
-        return f"{GATE_NODEID}: {self.message}"
+        return f"{self.nodeid}: {self.message}"
 
 
-class GateRepr:
-    """The longrepr of the gate's report: junit's message is the first line (``reprcrash``), its text
-    every line (``str``); the terminal prints one pointer (its crucible section lists the lines)."""
+class CaseRepr:
+    """The longrepr of a crucible test case's report: junit's message is the first line (``reprcrash``), its
+    text every line (``str``); the terminal prints one pointer (its crucible section lists the lines)."""
 
-    def __init__(self, lines: list[str], pointer: str):
+    def __init__(self, lines: list[str], pointer: str, nodeid: str = GATE_NODEID):
         self.lines, self.pointer = lines, pointer
-        self.reprcrash = GateCrash(lines[0])
+        self.reprcrash = CaseCrash(lines[0], nodeid)
 
     def toterminal(self, tw) -> None:
         tw.line(self.pointer)
@@ -53,13 +58,22 @@ def gate_case(gate: "GateResult") -> tuple[str, str, Any]:
     if gate.verdict == "failed":
         n = len(gate.failures)
         lines = [f"GATE FAILED {reason}" for reason in gate.failures] or [gate.summary()]
-        return "failed", "call", GateRepr(lines, f"the gate failed ({n} reason{'s' if n != 1 else ''}): see the crucible section below")
+        return "failed", "call", CaseRepr(lines, f"the gate failed ({n} reason{'s' if n != 1 else ''}): see the crucible section below")
     if gate.verdict == "refused":
         first, *rest = (gate.refusal or "").splitlines() or [""]
-        return "failed", "setup", GateRepr([f"GATE REFUSED {first}", *rest], "the gate refused to compare: see the crucible section below")
+        return "failed", "setup", CaseRepr([f"GATE REFUSED {first}", *rest], "the gate refused to compare: see the crucible section below")
     if gate.verdict == "skipped":
         return "skipped", "call", (GATE_LOCATION[0], 0, f"Skipped: {gate.summary()}")
     return "passed", "call", None
+
+
+def faults_case(faults: list[str]) -> tuple[str, str, Any]:
+    """(outcome, when, longrepr) of the faults' test case: failed at call, one line per fault."""
+    from .terminal import fault_lines  # here: plugin.py imports this module in every pytest session
+
+    n = len(faults)
+    pointer = f"{n} fault{'s' if n != 1 else ''}: the run was not recorded or reported whole, see the crucible section below"
+    return "failed", "call", CaseRepr(fault_lines(faults), pointer, FAULTS_NODEID)
 
 
 def suite_properties(crucible: "CrucibleSession") -> dict[str, str]:
@@ -74,9 +88,12 @@ def suite_properties(crucible: "CrucibleSession") -> dict[str, str]:
 
 def report_to_junit(session, crucible: "CrucibleSession") -> None:
     """On the controller, after the gate decided and before junitxml writes its file: the gate's test case
-    (only when a gate was asked for), then the testsuite properties (only with --junitxml)."""
+    (only when a gate was asked for), the faults' test case (only when there are faults), then the testsuite
+    properties (only with --junitxml)."""
     if crucible.gate is not None:
-        _report_gate(session, crucible.gate)
+        _report_case(session, GATE_NODEID, GATE_LOCATION, *gate_case(crucible.gate))
+    if crucible.faults:
+        _report_case(session, FAULTS_NODEID, FAULTS_LOCATION, *faults_case(crucible.faults))
     config = session.config
     xml = next((plugin for plugin in config.pluginmanager.get_plugins() if hasattr(plugin, "add_global_property")), None)
     if xml is not None and config.getoption("xmlpath", None):
@@ -84,18 +101,17 @@ def report_to_junit(session, crucible: "CrucibleSession") -> None:
             xml.add_global_property(name, value)
 
 
-def _report_gate(session, gate: "GateResult") -> None:
+def _report_case(session, nodeid: str, location: tuple, outcome: str, when: str, longrepr: Any) -> None:
     """setup, the verdict's phase, teardown (junitxml closes a test case on its teardown report). Every
-    reporter receives them: the terminal counts the gate and names it in its short summary. The exit
-    status stays as the session decided it, and the gate does not count towards --maxfail."""
+    reporter receives them: the terminal counts the case and names it in its short summary. The exit
+    status stays as the session decided it, and the case does not count towards --maxfail."""
     import pytest  # here: the rest of this module is pure
 
-    outcome, when, longrepr = gate_case(gate)
     phases = ([("setup", "passed", None)] if when == "call" else []) + [(when, outcome, longrepr), ("teardown", "passed", None)]
     testsfailed = session.testsfailed
-    session.testsfailed = testsfailed - 1  # pytest counts a failed report towards --maxfail: the gate is not an item
+    session.testsfailed = testsfailed - 1  # pytest counts a failed report towards --maxfail: the case is not an item
     for phase, phase_outcome, phase_longrepr in phases:
-        report = pytest.TestReport(GATE_NODEID, GATE_LOCATION, {}, phase_outcome, phase_longrepr, phase)
+        report = pytest.TestReport(nodeid, location, {}, phase_outcome, phase_longrepr, phase)
         if phase == when:  # read by the plugin's pytest_report_teststatus while the report is sent
             report.crucible_live_status = ("error" if when == "setup" else outcome), "", ""
         session.config.hook.pytest_runtest_logreport(report=report)

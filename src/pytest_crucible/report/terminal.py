@@ -209,12 +209,14 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
         from ..store.ledgers import latest_judge_calibration
 
         lines.append(calibration_line(latest_judge_calibration(store, run["judge_model"], run.get("judge_prompt_version"))))
+    from ..runs import metric_means, unrecorded_items
+
     errored = sum(1 for row in results if row.get("error"))
     skipped = run.get("n_skipped") or 0
+    lost = unrecorded_items(run)  # ran, but the database could not record them: no outcome to show
     counts_text = (f": {len(results) - errored} scored, {errored} errored" + (f", {skipped} skipped" if skipped else "")
-                   if errored or skipped else "")
-    lines.append(f"items {len(results)} ({outcome_text or 'none'}){counts_text}")
-    from ..runs import metric_means
+                   + (f", {lost} lost" if lost else "") if errored or skipped or lost else "")
+    lines.append(f"items {len(results) + lost} ({outcome_text or 'none'}){counts_text}")
 
     items, item_metrics = store.golden_items(run_id), store.item_metrics(run_id)  # read once for every view below
     means = metric_means(item_metrics)
@@ -227,6 +229,8 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
             lines.extend(metric_table(kind_table, k))
     elif means:
         lines.extend(metric_table(means, k))
+    elif lost and not results:
+        lines.append(f"  no metrics: no item could be recorded ({lost} lost); this run is {run['status']}")
     elif results and all(row.get("error") for row in results):
         lines.append(f"  no metrics: every item's pipeline call errored ({len(results)} errored); this run is {run['status']}")
     else:
@@ -273,6 +277,10 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
     textless = textless_chunks_line(run, results)
     if textless:
         lines.append(textless)
-    for fault in faults:
-        lines.append(f"FAULT {fault}")
+    lines.extend(fault_lines(faults))
     return lines
+
+
+def fault_lines(faults) -> list[str]:
+    """One ``FAULT`` line per fault of the session (a write, a report or a comparison that failed)."""
+    return [f"FAULT {fault}" for fault in faults]

@@ -1,7 +1,9 @@
 """``crucible serve``: the HTTP API over the results store (extra ``pytest-crucible[server]``).
 
 This package's ``__init__`` imports neither FastAPI nor uvicorn, so the CLI can tell a user
-without the extra what to install; ``app`` holds the application itself.
+without the extra what to install; ``app`` holds the application itself, ``serving`` the uvicorn
+server around it (read deadlines, the connection limit, the access log), ``limits`` the counters
+that bound what clients may cost it (their defaults: ``defaults.ServerLimits``).
 """
 
 from __future__ import annotations

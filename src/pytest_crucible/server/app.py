@@ -6,17 +6,26 @@ read-only, per request; promote writes through the normal Store. Every ``/api/``
 needs a bearer key (``pytest_crucible.keys``), looked up per request so a revocation
 holds from the next one; a key sees its own workspace only, and a run of another
 workspace answers exactly as a run that does not exist.
+
+What a client may cost is bounded (``ServerLimits``; the counters in ``limits``): wrong keys per
+address, compares computed at once (each in a pool of its own, so they never hold up a key check
+or a list), promotes per key, the time to send a body. Compares of complete runs are answered
+from memory the second time.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Callable, Iterator, Literal, TypeVar
 
+import anyio
 from fastapi import Depends, FastAPI, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -29,21 +38,36 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .. import __version__
 from ..golden_set import field_path
 from ..json_input import json_problem, shown
-from ..keys import READ_SCOPES, WRITE_FEEDBACK_SCOPE, ApiKey, authenticate
+from ..keys import READ_SCOPES, WRITE_FEEDBACK_SCOPE, ApiKey, authenticate, upgrade_legacy_hash
 from ..promote import PromoteError, PromoteNotFound, PromoteRequest, parse_request, promote
 from ..report.views import run_metrics_document, run_summary_json
-from ..defaults import DEFAULT_SEED, MIN_PAIRS
+from ..defaults import DEFAULT_SEED, MIN_PAIRS, ServerLimits
 from ..gate import GateSettings, decide_stored, parse_floors, parse_metric_list
 from ..runs import load_run
 from ..store import Store, StoreError
+from ..store.ledgers import ledger_marks
 from ..workspace import parse_label_filters
+from .limits import AnswerCache, ConcurrencyBound, WindowLimit
 from .models import ComparisonDocument, ErrorBody, FieldProblem, PromoteResponse, RunList, RunMetrics
 
 log = logging.getLogger("pytest_crucible.server")
 
 MAX_BODY_BYTES = 64 * 1024
+#: Most label filters in one run list: each is a JSON lookup in SQL, and ~1000 of them overflow SQLite's expression tree.
+MAX_LABEL_FILTERS = 20
+#: Seconds a client turned away by the compare bound is asked to wait (a compare takes about one).
+COMPARE_RETRY_AFTER = 2
+#: Threads checking keys: a pool of their own, so a key check never waits behind other work.
+AUTH_THREADS = 4
 REALM = 'Bearer realm="crucible"'
 RUNS_HINT = "GET /api/v1/evals/runs lists the runs this key can read"
+
+Result = TypeVar("Result")
+
+
+async def _in_pool(pool: ThreadPoolExecutor, work: Callable[..., Result], *args: Any) -> Result:
+    """``work(*args)`` in one of ``pool``'s threads, awaited without holding the event loop."""
+    return await asyncio.get_running_loop().run_in_executor(pool, partial(work, *args))
 
 
 class ApiError(Exception):
@@ -73,34 +97,33 @@ def _split_hint(text: str) -> tuple[str, str | None]:
 
 # -- middleware: pure ASGI, so they answer before any routing or body parsing ------------------
 class BodySizeLimit:
-    """Refuse request bodies over ``max_bytes`` with 413, declared or streamed (the body is buffered: it is small)."""
+    """Refuse request bodies over ``max_bytes`` with 413, declared or streamed (the body is buffered: it is
+    small), and bodies not all in within ``read_timeout`` seconds with 408 (a trickled body held its
+    connection for as long as the client liked). Both answers close the connection."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES):
-        self.app, self.max_bytes = app, max_bytes
+    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES, read_timeout: float = ServerLimits.read_timeout):
+        self.app, self.max_bytes, self.read_timeout = app, max_bytes, read_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        too_large = ApiError(413, "too_large", f"the request body is larger than {self.max_bytes} bytes",
-                             hint="a promote body is one correction: a question, its assertions and citations")
-        declared = Headers(scope=scope).get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await too_large.response()(scope, receive, send)
+        try:
+            declared = Headers(scope=scope).get("content-length")
+            if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+                raise self._too_large()
+            with anyio.fail_after(self.read_timeout):
+                body = await self._read(receive)
+        except TimeoutError:
+            await ApiError(408, "request_timeout", f"the request body did not arrive within {self.read_timeout:g} s",
+                           hint="send the whole body at once", headers={"Connection": "close"}).response()(scope, receive, send)
             return
-        chunks, size, more = [], 0, True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":
-                return  # the client went away
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_bytes:
-                await too_large.response()(scope, receive, send)
-                return
-            chunks.append(chunk)
-            more = message.get("more_body", False)
-        body, replayed = b"".join(chunks), False
+        except ApiError as refused:
+            await refused.response()(scope, receive, send)
+            return
+        if body is None:
+            return  # the client went away
+        replayed = False
 
         async def replay() -> dict[str, Any]:
             nonlocal replayed
@@ -111,6 +134,26 @@ class BodySizeLimit:
 
         await self.app(scope, replay, send)
 
+    def _too_large(self) -> ApiError:
+        return ApiError(413, "too_large", f"the request body is larger than {self.max_bytes} bytes",
+                        hint="a promote body is one correction: a question, its assertions and citations",
+                        headers={"Connection": "close"})
+
+    async def _read(self, receive: Receive) -> bytes | None:
+        """The whole body; None when the client went away. Raises the 413 as soon as it is too large."""
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                raise self._too_large()
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        return b"".join(chunks)
+
 
 def bearer_token(headers: Headers) -> str | None:
     scheme, _, token = headers.get("authorization", "").partition(" ")
@@ -119,23 +162,41 @@ def bearer_token(headers: Headers) -> str | None:
     return token.strip() or None
 
 
-class BearerAuth:
-    """Every ``/api/`` request needs a live key: 401 before routing, validation or any lookup of data."""
+def client_address(scope: Scope) -> str:
+    """The client's address: the peer's, or the X-Forwarded-For of a proxy uvicorn trusts (FORWARDED_ALLOW_IPS)."""
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
 
-    def __init__(self, app: ASGIApp, db_path: Path):
-        self.app, self.db_path = app, db_path
+
+class BearerAuth:
+    """Every ``/api/`` request needs a live key: 401 before routing, validation or any lookup of data.
+
+    An address that sent ``failures.limit`` wrong keys within the window is answered 429 at once, with
+    Retry-After, whatever key it sends: no key is looked up or hashed for it until the window moves on.
+    Keys are checked in a pool of threads of their own, so no other work can hold a check up."""
+
+    def __init__(self, app: ASGIApp, db_path: Path, failures: WindowLimit, pool: ThreadPoolExecutor):
+        self.app, self.db_path, self.failures, self.pool = app, db_path, failures, pool
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not scope["path"].startswith("/api/"):
             await self.app(scope, receive, send)
             return
         token = bearer_token(Headers(scope=scope))
+        address = client_address(scope)
+        wait = self.failures.retry_after(address) if token else None
         try:
-            key = await run_in_threadpool(self._lookup, token) if token else None
+            if wait is not None:
+                raise ApiError(429, "too_many_requests", f"too many requests with a wrong API key from this address; "
+                                                         f"retry in {wait} s", hint="check the key the client sends",
+                               headers={"Retry-After": str(wait)})
+            key = await _in_pool(self.pool, self._lookup, token) if token else None
         except ApiError as exc:
             await exc.response()(scope, receive, send)
             return
         if key is None:
+            if token:
+                self.failures.record(address)
             error = ApiError(401, "unauthorized", "a valid API key is required" if token else "no API key: send Authorization: Bearer KEY",
                              hint="create one with `crucible keys create --workspace NAME --scope runs:read`",
                              headers={"WWW-Authenticate": f'{REALM}, error="invalid_token"' if token else REALM})
@@ -146,7 +207,25 @@ class BearerAuth:
 
     def _lookup(self, token: str) -> ApiKey | None:
         with _reading(self.db_path) as store:
-            return authenticate(store, token)
+            key = authenticate(store, token)
+        if key is not None and key.legacy_hash:
+            self._upgrade(key, token)
+        return key
+
+    def _upgrade(self, key: ApiKey, token: str) -> None:
+        """Store the key's HMAC hash in place of its legacy PBKDF2 one (keys.upgrade_legacy_hash), once;
+        a failure costs only the speed-up: the key keeps working."""
+        try:
+            store = Store.open(self.db_path, create=False)
+        except StoreError as exc:
+            log.warning("cannot re-hash API key %s (it keeps working, checked the slow way): %s", key.id, exc)
+            return
+        try:
+            upgrade_legacy_hash(store, token)
+        except sqlite3.Error as exc:
+            log.warning("cannot re-hash API key %s (it keeps working, checked the slow way): %s", key.id, exc)
+        finally:
+            store.close()
 
 
 @contextmanager
@@ -171,7 +250,8 @@ bearer_scheme = HTTPBearer(auto_error=False, bearerFormat="crk_<id>_<secret>",
 
 
 def _key_with_scope(*any_of: str):
-    def dependency(request: Request, _: Any = Security(bearer_scheme)) -> ApiKey:
+    # async (it only reads the request's state): a sync dependency would take a worker thread.
+    async def dependency(request: Request, _: Any = Security(bearer_scheme)) -> ApiKey:
         key: ApiKey = request.state.api_key
         if not key.allows(*any_of):
             raise ApiError(403, "forbidden", f"this key lacks the scope {' or '.join(any_of)}",
@@ -185,7 +265,7 @@ read_key = _key_with_scope(*READ_SCOPES)
 feedback_key = _key_with_scope(WRITE_FEEDBACK_SCOPE)
 
 
-def feedback_key_of_path(workspaceId: str, key: ApiKey = Depends(feedback_key)) -> ApiKey:  # noqa: N803 (the spec's name)
+async def feedback_key_of_path(workspaceId: str, key: ApiKey = Depends(feedback_key)) -> ApiKey:  # noqa: N803 (the spec's name)
     """A feedback:write key of the path's workspace. Decided from the path and the key alone, never
     from stored data, so the same 403 answers for a workspace that exists and one that does not."""
     if workspaceId != key.workspace:
@@ -201,16 +281,31 @@ def _run_of_workspace(store: Store, run_id: str, workspace: str) -> str:
     return run_id
 
 
+def _comparison_identity(db_path: Path, a: str, b: str, workspace: str) -> tuple[Any, ...] | None:
+    """What a comparison of runs ``a`` and ``b`` depends on besides its options, when both are complete
+    (None otherwise: a running, incomplete or interrupted run may still change, so its comparison is
+    never kept). Raises the 404 of a run that is not the workspace's, before anything else is read."""
+    with _reading(db_path) as store:
+        runs = [store.get_run(_run_of_workspace(store, run_id, workspace)) for run_id in (a, b)]
+        if any(run["status"] != "complete" for run in runs):
+            return None
+        # A complete run never changes; the judgments and calibrations a comparison also reads may grow.
+        return a, runs[0]["finished_at"], b, runs[1]["finished_at"], ledger_marks(store)
+
+
 def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     described = {401: "no key, or not a live one", 403: "the key lacks the scope (or the workspace)",
-                 404: "no such run in the key's workspace", 409: "the runs cannot be compared",
-                 413: "request body over 64 KiB", 422: "a parameter or the body is invalid",
-                 503: "the results database cannot be read"}
+                 404: "no such run in the key's workspace", 408: "the request body did not arrive in time",
+                 409: "the runs cannot be compared", 413: "request body over 64 KiB",
+                 422: "a parameter or the body is invalid",
+                 429: "too many wrong keys from this address (every endpoint), or promotes by this key; see Retry-After",
+                 503: "the results database cannot be read, or (compare) the server computes as many compares as it "
+                      "takes at once; see Retry-After"}
     return {status: {"model": ErrorBody, "description": described[status]} for status in statuses}
 
 
 # -- the application ---------------------------------------------------------------------------
-def create_app(db_path: str | Path) -> FastAPI:
+def create_app(db_path: str | Path, limits: ServerLimits = ServerLimits()) -> FastAPI:
     db_path = Path(db_path)
     app = FastAPI(
         title="pytest-crucible",
@@ -218,9 +313,16 @@ def create_app(db_path: str | Path) -> FastAPI:
         description="Read runs' metrics, compare two runs behind two significance gates, and promote a reviewed "
                     "correction into a draft golden item. Every /api/ call needs a bearer key scoped to one workspace.",
         docs_url=None, redoc_url=None,  # those pages load scripts from a CDN; /openapi.json is the document
+        # A slash-redirect's Location is built from the client's Host header (an open redirect): 404 instead.
+        redirect_slashes=False,
     )
-    app.add_middleware(BearerAuth, db_path=db_path)
-    app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)  # added last: runs first
+    compare_bound = ConcurrencyBound(limits.max_compares)
+    compare_pool = ThreadPoolExecutor(max(1, limits.max_compares), thread_name_prefix="crucible-compare")
+    compare_answers: AnswerCache[tuple[Any, ...]] = AnswerCache(limits.compare_cache)
+    promotes = WindowLimit(limits.promotes_per_minute)
+    app.add_middleware(BearerAuth, db_path=db_path, failures=WindowLimit(limits.auth_failures),
+                       pool=ThreadPoolExecutor(AUTH_THREADS, thread_name_prefix="crucible-auth"))
+    app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES, read_timeout=limits.read_timeout)  # added last: runs first
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
@@ -261,13 +363,13 @@ def create_app(db_path: str | Path) -> FastAPI:
         return ApiError(500, "internal", "the server failed on this request", hint="the server's operator: see the server log").response()
 
     @app.get("/api/v1/evals/runs", response_model=RunList, response_model_exclude_unset=True,
-             responses=_errors(401, 403, 422, 503), tags=["runs"], operation_id="listRuns",
+             responses=_errors(401, 403, 408, 422, 429, 503), tags=["runs"], operation_id="listRuns",
              summary="List the runs of the key's workspace")
     def list_runs(
         key: ApiKey = Depends(read_key),
         workspace: str | None = Query(None, description="only the key's own workspace can be read"),
         config_hash: str | None = Query(None, alias="configHash", max_length=64, description="configHash or a prefix of it"),
-        label: list[str] = Query([], description="KEY:VALUE; repeat to require several labels"),
+        label: list[str] = Query([], max_length=MAX_LABEL_FILTERS, description="KEY:VALUE; repeat to require several labels"),
         limit: int = Query(100, ge=1, le=1000),
     ) -> Any:
         """Newest first. Bearer · kb:read or runs:read."""
@@ -285,9 +387,9 @@ def create_app(db_path: str | Path) -> FastAPI:
         return {"runs": [run_summary_json(run) for run in runs]}
 
     @app.get("/api/v1/evals/runs/compare", response_model=ComparisonDocument, response_model_exclude_unset=True,
-             responses=_errors(401, 403, 404, 409, 422, 503), tags=["runs"], operation_id="compareRuns",
+             responses=_errors(401, 403, 404, 408, 409, 422, 429, 503), tags=["runs"], operation_id="compareRuns",
              summary="Paired comparison of two runs")
-    def compare_two_runs(
+    async def compare_two_runs(
         a: str = Query(..., min_length=1, description="Baseline run id."),
         b: str = Query(..., min_length=1, description="Candidate run id."),
         gate: str | None = Query(None, max_length=2000, description="M1,M2: the gated metrics (default every compared one)."),
@@ -305,31 +407,55 @@ def create_app(db_path: str | Path) -> FastAPI:
         """Per-metric deltas over the shared golden items, BCa bootstrap CIs, permutation p-values and a
         two-gate significant flag (seeded, deterministic), with the gate's verdict: the one the plugin and
         `crucible compare` give on the same pair with the same options. Refuses (409) runs judged by
-        different judge models or prompt versions, and incomplete runs unless allowIncomplete.
-        Bearer · kb:read or runs:read."""
-        with _reading(db_path) as store:
-            baseline = load_run(store, _run_of_workspace(store, a, key.workspace), golden=True, rankings=rescore)
-            candidate = load_run(store, _run_of_workspace(store, b, key.workspace), golden=True, rankings=rescore)
-            k = candidate.resolved.get("retrievalLimit")  # metric names as the terminal shows them (recall@10)
-            parsed = {}
-            for field, parse in (("failUnder", lambda: parse_floors(failUnder, "failUnder", k)),
-                                 ("gate", lambda: parse_metric_list(gate, "gate", k))):
-                try:
-                    parsed[field] = parse()
-                except ValueError as exc:
-                    message, hint = _split_hint(str(exc))
-                    raise ApiError(422, "invalid_request", f"query: {message}", hint=hint,
-                                   fields=[FieldProblem(location="query", field=field, message=message)]) from None
-            settings = GateSettings(baseline=a, gate=parsed["gate"], floors=parsed["failUnder"], seed=seed, multiple=multiple,
-                                    allow_incomplete=allowIncomplete, min_pairs=minPairs, rescore=rescore)
-            result = decide_stored(store, candidate, baseline, settings)
-        if result.verdict == "refused":
-            message, hint = _split_hint(result.refusal or "the runs cannot be compared")
-            raise ApiError(409, "conflict", message, hint=hint)
-        return {**result.comparison.to_json(), "gate": result.to_json()}
+        different judge models or prompt versions, and incomplete runs unless allowIncomplete. A compare of
+        two complete runs is answered from memory the next time; the server computes a bounded number at
+        once, and answers 503 with Retry-After beyond it. Bearer · kb:read or runs:read."""
+
+        def compute() -> tuple[Any, ...]:
+            try:
+                with _reading(db_path) as store:
+                    baseline = load_run(store, _run_of_workspace(store, a, key.workspace), golden=True, rankings=rescore)
+                    candidate = load_run(store, _run_of_workspace(store, b, key.workspace), golden=True, rankings=rescore)
+                    k = candidate.resolved.get("retrievalLimit")  # metric names as the terminal shows them (recall@10)
+                    parsed = {}
+                    for field, parse in (("failUnder", lambda: parse_floors(failUnder, "failUnder", k)),
+                                         ("gate", lambda: parse_metric_list(gate, "gate", k))):
+                        try:
+                            parsed[field] = parse()
+                        except ValueError as exc:
+                            message, hint = _split_hint(str(exc))
+                            raise ApiError(422, "invalid_request", f"query: {message}", hint=hint,
+                                           fields=[FieldProblem(location="query", field=field, message=message)]) from None
+                    settings = GateSettings(baseline=a, gate=parsed["gate"], floors=parsed["failUnder"], seed=seed,
+                                            multiple=multiple, allow_incomplete=allowIncomplete, min_pairs=minPairs,
+                                            rescore=rescore)
+                    result = decide_stored(store, candidate, baseline, settings)
+            finally:
+                compare_bound.release()  # here, not in the awaiting request: the work ends when this thread is done
+            if result.verdict == "refused":
+                return ("refused", *_split_hint(result.refusal or "the runs cannot be compared"))
+            return ("compared", {**result.comparison.to_json(), "gate": result.to_json()})
+
+        # Cheap, and first: a run of another workspace is a 404 whatever is kept or computed.
+        identity = await run_in_threadpool(_comparison_identity, db_path, a, b, key.workspace)
+        remembered = None if identity is None else (identity, gate, tuple(failUnder), seed, multiple, allowIncomplete,
+                                                     rescore, minPairs)
+        answer = None if remembered is None else compare_answers.get(remembered)
+        if answer is None:
+            if not compare_bound.try_acquire():
+                raise ApiError(503, "busy", f"the server is computing {limits.max_compares} compare(s), as many as it takes "
+                                            "at once; nothing was computed for this request",
+                               hint=f"retry after {COMPARE_RETRY_AFTER} s (the operator can raise crucible serve --max-compares)",
+                               headers={"Retry-After": str(COMPARE_RETRY_AFTER)})
+            answer = await _in_pool(compare_pool, compute)
+            if remembered is not None:
+                compare_answers.put(remembered, answer)
+        if answer[0] == "refused":
+            raise ApiError(409, "conflict", answer[1], hint=answer[2])
+        return answer[1]
 
     @app.get("/api/v1/evals/runs/{id}/metrics", response_model=RunMetrics, response_model_exclude_unset=True,
-             responses=_errors(401, 403, 404, 422, 503), tags=["runs"], operation_id="getRunMetrics",
+             responses=_errors(401, 403, 404, 408, 422, 429, 503), tags=["runs"], operation_id="getRunMetrics",
              summary="A run's metrics")
     def run_metrics(id: str, key: ApiKey = Depends(read_key)) -> Any:  # noqa: A002 (the spec's name)
         """Retrieval, RAGAS and abstention metrics for one run, overall and by question facet.
@@ -338,21 +464,34 @@ def create_app(db_path: str | Path) -> FastAPI:
             return run_metrics_document(store, _run_of_workspace(store, id, key.workspace))
 
     @app.post("/api/w/{workspaceId}/evals/feedback/promote", status_code=201, response_model=PromoteResponse,
-              response_model_exclude_unset=True, responses=_errors(401, 403, 404, 413, 422, 503), tags=["feedback"],
+              response_model_exclude_unset=True, responses=_errors(401, 403, 404, 408, 413, 422, 429, 503), tags=["feedback"],
               operation_id="promoteFeedback",
               summary="Promote a reviewed correction into a draft golden item")
     def promote_correction(workspaceId: str, body: PromoteRequest, key: ApiKey = Depends(feedback_key_of_path)) -> Any:  # noqa: N803
         """Creates the draft golden item (must-assertions, citation anchors, tags) and the linked eval_feedback
         row in one transaction; a validation or write failure leaves both out. The run must belong to the
-        workspace, and resultId (when given) to the run. Calls no model. Bearer · feedback:write."""
+        workspace, and resultId (when given) to the run. The feedback row records the key that wrote it,
+        apart from correctedBy (the reviewer; the key, as key:<id>, when left out). A key promotes at most a
+        set number of corrections a minute (429 beyond). Calls no model. Bearer · feedback:write."""
+        wait = promotes.take(key.id)
+        if wait is not None:
+            raise ApiError(429, "too_many_requests", f"this key sent {limits.promotes_per_minute} promotes within a minute; "
+                                                     f"retry in {wait} s",
+                           hint="the operator can raise crucible serve --max-promotes", headers={"Retry-After": str(wait)})
         try:
-            # The core's own checks as well (text SQLite can store, sane nesting), as `crucible promote` runs them.
+            # The core's own checks as well (text SQLite can store, no control characters, sane nesting), as
+            # `crucible promote` runs them.
             body = parse_request(body.model_dump(by_alias=True, exclude_unset=True), source="body")
         except PromoteError as exc:
             message, hint = _split_hint(str(exc))
             raise ApiError(422, "invalid_request", message, hint=hint) from None
+        own = f"key:{key.id}"
         if body.corrected_by is None:
-            body = body.model_copy(update={"corrected_by": f"key:{key.id}"})
+            body = body.model_copy(update={"corrected_by": own})
+        elif body.corrected_by.startswith("key:") and body.corrected_by != own:
+            # key:<id> is how the server names the writing key; a body may not name another one.
+            raise ApiError(422, "invalid_request", f"body: field 'correctedBy': names another API key ({shown(body.corrected_by)})",
+                           hint="name the reviewer, or leave correctedBy out: the key that sends the request is recorded")
         try:
             store = Store.open(db_path, create=False)
         except StoreError as exc:
@@ -360,7 +499,7 @@ def create_app(db_path: str | Path) -> FastAPI:
             raise ApiError(503, "unavailable", "the results database cannot be written right now",
                            hint="the server's operator: see the server log") from None
         try:
-            return promote(store, body, source="body", workspace=key.workspace)
+            return promote(store, body, source="body", workspace=key.workspace, api_key_id=key.id)
         except PromoteNotFound as exc:
             message, _ = _split_hint(str(exc))
             raise ApiError(404, "not_found", message, hint=RUNS_HINT) from None

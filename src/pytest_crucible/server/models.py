@@ -28,7 +28,8 @@ class FieldProblem(BaseModel):
 class ErrorBody(BaseModel):
     """Every error answer: a machine code, one line for people, and a hint."""
 
-    error: str = Field(description="unauthorized, forbidden, not_found, conflict, too_large, invalid_request, unavailable, internal")
+    error: str = Field(description="unauthorized, forbidden, not_found, request_timeout, conflict, too_large, invalid_request, "
+                                   "too_many_requests, busy, unavailable, internal")
     message: str
     hint: str | None = None
     fields: list[FieldProblem] | None = Field(default=None, description="422 only: each invalid field")

@@ -35,6 +35,16 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _create_owner_only(path: Path) -> None:
+    """Create the empty database file readable and writable by its owner only (0600): it holds the
+    runs' questions and answers, and the API keys' hashes. SQLite gives its -wal and -shm files the
+    same mode. A file another process created first is left as it is."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        pass
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -45,6 +55,10 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+# A file SQLite cannot read: its runs are lost to crucible either way, and writing into it would only bury that.
+_DAMAGED_HINT = "move it aside (`sqlite3 FILE .recover` may save its rows) or point --crucible-db (crucible: --db) elsewhere"
+
+
 class Store:
     def __init__(self, db: sqlite_utils.Database, path: Path):
         self.db = db
@@ -52,15 +66,25 @@ class Store:
 
     # -- opening ---------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | Path, *, create: bool = True) -> "Store":
+    def open(cls, path: str | Path, *, create: bool = True, verify: bool = False) -> "Store":
+        """Open (and migrate) the database; ``create``: a missing file is a new database. ``verify``: read
+        every page first (``PRAGMA quick_check``, about 0.15 s per 100 MB), so damage that opening alone
+        does not reach is refused up front rather than found by a write half way through a run."""
         path = Path(path)
         if not path.exists():
             if not create:
                 raise StoreError(f"{path}: no crucible database here\nHINT: run the golden set once first, or point at the database (pytest: --crucible-db, crucible: --db)")
             path.parent.mkdir(parents=True, exist_ok=True)
+            _create_owner_only(path)
         try:
             conn = sqlite3.connect(str(path), timeout=30.0)
             conn.execute("PRAGMA busy_timeout = 30000")
+            if verify:
+                findings = [row[0] for row in conn.execute("PRAGMA quick_check(5)")]
+                if findings != ["ok"]:
+                    conn.close()
+                    found = "; ".join(" ".join(finding.split()) for finding in findings)
+                    raise StoreError(f"{path}: the crucible database is damaged: PRAGMA quick_check: {found}\nHINT: to start a new one, {_DAMAGED_HINT}")
             db = sqlite_utils.Database(conn)
             if db.journal_mode != "wal":
                 db.enable_wal()
@@ -69,7 +93,7 @@ class Store:
             store = cls(db, path)
             store._migrate()
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{path}: cannot open the crucible database: {exc}\nHINT: is it a crucible SQLite file? Point --crucible-db elsewhere to start a new one.") from None
+            raise StoreError(f"{path}: cannot open the crucible database: {exc}\nHINT: is it a crucible SQLite file? To start a new one, {_DAMAGED_HINT}") from None
         store.mark_dead_runs_interrupted()
         return store
 
@@ -198,11 +222,14 @@ class Store:
         return run_id
 
     def finish_run(self, run_id: str, *, status: str, golden_hash: str | None, judge: dict[str, Any] | None = None,
-                   unread_keys: list[str] | None = None, skipped: int = 0) -> str:
+                   unread_keys: list[str] | None = None, skipped: int = 0, unrecorded: int = 0) -> str:
         """Close a run and return its status. ``judge``: stats (requests, cache hits, ...), tokens and cost
         to keep with it; ``unread_keys``: changed config keys the pipeline never read (``crucible ablate``
-        reads them); ``skipped``: golden items not run (drafts). A run that would be complete but scored no
-        item is ``failed``: it measured nothing, so it is never a baseline and never ``latest``."""
+        reads them); ``skipped``: golden items not run (drafts); ``unrecorded``: items that ran but whose
+        scores could not be written (a full disk). A run that would be complete but scored no item is
+        ``failed``: it measured nothing, so it is never a baseline and never ``latest``. A run that lost
+        items is at best ``incomplete``, and counts them in ``n_items`` but not in ``n_scored`` or
+        ``n_errored`` (see ``runs.unrecorded_items``): its means would silently leave them out."""
         values: dict[str, Any] = {"status": status, "finished_at": utc_now(), "golden_hash": golden_hash,
                                   "unread_keys": json.dumps(unread_keys or []), "n_skipped": skipped}
         if judge:
@@ -215,8 +242,10 @@ class Store:
         with self.db.conn:
             n_items, n_errored = self.db.conn.execute(
                 "SELECT COUNT(*), COUNT(error) FROM results WHERE run_id = ?", [run_id]).fetchone()
-            values.update(n_items=n_items, n_errored=n_errored, n_scored=n_items - n_errored)
-            if n_items - n_errored == 0 and status in ("complete", "incomplete"):
+            values.update(n_items=n_items + unrecorded, n_errored=n_errored, n_scored=n_items - n_errored)
+            if unrecorded and status == "complete":
+                values["status"] = "incomplete"
+            if n_items - n_errored == 0 and values["status"] in ("complete", "incomplete"):
                 values["status"] = "failed"
             self._update_run(run_id, values)
         return values["status"]
@@ -452,8 +481,9 @@ class Store:
             where.append("workspace = ?")
             params.append(workspace)
         if config_hash:
-            where.append("config_hash LIKE ? || '%'")
-            params.append(config_hash)
+            # A prefix, taken literally: % and _ in it are not wildcards. (LIKE: either case of hex digits.)
+            where.append("config_hash LIKE ? ESCAPE '\\'")
+            params.append(config_hash.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%")
         for key, value in (labels or {}).items():
             where.append("json_extract(labels, '$.' || json_quote(?)) = ?")
             params.extend([key, value])
@@ -745,6 +775,48 @@ def read_only_rows(db_path: str | Path, sql: str, params: Iterable[Any] = ()) ->
         return []
     finally:
         conn.close()
+
+
+def check_writable(path: str | Path) -> None:
+    """Raise StoreError (the path, the cause, a HINT) when the database at ``path`` could not be written: the
+    path is a directory or lies under a regular file, or the file or its folder cannot be written (SQLite
+    writes its -wal and -shm files beside the database). Creates nothing: the checks open the file for
+    writing without changing it, and an anonymous temporary file in the folder."""
+    import tempfile
+
+    path = Path(path).absolute()
+
+    def refuse(cause: str) -> StoreError:
+        return StoreError(f"{path}: cannot write the crucible database: {cause}\n"
+                          "HINT: make it writable, or point --crucible-db (crucible: --db) at a file in a writable folder")
+
+    if path.is_dir():
+        raise refuse("it is a directory, not a file")
+    if path.exists():
+        for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            try:
+                if file.exists():
+                    os.close(os.open(file, os.O_WRONLY))
+            except OSError as exc:
+                raise refuse(f"{'the file' if file == path else file.name + ' beside it'} is not writable ({exc.strerror})") from None
+        folder = path.parent
+    else:
+        folder = next(parent for parent in path.parents if parent.exists())  # the first folder Store.open would not create
+        if not folder.is_dir():
+            raise refuse(f"{folder} is a file, not a folder")
+    try:
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as exc:
+        raise refuse(f"its folder {folder} is not writable ({exc.strerror})") from None
+
+
+def check_before_writing(path: str | Path) -> None:
+    """What a session asks before its first test: the database at ``path`` can be written, and SQLite reads
+    every page of it when it exists (``Store.open(verify=True)``; an empty file is a new database).
+    Raises StoreError with the message the CLI gives for the same file."""
+    check_writable(path)
+    if Path(path).exists():
+        Store.open(path, verify=True).close()
 
 
 def run_exists(db_path: str | Path, run_id: str) -> bool:

@@ -54,6 +54,13 @@ def set_key_revoked(db: Store | sqlite3.Connection, key_id: str, revoked_at: str
         conn.execute("UPDATE api_keys SET revoked_at = ? WHERE id = ?", [revoked_at, key_id])
 
 
+def replace_key_hash(db: Store | sqlite3.Connection, key_id: str, *, old: str, new: str) -> bool:
+    """Set the key's hash to ``new`` if it still is ``old`` (in its own transaction); whether it was set."""
+    conn = _connection(db)
+    with conn:
+        return conn.execute("UPDATE api_keys SET key_hash = ? WHERE id = ? AND key_hash = ?", [new, key_id, old]).rowcount == 1
+
+
 def count_active_keys(db: Store | sqlite3.Connection) -> int:
     """Keys not revoked."""
     return _connection(db).execute("SELECT COUNT(*) FROM api_keys WHERE revoked_at IS NULL").fetchone()[0]

@@ -17,25 +17,29 @@ from . import Store, read_only_rows
 
 def add_promoted_draft(store: Store, *, feedback_id: str, run_id: str, result_id: str | None, item_id: str | None,
                        error_class: str, evidence: str, corrected_by: str | None, note: str, draft_id: str,
-                       draft_item: dict[str, Any], created_at: str) -> None:
+                       draft_item: dict[str, Any], created_at: str, api_key_id: str | None = None) -> None:
     """Append the feedback row and create the draft golden item it links to, in ONE transaction:
-    both rows or neither (a failure of either insert rolls back both and re-raises)."""
+    both rows or neither (a failure of either insert rolls back both and re-raises). The draft
+    belongs to the run's workspace; ``api_key_id``: the API key that wrote it (None: not over HTTP)."""
     conn = store.db.conn
     with conn:
         conn.execute(
-            "INSERT INTO eval_feedback (id, run_id, result_id, item_id, error_class, evidence, corrected_by, note, golden_item_id, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [feedback_id, run_id, result_id, item_id, error_class, evidence, corrected_by, note, draft_id, created_at],
+            "INSERT INTO eval_feedback (id, run_id, result_id, item_id, error_class, evidence, corrected_by, note, golden_item_id,"
+            " created_at, api_key_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [feedback_id, run_id, result_id, item_id, error_class, evidence, corrected_by, note, draft_id, created_at, api_key_id],
         )
         conn.execute(
-            "INSERT INTO golden_drafts (id, status, item, feedback_id, created_by, created_at) VALUES (?, 'draft', ?, ?, ?, ?)",
-            [draft_id, json.dumps(draft_item, sort_keys=True), feedback_id, corrected_by, created_at],
+            "INSERT INTO golden_drafts (id, status, item, feedback_id, created_by, created_at, workspace)"
+            " VALUES (?, 'draft', ?, ?, ?, ?, (SELECT workspace FROM runs WHERE id = ?))",
+            [draft_id, json.dumps(draft_item, sort_keys=True), feedback_id, corrected_by, created_at, run_id],
         )
 
 
-def draft_golden_items(store: Store) -> list[dict[str, Any]]:
-    """Every promoted draft golden item (as stored: the golden file format), oldest first."""
-    return [json.loads(row[0]) for row in store.db.conn.execute("SELECT item FROM golden_drafts ORDER BY created_at, id")]
+def draft_golden_items(store: Store, *, workspace: str | None = None) -> list[dict[str, Any]]:
+    """The promoted draft golden items of ``workspace`` (None: of every workspace), as stored (the
+    golden file format), oldest first."""
+    return [json.loads(row[0]) for row in store.db.conn.execute(
+        "SELECT item FROM golden_drafts WHERE ? IS NULL OR workspace = ? ORDER BY created_at, id", [workspace, workspace])]
 
 
 def read_judge_cache(db_path: str | Path, judge_model: str, prompt_version: str | None = None) -> list[dict[str, Any]]:
@@ -79,6 +83,14 @@ def latest_judge_calibration(store: Store, judge_model: str, prompt_version: str
     row = dict(zip(_CALIBRATION_COLUMNS, found))
     row["figures"] = json.loads(row["figures"])
     return row
+
+
+def ledger_marks(store: Store) -> tuple[Any, ...]:
+    """Marks that move whenever what a comparison reads besides its two runs changes: the qrels ledger
+    (append-only, so its newest row id and its size) and the judge calibrations (their number and newest)."""
+    return tuple(store.db.conn.execute(
+        "SELECT (SELECT coalesce(max(id), 0) FROM qrels), (SELECT count(*) FROM qrels),"
+        " (SELECT count(*) FROM judge_calibrations), (SELECT max(created_at) FROM judge_calibrations)").fetchone())
 
 
 def promoted_corrections(store: Store) -> list[dict[str, Any]]:

@@ -158,10 +158,10 @@ def _merged_status(statuses: Iterable[str]) -> str:
     statuses = set(statuses)
     if statuses & {"interrupted", "running"}:
         return "interrupted"
-    if "incomplete" in statuses:
-        return "incomplete"
     if statuses == {"failed"}:  # no shard scored an item
         return "failed"
+    if statuses & {"incomplete", "failed"}:  # a failed shard beside others: its items are missing from the whole
+        return "incomplete"
     return "complete"
 
 
@@ -265,7 +265,8 @@ def merge_shards(shard_paths: Sequence[str | Path], output_path: str | Path, *, 
 
         golden_hash = golden_set_hash(row["item"] for row in union.values())
         warnings: list[str] = []
-        n_items = sum(len(shard.results) for shard in shards)
+        # A shard's n_items counts the items it lost (a full disk): they stay lost in the merged run.
+        n_items = sum(max(shard.run.get("n_items") or 0, len(shard.results)) for shard in shards)
         run = _merged_run(shards, golden_hash, n_items, warnings)
         # Every judgment of the ledger, oldest first across shards (the newest human one wins).
         qrels = sorted(((row["created_at"], index, row["id"], row) for index, shard in enumerate(shards)

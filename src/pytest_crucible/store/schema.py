@@ -337,6 +337,18 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX IF NOT EXISTS judge_calibrations_by_judge ON judge_calibrations (judge_model, prompt_version, created_at);
     """,
+    # version 10: a promoted draft belongs to the workspace of the run it came from (`crucible golden export`
+    # writes one workspace's drafts), and a correction promoted over HTTP records the API key that wrote it
+    # (api_key_id), apart from the reviewer its body names (corrected_by), which the caller chooses. Drafts
+    # already there take their run's workspace; the feedback rows are append-only and only gain the column.
+    """
+    ALTER TABLE eval_feedback ADD COLUMN api_key_id TEXT;
+    ALTER TABLE golden_drafts ADD COLUMN workspace TEXT NOT NULL DEFAULT 'default';
+    UPDATE golden_drafts SET workspace = coalesce(
+        (SELECT runs.workspace FROM eval_feedback JOIN runs ON runs.id = eval_feedback.run_id
+          WHERE eval_feedback.id = golden_drafts.feedback_id), 'default');
+    CREATE INDEX golden_drafts_by_workspace ON golden_drafts (workspace, created_at);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

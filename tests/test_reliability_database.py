@@ -1,0 +1,275 @@
+"""The results database on a sick CI machine: full, unwritable or corrupt. Each fails loudly, never green.
+
+- **Disk full**: SQLite's own "database or disk is full" (``PRAGMA max_page_count`` caps the file once
+  10 of 20 items are written). The run is stored ``incomplete`` with the items it lost counted, is
+  never ``latest``, the gate refuses it (exit 3), and junit carries the failure.
+- **Unwritable**: a read-only file or folder, a path under a regular file, a directory: one usage error
+  (exit 4) naming the path and the cause, before any pipeline call. A database that breaks later
+  still gets every fault in the summary.
+- **Corrupt**: truncated, random bytes, a damaged page only ``PRAGMA quick_check`` sees: one usage error
+  (exit 4) naming the file and SQLite's finding, before any pipeline call. An empty file is a new
+  database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+import pytest_crucible.session
+from helpers import db_rows, numbered_items
+
+N_ITEMS = 20
+ITEMS = numbered_items(N_ITEMS)
+
+# Every pipeline call is logged to calls.log, so a test can say none happened. Each retrieved chunk's
+# text is 6 KB: every item needs pages of its own, so a capped file cannot take one more item.
+# DISK_FULL_AFTER=N: after the Nth item (its score written), cap the file at its size (SQLite: "database or disk is full").
+CONFTEST = """
+import os
+import pytest
+
+from pytest_crucible.collection import SESSION_KEY
+
+@pytest.fixture(scope="session")
+def crucible_pipeline():
+    def pipeline(question, *, item, config, mode):
+        with open(os.path.join(os.path.dirname(__file__), "calls.log"), "a") as log:
+            log.write(item.id + "\\n")
+        n = int(item.id.split("-")[1])
+        docs = [f"noise{j}" for j in range(4)]
+        docs.insert(0 if n % 3 else 1, f"doc{n}")
+        return {"answer": "a", "retrieved": [{"chunk_id": d + "#1", "doc_id": d, "text": "x" * 6000} for d in docs]}
+    return pipeline
+
+_done = []
+
+def pytest_runtest_teardown(item):
+    _done.append(item.nodeid)
+    if len(_done) == int(os.environ.get("DISK_FULL_AFTER", 0)):
+        conn = item.config.stash[SESSION_KEY].store.db.conn
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        conn.execute(f"PRAGMA max_page_count = {pages}")
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    (pytester.path / "golden_set.jsonl").write_text("".join(json.dumps(item) + "\n" for item in ITEMS))
+    pytester.makeconftest(CONFTEST)
+    pytester.makeini("[pytest]\ncrucible_mode = component\ncrucible_outcome = record\n")
+    # Scores are written every 5 items (never on a timer), so which items are lost is the same on every machine.
+    monkeypatch.setattr(pytest_crucible.session, "FLUSH_ITEMS", 5)
+    monkeypatch.setattr(pytest_crucible.session, "FLUSH_SECONDS", 1e9)
+    return pytester
+
+
+def db_path(project: pytest.Pytester) -> Path:
+    return project.path / ".crucible" / "crucible.db"
+
+
+def pipeline_calls(project: pytest.Pytester) -> list[str]:
+    log = project.path / "calls.log"
+    return log.read_text().split() if log.exists() else []
+
+
+def good_run(project: pytest.Pytester) -> str:
+    """A complete run to be the baseline; the call log starts empty again."""
+    assert project.runpytest().ret == pytest.ExitCode.OK
+    (project.path / "calls.log").unlink()
+    [(run_id,)] = db_rows(project, "SELECT id FROM runs WHERE status = 'complete'")
+    return run_id
+
+
+def cli(project: pytest.Pytester, *args: str):
+    return project.run(sys.executable, "-m", "pytest_crucible.cli", *args, "--db", str(db_path(project)))
+
+
+def junit_cases(path: Path) -> tuple[ET.Element, dict[str, ET.Element]]:
+    """The testsuite and its crucible test cases by name (gate, faults)."""
+    suite = ET.parse(path).getroot().find("testsuite")
+    return suite, {case.get("name"): case for case in suite.iter("testcase") if case.get("classname") == "crucible"}
+
+
+def assert_one_clean_error(result: pytest.RunResult, first_line: str) -> None:
+    """Exit 4, the error on stderr as exactly two lines (the problem, then a HINT), no traceback, no test ran."""
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.outlines + result.errlines
+    errors = [line for line in result.errlines if line.strip()]
+    assert len(errors) == 2, errors
+    result.stderr.fnmatch_lines([f"ERROR: {first_line}", "HINT: *"])
+    output = "\n".join(result.outlines + result.errlines)
+    assert "INTERNALERROR" not in output and "Traceback" not in output
+    assert not re.search(r"\d+ (passed|failed)", output)
+
+
+# -- 1. disk full -------------------------------------------------------------------------------------
+def lost_counts(result: pytest.RunResult) -> list[int]:
+    return [int(n) for n in re.findall(r"^FAULT could not record (\d+) item\(s\) .*database or disk is full$",
+                                       "\n".join(result.outlines), re.MULTILINE)]
+
+
+def test_disk_full_run_is_incomplete_never_latest_and_the_gate_refuses_it(project: pytest.Pytester, monkeypatch) -> None:
+    baseline = good_run(project)
+    monkeypatch.setenv("DISK_FULL_AFTER", "10")
+    result = project.runpytest("--crucible-baseline=latest", "--junitxml=junit.xml")
+    # Items 1-10 were written before the cap; the batches of 11-15 and 16-20 were not. The 10 pairs
+    # left would have passed the gate: the run must not be compared at all.
+    assert lost_counts(result) == [5, 5], result.outlines
+    assert result.ret == 3  # the gate's refusal, never a pass
+    result.stdout.fnmatch_lines([
+        "run * status incomplete *",
+        "items 20 (10 passed): 10 scored, 0 errored, 10 lost",
+        "WARNING 10 of 20 items lost: * could not record them (see the FAULT lines); this run is incomplete*",
+        "GATE REFUSED this run is incomplete (10 items lost: never recorded in the database): refusing to compare it",
+        "HINT: *",
+    ])
+    result.stdout.no_fnmatch_line("*gate passed*")
+    [(partial, status, n_items, n_scored, n_errored)] = db_rows(
+        project, "SELECT id, status, n_items, n_scored, n_errored FROM runs WHERE id != ?", [baseline])
+    assert (status, n_items, n_scored, n_errored) == ("incomplete", 20, 10, 0)
+    assert db_rows(project, "SELECT COUNT(*) FROM results WHERE run_id = ?", [partial]) == [(10,)]
+    # junit: the gate is an error, and the lost items are a failure of their own.
+    suite, cases = junit_cases(project.path / "junit.xml")
+    assert (suite.get("failures"), suite.get("errors")) == ("1", "1")
+    [refused] = list(cases["gate"])
+    assert refused.tag == "error" and "GATE REFUSED this run is incomplete (10 items lost" in refused.get("message")
+    [failure] = list(cases["faults"])
+    assert failure.tag == "failure" and failure.get("message").startswith("FAULT could not record 5 item(s)")
+    assert len(failure.text.splitlines()) == 2 and "database or disk is full" in failure.text
+    # `latest` is still the complete run: the export and the next gate never read the partial one.
+    exported = cli(project, "export", "latest", "-o", "latest.json")
+    assert exported.ret == 0, exported.errlines
+    assert json.loads((project.path / "latest.json").read_text())["run"]["id"] == baseline
+    # Named as a candidate, the CLI's gate refuses it too.
+    compared = cli(project, "compare", baseline, partial)
+    assert compared.ret == 3
+    compared.stderr.fnmatch_lines(["GATE REFUSED this run is incomplete (10 items lost*"])
+
+
+def test_disk_full_without_a_gate_fails_the_session_and_its_junit(project: pytest.Pytester, monkeypatch) -> None:
+    good_run(project)
+    monkeypatch.setenv("DISK_FULL_AFTER", "10")
+    result = project.runpytest("--junitxml=junit.xml", "-q")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert lost_counts(result) == [5, 5]
+    # -q keeps the one line and every alert: the status and the count lost are among them.
+    result.stdout.fnmatch_lines(["crucible run * incomplete, 20 items*", "FAULT *", "FAULT *", "WARNING 10 of 20 items lost: *"])
+    suite, cases = junit_cases(project.path / "junit.xml")
+    assert "gate" not in cases and suite.get("failures") == "1"
+    assert [child.tag for child in cases["faults"]] == ["failure"]
+
+
+# -- 2. unwritable database ---------------------------------------------------------------------------
+AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+ROOT_IGNORES_PERMISSIONS = pytest.mark.skipif(AS_ROOT, reason="root writes read-only files and folders")
+
+
+def _read_only_file(project: pytest.Pytester) -> tuple[list[str], str]:
+    good_run(project)
+    db_path(project).chmod(0o444)
+    return [], "*/.crucible/crucible.db: cannot write the crucible database: the file is not writable (Permission denied)"
+
+
+def _read_only_folder(project: pytest.Pytester) -> tuple[list[str], str]:
+    good_run(project)
+    db_path(project).parent.chmod(0o555)  # SQLite writes its journal (-wal, -shm) beside the file
+    return [], "*/.crucible/crucible.db: cannot write the crucible database: its folder */.crucible is not writable (Permission denied)"
+
+
+def _under_a_file(project: pytest.Pytester) -> tuple[list[str], str]:
+    (project.path / "results").write_text("a regular file where a folder should be\n")
+    return ["--crucible-db=results/run.db"], "*/results/run.db: cannot write the crucible database: */results is a file, not a folder"
+
+
+def _a_directory(project: pytest.Pytester) -> tuple[list[str], str]:
+    (project.path / "results").mkdir()
+    return ["--crucible-db=results"], "*/results: cannot write the crucible database: it is a directory, not a file"
+
+
+@pytest.mark.parametrize("make", [
+    pytest.param(_read_only_file, marks=ROOT_IGNORES_PERMISSIONS, id="read-only file"),
+    pytest.param(_read_only_folder, marks=ROOT_IGNORES_PERMISSIONS, id="read-only folder"),
+    pytest.param(_under_a_file, id="path under a regular file"),
+    pytest.param(_a_directory, id="path is a directory"),
+])
+def test_unwritable_database_is_one_usage_error_before_any_test_runs(project: pytest.Pytester, make) -> None:
+    args, expected = make(project)
+    try:
+        result = project.runpytest(*args)
+    finally:  # let pytester clean up
+        for path in (db_path(project), db_path(project).parent):
+            if path.exists():
+                path.chmod(0o755 if path.is_dir() else 0o644)
+    assert_one_clean_error(result, expected)
+    assert pipeline_calls(project) == []
+
+
+def test_a_database_that_breaks_during_the_run_still_reports_every_fault(project: pytest.Pytester) -> None:
+    # The path is fine when the session starts; a directory takes its place before the first write.
+    project.makeconftest(CONFTEST + """
+def pytest_sessionstart(session):
+    os.mkdir("late.db")
+""")
+    result = project.runpytest("--crucible-db=late.db", "--junitxml=junit.xml")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert len(pipeline_calls(project)) == N_ITEMS
+    faults = [line for line in result.outlines if line.startswith("FAULT ")]
+    lost = [int(n) for line in faults for n in re.findall(r"^FAULT could not record (\d+) item\(s\)", line)]
+    assert lost == [5, 5, 5, 5] and all("late.db: cannot open the crucible database" in line for line in faults)
+    result.stdout.fnmatch_lines(["*= crucible =*", "WARNING 20 of 20 items lost: * could not record them*"])
+    _, cases = junit_cases(project.path / "junit.xml")
+    assert [child.tag for child in cases["faults"]] == ["failure"]
+
+
+# -- 3. corrupt database ------------------------------------------------------------------------------
+def _truncated(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _random_bytes(path: Path) -> None:
+    path.write_bytes(os.urandom(path.stat().st_size))
+
+
+def _damaged_page(path: Path) -> None:
+    """An invalid page type on the results table's root page: opening the file (and the run before this
+    fix) never reads that page until the first write; PRAGMA quick_check does."""
+    conn = sqlite3.connect(path)
+    try:
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        [(root,)] = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'results'").fetchall()
+    finally:
+        conn.close()
+    with open(path, "r+b") as db:
+        db.seek((root - 1) * page_size)
+        db.write(b"\x07")
+
+
+@pytest.mark.parametrize("damage, finding", [
+    (_truncated, "cannot open the crucible database: database disk image is malformed"),
+    (_random_bytes, "cannot open the crucible database: file is not a database"),
+    (_damaged_page, "the crucible database is damaged: PRAGMA quick_check: *"),
+], ids=["truncated to half", "random bytes", "a damaged page"])
+def test_corrupt_database_is_one_usage_error_before_any_test_runs(project: pytest.Pytester, damage, finding: str) -> None:
+    good_run(project)
+    damage(db_path(project))
+    for suffix in ("-wal", "-shm"):  # the file alone, as a copied or restored database is
+        Path(f"{db_path(project)}{suffix}").unlink(missing_ok=True)
+    result = project.runpytest("--junitxml=junit.xml")
+    assert_one_clean_error(result, f"*/.crucible/crucible.db: {finding}")
+    result.stderr.fnmatch_lines(["HINT: *move it aside*--crucible-db*"])
+    assert pipeline_calls(project) == []
+
+
+def test_an_empty_file_is_a_new_database(project: pytest.Pytester) -> None:
+    db_path(project).parent.mkdir()
+    db_path(project).write_bytes(b"")
+    assert project.runpytest().ret == pytest.ExitCode.OK
+    assert db_rows(project, "SELECT status, n_items FROM runs") == [("complete", N_ITEMS)]

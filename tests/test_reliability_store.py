@@ -202,3 +202,25 @@ def test_insert_or_replace_cannot_rewrite_a_ledger_row(tmp_path: Path, sql: str)
         conn.execute(sql)
     conn.close()
     assert _snapshot(db) == before
+
+
+def test_processes_opening_one_new_file_at_once_all_migrate_it(tmp_path) -> None:
+    """Each migration step reads the schema version again under the write lock, so a step another
+    process did meanwhile is skipped, never run twice (before: "duplicate column name" in a third of
+    the processes)."""
+    import sqlite3
+    import subprocess
+    import sys
+
+    from pytest_crucible.store.schema import SCHEMA_VERSION
+
+    for trial in range(2):
+        db = tmp_path / f"new-{trial}.db"
+        code = "import sys; from pytest_crucible.store import Store; Store.open(sys.argv[1]).close()"
+        processes = [subprocess.Popen([sys.executable, "-c", code, str(db)], stderr=subprocess.PIPE, text=True)
+                     for _ in range(12)]
+        errors = [process.communicate(timeout=120)[1] for process in processes]
+        assert [process.returncode for process in processes] == [0] * 12, [e for e in errors if e][:2]
+        conn = sqlite3.connect(db)
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        conn.close()

@@ -13,7 +13,7 @@ import socket
 import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import sqlite_utils
 
@@ -53,6 +53,18 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _statements(script: str) -> Iterator[str]:
+    """The SQL statements of a migration script, one at a time (a trigger's BEGIN ... END is one)."""
+    current = ""
+    for line in script.splitlines(keepends=True):
+        current += line
+        if sqlite3.complete_statement(current):
+            yield current
+            current = ""
+    if current.strip() and not all(part.strip().startswith("--") for part in current.splitlines() if part.strip()):
+        raise ValueError(f"migration script ends in an incomplete statement: {current.strip()[:80]!r}")
 
 
 # A file SQLite cannot read: its runs are lost to crucible either way, and writing into it would only bury that.
@@ -116,16 +128,20 @@ class Store:
         try:
             while version < SCHEMA_VERSION:
                 target = version + 1
-                # executescript commits first; BEGIN IMMEDIATE..COMMIT makes each step atomic and
-                # takes the write lock up front, so processes opening one file at once take turns.
+                # One step per transaction, the write lock taken up front (BEGIN IMMEDIATE) and the version
+                # read again under it: processes opening one file at once take turns, and a step another
+                # process has done meanwhile is skipped, never run twice (an ALTER TABLE cannot be).
+                conn.execute("BEGIN IMMEDIATE")
                 try:
-                    conn.executescript(f"BEGIN IMMEDIATE;\n{MIGRATIONS[target - 1]}\nPRAGMA user_version = {target};\nCOMMIT;")
-                except sqlite3.Error:
+                    if conn.execute("PRAGMA user_version").fetchone()[0] < target:
+                        for statement in _statements(MIGRATIONS[target - 1]):
+                            conn.execute(statement)
+                        conn.execute(f"PRAGMA user_version = {target}")
+                    conn.execute("COMMIT")
+                except BaseException:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
-                    # Another process migrated the file while this one waited for the lock.
-                    if conn.execute("PRAGMA user_version").fetchone()[0] < target:
-                        raise
+                    raise
                 version = conn.execute("PRAGMA user_version").fetchone()[0]
             problems = conn.execute("PRAGMA foreign_key_check").fetchall()
             if problems:
@@ -726,6 +742,8 @@ def validate_export(document: Any, source: str) -> dict[str, Any]:
         if golden["item_id"] in seen:
             raise bad(f"goldenItems[{index}].item_id", "an item id used once", got=golden["item_id"], show=True)
         seen.add(golden["item_id"])
+        if golden["item"].get("id", golden["item_id"]) != golden["item_id"]:  # the pairing and the kinds read item.id
+            raise bad(f"goldenItems[{index}].item.id", "the same id as item_id", got=golden["item"]["id"], show=True)
         for key, kind in (("source", _TEXT), ("line", _INT)):
             if golden.get(key) is not None and not _fits(golden[key], kind):
                 raise bad(f"goldenItems[{index}].{key}", kind, got=golden[key], show=True)

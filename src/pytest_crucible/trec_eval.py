@@ -152,8 +152,7 @@ def _content_lines(path: str | Path) -> Iterable[tuple[int, list[bytes]]]:
 
 def read_qrels(path: str | Path) -> Qrels:
     """Read a TREC qrels file (``qid iter docno rel``) into ``{qid: {docno: grade}}``."""
-    qrels: Qrels = {}
-    first_seen: dict[tuple[str, str], int] = {}
+    by_query: dict[bytes, dict[bytes, int]] = {}  # decoded once at the end, as in read_run
     for number, fields in _content_lines(path):
         if len(fields) != 4:
             hint = f"a qrels line looks like '{_QRELS_EXAMPLE}'"
@@ -164,25 +163,27 @@ def read_qrels(path: str | Path) -> Qrels:
                 f"expected 4 whitespace-separated fields (qid iter docno rel), got {len(fields)}",
                 hint,
             )
-        qid, docno, rel = _text(fields[0]), _text(fields[2]), _text(fields[3])
+        qid, docno = fields[0], fields[2]
         try:
-            grade = int(rel)
+            grade = int(fields[3])
         except ValueError:
             raise TrecFormatError(
                 path, number, "rel",
-                f"expected an integer relevance grade, got {rel!r}",
+                f"expected an integer relevance grade, got {_text(fields[3])!r}",
                 "grades are integers such as 0 (non-relevant), 1, 2, or -1 (unjudged)",
             ) from None
-        if (qid, docno) in first_seen:
+        judged = by_query.get(qid)
+        if judged is None:
+            judged = by_query[qid] = {}
+        elif docno in judged:
             raise TrecFormatError(
                 path, number, "docno",
-                f"document {docno!r} is judged twice for query {qid!r} "
-                f"(first on line {first_seen[qid, docno]})",
+                f"document {_text(docno)!r} is judged twice for query {_text(qid)!r} "
+                f"(first on line {_first_line(path, qid, docno)})",
                 "keep one judgment per (qid, docno), as trec_eval requires",
             )
-        first_seen[qid, docno] = number
-        qrels.setdefault(qid, {})[docno] = grade
-    return qrels
+        judged[docno] = grade
+    return {_text(qid): {_text(docno): grade for docno, grade in judged.items()} for qid, judged in by_query.items()}
 
 
 def read_run(path: str | Path) -> Run:
@@ -191,8 +192,11 @@ def read_run(path: str | Path) -> Run:
     Rows keep file order; use :func:`rank_run` for trec_eval's ranking.  The
     rank column and anything after the tag are ignored, as in trec_eval.
     """
-    run: Run = {}
-    first_seen: dict[tuple[str, str], int] = {}
+    # The hot loop of `crucible trec-eval` (a run has a line per query and document): each query's
+    # documents go into a dict (file order kept, a duplicate found by one lookup), a query id is
+    # decoded once, and a score is parsed from its bytes. Line numbers are only needed for an
+    # error, which is rare: they are found again then (_first_line).
+    by_query: dict[bytes, dict[bytes, float]] = {}
     for number, fields in _content_lines(path):
         if len(fields) < 6:
             hint = f"a run line looks like '{_RUN_EXAMPLE}'"
@@ -204,27 +208,35 @@ def read_run(path: str | Path) -> Run:
                 f"got {len(fields)}",
                 hint,
             )
-        qid, docno, score_text = _text(fields[0]), _text(fields[2]), _text(fields[4])
+        qid, docno = fields[0], fields[2]
         try:
-            score = float(score_text)
+            score = float(fields[4])
         except ValueError:
             score = math.nan
         if not math.isfinite(score):
             raise TrecFormatError(
                 path, number, "score",
-                f"expected a finite number in column 5, got {score_text!r}",
+                f"expected a finite number in column 5, got {_text(fields[4])!r}",
                 "column 5 is the retrieval score (higher ranks first); column 4 is the rank",
             )
-        if (qid, docno) in first_seen:
+        documents = by_query.get(qid)
+        if documents is None:
+            documents = by_query[qid] = {}
+        elif docno in documents:
             raise TrecFormatError(
                 path, number, "docno",
-                f"document {docno!r} is retrieved twice for query {qid!r} "
-                f"(first on line {first_seen[qid, docno]})",
+                f"document {_text(docno)!r} is retrieved twice for query {_text(qid)!r} "
+                f"(first on line {_first_line(path, qid, docno)})",
                 "remove duplicate rows; trec_eval rejects runs with duplicate documents",
             )
-        first_seen[qid, docno] = number
-        run.setdefault(qid, []).append((docno, score))
-    return run
+        documents[docno] = score
+    return {_text(qid): [(_text(docno), score) for docno, score in documents.items()]
+            for qid, documents in by_query.items()}
+
+
+def _first_line(path: str | Path, qid: bytes, docno: bytes) -> int:
+    """The line on which (qid, docno) first appears (for the duplicate's message)."""
+    return next(number for number, fields in _content_lines(path) if fields[0] == qid and fields[2] == docno)
 
 
 # --------------------------------------------------------------------------

@@ -51,6 +51,7 @@ def project(pytester: pytest.Pytester, monkeypatch) -> pytest.Pytester:
 
 
 
+@pytest.mark.slow
 def test_stated_fact_without_its_concept_is_unsatisfied_and_says_which_concept(project, monkeypatch) -> None:
     monkeypatch.setenv("DETECT", "0")
     result = project.runpytest_subprocess()
@@ -71,6 +72,7 @@ def test_stated_fact_without_its_concept_is_unsatisfied_and_says_which_concept(p
         ("concept:vela-e2", "required"), ("concept:vela-e3", "irrelevant")]
 
 
+@pytest.mark.slow
 def test_detected_concept_satisfies_the_assertion(project, monkeypatch) -> None:
     monkeypatch.setenv("DETECT", "1")
     result = project.runpytest_subprocess("--crucible-outcome=record")
@@ -82,6 +84,7 @@ def test_detected_concept_satisfies_the_assertion(project, monkeypatch) -> None:
     assert metrics["assertionSatisfaction"] == pytest.approx(1.0 / 1.5)  # must (1.0) satisfied, should (0.5) not stated
 
 
+@pytest.mark.slow
 def test_pool_labelling_writes_llm_judgments_and_the_rerun_asks_nothing(project) -> None:
     result = project.runpytest_subprocess("--crucible-mode=component", "--crucible-label-pool")
     assert result.ret == pytest.ExitCode.OK
@@ -102,6 +105,7 @@ def test_without_labelling_the_pool_reports_what_is_unjudged(project) -> None:
                                  "  unjudged chunks count as non-relevant, as trec_eval does (--crucible-label-pool grades them)"])
 
 
+@pytest.mark.slow
 def test_pool_labelling_through_claude_makes_zero_requests_the_second_time(project, mock_anthropic, monkeypatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-a-real-key")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", mock_anthropic.base_url)
@@ -139,6 +143,7 @@ def test_assertion_rules_by_hand() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_pool_labelling_in_batch_mode_asks_directly_while_the_test_runs(project, mock_anthropic, monkeypatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-a-real-key")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", mock_anthropic.base_url)

@@ -81,6 +81,7 @@ def stored(pytester) -> dict[str, float]:
         conn.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("async_pipeline", ["0", "1"], ids=["sync", "async"])
 def test_results_land_on_the_right_items_and_errors_stay_local(project, monkeypatch, async_pipeline) -> None:
     monkeypatch.setenv("ASYNC", async_pipeline)
@@ -97,12 +98,14 @@ def test_results_land_on_the_right_items_and_errors_stay_local(project, monkeypa
     assert max(c["max"] for c in made) <= 8
 
 
+@pytest.mark.slow
 def test_deselected_items_are_never_called(project) -> None:
     result = project.runpytest_subprocess("--crucible-concurrency=8", "-k", "c-1")
     result.assert_outcomes(passed=10)
     assert sorted(c["id"] for c in calls(project)) == [f"c-{i}" for i in range(10, 20)]
 
 
+@pytest.mark.slow
 def test_rate_limits_back_off_instead_of_failing(project, monkeypatch) -> None:
     monkeypatch.setenv("RATE_LIMITS", "6")
     result = project.runpytest_subprocess("--crucible-concurrency=4", "-k", "not c-05")
@@ -111,6 +114,7 @@ def test_rate_limits_back_off_instead_of_failing(project, monkeypatch) -> None:
     assert len(calls(project)) == N - 1
 
 
+@pytest.mark.slow
 def test_same_rows_as_one_at_a_time(project, pytester) -> None:
     project.runpytest_subprocess("-k", "not c-05")
     serial = stored(project)

@@ -55,6 +55,7 @@ def rounded_means(metrics: dict[tuple[str, str], float]) -> dict[str, float]:
     return {metric: round(sum(v) / len(v), 6) for metric, v in values.items()}
 
 
+@pytest.mark.slow
 def test_same_config_reproduces_and_rerank_changes_ndcg(tmp_path) -> None:
     db = tmp_path / "example.db"
     for config in ("baseline.json", "baseline.json", "rerank.json"):
@@ -96,6 +97,7 @@ def metrics_json(db: Path) -> dict:
         capture_output=True, text=True, check=True).stdout)
 
 
+@pytest.mark.slow
 def test_example_system_run_has_every_family_and_a_rerun_is_free(tmp_path) -> None:
     db = tmp_path / "e.db"
     done = run_example(db, "rerank.json")
@@ -116,6 +118,7 @@ def test_example_system_run_has_every_family_and_a_rerun_is_free(tmp_path) -> No
     assert metrics_json(db)["ragas"] == summary["ragas"]
 
 
+@pytest.mark.slow
 def test_example_component_mode_makes_no_judge_calls(tmp_path) -> None:
     db = tmp_path / "e.db"
     done = run_example(db, "baseline.json", "--crucible-mode=component")

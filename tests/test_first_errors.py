@@ -53,6 +53,7 @@ def test_missing_pipeline_fixture_is_one_usage_error(pytester: pytest.Pytester, 
         assert absent not in text
 
 
+@pytest.mark.slow
 def test_missing_pipeline_fixture_under_xdist_stops_the_worker_and_exits_4(pytester: pytest.Pytester) -> None:
     write_golden(pytester)
     result = pytester.runpytest_subprocess("-n", "1")

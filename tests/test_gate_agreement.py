@@ -115,6 +115,7 @@ def gate_flags(options: dict) -> list[str]:
     return flags
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(pair=pairs())
 def test_session_cli_api_and_html_give_one_verdict(served, tmp_path, pair) -> None:

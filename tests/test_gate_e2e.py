@@ -122,6 +122,7 @@ def test_unknown_baseline_run_id_is_a_usage_error(project: pytest.Pytester) -> N
     result.stderr.fnmatch_lines(["ERROR: --crucible-baseline=ZZZZZZ: no run matches 'ZZZZZZ'*"])
 
 
+@pytest.mark.slow
 def test_judge_mismatch_is_refused(project: pytest.Pytester, tmp_path, capsys) -> None:
     assert project.runpytest().ret == pytest.ExitCode.OK
     assert project.runpytest().ret == pytest.ExitCode.OK

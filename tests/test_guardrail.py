@@ -249,6 +249,7 @@ def test_bad_labels_are_one_clear_error(pytester: pytest.Pytester, monkeypatch: 
     result.stderr.fnmatch_lines(["*--crucible-label 'dense': expected KEY=VALUE*"])
 
 
+@pytest.mark.slow
 def test_ablation_reports_each_layers_contribution(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
                                                      capsys: pytest.CaptureFixture) -> None:
     from pytest_crucible.cli import main
@@ -290,6 +291,7 @@ def test_ablation_reports_each_layers_contribution(pytester: pytest.Pytester, mo
     assert any(line.startswith("  docscan ") and "attackSuccessRate" in line for line in text.splitlines())
 
 
+@pytest.mark.slow
 def test_ablation_errors_are_one_line_with_a_hint(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
                                                    capsys: pytest.CaptureFixture) -> None:
     from pytest_crucible.cli import main
@@ -347,6 +349,7 @@ def test_html_report_has_the_guardrail_section_and_blocked_items(pytester: pytes
     assert '<span class="badge">mode=scanner</span>' in page
 
 
+@pytest.mark.slow
 def test_ablation_on_the_example_project(tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
     pytest.importorskip("bm25s", reason="the example project needs the example extra")
     from pathlib import Path

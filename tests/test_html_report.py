@@ -99,6 +99,7 @@ def _parse(html: str) -> _Elements:
 
 
 # -- content ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_report_of_the_example_project(example_runs, example_html) -> None:
     db, baseline, candidate = example_runs
     html = example_html.read_text(encoding="utf-8")
@@ -297,6 +298,7 @@ def _png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
     return width, height, [bytes(row[i:i + 3]) for row in rows for i in range(0, stride, bpp)]
 
 
+@pytest.mark.slow
 def test_report_in_a_real_browser(example_html, tmp_path) -> None:
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} is not installed (apt-get install -y --no-install-recommends chromium)")
@@ -362,6 +364,7 @@ def test_report_in_a_real_browser(example_html, tmp_path) -> None:
     assert page_png.stat().st_size > 20_000
 
 
+@pytest.mark.slow
 def test_the_plugin_writes_the_report_at_session_end(tmp_path) -> None:
     pytest.importorskip("bm25s", reason="the example project needs the example extra")
     import subprocess

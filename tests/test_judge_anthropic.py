@@ -95,6 +95,7 @@ def grade_by_number(request: MockRequest) -> dict:
 
 
 # -- structured output --------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(SAMPLE_REQUESTS))
 def test_structured_output_is_parsed_into_each_verdict_type(mock_anthropic, kind):
     mock_anthropic.responder = lambda request: ANSWERS[request.kind]

@@ -43,6 +43,7 @@ def project(pytester: pytest.Pytester, mock_anthropic, monkeypatch) -> pytest.Py
 
 
 
+@pytest.mark.slow
 def test_claude_judge_scores_then_the_cache_serves_the_rerun(project: pytest.Pytester, mock_anthropic) -> None:
     result = project.runpytest_subprocess("--junitxml=junit.xml")
     assert result.ret == pytest.ExitCode.OK
@@ -75,6 +76,7 @@ def test_claude_judge_scores_then_the_cache_serves_the_rerun(project: pytest.Pyt
     assert FAKE_KEY not in result.stdout.str() + result.stderr.str()
 
 
+@pytest.mark.slow
 def test_message_batches_judge_everything_at_session_end(project: pytest.Pytester, mock_anthropic) -> None:
     result = project.runpytest_subprocess("--crucible-judge-batch")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
@@ -89,6 +91,7 @@ def test_message_batches_judge_everything_at_session_end(project: pytest.Pyteste
     assert db_rows(project, "SELECT status FROM runs") == [("complete",)]
 
 
+@pytest.mark.slow
 def test_persistent_judge_failure_is_an_item_error_and_the_run_is_incomplete(project: pytest.Pytester, mock_anthropic) -> None:
     mock_anthropic.fail_status(500, times=10_000)
     result = project.runpytest_subprocess("--crucible-outcome=record")
@@ -105,6 +108,7 @@ def test_persistent_judge_failure_is_an_item_error_and_the_run_is_incomplete(pro
     assert project.runpytest_subprocess().ret == pytest.ExitCode.OK
 
 
+@pytest.mark.slow
 def test_max_cost_refuses_to_start(project: pytest.Pytester, mock_anthropic) -> None:
     result = project.runpytest_subprocess("--crucible-max-cost=0.00001")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -120,6 +124,7 @@ def test_anthropic_judge_without_a_key_is_a_usage_error(project: pytest.Pytester
     result.stderr.fnmatch_lines(["ERROR: --crucible-judge=anthropic needs an API key: ANTHROPIC_API_KEY is not set"])
 
 
+@pytest.mark.slow
 def test_without_a_key_the_offline_judge_is_used_and_named(project: pytest.Pytester, monkeypatch, mock_anthropic) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     result = project.runpytest_subprocess()
@@ -129,6 +134,7 @@ def test_without_a_key_the_offline_judge_is_used_and_named(project: pytest.Pytes
     assert db_rows(project, "SELECT judge_model FROM runs") == [("lexical-v2",)]
 
 
+@pytest.mark.slow
 def test_example_project_rerun_makes_zero_claude_requests(tmp_path, mock_anthropic, monkeypatch) -> None:
     pytest.importorskip("bm25s", reason="the example project needs the example extra")
     import subprocess

@@ -120,6 +120,7 @@ def test_without_a_gate_there_is_no_gate_test_case(project: pytest.Pytester) -> 
     assert properties == {"crucible.runId": current, "crucible.configHash": config_hash}
 
 
+@pytest.mark.slow
 def test_a_refused_gate_is_an_error_with_its_hint(project: pytest.Pytester) -> None:
     assert project.runpytest().ret == pytest.ExitCode.OK
     [(first, _)] = run_ids(project)
@@ -141,6 +142,7 @@ def test_a_refused_gate_is_an_error_with_its_hint(project: pytest.Pytester) -> N
     result.stdout.fnmatch_lines(["ERROR crucible::gate - *GATE REFUSED*"])
 
 
+@pytest.mark.slow
 def test_under_xdist_the_controller_writes_one_gate_test_case(project: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     assert project.runpytest_subprocess("-n", "2", "--crucible-config=base.json").ret == pytest.ExitCode.OK

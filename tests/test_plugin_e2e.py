@@ -302,6 +302,7 @@ def test_component_mode_reaches_the_pipeline(pytester: pytest.Pytester) -> None:
     assert db_rows(pytester, "SELECT r.mode, s.answer FROM runs r JOIN results s ON s.run_id = r.id") == [("component", None)]
 
 
+@pytest.mark.slow
 def test_interrupted_session_keeps_finished_items_and_marks_the_run(pytester: pytest.Pytester) -> None:
     write_golden(pytester, [GOLDEN[0], GOLDEN[1], {**GOLDEN[0], "id": "q-005"}])
     pytester.makeconftest(CONFTEST.replace("k = config", "k = config\n        if item.id == 'q-002': raise KeyboardInterrupt\n        k = config", 1))
@@ -340,6 +341,7 @@ def test_plugin_stays_out_of_the_way_of_unrelated_projects(pytester: pytest.Pyte
     result.stdout.no_fnmatch_line("*= crucible =*")
 
 
+@pytest.mark.slow
 def test_under_xdist_the_controller_records_everything_once(pytester: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     items = [{**GOLDEN[0], "id": f"x-{i:02d}"} for i in range(12)]

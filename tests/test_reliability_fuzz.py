@@ -34,6 +34,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("fuzz")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_every_input_loads_or_is_one_clear_error(name: str, workdir: Path) -> None:
     strategy, runner = fuzzing.targets(workdir)[name]

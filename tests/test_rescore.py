@@ -53,6 +53,7 @@ def test_rescoring_a_run_against_its_own_grades_reproduces_its_metrics(project: 
     assert {m: run.metrics[m] for m in RETRIEVAL_METRICS} == {m: again.metrics[m] for m in RETRIEVAL_METRICS}
 
 
+@pytest.mark.slow
 def test_a_judgment_between_two_runs_is_named_and_rescore_removes_it(project: pytest.Pytester) -> None:
     assert project.runpytest().ret == 0
     # Between the runs, a reviewer grades a noise chunk that every second item retrieves as relevant.

@@ -512,6 +512,7 @@ def api_requests(draw, runs, keys):
     return endpoint, "POST", PROMOTE.format(quote(workspace, safe="")), {}, headers, body
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
 @given(data=st.data())
 def test_generated_requests_never_fail_the_server(fuzz_api, data) -> None:

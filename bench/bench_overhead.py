@@ -232,8 +232,13 @@ def bare_cmd() -> list[str]:
 CHILD_ENV: dict[str, str] = {}
 
 
+# CPU seconds (user + system) of the last child run_child waited for: on a shared machine the ratio of
+# CPU times moves less than the ratio of wall times (another process's load stretches wall time only).
+LAST_CPU = [0.0]
+
+
 def run_child(args: list[str], cwd: Path, log: Path, extra_env: dict[str, str] | None = None) -> tuple[float, float, int]:
-    """Wall seconds, peak RSS (MB) of this child alone, exit code."""
+    """Wall seconds, peak RSS (MB) of this child alone, exit code (its CPU seconds go to LAST_CPU)."""
     env = {**CHILD_ENV, **(extra_env or {})}
     with open(log, "wb") as out:
         started = time.perf_counter()
@@ -241,6 +246,7 @@ def run_child(args: list[str], cwd: Path, log: Path, extra_env: dict[str, str] |
         _pid, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - started
     proc.returncode = os.waitstatus_to_exitcode(status)
+    LAST_CPU[0] = usage.ru_utime + usage.ru_stime
     return wall, usage.ru_maxrss / 1024.0, proc.returncode  # ru_maxrss is in KiB on Linux
 
 
@@ -499,13 +505,16 @@ def main() -> int:
         probe_dir.mkdir()
         (probe_dir / "crucible_phaseprobe.py").write_text(PHASEPROBE)
         ok = True
+        cpus: dict[str, list[float]] = {}
 
         def timed(args: list[str], cwd: Path, name: str) -> tuple[float, float, dict[str, float]]:
             nonlocal ok
             phases = tmp / f"{name}.phases"
             env = {"PYTHONPATH": str(probe_dir), "CRUCIBLE_BENCH_PHASES": str(phases), "CRUCIBLE_BENCH_T0": repr(time.time())}
             wall, rss, rc = run_child([*args, "-p", "crucible_phaseprobe"], cwd, tmp / f"{name}.log", env)
-            print(f"  {name:14s} {wall:7.2f} s  peak RSS {rss:6.1f} MB  rc={rc}  [{last_line(tmp / f'{name}.log')}]")
+            cpu = LAST_CPU[0]
+            cpus.setdefault(name.split()[-1], []).append(cpu)
+            print(f"  {name:14s} {wall:7.2f} s  cpu {cpu:7.2f} s  peak RSS {rss:6.1f} MB  rc={rc}  [{last_line(tmp / f'{name}.log')}]")
             ok &= rc == 0
             return wall, rss, read_phases(phases, wall) if phases.exists() else {}
 
@@ -534,6 +543,9 @@ def main() -> int:
         print(f"bare parametrized module:           best {best_bare:6.2f} s")
         print(f"ratio plugin / bare: {ratio:.2f}x   (target <= {TIME_TARGET}x: {'met' if ratio <= TIME_TARGET else 'NOT met'})"
               f"; extra {per_item_ms:.3f} ms per item")
+        cpu_ratio = min(cpus["plugin"]) / min(cpus["bare"])
+        print(f"CPU time (user + system), best: plugin {min(cpus['plugin']):.2f} s, bare {min(cpus['bare']):.2f} s; "
+              f"ratio {cpu_ratio:.2f}x; extra {(min(cpus['plugin']) - min(cpus['bare'])) / opts.items * 1000:.3f} ms per item")
         print(f"plugin peak RSS:     {peak:.1f} MB (target < {RSS_TARGET_MB:.0f} MB: {'met' if peak < RSS_TARGET_MB else 'NOT met'})"
               f"; bare peak RSS {max(r for _, r, _ in bare_runs):.1f} MB")
         if best_plugin_run[2] and best_bare_run[2]:

@@ -176,7 +176,7 @@ def test_ctrl_c_in_the_middle_of_a_write_loses_no_finished_item(tmp_path, monkey
     def interrupted_write(store, run_id, scores):  # the write starts, then Ctrl-C arrives inside its transaction
         calls.append(len(scores))
         with store.db.conn:
-            store._write_score(run_id, scores[0], "now")
+            store._write_items(run_id, results=[{**scores[0], "recorded_at": "now"}])  # a first row written
             if len(calls) == 1:
                 raise KeyboardInterrupt
         real_write(store, run_id, scores)

@@ -1,5 +1,6 @@
-"""How golden items become pytest items: golden files collected directly, the ``@crucible.golden``
-marker's parameters, and which golden item a test runs. pytest glue, used by plugin.py.
+"""How golden items become pytest items and how one runs: golden files collected directly, the
+``@crucible.golden`` marker's parameters, which golden item a test runs, and the evaluation of a test's
+item turned into pass or fail. pytest glue, used by plugin.py.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from .evaluation.scoring import ItemScore
     from .golden_set import GoldenItem
     from .session import CrucibleSession  # noqa: F401 (the stash key's type)
 
@@ -17,6 +19,9 @@ DRAFT_REASON = "draft golden item (run it with --crucible-include-drafts)"
 
 SESSION_KEY = pytest.StashKey["CrucibleSession"]()
 GOLDEN_ITEM_KEY = pytest.StashKey["GoldenItem"]()
+SCORE_KEY = pytest.StashKey["ItemScore"]()
+# A usage error found while tests run (no pipeline fixture, a pipeline with the wrong signature).
+USAGE_ERROR_KEY = pytest.StashKey[str]()
 
 
 def display_path(config: pytest.Config, path: Path) -> str:
@@ -146,10 +151,74 @@ class GoldenItemTest(pytest.Function):
         return self.path, max(golden.line - 1, 0), f"golden item {golden.id}"
 
 
-def golden_file_test(crucible_evaluate) -> None:
-    """The test body of a collected golden item: evaluate it (the fixture fails it if it must)."""
+def golden_file_test(request: pytest.FixtureRequest, crucible_pipeline, crucible_config) -> None:
+    """The test body of a collected golden item: evaluate it (which fails it if it must). It takes the
+    session fixtures, not crucible_evaluate: no function-scoped fixture to set up and tear down per item."""
     __tracebackhide__ = True
-    crucible_evaluate()
+    evaluate_node(request, crucible_pipeline, crucible_config)
+
+
+def evaluate_node(request: pytest.FixtureRequest, pipeline, config) -> "ItemScore":
+    """Evaluate the golden item of ``request``'s test once, attach its score, and fail the test if the
+    item fails; returns the :class:`ItemScore` (what ``crucible_evaluate()`` returns)."""
+    __tracebackhide__ = True
+    node = request.node
+    if SCORE_KEY in node.stash:
+        return node.stash[SCORE_KEY]
+    golden = node.stash.get(GOLDEN_ITEM_KEY, None)
+    if golden is None:
+        raise pytest.UsageError("crucible_evaluate needs a golden item: use it in a test marked @crucible.golden(path)")
+    crucible = request.config.stash[SESSION_KEY]
+    # Only answers need embeddings: component runs never build (or import) an embedder.
+    embedder = request.getfixturevalue("crucible_embedder") if crucible.settings.judges_answers else None
+    from .evaluation.concurrency import PipelineSignatureError
+
+    usage = None
+    try:
+        verdict = crucible.evaluate(node.nodeid, golden, pipeline, config, embedder)
+    except PipelineSignatureError as exc:  # the same for every item: one usage error, not N failures
+        usage = str(exc)
+    if usage is not None:  # outside the except block: no "during handling" chain in the output
+        stop_with_usage_error(request, usage)
+    _attach(node, crucible, verdict.score)
+    if verdict.error is not None:
+        raise verdict.error  # the pipeline's own traceback is the useful one
+    if verdict.failure:
+        _fail(verdict.failure)
+    return verdict.score
+
+
+def _attach(node: pytest.Item, crucible: "CrucibleSession", score: "ItemScore") -> None:
+    node.stash[SCORE_KEY] = score
+    # junit <properties>: plain str/float only (they cross xdist and go into XML as text).
+    node.user_properties.append(("crucible.itemId", score.item_id))
+    node.user_properties.append(("crucible.configHash", crucible.settings.config_hash))
+    if crucible.settings.uses_judge:
+        node.user_properties.append(("crucible.judge", crucible.engine.judge.label))
+    if score.error_class:
+        node.user_properties.append(("crucible.errorClass", score.error_class))
+    for name, value in score.metrics.items():
+        node.user_properties.append((f"crucible.{name}", float(value)))
+
+
+def stop_with_usage_error(request: pytest.FixtureRequest, message: str) -> None:
+    """Stop the whole session with one usage error (``ERROR: ...``, exit 4, no traceback): pytest.exit
+    leaves the test loop at once (no report for this item) and pytest_runtestloop turns it into a
+    UsageError. An xdist worker cannot exit that way (the controller would crash): its item fails with
+    the message alone, the worker stops, and its workeroutput takes the message to the controller (exit 4)."""
+    __tracebackhide__ = True
+    config = request.config
+    config.stash[USAGE_ERROR_KEY] = message
+    if hasattr(config, "workerinput"):
+        request.session.shouldstop = "crucible: usage error (see the failure above)"
+        _fail(message)
+    pytest.exit(message.splitlines()[0], returncode=pytest.ExitCode.USAGE_ERROR)
+
+
+def _fail(message: str) -> None:
+    """Fail the item with the message alone. Deliberately not hidden: when every frame of a failure is
+    hidden, pytest appends "All traceback entries are hidden. Pass `--full-trace`..." to the message."""
+    pytest.fail(message, pytrace=False)
 
 
 def deselect_kinds(config: pytest.Config, kinds: tuple[str, ...] | None, items: list[pytest.Item]) -> None:

@@ -398,11 +398,24 @@ def filter_items(items: Sequence[GoldenItem], filters: dict[str, Any], where: st
     return kept
 
 
+def canonical_item_json(item: dict[str, Any]) -> str:
+    """One item's canonical JSON (sorted keys, no spaces, UTF-8 text): what the store keeps and hashes."""
+    return json.dumps(item, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def golden_set_hash(items: Iterable[dict[str, Any]]) -> str:
     """sha256 of the canonical JSON of items (as dicts), in id order: same items, same hash."""
-    ordered = sorted(items, key=lambda item: item["id"])
-    canonical = json.dumps(ordered, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return hash_canonical_items(sorted((item["id"], canonical_item_json(item)) for item in items))
+
+
+def hash_canonical_items(ordered: Iterable[tuple[str, str]]) -> str:
+    """:func:`golden_set_hash` from ``(id, canonical JSON)`` pairs already in id order, streamed: the
+    sha256 of the JSON array of the items, fed one item at a time (nothing else held in memory)."""
+    digest = hashlib.sha256(b"[")
+    for index, (_, text) in enumerate(ordered):
+        digest.update(b"," + text.encode("utf-8") if index else text.encode("utf-8"))
+    digest.update(b"]")
+    return digest.hexdigest()
 
 
 def golden_json_schema() -> dict[str, Any]:

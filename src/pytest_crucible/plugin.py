@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .collection import (GOLDEN_ITEM_KEY, SESSION_KEY, GoldenFile, deselect_kinds, golden_of, marker_params, near_miss_lines,
-                         note_golden_source, note_unmatched_file)
+from .collection import (GOLDEN_ITEM_KEY, SCORE_KEY, SESSION_KEY, USAGE_ERROR_KEY, GoldenFile, deselect_kinds, evaluate_node,
+                         golden_of, marker_params, near_miss_lines, note_golden_source, note_unmatched_file, stop_with_usage_error)
 from .options import add_options, build_settings
 from .report.junit import report_to_junit
 from .warning import warn
@@ -30,9 +30,6 @@ if TYPE_CHECKING:
     from .session import CrucibleSession
 
 REQUEST_KEY = pytest.StashKey[pytest.FixtureRequest]()
-SCORE_KEY = pytest.StashKey["ItemScore"]()
-# A usage error found while tests run (no pipeline fixture, a pipeline with the wrong signature).
-USAGE_ERROR_KEY = pytest.StashKey[str]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -149,32 +146,12 @@ def pytest_runtest_call(item: pytest.Item):
 def crucible_pipeline(request: pytest.FixtureRequest):
     """Placeholder: the user's conftest.py must define this fixture. Reaching it stops the session
     with one usage error (exit 4), not one error per golden item."""
-    _stop_with_usage_error(
+    stop_with_usage_error(
         request,
         "no crucible_pipeline fixture: define one in conftest.py that returns a callable\n"
         "    pipeline(question, *, item, config, mode) -> crucible.PipelineResult | dict\n"
         "HINT: see the README quickstart.",
     )
-
-
-def _stop_with_usage_error(request: pytest.FixtureRequest, message: str) -> None:
-    """Stop the whole session with one usage error (``ERROR: ...``, exit 4, no traceback): pytest.exit
-    leaves the test loop at once (no report for this item) and pytest_runtestloop turns it into a
-    UsageError. An xdist worker cannot exit that way (the controller would crash): its item fails with
-    the message alone, the worker stops, and its workeroutput takes the message to the controller (exit 4)."""
-    __tracebackhide__ = True
-    config = request.config
-    config.stash[USAGE_ERROR_KEY] = message
-    if hasattr(config, "workerinput"):
-        request.session.shouldstop = "crucible: usage error (see the failure above)"
-        _fail(message)
-    pytest.exit(message.splitlines()[0], returncode=pytest.ExitCode.USAGE_ERROR)
-
-
-def _fail(message: str) -> None:
-    """Fail the item with the message alone. Deliberately not hidden: when every frame of a failure is
-    hidden, pytest appends "All traceback entries are hidden. Pass `--full-trace`..." to the message."""
-    pytest.fail(message, pytrace=False)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -206,48 +183,12 @@ def crucible_embedder():
 @pytest.fixture
 def crucible_evaluate(request: pytest.FixtureRequest, crucible_pipeline, crucible_config):
     """Evaluate this test's golden item once; returns its :class:`ItemScore`."""
-    node = request.node
 
     def evaluate() -> "ItemScore":
         __tracebackhide__ = True
-        if SCORE_KEY in node.stash:
-            return node.stash[SCORE_KEY]
-        golden = node.stash.get(GOLDEN_ITEM_KEY, None)
-        if golden is None:
-            raise pytest.UsageError("crucible_evaluate needs a golden item: use it in a test marked @crucible.golden(path)")
-        crucible = _crucible(request.config)
-        # Only answers need embeddings: component runs never build (or import) an embedder.
-        embedder = request.getfixturevalue("crucible_embedder") if crucible.settings.judges_answers else None
-        from .evaluation.concurrency import PipelineSignatureError
-
-        usage = None
-        try:
-            verdict = crucible.evaluate(node.nodeid, golden, crucible_pipeline, crucible_config, embedder)
-        except PipelineSignatureError as exc:  # the same for every item: one usage error, not N failures
-            usage = str(exc)
-        if usage is not None:  # outside the except block: no "during handling" chain in the output
-            _stop_with_usage_error(request, usage)
-        _attach(node, crucible, verdict.score)
-        if verdict.error is not None:
-            raise verdict.error  # the pipeline's own traceback is the useful one
-        if verdict.failure:
-            _fail(verdict.failure)
-        return verdict.score
+        return evaluate_node(request, crucible_pipeline, crucible_config)
 
     return evaluate
-
-
-def _attach(node: pytest.Item, crucible: "CrucibleSession", score: "ItemScore") -> None:
-    node.stash[SCORE_KEY] = score
-    # junit <properties>: plain str/float only (they cross xdist and go into XML as text).
-    node.user_properties.append(("crucible.itemId", score.item_id))
-    node.user_properties.append(("crucible.configHash", crucible.settings.config_hash))
-    if crucible.settings.uses_judge:
-        node.user_properties.append(("crucible.judge", crucible.engine.judge.label))
-    if score.error_class:
-        node.user_properties.append(("crucible.errorClass", score.error_class))
-    for name, value in score.metrics.items():
-        node.user_properties.append((f"crucible.{name}", float(value)))
 
 
 # -- reporting and recording -------------------------------------------------------------------

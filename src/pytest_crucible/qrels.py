@@ -48,6 +48,8 @@ def effective_grades(provenance: Mapping[str, int], rows: Iterable[Mapping[str, 
     query's ledger rows of the other sources (human, llm; provenance rows are ignored here).
     """
     rows = list(rows)
+    if not rows:  # the usual case: no one has judged this query beyond its citations
+        return {unit: (int(grade), "provenance") for unit, grade in provenance.items()}
     human = _newest(r for r in rows if r["source"] == "human")
     stronger = set(provenance) | set(human)
     effective: dict[str, tuple[int, str]] = {

@@ -313,8 +313,6 @@ class CrucibleSession:
         self.flush()
         if self.run_id is None:
             return
-        from .golden_set import golden_set_hash
-
         store, s = self.store, self.settings
         if not interrupted and s.judges_answers and s.judge_batch:
             from .embed import HashingEmbedder
@@ -331,7 +329,7 @@ class CrucibleSession:
             "input_tokens": int(summary.get("input_tokens", 0)),
             "output_tokens": int(summary.get("output_tokens", 0)),
         } if s.uses_judge else None
-        self.status = store.finish_run(self.run_id, status=status, golden_hash=golden_set_hash(store.golden_items(self.run_id)),
+        self.status = store.finish_run(self.run_id, status=status, golden_hash=store.golden_set_hash(self.run_id),
                                        judge=judge, unread_keys=self.unread_config_keys(), skipped=self.skipped,
                                        unrecorded=self.unrecorded)  # a run that lost items is never complete
 

@@ -93,9 +93,11 @@ def apply_answer_score(score: "ItemScore", answer: "AnswerScore") -> None:
 
 def strict_failure(item_id: str, score: "ItemScore") -> str | None:
     """Strict outcome: why a non-correct item fails, headline first (None: it passes)."""
-    from .answers import unsatisfied_must_assertions
+    details = list(score.failures)
+    if score.assertions:  # (only then: a component run never loads the answer layer)
+        from .answers import unsatisfied_must_assertions
 
-    details = [*score.failures, *unsatisfied_must_assertions(score.assertions)]
+        details += unsatisfied_must_assertions(score.assertions)
     if score.guardrail_failure:  # the guardrail outcome is judged on its own, whatever the answer layer says
         headline = [score.guardrail_failure]
     elif score.error_class is None:  # answer classes arrive at session end (batches): judge retrieval now

@@ -194,18 +194,16 @@ def classify_score(score: dict[str, Any], *, mode: str, today: str | None = None
     says ``superseded_by`` or a ``valid_to`` date before ``today``; a conflict is surfaced when
     the cited chunks span two of the item's ``conflictingSources`` or the answer says so.
     """
-    from datetime import date
-
-    from .answers import unsatisfied_must_assertions
-    from ..metrics.errors import ClassificationInputs, classify
-
     item = score["item"]
     missing = tuple(score.get("missing_citations") or ())
-    if mode == "component":
+    if mode == "component":  # (before the imports below: a component run never loads the answer layer)
         if missing and item.get("answerable", True):
             return "retrieval_miss", f"required citation(s) {', '.join(missing)} not retrieved"
         return "correct", "retrieval found every required citation"
-    from .answers import chunks_without_text
+    from datetime import date
+
+    from .answers import chunks_without_text, unsatisfied_must_assertions
+    from ..metrics.errors import ClassificationInputs, classify
 
     today = today or date.today().isoformat()
     retrieved = score.get("retrieved") or []

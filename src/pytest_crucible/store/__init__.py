@@ -283,46 +283,50 @@ class Store:
         self.record_scores(run_id, [score])
 
     def record_scores(self, run_id: str, scores: list[dict[str, Any]]) -> None:
-        """Write several items in one transaction (all or none)."""
+        """Write several items in one transaction (all or none), one statement per table for the batch."""
+        from ..golden_set import canonical_item_json
+
         now = utc_now()
+        golden, results, metrics, concepts, provenance = [], [], [], [], []
+        feedback: list[dict[str, Any]] = []
         with self.db.conn:
             for score in scores:
-                self._write_score(run_id, score, now)
-
-    def _write_score(self, run_id: str, score: dict[str, Any], now: str) -> None:
-        item_id = score["item_id"]
-        result_id = score.get("result_id") or new_ulid()
-        # A re-recorded item (a re-run of the same run id) replaces its rows and its metrics.
-        self._write_items(
-            run_id,
-            golden=[{"item_id": item_id, "source": score.get("source"), "line": score.get("line"), "item": score["item"]}],
-            results=[{**score, "result_id": result_id, "recorded_at": now}],
-            metrics=[(item_id, name, value) for name, value in (score.get("metrics") or {}).items()],
-            replace=True,
-        )
-        self._append_feedback(run_id, result_id, item_id, score.get("error_class"), score.get("error_evidence"), now)
-        self._append_provenance_qrels(run_id, item_id, score["item"], now)
-        self._append_qrels(score.get("qrels_rows") or [], now)
-        self._add_cache_rows(score.get("cache_rows") or [], now)
-        for concept in score["item"].get("concepts") or []:
-            self._insert("golden_concepts", {"run_id": run_id, "item_id": item_id, "concept_id": concept["id"],
-                                             "grade": concept.get("grade", "required")}, replace=True)
+                item_id, item = score["item_id"], score["item"]
+                result_id = score.get("result_id") or new_ulid()
+                item_json = canonical_item_json(item)  # dumped once: stored, and hashed for the provenance version
+                golden.append({"item_id": item_id, "source": score.get("source"), "line": score.get("line"), "item": item_json})
+                results.append({**score, "result_id": result_id, "recorded_at": now})
+                metrics.extend((item_id, name, value) for name, value in (score.get("metrics") or {}).items())
+                feedback.extend(self._feedback_rows(run_id, result_id, item_id, score.get("error_class"), score.get("error_evidence"), now))
+                provenance.extend(_provenance_rows(run_id, item_id, item, item_json))
+                concepts.extend({"run_id": run_id, "item_id": item_id, "concept_id": concept["id"], "grade": concept.get("grade", "required")}
+                                for concept in item.get("concepts") or [])
+            # A re-recorded item (a re-run of the same run id) replaces its rows and its metrics.
+            self._write_items(run_id, golden=golden, results=results, metrics=metrics, replace=True)
+            self._insert_many("eval_feedback", feedback)
+            self._write_qrels(provenance, now)
+            self._append_qrels([row for score in scores for row in score.get("qrels_rows") or []], now)
+            self._add_cache_rows([row for score in scores for row in score.get("cache_rows") or []], now)
+            self._insert_many("golden_concepts", concepts, replace=True)
 
     def _write_items(self, run_id: str, *, golden: Iterable[dict[str, Any]] = (), results: Iterable[dict[str, Any]] = (),
                      metrics: Iterable[tuple[str, str, Any]] = (), replace: bool = False) -> None:
         """The one writer of a run's per-item rows (golden_items, results, item_metrics), inside the
-        caller's transaction: recording (``_write_score``), ``import_run`` and ``merge_shards`` all call it.
+        caller's transaction: recording (``record_scores``), ``import_run`` and ``merge_shards`` all call it.
 
-        ``golden``: ``{item_id, source, line, item}`` with the item as a dict. ``results``: result rows in
-        their decoded shape (that of ``results(decoded=True)`` and of an export): the list/dict columns as
-        Python values, encoded here; an absent flag is false (the columns' default 0), an absent outcome
-        is "". ``metrics``: ``(item_id, metric, value)``. ``replace``: a re-recorded item replaces its
-        golden and result rows and drops its old metrics; without it a row already there is an error.
+        ``golden``: ``{item_id, source, line, item}`` with the item as a dict (or as its canonical JSON text,
+        :func:`canonical_item_json`). ``results``: result rows in their decoded shape (that of
+        ``results(decoded=True)`` and of an export): the list/dict columns as Python values, encoded here;
+        an absent flag is false (the columns' default 0), an absent outcome is "". ``metrics``:
+        ``(item_id, metric, value)``. ``replace``: a re-recorded item replaces its golden and result rows and
+        drops its old metrics; without it a row already there is an error.
         """
-        conn = self.db.conn
-        for row in golden:
-            self._insert("golden_items", {"run_id": run_id, "item_id": row["item_id"], "source": row.get("source"),
-                                          "line": row.get("line"), "item": json.dumps(row["item"], sort_keys=True)}, replace=replace)
+        from ..golden_set import canonical_item_json
+
+        self._insert_many("golden_items", [
+            {"run_id": run_id, "item_id": row["item_id"], "source": row.get("source"), "line": row.get("line"),
+             "item": row["item"] if isinstance(row["item"], str) else canonical_item_json(row["item"])} for row in golden], replace=replace)
+        rows = []
         for row in results:
             values = {column: row.get(column) for column in _RESULT_COLUMNS}
             values.update(run_id=run_id, item_id=row["item_id"], question=row["question"], outcome=row.get("outcome") or "")
@@ -332,22 +336,36 @@ class Store:
                 values[column] = json.dumps(row[column]) if row.get(column) else None
             for column in _FLAG_COLUMNS:
                 values[column] = int(bool(row.get(column)))
-            self._insert("results", values, replace=replace)
-            if replace:
-                conn.execute("DELETE FROM item_metrics WHERE run_id = ? AND item_id = ?", [run_id, row["item_id"]])
-        for item_id, metric, value in metrics:
-            self._insert("item_metrics", {"run_id": run_id, "item_id": item_id, "metric": metric, "value": float(value)})
+            rows.append(values)
+        self._insert_many("results", rows, replace=replace)
+        if replace and rows:
+            self.db.conn.executemany("DELETE FROM item_metrics WHERE run_id = ? AND item_id = ?", [[run_id, row["item_id"]] for row in rows])
+        self._insert_many("item_metrics", [{"run_id": run_id, "item_id": item_id, "metric": metric, "value": float(value)}
+                                           for item_id, metric, value in metrics])
+
+    def _insert_many(self, table: str, rows: list[dict[str, Any]], *, replace: bool = False) -> None:
+        """``_insert`` for many rows: one prepared statement per set of columns (rows of a table usually share theirs)."""
+        by_columns: dict[tuple[str, ...], list[list[Any]]] = {}
+        for row in rows:
+            by_columns.setdefault(tuple(row), []).append(list(row.values()))
+        verb = "INSERT OR REPLACE" if replace else "INSERT"
+        for columns, values in by_columns.items():
+            self.db.conn.executemany(f"{verb} INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})", values)
+
+    def _feedback_rows(self, run_id: str, result_id: str | None, item_id: str, error_class: str | None,
+                       evidence: str | None, now: str) -> list[dict[str, Any]]:
+        # Every classified non-correct result joins the append-only review queue.
+        if not error_class or error_class == "correct":
+            return []
+        return [{"id": new_ulid(), "run_id": run_id, "result_id": result_id, "item_id": item_id,
+                 "error_class": error_class, "evidence": evidence, "created_at": now}]
 
     def _append_feedback(self, run_id: str, result_id: str | None, item_id: str, error_class: str | None,
                          evidence: str | None, now: str) -> None:
-        # Every classified non-correct result joins the append-only review queue.
-        if error_class and error_class != "correct":
-            self._insert("eval_feedback", {"id": new_ulid(), "run_id": run_id, "result_id": result_id, "item_id": item_id,
-                                           "error_class": error_class, "evidence": evidence, "created_at": now})
+        self._insert_many("eval_feedback", self._feedback_rows(run_id, result_id, item_id, error_class, evidence, now))
 
     def _add_cache_rows(self, rows: Iterable[dict[str, Any]], now: str) -> None:
-        for row in rows:
-            self._insert("judge_cache", {**row, "created_at": now}, replace=True)
+        self._insert_many("judge_cache", [{**row, "created_at": now} for row in rows], replace=True)
 
     def add_cache_rows(self, rows: Iterable[dict[str, Any]]) -> None:
         with self.db.conn:
@@ -371,18 +389,13 @@ class Store:
             assignments = ", ".join(f"{column} = ?" for column in updates)
             self.db.conn.execute(f"UPDATE results SET {assignments} WHERE run_id = ? AND item_id = ?", [*updates.values(), run_id, item_id])
 
-    def _append_provenance_qrels(self, run_id: str, item_id: str, item: dict[str, Any], now: str) -> None:
-        # Golden citations are free, deterministic judgments: required = 3, acceptable = 1.
-        # judge_model names the golden item version that produced them, so an edited citation
-        # appends a new judgment; INSERT OR IGNORE keeps a re-run of the same version idempotent.
-        from ..golden_set import golden_set_hash
-        from ..metrics.retrieval import citation_grade
+    def golden_set_hash(self, run_id: str) -> str:
+        """:func:`~pytest_crucible.golden_set.golden_set_hash` of the run's golden items, streamed from the file."""
+        from ..golden_set import canonical_item_json, hash_canonical_items
 
-        version = "golden@" + golden_set_hash([item])[:12]
-        for citation in item.get("citations") or []:
-            grade = citation_grade(citation.get("mode"))
-            self._write_qrels([{"query_id": item_id, "chunk_id": citation.get("chunkId"), "doc_id": citation.get("docId"),
-                                "grade": grade, "source": "provenance", "judge_model": version, "run_id": run_id}], now)
+        # Rows written before the items were stored canonically are put in that form first.
+        rows = self.db.conn.execute("SELECT item_id, item FROM golden_items WHERE run_id = ? ORDER BY item_id", [run_id])
+        return hash_canonical_items((item_id, canonical_item_json(json.loads(text))) for item_id, text in rows)
 
     def _append_qrels(self, rows: Iterable[dict[str, Any]], now: str) -> int:
         rows = list(rows)
@@ -408,24 +421,31 @@ class Store:
         """
         conn = self.db.conn
         added = 0
+        machine: list[list[Any]] = []  # consecutive machine rows go in one statement
+        insert = None
+
+        def write_machine_rows() -> int:
+            count = max(conn.executemany("INSERT OR IGNORE " + insert, machine).rowcount, 0) if machine else 0
+            machine.clear()
+            return count
+
         for row in rows:
             values = {"query_id": row["query_id"], "chunk_id": row.get("chunk_id"), "doc_id": row.get("doc_id"),
                       "grade": int(row["grade"]), "source": row["source"], "judge_model": row.get("judge_model") or "",
                       "prompt_version": row.get("prompt_version"), "created_by": row.get("created_by"), "note": row.get("note"),
                       "run_id": row.get("run_id"), "created_at": row.get("created_at") or now}
+            insert = insert or f"INTO qrels ({', '.join(values)}) VALUES ({', '.join('?' for _ in values)})"
             if values["source"] != "human":
-                verb = "INSERT OR IGNORE"
-            elif copied and conn.execute(
+                machine.append(list(values.values()))
+                continue
+            added += write_machine_rows()  # the ledger keeps the rows' order
+            if copied and conn.execute(
                     "SELECT 1 FROM qrels WHERE source = 'human' AND query_id = ? AND chunk_id IS ? AND doc_id IS ?"
                     " AND grade = ? AND created_by IS ? AND created_at = ? LIMIT 1",
                     [values[key] for key in ("query_id", "chunk_id", "doc_id", "grade", "created_by", "created_at")]).fetchone():
                 continue
-            else:
-                verb = "INSERT"
-            cursor = conn.execute(f"{verb} INTO qrels ({', '.join(values)}) VALUES ({', '.join('?' for _ in values)})",
-                                  list(values.values()))
-            added += max(cursor.rowcount, 0)
-        return added
+            added += max(conn.execute("INSERT " + insert, list(values.values())).rowcount, 0)
+        return added + write_machine_rows()
 
     def append_qrels(self, rows: Iterable[dict[str, Any]]) -> int:
         """Append llm or human judgments (never rewrites; a repeated machine judgment is ignored). Returns rows added."""
@@ -648,6 +668,19 @@ _RUN_COLUMNS = ("id", "started_at", "finished_at", "status", "config_hash", "con
                 "outcome_mode", "golden_hash", "n_items", "git_commit", "pytest_args", "judge_model", "judge_prompt_version",
                 "host", "pid", "judge_label", "judge_stats", "cost_estimate_usd", "cost_usd", "input_tokens", "output_tokens",
                 "workspace", "labels", "kinds", "unread_keys", "n_scored", "n_errored", "n_skipped")
+def _provenance_rows(run_id: str, item_id: str, item: dict[str, Any], item_json: str) -> list[dict[str, Any]]:
+    """The qrels a golden item's citations are: free, deterministic judgments (required = 3, acceptable = 1).
+    judge_model names the golden item version that produced them, so an edited citation appends a new
+    judgment; INSERT OR IGNORE keeps a re-run of the same version idempotent."""
+    from ..golden_set import hash_canonical_items
+    from ..metrics.retrieval import citation_grade
+
+    version = "golden@" + hash_canonical_items([(item_id, item_json)])[:12]
+    return [{"query_id": item_id, "chunk_id": citation.get("chunkId"), "doc_id": citation.get("docId"),
+             "grade": citation_grade(citation.get("mode")), "source": "provenance", "judge_model": version, "run_id": run_id}
+            for citation in item.get("citations") or []]
+
+
 _RESULT_COLUMNS = ("run_id", "item_id", "question", "answer", "retrieved", "citations", "confidence", "abstained", "blocked",
                    "detected_concepts", "outcome", "failures", "error", "latency_ms", "recorded_at", "judge_errors", "verdicts",
                    "pool", "assertions", "result_id", "error_class", "error_evidence", "crag_grade", "blocked_layer")

@@ -77,12 +77,24 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if crucible is None:
         return
     deselect_kinds(config, crucible.settings.kinds, items)
-    if crucible.is_worker or not crucible.settings.uses_judge:
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # The final selection (after -k, -m, --crucible-kind and sharding plugins such as pytest-split, whose
+    # modifyitems hooks run last): the cost estimate and the prefetcher both work on what will run.
+    crucible = session.config.stash.get(SESSION_KEY, None)
+    if crucible is None:
         return
-    golden = [golden_of(item) for item in items]
-    golden = [g for g in golden if g is not None and (g.status != "draft" or crucible.settings.include_drafts)]
-    if not golden:
-        return
+    golden = [(item, golden) for item in session.items if (golden := golden_of(item)) is not None]
+    run = [(item.nodeid, golden) for item, golden in golden if item.get_closest_marker("skip") is None]
+    if not crucible.is_worker and crucible.settings.uses_judge and run:
+        _check_judge_cost(session.config, crucible, [golden for _, golden in run])
+    crucible.plan(run, skipped=len(golden) - len(run))
+
+
+def _check_judge_cost(config: pytest.Config, crucible: "CrucibleSession", golden: list) -> None:
+    """Show what a paid judge will cost on the items that will run; refuse past --crucible-max-cost."""
+    from .evaluation import cost_refusal
     from .judge.select import JudgeSetupError
 
     try:
@@ -91,25 +103,12 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         raise pytest.UsageError(str(exc)) from None
     if estimate is None:
         return
-    from .evaluation import cost_refusal
-
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
-        judge = crucible.engine.judge
-        reporter.write_line(f"crucible: {estimate.describe(judge.model, crucible.settings.judge_batch)} (before cache hits)")
+        reporter.write_line(f"crucible: {estimate.describe(crucible.engine.judge.model, crucible.settings.judge_batch)} (before cache hits)")
     refusal = cost_refusal(estimate, crucible.settings)
     if refusal:
         raise pytest.UsageError(refusal)
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    # The final selection (after -k, -m and --crucible-kind): the prefetcher calls ahead along it.
-    crucible = session.config.stash.get(SESSION_KEY, None)
-    if crucible is None:
-        return
-    golden = [(item, golden) for item in session.items if (golden := golden_of(item)) is not None]
-    run = [(item.nodeid, golden) for item, golden in golden if item.get_closest_marker("skip") is None]
-    crucible.plan(run, skipped=len(golden) - len(run))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -1,4 +1,4 @@
-"""The results store: one SQLite file, written through sqlite-utils.
+"""The results store: one SQLite file, written with plain SQL through the standard ``sqlite3`` module.
 
 Only one process writes during a pytest session (the controller); every write is
 a short transaction, so an interrupted session leaves earlier runs intact and its
@@ -204,8 +204,7 @@ class Store:
         self.db.conn.close()
 
     def _insert(self, table: str, row: dict[str, Any], *, replace: bool = False) -> None:
-        # Plain SQL inside the caller's transaction: sqlite-utils' own insert helpers
-        # commit on their own, which would split one logical write in two.
+        # Inside the caller's transaction: one logical write is never split in two.
         columns = ", ".join(row)
         marks = ", ".join("?" for _ in row)
         verb = "INSERT OR REPLACE" if replace else "INSERT"

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 __all__ = ["render_report", "write_report", "risk_coverage_plot", "ci_scale"]
 
 EXCERPT_CHARS = 400
+# Items drilled down in one page: each costs a few kB of HTML, and a browser stops being usable on a
+# page of hundreds of MB (a 100,000-item run). Past it, the items a reviewer needs come first.
+ITEM_DETAIL_LIMIT = 2_000
 
 VERDICT_CLASSES = {"improved": "improved", "regressed": "regressed", "changed": "changed", "not significant": "ns"}
 
@@ -267,6 +270,26 @@ def _item_context(row: dict[str, Any], item: dict[str, Any] | None, grades: dict
     }
 
 
+def items_to_show(results: list[dict[str, Any]], limit: int | None = None) -> list[dict[str, Any]]:
+    """The result rows drilled down in the report, in recording order: every one up to ``limit``; past it,
+    the items that need a look first (an error, a failure, a judge error, an error class other than
+    correct), then the others in recording order until ``limit`` (default ``ITEM_DETAIL_LIMIT``)."""
+    limit = ITEM_DETAIL_LIMIT if limit is None else limit
+    if len(results) <= limit:
+        return results
+
+    def needs_a_look(row: dict[str, Any]) -> bool:
+        return (row.get("outcome") not in ("passed", "skipped") or bool(row.get("error"))
+                or row.get("judge_errors") not in (None, "", "[]") or row.get("error_class") not in (None, "correct"))
+
+    chosen = set([index for index, row in enumerate(results) if needs_a_look(row)][:limit])
+    for index in range(len(results)):
+        if len(chosen) >= limit:
+            break
+        chosen.add(index)
+    return [results[index] for index in sorted(chosen)]
+
+
 def _at(values: Any, index: int) -> Any:
     return values[index] if isinstance(values, list) and index < len(values) else None
 
@@ -342,8 +365,9 @@ def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any
     for metric, values in item_metrics.items():
         for item_id, value in values.items():
             per_item.setdefault(item_id, {})[metric] = value
+    shown = items_to_show(results)
     items = [_item_context(row, items_by_id.get(row["item_id"]), grades.get(row["item_id"], {}), per_item.get(row["item_id"], {}), k)
-             for row in results]
+             for row in shown]
 
     guardrails = _guardrail_context(golden, item_metrics, results)
 
@@ -361,7 +385,8 @@ def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any
         if run.get("judge_model") else None,
         "cost": cost, "n_items": len(results), "outcomes": sorted(outcomes.items()),
         "families": families, "selective": selective, "plot": plot, "comparison": comparison,
-        "facets": facets, "error_classes": error_classes, "items": items, "k": k, "guardrails": guardrails,
+        "facets": facets, "error_classes": error_classes, "items": items, "items_not_shown": len(results) - len(shown),
+        "k": k, "guardrails": guardrails,
         "labels": run_labels(run), "kinds": _loads(run.get("kinds"), None),
         "pool": pool_summary([row.get("pool") for row in results], k), "db": str(store.path),
     }

@@ -17,8 +17,9 @@ a fresh SQLite file:
     pytest golden_bench.jsonl --crucible-mode=component --crucible-outcome=record
            --crucible-db=<tmp>/<run>.db -p no:cacheprovider -q  -n 0   (vs -n 2)
 
-Reported: wall times, the speed-up -n 0 / -n 2 (target >= 1.7x on two cores), and
-whether the stored item_metrics (item, metric, value) are identical across every
+Reported: wall times, the speed-up -n 0 / -n 2 (target >= 1.7x on two cores), the same
+speed-up of a bare module without the plugin (one parametrized test calling the same work), the
+plugin's speed-up relative to the bare module's (target >= 0.9), and whether the stored item_metrics (item, metric, value) are identical across every
 run of both modes.  A second, longer workload (--long-ms, default 60 ms per call)
 shows how much of the gap is xdist's fixed start-up cost; --long-ms 0 skips it.
 Exit code 0 whatever the outcome: it reports, it does not fail.
@@ -44,6 +45,9 @@ from bench_overhead import PHASEPROBE, PHASES, read_phases  # noqa: E402 - sibli
 
 PY = sys.executable
 TARGET = 1.7
+# On a shared machine even a module without the plugin gains little from -n 2: what the plugin can be
+# held to is keeping the speed-up xdist gives a bare module on the same machine, in the same run.
+RELATIVE_TARGET = 0.9
 
 CONFTEST = '''
 import pytest
@@ -212,8 +216,12 @@ def measure(tmp: Path, label: str, n_items: int, ms: float, repeat: int, env: di
           f"(target >= {TARGET}x: {'met' if speedup >= TARGET else 'NOT met'})")
     if with_bare:
         bare_serial, bare_parallel = (min(bare_results[n], key=lambda r: r.wall).wall for n in (0, 2))
+        bare_speedup = bare_serial / bare_parallel
         print(f"  reference, bare module without the plugin: -n 0 {bare_serial:6.2f} s, -n 2 {bare_parallel:6.2f} s: "
-              f"speed-up {bare_serial / bare_parallel:.2f}x (what xdist itself gives on this machine)")
+              f"speed-up {bare_speedup:.2f}x (what xdist itself gives on this machine)")
+        relative = speedup / bare_speedup
+        print(f"  the plugin's speed-up relative to the bare module's, same run: {speedup:.2f} / {bare_speedup:.2f} = "
+              f"{relative:.2f} (target >= {RELATIVE_TARGET}: {'met' if relative >= RELATIVE_TARGET else 'NOT met'})")
     if serial.phases.get("tests") and parallel.phases.get("tests"):
         rest0, rest2 = serial.wall - serial.phases["tests"], parallel.wall - parallel.phases["tests"]
         print(f"  the 'tests' phase alone (pipeline calls, scoring, recording; under -n 2 also worker start-up): "

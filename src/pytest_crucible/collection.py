@@ -180,6 +180,7 @@ def evaluate_node(request: pytest.FixtureRequest, pipeline, config) -> "ItemScor
         usage = str(exc)
     if usage is not None:  # outside the except block: no "during handling" chain in the output
         stop_with_usage_error(request, usage)
+    golden.forget_json()  # the score holds the item's JSON until it is recorded
     _attach(node, crucible, verdict.score)
     if verdict.error is not None:
         raise verdict.error  # the pipeline's own traceback is the useful one

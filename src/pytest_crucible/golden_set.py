@@ -138,6 +138,11 @@ class GoldenItem(_Model):
             self._json = self.model_dump(by_alias=True, mode="json")
         return self._json
 
+    def forget_json(self) -> None:
+        """Drop the cached :meth:`to_json` once the item is scored: pytest keeps every collected item (and
+        so this model) alive until the session ends, and on a large golden set the copies add up."""
+        self._json = None
+
 
 class GoldenFileError(Exception):
     """A golden file that cannot be loaded. ``str()`` is the whole user-facing message."""

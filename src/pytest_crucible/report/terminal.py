@@ -116,16 +116,16 @@ def facet_lines(items, metrics) -> list[str]:
 
 
 
-def kind_means(items: list[dict[str, Any]], item_metrics: dict[str, dict[str, float]]) -> list[tuple[str | None, dict]]:
+def kind_means(item_kinds: dict[str, str], item_metrics: dict[str, dict[str, float]]) -> list[tuple[str | None, dict]]:
     """[(None, means)] for a run of one kind, else [(kind, that kind's means)] in KINDS order:
-    a mean is never taken across kinds (a retrieval question and an attack are not averaged)."""
+    a mean is never taken across kinds (a retrieval question and an attack are not averaged).
+    ``item_kinds``: item id -> kind (``Store.item_kinds``)."""
     from ..defaults import KINDS
     from ..runs import metric_means
 
     kinds: dict[str, set[str]] = {}
-    for item in items:
-        if isinstance(item, dict) and "id" in item:
-            kinds.setdefault(item.get("kind") or "retrieval", set()).add(item["id"])
+    for item_id, kind in item_kinds.items():
+        kinds.setdefault(kind or "retrieval", set()).add(item_id)
     if len(kinds) < 2:
         return [(None, metric_means(item_metrics))]
     order = sorted(kinds, key=lambda kind: (KINDS.index(kind) if kind in KINDS else len(KINDS), kind))
@@ -166,7 +166,7 @@ def one_line_summary(store, run_id: str, *, gate: str | None = None) -> str:
     run = store.get_run(run_id)
     k = json.loads(run["resolved"]).get("retrievalLimit")
     parts = []
-    for kind, means in kind_means(store.golden_items(run_id), store.item_metrics(run_id)):
+    for kind, means in kind_means(store.item_kinds(run_id), store.item_metrics(run_id)):
         shown = " ".join(f"{display_name(name, k)} {means[name][0]:.3f}" for name in ONE_LINE_METRICS if name in means)
         if shown:
             parts.append(f"{kind} {shown}" if kind else shown)
@@ -220,7 +220,7 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
 
     items, item_metrics = store.golden_items(run_id), store.item_metrics(run_id)  # read once for every view below
     means = metric_means(item_metrics)
-    by_kind = kind_means(items, item_metrics)
+    by_kind = kind_means(store.item_kinds(run_id), item_metrics)
     if means and len(by_kind) > 1:
         # A run that mixes kinds shows each kind's means: none is taken across them.
         lines.append("this run mixes kinds of question: every mean is of one kind (--crucible-kind=KIND runs one)")

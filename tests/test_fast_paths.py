@@ -1,0 +1,82 @@
+"""Faster paths pinned against the plain ones they replaced: same bytes, same hashes, same rows."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_crucible.golden_set import canonical_item_json, golden_set_hash, hash_canonical_items
+from pytest_crucible.store import Store
+
+_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
+_items = st.dictionaries(st.text(alphabet="abcdefghij", min_size=1, max_size=4).filter(lambda s: s != "id"),
+                         st.one_of(_text, st.integers(), st.floats(allow_nan=False, allow_infinity=False), st.booleans(),
+                                   st.lists(_text, max_size=3)), max_size=5)
+
+
+def reference_hash(items: list[dict]) -> str:
+    """The golden-set hash as first defined: sha256 of the JSON array of the items in id order."""
+    ordered = sorted(items, key=lambda item: item["id"])
+    return hashlib.sha256(json.dumps(ordered, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(_text, _items), max_size=6, unique_by=lambda pair: pair[0]))
+def test_the_streamed_golden_set_hash_equals_the_hash_of_the_whole_array(pairs) -> None:
+    items = [{**fields, "id": item_id} for item_id, fields in pairs]
+    assert golden_set_hash(items) == reference_hash(items)
+    ordered = sorted((item["id"], canonical_item_json(item)) for item in items)
+    assert hash_canonical_items(ordered) == reference_hash(items)
+
+
+def _score(item_id: str, **item) -> dict:
+    return {"item_id": item_id, "question": "Q?", "item": {"id": item_id, "question": "Q?", **item}, "outcome": "passed",
+            "retrieved": [{"chunk_id": "d#1", "doc_id": "d", "text": "t", "score": 1.0}],
+            "metrics": {"ndcgAt10": 0.5, "recallAtK": 1.0}}
+
+
+def test_the_stored_hash_is_the_hash_of_the_stored_items_even_for_rows_stored_before_they_were_canonical(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "c.db")
+    run_id = store.start_run(config_hash="c" * 64, params={}, resolved={"retrievalLimit": 10}, mode="component", outcome_mode="record")
+    store.record_scores(run_id, [_score("b", tags=["ü", "x"]), _score("a", citations=[{"docId": "d", "chunkId": "d#1", "mode": "required"}])])
+    with store.db.conn:  # a row as an earlier version stored it: sorted keys, but spaces and ASCII escapes
+        store.db.conn.execute("UPDATE golden_items SET item = ? WHERE item_id = 'b'",
+                              [json.dumps({"id": "b", "question": "Q?", "tags": ["ü", "x"]}, sort_keys=True)])
+    assert store.golden_set_hash(run_id) == reference_hash(store.golden_items(run_id))
+    store.close()
+
+
+def test_a_batch_of_scores_is_stored_as_each_score_alone_would_be(tmp_path: Path) -> None:
+    """record_scores writes one statement per table for a batch: the rows are those of one write per item."""
+    scores = [_score(f"q{i}", citations=[{"docId": "d", "chunkId": f"d#{i}", "mode": "required" if i % 2 else "acceptable"}],
+                     concepts=[{"id": f"c{i}", "grade": "required"}])
+              for i in range(5)]
+    scores[2]["error_class"], scores[2]["error_evidence"] = "retrieval_miss", "missed"
+    scores[3]["qrels_rows"] = [{"query_id": "q3", "chunk_id": "x#1", "doc_id": "x", "grade": 2, "source": "llm", "judge_model": "m"}]
+
+    def rows(path: Path, one_by_one: bool) -> dict[str, list]:
+        store = Store.open(path)
+        run_id = store.start_run(config_hash="c" * 64, params={}, resolved={"retrievalLimit": 10}, mode="component",
+                                 outcome_mode="record", run_id="RUN")
+        for batch in ([[score] for score in scores] if one_by_one else [scores]):
+            store.record_scores(run_id, batch)
+        conn = store.db.conn
+        out = {
+            "golden": conn.execute("SELECT item_id, source, line, item FROM golden_items ORDER BY item_id").fetchall(),
+            "metrics": conn.execute("SELECT item_id, metric, value FROM item_metrics ORDER BY item_id, metric").fetchall(),
+            "results": conn.execute("SELECT item_id, question, retrieved, outcome, error_class FROM results ORDER BY item_id").fetchall(),
+            "qrels": conn.execute("SELECT query_id, chunk_id, doc_id, grade, source, judge_model FROM qrels"
+                                  " ORDER BY query_id, source, chunk_id").fetchall(),
+            "concepts": conn.execute("SELECT item_id, concept_id, grade FROM golden_concepts ORDER BY item_id").fetchall(),
+            "feedback": conn.execute("SELECT item_id, error_class, evidence FROM eval_feedback").fetchall(),
+        }
+        store.close()
+        return out
+
+    batched, single = rows(tmp_path / "batched.db", False), rows(tmp_path / "single.db", True)
+    assert batched == single
+    assert len(batched["qrels"]) == 6 and len(batched["feedback"]) == 1 and len(batched["metrics"]) == 10

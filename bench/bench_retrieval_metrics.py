@@ -18,7 +18,8 @@ Workload, written as TREC files into a temporary directory:
 Timed in this one process, alternating, best of R (default 3), file parsing included:
 
 * ours:        ``read_qrels`` + ``read_run`` + ``evaluate(qrels, run, [P_10, recall_10,
-  recip_rank, ndcg_cut_10])`` (per-query values and the means);
+  recip_rank, ndcg_cut_10])`` (per-query values and the means); the readers and the evaluation
+  take the numpy paths of ``pytest_crucible.trec_fast`` (the script says whether both files did);
 * pytrec_eval: ``parse_qrel`` + ``parse_run`` + ``RelevanceEvaluator(qrels, {P.10,
   recall.10, recip_rank, ndcg_cut.10}).evaluate(run)`` + the means (numpy).
 
@@ -49,6 +50,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from pytest_crucible import trec_fast  # noqa: E402
 from pytest_crucible.trec_eval import evaluate, read_qrels, read_run  # noqa: E402
 
 try:
@@ -146,6 +148,9 @@ def main() -> int:
               f"~15 graded judgments per query ({qrels_path.stat().st_size / 2**20:.1f} MB qrels); "
               f"{counts['ties']} queries with a score tie, {counts['no_relevant']} with no relevant document; "
               f"measures {', '.join(OURS_MEASURES)}; parsing included; best of {opts.repeat}")
+        fast = [parse(path.read_bytes()) is not None
+                for parse, path in ((trec_fast.parse_qrels, qrels_path), (trec_fast.parse_run, run_path))]
+        print(f"numpy fast path taken: qrels {'yes' if fast[0] else 'NO'}, run {'yes' if fast[1] else 'NO'}")
         if pytrec_eval is None:
             print("SKIP pytrec_eval comparison: pytrec_eval is not installed in this environment "
                   "(it is not a project dependency; try `.venv/bin/pip install pytrec-eval-terrier`)")

@@ -8,8 +8,10 @@ against the tool the IR community trusts.  trec_eval
 National Institute of Standards and Technology as its source and as the
 source of the reference files the test suite compares against.  No trec_eval
 code is used: behaviour was taken from its documentation and checked
-against its reference outputs.  Every score is computed by the single implementation in
-:mod:`pytest_crucible.metrics.retrieval`.
+against its reference outputs.  Every score is that of the single implementation in
+:mod:`pytest_crucible.metrics.retrieval`: :mod:`pytest_crucible.trec_fast` parses the files and
+scores all queries at once with numpy, bit for bit equal to the line readers and the per-query
+loop here, which stay the reference (and the fall-back for unusual input and for errors).
 
 Supported measures
 ------------------
@@ -65,6 +67,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Callable
 
+import numpy as np
+
+from pytest_crucible import trec_fast
 from pytest_crucible.metrics.retrieval import (
     hit_at_k,
     ndcg_at_k,
@@ -150,8 +155,21 @@ def _content_lines(path: str | Path) -> Iterable[tuple[int, list[bytes]]]:
             yield number, fields
 
 
+def _read_bytes(path: str | Path) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
 def read_qrels(path: str | Path) -> Qrels:
     """Read a TREC qrels file (``qid iter docno rel``) into ``{qid: {docno: grade}}``."""
+    # numpy parses a well-formed file; anything else (including every error) goes line by line.
+    with trec_fast.gc_paused():
+        qrels = trec_fast.parse_qrels(_read_bytes(path))
+    return qrels if qrels is not None else _read_qrels_lines(path)
+
+
+def _read_qrels_lines(path: str | Path) -> Qrels:
+    """The reference reader: one line at a time, with the precise error for a bad line."""
     by_query: dict[bytes, dict[bytes, int]] = {}  # decoded once at the end, as in read_run
     for number, fields in _content_lines(path):
         if len(fields) != 4:
@@ -192,6 +210,13 @@ def read_run(path: str | Path) -> Run:
     Rows keep file order; use :func:`rank_run` for trec_eval's ranking.  The
     rank column and anything after the tag are ignored, as in trec_eval.
     """
+    with trec_fast.gc_paused():
+        run = trec_fast.parse_run(_read_bytes(path))
+    return run if run is not None else _read_run_lines(path)
+
+
+def _read_run_lines(path: str | Path) -> Run:
+    """The reference reader: one line at a time, with the precise error for a bad line."""
     # The hot loop of `crucible trec-eval` (a run has a line per query and document): each query's
     # documents go into a dict (file order kept, a duplicate found by one lookup), a query id is
     # decoded once, and a score is parsed from its bytes. Line numbers are only needed for an
@@ -318,6 +343,17 @@ def evaluate(
     ValueError for an unknown measure or when no query has both judgments and
     results (trec_eval's "No queries with both results and relevance info").
     """
+    with trec_fast.gc_paused():
+        return _evaluate(qrels, run, measures, relevance_level, complete)
+
+
+def _evaluate(
+    qrels: Mapping[str, Mapping[str, int]],
+    run: Mapping[str, Iterable[tuple[str, float]]],
+    measures: Iterable[str],
+    relevance_level: int,
+    complete: bool,
+) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
     names = parse_measures(measures)
     query_measures = [name for name in names if name != "num_q"]
     qids = sorted(
@@ -326,23 +362,41 @@ def evaluate(
     if not qids:
         raise ValueError("no queries with both results and relevance judgments")
 
-    per_query: dict[str, dict[str, float]] = {}
-    for qid in qids:
-        ranking = rank_run(run.get(qid, ()))
-        per_query[qid] = {
-            name: _score(name, ranking, qrels[qid], relevance_level) for name in query_measures
-        }
+    families = [_split_measure(name) for name in query_measures]
 
+    def reference(qid: str, column: int) -> float:
+        return _score(query_measures[column], rank_run(run.get(qid, ())), qrels[qid], relevance_level)
+
+    # All queries at once with numpy; the per-query loop below is the reference it must equal.
+    values = trec_fast.evaluate_bulk(qids, qrels, run, families, relevance_level, reference)
+    if values is None:
+        values = np.array(_evaluate_per_query(qids, qrels, run, query_measures, relevance_level),
+                          dtype=np.float64).reshape(len(qids), len(query_measures))
+    rows = values.tolist()
+    per_query = {qid: dict(zip(query_measures, row)) for qid, row in zip(qids, rows)}
+
+    # Summed in qid order from 0.0, as trec_eval accumulates (np.add.accumulate is sequential).
+    totals = np.add.accumulate(np.vstack([np.zeros(len(query_measures)), values]), axis=0)[-1].tolist()
+    means = dict(zip(query_measures, totals))
     summary: dict[str, float] = {}
     for name in names:
-        if name == "num_q":
-            summary[name] = len(qids)
-        else:
-            total = 0.0
-            for qid in qids:  # summed in qid order, as trec_eval accumulates
-                total += per_query[qid][name]
-            summary[name] = total / len(qids)
+        summary[name] = len(qids) if name == "num_q" else means[name] / len(qids)
     return per_query, summary
+
+
+def _evaluate_per_query(
+    qids: Sequence[str],
+    qrels: Mapping[str, Mapping[str, int]],
+    run: Mapping[str, Iterable[tuple[str, float]]],
+    measures: Sequence[str],
+    relevance_level: int,
+) -> list[list[float]]:
+    """The reference evaluation: each query ranked and scored by the functions in metrics.retrieval."""
+    rows = []
+    for qid in qids:
+        ranking = rank_run(run.get(qid, ()))
+        rows.append([_score(name, ranking, qrels[qid], relevance_level) for name in measures])
+    return rows
 
 
 # --------------------------------------------------------------------------

@@ -19,12 +19,26 @@ coarse-grid and binary; some with a real shift between the runs, some null),
 
 Both use different random streams, so CI endpoints and p-values differ by
 Monte Carlo error only; the script prints the largest differences.
+
+Large golden sets (issue 19): ``--n 100000`` (or a comma list such as
+``--n 1000,10000,100000``) runs ours only on the same 12 kinds of metric at
+that n, with 10,000 resamples and 10,000 permutations, as one batched
+``paired_tests`` call from empty caches (what a run comparison does), and
+reports wall time and the peak RSS of the whole process (``ru_maxrss``).
+With a list, each n runs in a fresh subprocess so every peak is its own.
+scipy is skipped there: its vectorized bootstrap and permutation test hold
+10,000 x n float64 arrays (8 GB each at n = 100,000) and would take tens of
+minutes; ``batch=`` bounds the memory but not the time.
 """
 
 from __future__ import annotations
 
+import argparse
+import hashlib
 import os
 import platform
+import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -35,7 +49,7 @@ from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from pytest_crucible.stats import paired_test  # noqa: E402
+from pytest_crucible.stats import paired_test, paired_tests  # noqa: E402
 from pytest_crucible.stats.bootstrap import clear_caches as clear_boot  # noqa: E402
 from pytest_crucible.stats.permutation import clear_caches as clear_perm  # noqa: E402
 
@@ -45,7 +59,7 @@ N_PERMUTATIONS = 10_000
 DATA_SEED = 20240601
 
 
-def make_metrics(rng: np.random.Generator) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def make_metrics(rng: np.random.Generator, n: int = N_ITEMS) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """12 metrics: 6 with a real shift between runs, 6 exactly null.
 
     Null metrics are exchangeable pairs: each item keeps its baseline score
@@ -53,7 +67,6 @@ def make_metrics(rng: np.random.Generator) -> dict[str, tuple[np.ndarray, np.nda
     distribution.  Shifted ones move scores (continuous) or flip outcomes
     (binary) preferentially in one direction.
     """
-    n = N_ITEMS
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     def changed(keep: float) -> np.ndarray:
@@ -149,12 +162,77 @@ def run_scipy(metrics):
     return out, t_boot, t_perm
 
 
+def rss_mb() -> float:
+    """Peak RSS of this process so far (ru_maxrss is in KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def run_large(n: int) -> None:
+    """One batched comparison of 12 metrics at ``n`` items (ours only)."""
+    metrics = make_metrics(np.random.default_rng(DATA_SEED), n)
+    pairs = list(metrics.values())
+    clear_boot()
+    clear_perm()
+    before = rss_mb()  # interpreter, numpy/scipy, the 12 x 2 score arrays
+    t0 = time.perf_counter()
+    res = paired_tests(pairs, seed=1337, n_resamples=N_RESAMPLES, n_permutations=N_PERMUTATIONS)
+    wall = time.perf_counter() - t0
+    peak = rss_mb()
+    print(f"n={n}: 12 metrics, {N_RESAMPLES} resamples, {N_PERMUTATIONS} permutations, one paired_tests call")
+    header = f"{'metric':<20}{'delta':>9}  {'CI':>19}  {'p':>8}  sig"
+    print(header)
+    print("-" * len(header))
+    for name, r in zip(metrics, res):
+        print(
+            f"{name:<20}{r.delta:>+9.4f}  [{r.ci_low:+.4f}, {r.ci_high:+.4f}]  {r.p_value:>8.4f}  "
+            f"{'yes' if r.significant else 'no'}"
+        )
+    # exact fingerprint of all results, to compare implementations bit for bit
+    fields = [(r.delta, r.ci_low, r.ci_high, r.p_value, r.mde) for r in res]
+    print("results sha256:", hashlib.sha256(repr([tuple(x.hex() for x in f) for f in fields]).encode()).hexdigest()[:16])
+    print(f"wall time: {wall:.2f} s ({wall / 12:.2f} s per metric)")
+    print(f"peak RSS, whole process: {peak:.0f} MB (before the comparison: {before:.0f} MB)")
+    print(f"RESULT n={n} wall={wall:.3f} peak_rss_mb={peak:.1f} base_rss_mb={before:.1f}")
+
+
+def run_large_many(ns: list[int]) -> None:
+    """Each n in a fresh interpreter (ru_maxrss is a per-process high-water mark)."""
+    rows = []
+    for n in ns:
+        proc = subprocess.run(
+            [sys.executable, __file__, "--n", str(n)], capture_output=True, text=True, check=True
+        )
+        print(proc.stdout.split("\n", 2)[2], end="")  # minus the child's version + threads lines
+        last = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")][-1]
+        kv = dict(item.split("=") for item in last.split()[1:])
+        rows.append((n, float(kv["wall"]), float(kv["peak_rss_mb"]), float(kv["base_rss_mb"])))
+        print()
+    base_n, base_t = rows[0][0], rows[0][1]
+    print(f"{'n':>8}  {'wall s':>8}  {'s per 1k items':>14}  {'x time vs n=' + str(base_n):>16}  {'peak RSS MB':>11}  {'before MB':>9}")
+    for n, wall, peak, before in rows:
+        print(
+            f"{n:>8}  {wall:>8.2f}  {wall / (n / 1000):>14.3f}  {wall / base_t:>16.1f}  {peak:>11.0f}  {before:>9.0f}"
+        )
+
+
 def main() -> None:
-    metrics = make_metrics(np.random.default_rng(DATA_SEED))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", help="large-n mode: items per metric, or a comma list (ours only)")
+    args = parser.parse_args()
     print(
         f"python {platform.python_version()}, numpy {np.__version__}, scipy {scipy.__version__}, "
         f"{os.cpu_count()} CPUs, {platform.machine()}"
     )
+    if args.n:
+        # at n > 65,536 the time (and the last bits, see stats/resampling.py) depend on it
+        print(f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}")
+        ns = [int(x.replace("_", "")) for x in args.n.split(",")]
+        if len(ns) == 1:
+            run_large(ns[0])
+        else:
+            run_large_many(ns)
+        return
+    metrics = make_metrics(np.random.default_rng(DATA_SEED))
     print(
         f"workload: n={N_ITEMS} items x {len(metrics)} metrics, "
         f"{N_RESAMPLES} resamples, {N_PERMUTATIONS} permutations"

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping
 from .config import config_diff
 from .metrics import NO_DIRECTION, higher_is_better, ordered_metrics
 from .runs import RunData
-from .stats import DEFAULT_SEED, holm_adjust, min_pairs_for_alpha, paired_test
+from .stats import DEFAULT_SEED, holm_adjust, min_pairs_for_alpha, paired_tests
 
 ALPHA = 0.05
 
@@ -133,19 +133,30 @@ def compare_run_data(
     # A run that mixes kinds of question is compared kind by kind: no delta averages a retrieval
     # question with an attack (the pairs are of one kind: an item that changed kind is left out).
     groups = kind_groups(shared, b)
+    to_test: list[tuple[MetricComparison, tuple[list[float], list[float]]]] = []
     for kind, items in groups:
         for name in names:
             left, right = a.metrics.get(name, {}), b.metrics.get(name, {})
             if kind is not None and not any(item in left or item in right for item in items):
                 continue  # a metric no item of this kind has (attack rates of retrieval questions)
-            entry = _compare_metric(name, left, right, items, **options)
+            entry, pairs = _compare_metric(name, left, right, items, alpha=alpha)
             entry.kind = kind
             results[metric_key(name, kind)] = entry
+            if pairs is not None:
+                to_test.append((entry, pairs))
         if (metrics is None or "aurc" in metrics) and a.selective and b.selective:
             if kind is None or any(item in a.selective for item in items):
                 entry = _compare_aurc(a, b, items, **options)
                 entry.kind = kind
                 results[metric_key("aurc", kind)] = entry
+
+    # Every metric in one call: metrics over the same number of pairs share one pass over the random
+    # stream (the same bits as one paired_test each; memory bounded on large golden sets).
+    tests = paired_tests([pairs for _, pairs in to_test], seed=seed, n_resamples=n_resamples,
+                         n_permutations=n_permutations, alpha=alpha)
+    for (entry, _), test in zip(to_test, tests):
+        entry.delta, entry.ci, entry.p = test.delta, (test.ci_low, test.ci_high), test.p_value
+        entry.significant, entry.mde, entry.required_n = test.significant, test.mde, test.required_n
 
     if multiple == "holm":
         tested = [m for m in results.values() if m.p is not None]
@@ -183,9 +194,10 @@ def kind_groups(items: list[str], run: RunData) -> list[tuple[str | None, list[s
     return [(kind, by_kind[kind]) for kind in sorted(by_kind, key=lambda k: (order.get(k, len(order)), k))]
 
 
-def _compare_metric(name: str, left: Mapping[str, float], right: Mapping[str, float], items: list[str], *, seed: int,
-                    n_resamples: int, n_permutations: int, alpha: float) -> MetricComparison:
-    """One metric over the paired items that have it on both sides (both significance gates)."""
+def _compare_metric(name: str, left: Mapping[str, float], right: Mapping[str, float], items: list[str], *,
+                    alpha: float) -> tuple[MetricComparison, tuple[list[float], list[float]] | None]:
+    """One metric over the paired items that have it on both sides: its row, and the pairs its test
+    (both significance gates) runs on, None below 2 pairs; ``compare_run_data`` tests them all at once."""
     both = [item for item in items if item in left and item in right]
     dropped = sum(1 for item in items if (item in left) != (item in right))
     xs = [left[item] for item in both]
@@ -199,14 +211,11 @@ def _compare_metric(name: str, left: Mapping[str, float], right: Mapping[str, fl
     )
     if len(both) < 2:
         entry.note = f"not tested: {len(both)} pair{'s' if len(both) != 1 else ''}"
-        return entry
-    test = paired_test(xs, ys, seed=seed, n_resamples=n_resamples, n_permutations=n_permutations, alpha=alpha)
-    entry.delta, entry.ci, entry.p = test.delta, (test.ci_low, test.ci_high), test.p_value
-    entry.significant, entry.mde, entry.required_n = test.significant, test.mde, test.required_n
+        return entry, None
     if len(both) < min_pairs_for_alpha(alpha):
         # With so few pairs even a sign-flip test where every pair agrees cannot reach p < alpha.
         entry.note = f"ns: {len(both)} pairs (need {min_pairs_for_alpha(alpha)})"
-    return entry
+    return entry, (xs, ys)
 
 
 def excluded_items(a: RunData, b: RunData) -> list[dict[str, str]]:

@@ -9,19 +9,35 @@ Typical use, once per metric of a run comparison (``a`` = baseline scores,
 
     res = paired_test(a, b, seed=DEFAULT_SEED)
     res.delta, res.ci, res.p_value, res.significant, res.mde, res.required_n
+
+or, for all metrics of a comparison at once (same results, bit for bit; the
+random stream is drawn once per distinct ``n`` instead of once per metric,
+which is what keeps large golden sets fast and within bounded memory)::
+
+    results = paired_tests([(a1, b1), (a2, b2), ...], seed=DEFAULT_SEED)
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 import numpy as np
 
-from .bootstrap import BootstrapResult, paired_bootstrap_bca, paired_differences
-from .permutation import paired_permutation_test
-from .power import holm_adjust, minimum_detectable_effect, required_sample_size
+from .bootstrap import (
+    BootstrapResult,
+    _check_confidence,
+    _check_positive_int,
+    _check_seed,
+    bootstrap_result,
+    is_constant,
+    paired_bootstrap_bca,
+    paired_differences,
+)
+from .permutation import needs_random_signs, paired_permutation_test, permutation_p_value
+from .power import _check_level, holm_adjust, minimum_detectable_effect, required_sample_size
+from .resampling import resample_sums
 from ..defaults import DEFAULT_SEED
 from .prng import Mulberry32
 
@@ -36,6 +52,7 @@ __all__ = [
     "holm_adjust",
     "PairedTest",
     "paired_test",
+    "paired_tests",
     "min_pairs_for_alpha",
 ]
 
@@ -112,14 +129,85 @@ def paired_test(
     power: float = 0.8,
 ) -> PairedTest:
     """BCa interval + sign-flip permutation test + power numbers for one metric."""
+    return paired_tests(
+        [(a, b)],
+        seed=seed,
+        n_resamples=n_resamples,
+        n_permutations=n_permutations,
+        confidence=confidence,
+        alpha=alpha,
+        power=power,
+    )[0]
+
+
+def paired_tests(
+    pairs: Iterable[tuple[Any, Any]],
+    *,
+    seed: int = DEFAULT_SEED,
+    n_resamples: int = 10_000,
+    n_permutations: int = 10_000,
+    confidence: float = 0.95,
+    alpha: float = 0.05,
+    power: float = 0.8,
+) -> list[PairedTest]:
+    """:func:`paired_test` for many metrics of one comparison, in input order.
+
+    ``pairs`` is a sequence of ``(a, b)`` score sequences, one per metric;
+    their lengths may differ (a metric present on fewer items).  Each result
+    is bit-identical to ``paired_test(a, b, ...)`` with the same options: the
+    metrics with the same ``n`` share one pass over the Mulberry32 stream
+    (bootstrap counts and permutation signs come from the same draws, see
+    :mod:`.resampling`), so the stream is drawn once per distinct ``n``, and
+    above the cache budget the ``B x n`` matrices are never held whole.
+    """
     alpha = float(alpha)
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
-    d = paired_differences(a, b)
-    boot = paired_bootstrap_bca(
-        a, b, n_resamples=n_resamples, confidence=confidence, seed=seed
-    )
-    p_value = paired_permutation_test(a, b, n_permutations=n_permutations, seed=seed)
+    ds = [paired_differences(a, b) for a, b in pairs]
+    n_resamples = _check_positive_int("n_resamples", n_resamples)
+    confidence = _check_confidence(confidence)
+    seed = _check_seed(seed)
+    n_permutations = _check_positive_int("n_permutations", n_permutations)
+    power = _check_level("power", power)
+
+    by_n: dict[int, list[int]] = {}
+    for i, d in enumerate(ds):
+        by_n.setdefault(int(d.shape[0]), []).append(i)
+    boot_sums: dict[int, np.ndarray] = {}
+    perm_sums: dict[int, np.ndarray] = {}
+    for n, members in by_n.items():
+        boot = [i for i in members if not is_constant(ds[i])]
+        perm = [i for i in members if needs_random_signs(ds[i], n_permutations)]
+        boot_out, perm_out = resample_sums(
+            n, seed, [ds[i] for i in boot], n_resamples, [ds[i] for i in perm], n_permutations
+        )
+        boot_sums.update(zip(boot, boot_out))
+        perm_sums.update(zip(perm, perm_out))
+
+    return [
+        _paired_result(
+            d,
+            bootstrap_result(d, boot_sums.get(i), n_resamples, confidence, seed),
+            permutation_p_value(d, n_permutations, perm_sums.get(i)),
+            alpha=alpha,
+            power=power,
+            seed=seed,
+            n_permutations=n_permutations,
+        )
+        for i, d in enumerate(ds)
+    ]
+
+
+def _paired_result(
+    d: np.ndarray,
+    boot: BootstrapResult,
+    p_value: float,
+    *,
+    alpha: float,
+    power: float,
+    seed: int,
+    n_permutations: int,
+) -> PairedTest:
     n = int(d.shape[0])
     sd_diff = float(np.std(d, ddof=1))
     if not math.isfinite(sd_diff):  # defensive; n >= 2 is guaranteed
@@ -145,7 +233,7 @@ def paired_test(
         confidence=boot.confidence,
         alpha=alpha,
         power=float(power),
-        seed=int(seed),
+        seed=seed,
         n_resamples=boot.n_resamples,
-        n_permutations=int(n_permutations),
+        n_permutations=n_permutations,
     )

@@ -9,10 +9,14 @@ Tibshirani 1993, ch. 14): for paired scores ``a`` (baseline run) and ``b``
    drawn with replacement from one :class:`~.prng.Mulberry32` stream seeded
    with ``seed``: the ``B x n`` index matrix is filled row-major, index =
    ``floor(u * n)``.  ``theta*_b`` is the mean of ``d`` over row ``b``.
-   (Internally the rows are stored as a ``B x n`` matrix of counts, so that
-   ``theta* = counts @ d / n``; the matrix depends only on ``(n, B, seed)``
-   and is cached, which makes repeated calls over many metrics of the same
-   golden set cheap.)
+   (Internally ``theta* = counts @ d / n`` with ``counts`` the ``B x n``
+   matrix of how often each item is drawn in each row; it depends only on
+   ``(n, B, seed)``.  Up to 64 MiB (uint8, e.g. n = 1,000 and B = 10,000 is
+   10 MB) it is cached, which makes repeated calls over many metrics of the
+   same golden set cheap; above that it is streamed in blocks of rows and
+   never held whole, and :func:`pytest_crucible.stats.paired_tests` draws
+   the stream once for all metrics of a comparison.  Same bits either way;
+   see :mod:`.resampling`.)
 2. Bias correction.  ``z0 = Phi^-1(p0)`` with
    ``p0 = (#{theta* < theta_hat} + 0.5 * #{theta* == theta_hat}) / B``.
    Resample sums that differ from ``n * theta_hat`` by at most
@@ -42,26 +46,21 @@ Degenerate input (all differences equal, e.g. identical runs) returns
 from __future__ import annotations
 
 import math
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 from scipy.special import ndtr, ndtri
 
 from ..defaults import DEFAULT_SEED
-from .prng import Mulberry32
+from .resampling import clear_caches as _clear_caches
+from .resampling import matvec, resample_counts  # noqa: F401  (re-exported: callers, tests)
+from .resampling import resample_sums
 
 __all__ = ["BootstrapResult", "paired_bootstrap_bca"]
 
 #: Relative tolerance (w.r.t. ``sum(|d|)``) under which two sums are "equal".
 TIE_RTOL = 1e-12
-
-# Elements per block when streaming resample rows (keeps temporaries in cache).
-_BLOCK_ELEMENTS = 1 << 18
-# Elements per block for the float64 matrix-vector products.
-_MATVEC_ELEMENTS = 1 << 17
 
 
 @dataclass(frozen=True)
@@ -136,94 +135,25 @@ def _check_positive_int(name: str, value: Any) -> int:
     return int(value)
 
 
+def _check_confidence(confidence: Any) -> float:
+    confidence = float(confidence)
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    return confidence
+
+
+def _check_seed(seed: Any) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"seed must be an integer, got {type(seed).__name__}")
+    return int(seed)
+
+
 # ---------------------------------------------------------------------------
-# cached compact matrices + blocked matrix-vector product
+# resampling matrices (see resampling.py): re-exported for callers and tests
 # ---------------------------------------------------------------------------
-class _MatrixCache:
-    """Tiny thread-safe LRU cache for compact resampling matrices."""
-
-    def __init__(self, maxsize: int) -> None:
-        self.maxsize = maxsize
-        self._data: OrderedDict[tuple[Any, ...], np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[Any, ...], build: Any) -> np.ndarray:
-        with self._lock:
-            hit = self._data.get(key)
-            if hit is not None:
-                self._data.move_to_end(key)
-                return hit
-        value = build()
-        value.setflags(write=False)
-        with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self.maxsize:
-                self._data.popitem(last=False)
-        return value
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-
-
-_COUNTS_CACHE = _MatrixCache(maxsize=4)
-
-
-def _build_counts(n: int, n_resamples: int, seed: int) -> np.ndarray:
-    """``counts[r, i]`` = how often item ``i`` appears in resample ``r``.
-
-    Index draws are ``Mulberry32(seed).integers(n, (n_resamples, n))``
-    (row-major), generated in blocks of rows; the count matrix uses the
-    smallest unsigned dtype that holds it (uint8 in practice).
-    """
-    rng = Mulberry32(seed)
-    counts: np.ndarray = np.empty((n_resamples, n), dtype=np.uint8)
-    rows = max(1, _BLOCK_ELEMENTS // n)
-    offsets = (np.arange(rows, dtype=np.int64) * n)[:, None]
-    for lo in range(0, n_resamples, rows):
-        m = min(rows, n_resamples - lo)
-        idx = rng.integers(n, (m, n))
-        idx += offsets[:m]
-        block = np.bincount(idx.ravel(), minlength=m * n)
-        top = int(block.max())
-        if top > np.iinfo(counts.dtype).max:
-            counts = counts.astype(np.min_scalar_type(max(top, n)))
-        counts[lo : lo + m] = block.reshape(m, n)
-    return counts
-
-
-def resample_counts(n: int, n_resamples: int, seed: int) -> np.ndarray:
-    """Cached, read-only ``(n_resamples, n)`` bootstrap count matrix."""
-    return _COUNTS_CACHE.get(
-        ("counts", n, n_resamples, seed & 0xFFFFFFFF),
-        lambda: _build_counts(n, n_resamples, seed),
-    )
-
-
-def matvec(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
-    """``matrix @ vector`` in float64 for a compact integer ``matrix``.
-
-    Rows are converted to float64 in small blocks (which stay in cache) and
-    multiplied with BLAS, so the compact matrix never needs a full float64
-    copy.  Integer matrix entries and float64 accumulation: for integer
-    valued ``vector`` (binary metrics) the result is exact.
-    """
-    rows_total, n = matrix.shape
-    out = np.empty(rows_total, dtype=np.float64)
-    rows = max(1, min(rows_total, _MATVEC_ELEMENTS // max(n, 1)))
-    buf = np.empty((rows, n), dtype=np.float64)
-    for lo in range(0, rows_total, rows):
-        m = min(rows, rows_total - lo)
-        blk = buf[:m]
-        blk[...] = matrix[lo : lo + m]
-        np.matmul(blk, vector, out=out[lo : lo + m])
-    return out
-
-
 def clear_caches() -> None:
-    """Drop cached resampling matrices (frees memory; results unchanged)."""
-    _COUNTS_CACHE.clear()
+    """Drop cached bootstrap count matrices (frees memory; results unchanged)."""
+    _clear_caches("counts")
 
 
 # ---------------------------------------------------------------------------
@@ -291,6 +221,30 @@ def _bca_from_sums(
     return float(q[0]), float(q[1])
 
 
+def bootstrap_result(
+    d: np.ndarray,
+    boot_sums: Optional[np.ndarray],
+    n_resamples: int,
+    confidence: float,
+    seed: int,
+) -> BootstrapResult:
+    """BCa result for validated differences ``d`` given their bootstrap sums.
+
+    ``boot_sums`` (``counts @ d`` per resample) may be ``None`` when ``d``
+    is constant (:func:`is_constant`): the interval is then the point.
+    """
+    n = int(d.shape[0])
+    if is_constant(d):
+        delta = float(d[0]) if bool(np.all(d == d[0])) else float(d.mean())
+        return BootstrapResult(delta, delta, delta, n, n_resamples, confidence, seed)
+    assert boot_sums is not None
+    delta = float(d.mean())
+    sum_hat = math.fsum(d.tolist())
+    tol = TIE_RTOL * float(np.abs(d).sum())
+    lo, hi = _bca_from_sums(boot_sums, sum_hat, tol, d, confidence)
+    return BootstrapResult(delta, lo, hi, n, n_resamples, confidence, seed)
+
+
 def paired_bootstrap_bca(
     a: Any,
     b: Any,
@@ -304,25 +258,14 @@ def paired_bootstrap_bca(
     See the module docstring for the exact algorithm.  Deterministic for a
     given ``seed``; the same ``(n, n_resamples, seed)`` reuses the same
     resamples, so metrics of one run comparison share their bootstrap
-    samples (as a paired design should).
+    samples (as a paired design should).  For many metrics at once,
+    :func:`pytest_crucible.stats.paired_tests` draws the stream only once.
     """
     d = paired_differences(a, b)
     n_resamples = _check_positive_int("n_resamples", n_resamples)
-    confidence = float(confidence)
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"seed must be an integer, got {type(seed).__name__}")
-    n = int(d.shape[0])
-
-    if is_constant(d):
-        delta = float(d[0]) if bool(np.all(d == d[0])) else float(d.mean())
-        return BootstrapResult(delta, delta, delta, n, n_resamples, confidence, int(seed))
-
-    delta = float(d.mean())
-    counts = resample_counts(n, n_resamples, int(seed))
-    boot_sums = matvec(counts, d)
-    sum_hat = math.fsum(d.tolist())
-    tol = TIE_RTOL * float(np.abs(d).sum())
-    lo, hi = _bca_from_sums(boot_sums, sum_hat, tol, d, confidence)
-    return BootstrapResult(delta, lo, hi, n, n_resamples, confidence, int(seed))
+    confidence = _check_confidence(confidence)
+    seed = _check_seed(seed)
+    boot_sums = None
+    if not is_constant(d):
+        boot_sums = resample_sums(int(d.shape[0]), seed, [d], n_resamples, [], 0)[0][0]
+    return bootstrap_result(d, boot_sums, n_resamples, confidence, seed)

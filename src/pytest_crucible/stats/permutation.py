@@ -26,54 +26,38 @@ exact arithmetic are not lost to rounding noise (scipy uses a similar
 relative tolerance).
 
 If all differences are zero the statistic is 0 under every pattern and
-``p = 1``.  The sign matrix depends only on ``(n, n_permutations, seed)`` and
-is cached like the bootstrap counts.
+``p = 1``.  The sign matrix depends only on ``(n, n_permutations, seed)``:
+like the bootstrap counts it is cached up to 64 MiB (int8) and streamed in
+blocks of rows above that (:mod:`.resampling`).  Its row ``r`` uses the same
+draws as bootstrap row ``r`` (sign = top bit of the 32-bit output), so one
+pass over the stream serves both.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
 from .bootstrap import (
     TIE_RTOL,
     _check_positive_int,
-    _MatrixCache,
-    matvec,
+    _check_seed,
     paired_differences,
 )
 from ..defaults import DEFAULT_SEED
-from .prng import Mulberry32
+from .resampling import clear_caches as _clear_caches
+from .resampling import permutation_signs  # noqa: F401  (re-exported: callers, tests)
+from .resampling import resample_sums
 
 __all__ = ["paired_permutation_test"]
 
-_SIGNS_CACHE = _MatrixCache(maxsize=4)
-_BLOCK_ELEMENTS = 1 << 18
 _EXACT_BLOCK = 1 << 14  # sign patterns per block in exact enumeration
 
 
-def _build_signs(n: int, n_permutations: int, seed: int) -> np.ndarray:
-    rng = Mulberry32(seed)
-    signs = np.empty((n_permutations, n), dtype=np.int8)
-    rows = max(1, _BLOCK_ELEMENTS // n)
-    for lo in range(0, n_permutations, rows):
-        m = min(rows, n_permutations - lo)
-        bits = rng.integers(2, (m, n))
-        signs[lo : lo + m] = 1 - 2 * bits
-    return signs
-
-
-def permutation_signs(n: int, n_permutations: int, seed: int) -> np.ndarray:
-    """Cached, read-only ``(n_permutations, n)`` int8 matrix of +-1 signs."""
-    return _SIGNS_CACHE.get(
-        ("signs", n, n_permutations, seed & 0xFFFFFFFF),
-        lambda: _build_signs(n, n_permutations, seed),
-    )
-
-
 def clear_caches() -> None:
-    _SIGNS_CACHE.clear()
+    """Drop cached sign matrices (frees memory; results unchanged)."""
+    _clear_caches("signs")
 
 
 def _exact_count(d: np.ndarray, threshold: float) -> int:
@@ -91,6 +75,35 @@ def _exact_count(d: np.ndarray, threshold: float) -> int:
     return count
 
 
+def needs_random_signs(d: np.ndarray, n_permutations: int) -> bool:
+    """True when the p-value of ``d`` needs the Mulberry32 sign stream
+    (not all differences zero, and not exact: ``2**n > n_permutations``)."""
+    n = int(d.shape[0])
+    exact = n < 62 and (1 << n) <= n_permutations
+    return not exact and float(np.abs(d).sum()) != 0.0
+
+
+def permutation_p_value(d: np.ndarray, n_permutations: int, sums: Optional[np.ndarray] = None) -> float:
+    """Two-sided p-value of validated differences ``d``.
+
+    ``sums`` are the randomized statistics ``signs @ d`` (one per
+    permutation), needed exactly when :func:`needs_random_signs` is true.
+    """
+    n = int(d.shape[0])
+    scale = float(np.abs(d).sum())
+    if scale == 0.0:  # all differences are zero: every pattern ties
+        return 1.0
+    observed = abs(float(d.sum()))
+    threshold = observed - TIE_RTOL * scale
+
+    if n < 62 and (1 << n) <= n_permutations:
+        return _exact_count(d, threshold) / float(1 << n)
+
+    assert sums is not None
+    count = int(np.count_nonzero(np.abs(sums) >= threshold))
+    return (count + 1) / (n_permutations + 1)
+
+
 def paired_permutation_test(
     a: Any,
     b: Any,
@@ -105,20 +118,8 @@ def paired_permutation_test(
     """
     d = paired_differences(a, b)
     n_permutations = _check_positive_int("n_permutations", n_permutations)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"seed must be an integer, got {type(seed).__name__}")
-    n = int(d.shape[0])
-
-    scale = float(np.abs(d).sum())
-    if scale == 0.0:  # all differences are zero: every pattern ties
-        return 1.0
-    observed = abs(float(d.sum()))
-    threshold = observed - TIE_RTOL * scale
-
-    if n < 62 and (1 << n) <= n_permutations:
-        return _exact_count(d, threshold) / float(1 << n)
-
-    signs = permutation_signs(n, n_permutations, int(seed))
-    stats = np.abs(matvec(signs, d))
-    count = int(np.count_nonzero(stats >= threshold))
-    return (count + 1) / (n_permutations + 1)
+    seed = _check_seed(seed)
+    sums = None
+    if needs_random_signs(d, n_permutations):
+        sums = resample_sums(int(d.shape[0]), seed, [], 0, [d], n_permutations)[1][0]
+    return permutation_p_value(d, n_permutations, sums)

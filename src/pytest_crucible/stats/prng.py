@@ -38,6 +38,11 @@ _GOLDEN = np.uint32(0x6D2B79F5)
 _MASK32 = 0xFFFFFFFF
 _TWO_POW_M32 = 2.0**-32
 _CHUNK = 1 << 16  # draws per vectorized block (256 KiB of uint32)
+# k * GOLDEN mod 2**32 for k < _CHUNK, built once: streaming callers ask for
+# many small blocks (one resample row of 100,000 items at a time), and
+# rebuilding it on every call would add two full passes to each block.
+_STEPS = np.arange(_CHUNK, dtype=np.uint32) * _GOLDEN
+_STEPS.setflags(write=False)
 
 SizeLike = Union[int, "tuple[int, ...]", None]
 
@@ -104,8 +109,7 @@ class Mulberry32:
         if count == 0:
             return
         chunk = min(_CHUNK, count)
-        steps = np.arange(chunk, dtype=np.uint32)
-        np.multiply(steps, _GOLDEN, out=steps)  # k * GOLDEN mod 2**32
+        steps = _STEPS[:chunk]
         a_buf = np.empty(chunk, dtype=np.uint32)
         t_buf = np.empty(chunk, dtype=np.uint32)
         u_buf = np.empty(chunk, dtype=np.uint32)
@@ -133,16 +137,28 @@ class Mulberry32:
             yield lo, u
 
     # -- public API -----------------------------------------------------
-    def uint32(self, n: SizeLike = None) -> np.ndarray:
+    def uint32(self, n: SizeLike = None, *, out: "np.ndarray | None" = None) -> np.ndarray:
         """Next raw 32-bit outputs (``(t ^ t >>> 14) >>> 0`` in the JS code).
 
-        ``n`` is an int or a shape tuple; ``None`` gives a 0-d array.
+        ``n`` is an int or a shape tuple; ``None`` gives a 0-d array.  With
+        ``out`` (a C-contiguous uint32 array, ``n`` left out) the next
+        ``out.size`` outputs are written into it in C order and it is
+        returned: streaming callers reuse one buffer for every block.
         """
+        if out is not None:
+            if n is not None:
+                raise TypeError("give either n or out, not both")
+            if out.dtype != np.uint32 or not out.flags.c_contiguous or not out.flags.writeable:
+                raise ValueError("out must be a writeable C-contiguous uint32 array")
+            flat = out.reshape(-1)  # a view, since out is C-contiguous
+            for lo, block in self._blocks(flat.size):
+                flat[lo : lo + block.size] = block
+            return out
         shape, count = _normalize_size(n)
-        out = np.empty(count, dtype=np.uint32)
+        buf = np.empty(count, dtype=np.uint32)
         for lo, block in self._blocks(count):
-            out[lo : lo + block.size] = block
-        return out.reshape(shape)
+            buf[lo : lo + block.size] = block
+        return buf.reshape(shape)
 
     def random(self, n: SizeLike = None) -> np.ndarray:
         """Next floats in ``[0, 1)``: ``uint32 / 2**32`` exactly as in JS."""

@@ -1,0 +1,345 @@
+"""Resampling engine shared by the bootstrap and the permutation test.
+
+The random layout is the documented contract of :mod:`.bootstrap` and
+:mod:`.permutation`: for ``n`` items and a seed, row ``r`` of either matrix
+uses draws ``r*n .. r*n + n - 1`` of ``Mulberry32(seed)`` (row-major), the
+bootstrap taking index ``floor(u * n)`` and the permutation sign ``-1`` when
+``floor(2u) == 1``.  Both start at draw 0, so the two matrices come from the
+*same* draws: one pass over the stream serves both (the sign is the top bit
+of the 32-bit output).
+
+What is computed are the row sums ``matrix @ d`` for the paired differences
+``d`` of every metric of a comparison, never the ``B x n`` matrix itself
+unless it is small:
+
+* A matrix of at most :data:`CACHE_BYTES` (uint8 counts / int8 signs, one
+  byte an entry: ``n * B <= 64 MiB``, e.g. n = 1,000 with 10,000 resamples
+  is 10 MB) is kept in an LRU cache of that many bytes per kind, so further
+  calls with the same ``(n, rows, seed)`` cost one matrix-vector product per
+  metric.
+* A larger one is streamed: blocks of rows are drawn, turned into counts or
+  signs and multiplied with every metric's ``d`` at once, then dropped.  Peak
+  memory is a few blocks (``O(max(n, 2**17))`` entries) plus the ``rows x
+  metrics`` sums; the stream is drawn once per comparison, not per metric.
+
+Bit-exactness: every row sum is one BLAS ``gemv`` over a float64 block of
+rows, and the block partition (:func:`rows_per_block`) is the one of the
+original whole-matrix implementation, so a row's dot product runs through
+the same kernel on the same operands whether the rows come from the cache or
+from the stream.  Do not change ``_MATVEC_ELEMENTS`` or fold the metrics into
+one matrix-matrix product: that changes the summation order, the last bits of
+the sums and, now and then, an interval endpoint.
+
+Above ``2**16`` items a block has two rows (and a lone last row is computed
+as one row of a two-row product): OpenBLAS splits a single long dot product
+across its threads, so the last bits of a one-row block would depend on the
+BLAS thread count (``OPENBLAS_NUM_THREADS``), while the rows of a larger
+block are never split.  Results at such n are therefore the same on every
+machine; they differ in the last bits from those of the earlier one-row
+blocks, which differed between thread counts themselves.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from .prng import Mulberry32
+
+__all__ = [
+    "CACHE_BYTES",
+    "MatrixCache",
+    "clear_caches",
+    "matvec",
+    "matvecs",
+    "permutation_signs",
+    "resample_counts",
+    "resample_sums",
+    "rows_per_block",
+]
+
+#: Largest compact matrix (bytes) that is cached, and each cache's budget.
+CACHE_BYTES = 64 << 20
+
+# Elements per block for the float64 matrix-vector products.  Part of the
+# bit-exact contract (see the module docstring): it fixes the gemv shapes.
+_MATVEC_ELEMENTS = 1 << 17
+
+_MASK32 = 0xFFFFFFFF
+_TWO_POW_M32 = 2.0**-32
+
+
+class MatrixCache:
+    """Thread-safe LRU cache of read-only matrices, bounded in bytes."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = int(max_bytes)
+        self._data: OrderedDict[tuple[Any, ...], np.ndarray] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+    def fits(self, nbytes: int) -> bool:
+        return nbytes <= self.max_bytes
+
+    def lookup(self, key: tuple[Any, ...]) -> Optional[np.ndarray]:
+        with self._lock:
+            hit = self._data.get(key)
+            if hit is not None:
+                self._data.move_to_end(key)
+            return hit
+
+    def store(self, key: tuple[Any, ...], value: np.ndarray) -> np.ndarray:
+        """Keep ``value`` (made read-only) if it fits the budget; return it."""
+        value.setflags(write=False)
+        if not self.fits(value.nbytes):
+            return value
+        with self._lock:
+            old = self._data.pop(key, None)
+            if old is not None:
+                self._bytes -= old.nbytes
+            self._data[key] = value
+            self._bytes += value.nbytes
+            while self._bytes > self.max_bytes:
+                _, evicted = self._data.popitem(last=False)
+                self._bytes -= evicted.nbytes
+        return value
+
+    def get(self, key: tuple[Any, ...], build: Callable[[], np.ndarray]) -> np.ndarray:
+        hit = self.lookup(key)
+        return hit if hit is not None else self.store(key, build())
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+            self._bytes = 0
+
+
+_COUNTS_CACHE = MatrixCache(CACHE_BYTES)
+_SIGNS_CACHE = MatrixCache(CACHE_BYTES)
+
+
+def clear_caches(kind: str = "all") -> None:
+    """Drop cached matrices (``"counts"``, ``"signs"`` or ``"all"``); results unchanged."""
+    if kind in ("counts", "all"):
+        _COUNTS_CACHE.clear()
+    if kind in ("signs", "all"):
+        _SIGNS_CACHE.clear()
+
+
+def rows_per_block(n: int, rows_total: int) -> int:
+    """Rows per gemv block: the partition every row sum is computed with. Above ``2**16`` items a block
+    has two rows, never one (see :func:`_gemv`)."""
+    rows = max(1, min(rows_total, _MATVEC_ELEMENTS // max(n, 1)))
+    return min(2, rows_total) if n > _LONE_ROW_LIMIT else rows
+
+
+# Above this many items a lone row's product is computed as one row of a two-row product: OpenBLAS
+# splits a single long dot product across its threads, so its last bits (and now and then an interval
+# endpoint) would depend on the BLAS thread count; a row of a multi-row product is never split.
+_LONE_ROW_LIMIT = 1 << 16
+
+
+def _gemv(block: np.ndarray, vector: np.ndarray, out: np.ndarray) -> None:
+    """``out = block @ vector`` (float64 rows), the same bits whatever the BLAS thread count."""
+    if block.shape[0] == 1 and block.shape[1] > _LONE_ROW_LIMIT:
+        pair = np.zeros((2, block.shape[1]), dtype=np.float64)
+        pair[0] = block[0]
+        out[...] = np.matmul(pair, vector)[:1]
+    else:
+        np.matmul(block, vector, out=out)
+
+
+# ---------------------------------------------------------------------------
+# products with a materialised (cached) compact matrix
+# ---------------------------------------------------------------------------
+def matvecs(matrix: np.ndarray, vectors: Sequence[np.ndarray], out: np.ndarray) -> np.ndarray:
+    """``out[j] = matrix @ vectors[j]`` in float64 for a compact integer matrix.
+
+    Rows are converted to float64 in small blocks (which stay in cache), once
+    for all vectors, and multiplied with BLAS gemv, so the compact matrix
+    never needs a full float64 copy.  Integer entries and float64
+    accumulation: for integer valued vectors (binary metrics) the result is
+    exact.
+    """
+    rows_total, n = matrix.shape
+    rows = rows_per_block(n, rows_total)
+    buf = np.empty((rows, n), dtype=np.float64)
+    for lo in range(0, rows_total, rows):
+        m = min(rows, rows_total - lo)
+        blk = buf[:m]
+        blk[...] = matrix[lo : lo + m]
+        for j, vector in enumerate(vectors):
+            _gemv(blk, vector, out[j, lo : lo + m])
+    return out
+
+
+def matvec(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """``matrix @ vector`` in float64 for a compact integer ``matrix``."""
+    out = np.empty((1, matrix.shape[0]), dtype=np.float64)
+    return matvecs(matrix, [vector], out)[0]
+
+
+# ---------------------------------------------------------------------------
+# streaming
+# ---------------------------------------------------------------------------
+class _Target:
+    """One side (bootstrap counts or permutation signs) of a streaming pass."""
+
+    __slots__ = ("rows", "vectors", "out", "keep")
+
+    def __init__(self, rows: int, vectors: Sequence[np.ndarray], out: np.ndarray, keep: Optional[np.ndarray]) -> None:
+        self.rows = rows
+        self.vectors = list(vectors)
+        self.out = out  # (len(vectors), rows) float64 sums, filled block by block
+        self.keep = keep  # matrix being filled for the cache, or None
+
+
+def _stream(n: int, seed: int, boot: Optional[_Target], perm: Optional[_Target]) -> None:
+    """Draw the stream once, block by block, feeding both targets.
+
+    Blocks are ``G = rows_per_block(n, max rows)`` rows.  Each target's own
+    gemv partition is either ``G`` as well or, when it has fewer rows than
+    ``G``, a single block that is a prefix of the first one; so every gemv
+    below has exactly the shape of the whole-matrix computation.
+    """
+    n_boot = boot.rows if boot is not None else 0
+    n_perm = perm.rows if perm is not None else 0
+    total = max(n_boot, n_perm)
+    if total == 0:
+        return
+    rng = Mulberry32(seed)
+    block = rows_per_block(n, total)
+    ubuf = np.empty((block, n), dtype=np.uint32)
+    fbuf = np.empty((block, n), dtype=np.float64)
+    if boot is not None:
+        scale = float(n) * _TWO_POW_M32  # as in Mulberry32.integers
+        ibuf = np.empty((block, n), dtype=np.int64)
+        offsets = (np.arange(block, dtype=np.int64) * n)[:, None]
+    for lo in range(0, total, block):
+        g = min(block, total - lo)
+        u = rng.uint32(out=ubuf[:g])
+        if boot is not None and lo < n_boot:
+            m = min(g, n_boot - lo)
+            f = fbuf[:m]
+            np.multiply(u[:m], scale, out=f)  # exact uint32 -> float64, one rounding
+            idx = ibuf[:m]
+            np.copyto(idx, f, casting="unsafe")  # truncation == floor (f >= 0)
+            if m > 1:
+                idx += offsets[:m]  # row r counts into bins r*n .. r*n + n - 1
+            counts = np.bincount(idx.reshape(-1), minlength=m * n).reshape(m, n)
+            if boot.keep is not None:
+                top = int(counts.max())
+                if top > np.iinfo(boot.keep.dtype).max:  # never for n >= 256 in practice
+                    boot.keep = boot.keep.astype(np.min_scalar_type(max(top, n)))
+                boot.keep[lo : lo + m] = counts
+            if boot.vectors:
+                f[...] = counts
+                for j, d in enumerate(boot.vectors):
+                    _gemv(f, d, boot.out[j, lo : lo + m])
+        if perm is not None and lo < n_perm:
+            m = min(g, n_perm - lo)
+            bits = u[:m]
+            np.right_shift(bits, np.uint32(31), out=bits)  # floor(2u) (u no longer needed)
+            f = fbuf[:m]
+            np.multiply(bits, -2.0, out=f)
+            f += 1.0  # sign = 1 - 2 * bit, exactly +-1
+            if perm.keep is not None:
+                perm.keep[lo : lo + m] = f
+            for j, d in enumerate(perm.vectors):
+                _gemv(f, d, perm.out[j, lo : lo + m])
+
+
+def _plan(
+    cache: MatrixCache,
+    key: tuple[Any, ...],
+    n: int,
+    rows: int,
+    vectors: Sequence[np.ndarray],
+    out: np.ndarray,
+    dtype: Any,
+    force_keep: bool = False,
+) -> tuple[Optional[np.ndarray], Optional[_Target]]:
+    """Use the cached matrix if there is one, else plan a streaming target
+    (which also fills the matrix for the cache when it fits the budget)."""
+    hit = cache.lookup(key)
+    if hit is not None:
+        return hit, None
+    keep = np.empty((rows, n), dtype=dtype) if force_keep or cache.fits(rows * n) else None
+    return None, _Target(rows, vectors, out, keep)
+
+
+def resample_sums(
+    n: int,
+    seed: int,
+    boot_vectors: Sequence[np.ndarray],
+    n_resamples: int,
+    perm_vectors: Sequence[np.ndarray],
+    n_permutations: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bootstrap sums ``counts @ d`` and permutation sums ``signs @ d``.
+
+    ``boot_vectors`` / ``perm_vectors``: float64 length-``n`` vectors (one
+    per metric; either may be empty).  Returns arrays of shape
+    ``(len(boot_vectors), n_resamples)`` and ``(len(perm_vectors),
+    n_permutations)``.  Cached matrices are used when present, small ones
+    are cached on the way, large ones are streamed; the results are the same
+    bits in every case.
+    """
+    seed &= _MASK32
+    # gemv wants contiguous float64 (a no-op for paired_differences' output)
+    boot_vectors = [np.ascontiguousarray(v, dtype=np.float64) for v in boot_vectors]
+    perm_vectors = [np.ascontiguousarray(v, dtype=np.float64) for v in perm_vectors]
+    boot_out = np.empty((len(boot_vectors), n_resamples), dtype=np.float64)
+    perm_out = np.empty((len(perm_vectors), n_permutations), dtype=np.float64)
+    boot = perm = None
+    counts_key = ("counts", n, n_resamples, seed)
+    signs_key = ("signs", n, n_permutations, seed)
+    if boot_vectors:
+        counts, boot = _plan(_COUNTS_CACHE, counts_key, n, n_resamples, boot_vectors, boot_out, np.uint8)
+        if counts is not None:
+            matvecs(counts, boot_vectors, boot_out)
+    if perm_vectors:
+        signs, perm = _plan(_SIGNS_CACHE, signs_key, n, n_permutations, perm_vectors, perm_out, np.int8)
+        if signs is not None:
+            matvecs(signs, perm_vectors, perm_out)
+    if boot is not None or perm is not None:
+        _stream(n, seed, boot, perm)
+    if boot is not None and boot.keep is not None:
+        _COUNTS_CACHE.store(counts_key, boot.keep)
+    if perm is not None and perm.keep is not None:
+        _SIGNS_CACHE.store(signs_key, perm.keep)
+    return boot_out, perm_out
+
+
+def _matrix(kind: str, n: int, rows: int, seed: int) -> np.ndarray:
+    seed &= _MASK32
+    cache, dtype = (_COUNTS_CACHE, np.uint8) if kind == "counts" else (_SIGNS_CACHE, np.int8)
+    key = (kind, n, rows, seed)
+    hit, target = _plan(cache, key, n, rows, [], np.empty((0, rows)), dtype, force_keep=True)
+    if hit is not None:
+        return hit
+    assert target is not None and target.keep is not None
+    _stream(n, seed, target if kind == "counts" else None, target if kind == "signs" else None)
+    return cache.store(key, target.keep)  # read-only; kept only if it fits
+
+
+def resample_counts(n: int, n_resamples: int, seed: int) -> np.ndarray:
+    """Read-only ``(n_resamples, n)`` bootstrap count matrix (cached if small).
+
+    ``counts[r, i]`` = how often item ``i`` appears in resample ``r``; uint8
+    in practice (wider only if a count exceeded 255).  The statistics never
+    need it whole above :data:`CACHE_BYTES`; this materialises it on request.
+    """
+    return _matrix("counts", n, n_resamples, seed)
+
+
+def permutation_signs(n: int, n_permutations: int, seed: int) -> np.ndarray:
+    """Read-only ``(n_permutations, n)`` int8 matrix of +-1 signs (cached if small)."""
+    return _matrix("signs", n, n_permutations, seed)

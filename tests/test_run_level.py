@@ -45,3 +45,37 @@ def test_exact_permutation_on_few_items_and_errors() -> None:
     assert result.p_value * 8 == pytest.approx(round(result.p_value * 8))
     with pytest.raises(ValueError, match="at least 2 paired items"):
         paired_aurc_test([(0.5, True)], [(0.5, False)])
+
+
+def _selective_pairs(n: int, seed: int) -> tuple[list, list]:
+    rng = np.random.default_rng(seed)
+    a = list(zip(np.round(rng.random(n), 2), rng.random(n) < 0.7))
+    b = list(zip(np.round(rng.random(n), 2), rng.random(n) < 0.8))
+    return a, b
+
+
+def test_the_test_is_pinned_to_the_whole_matrix_implementation() -> None:
+    """Drawing resamples and permutations block by block gives exactly what the whole B x n matrices gave
+    (recorded from that implementation: n = 300 with ties, 999 resamples, 4,097 permutations, seed 5)."""
+    a, b = _selective_pairs(300, 11)
+    result = paired_aurc_test(a, b, n_resamples=999, n_permutations=4097, seed=5)
+    assert (result.delta.hex(), result.ci_low.hex(), result.ci_high.hex(), result.p_value) == PINNED_300
+
+
+def test_a_large_golden_set_uses_a_grouped_jackknife_close_to_the_exact_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past JACKKNIFE_EXACT_MAX items the acceleration comes from a delete-a-group jackknife (the
+    leave-one-out one is O(n^2)); its interval stays close to the exact one."""
+    from pytest_crucible.stats import run_level
+
+    a, b = _selective_pairs(1_500, 3)
+    exact = paired_aurc_test(a, b, n_resamples=400, n_permutations=400)
+    monkeypatch.setattr(run_level, "JACKKNIFE_EXACT_MAX", 1_000)
+    monkeypatch.setattr(run_level, "JACKKNIFE_GROUPS", 150)
+    grouped = paired_aurc_test(a, b, n_resamples=400, n_permutations=400)
+    width = exact.ci_high - exact.ci_low
+    assert grouped.delta == exact.delta and grouped.p_value == exact.p_value  # only the acceleration differs
+    assert abs(grouped.ci_low - exact.ci_low) < 0.05 * width and abs(grouped.ci_high - exact.ci_high) < 0.05 * width
+
+
+# Recorded from the whole-matrix implementation (before resamples were drawn block by block).
+PINNED_300 = ('-0x1.0c29d18d22798p-3', '-0x1.cf04784165cdep-3', '-0x1.e792088fea02fp-6', 0.010736944851146901)

@@ -80,3 +80,24 @@ def test_a_batch_of_scores_is_stored_as_each_score_alone_would_be(tmp_path: Path
     batched, single = rows(tmp_path / "batched.db", False), rows(tmp_path / "single.db", True)
     assert batched == single
     assert len(batched["qrels"]) == 6 and len(batched["feedback"]) == 1 and len(batched["metrics"]) == 10
+
+
+_doc = st.sampled_from([f"d{i}" for i in range(12)])
+
+
+@settings(max_examples=400, deadline=None)
+@given(ranking=st.lists(_doc, max_size=25), qrels=st.dictionaries(_doc, st.integers(-2, 3), max_size=12),
+       k=st.integers(1, 15), level=st.integers(-1, 3))
+def test_all_retrieval_metrics_at_once_equal_each_metric_alone(ranking, qrels, k, level) -> None:
+    """retrieval_metrics computes the five from one pass; each must be the float its own function gives."""
+    from pytest_crucible.metrics.retrieval import (NDCG_CUTOFF, hit_at_k, ndcg_at_k, precision_at_k, recall_at_k,
+                                                   reciprocal_rank, retrieval_metrics)
+
+    got = retrieval_metrics(ranking, qrels, k, relevance_level=level)
+    if not any(grade >= max(level, 0) for grade in qrels.values()):
+        assert got == {}
+        return
+    assert got == {"recallAtK": recall_at_k(ranking, qrels, k, level), "precisionAtK": precision_at_k(ranking, qrels, k, level),
+                   "mrr": reciprocal_rank(ranking, qrels, level), "ndcgAt10": ndcg_at_k(ranking, qrels, NDCG_CUTOFF, level),
+                   "hitAtK": hit_at_k(ranking, qrels, k, level)}
+    assert all(type(value) is float for value in got.values())

@@ -52,6 +52,10 @@ __all__ = ["AnthropicJudge", "verdict_schema", "parse_verdict", "InvalidVerdict"
 # Verdict fields the judge's own code fills, never asked of the model (not in the output schema).
 STAMP_FIELDS = ("judge_model", "prompt_version", "contradicts", "contradicts_source")
 RELEVANCE_PROMPT_VERSION = "umbrela-v1"
+# The Message Batches API takes at most 100,000 requests and 256 MB per batch: a large golden set is
+# sent in several batches, kept under both with room to spare (a batch over a limit is refused whole).
+MAX_BATCH_REQUESTS = 100_000
+MAX_BATCH_BYTES = 200 * 1024 * 1024
 
 # What each field means, sent as the schema's descriptions (the prompt says it too).
 _FIELD_DESCRIPTIONS: dict[str, dict[str, str]] = {
@@ -411,11 +415,24 @@ class AnthropicJudge(Judge):
 
     # -- batches --------------------------------------------------------------------------------
     def _judge_batch(self, requests: list[JudgeRequest]) -> list[Verdict | JudgeFailure]:
+        """Judge through Message Batches, in as many batches as the API's limits per batch need (at most
+        MAX_BATCH_REQUESTS requests and about MAX_BATCH_BYTES of request bodies each), one after the other."""
+        parts, start, size = [], 0, 0
+        params = [self._params(request) for request in requests]
+        for index, body in enumerate(params):
+            size += len(json.dumps(body)) + 64  # + the custom id and the framing
+            if index > start and (index - start >= MAX_BATCH_REQUESTS or size > MAX_BATCH_BYTES):
+                parts.append((start, index))
+                start, size = index, len(json.dumps(body)) + 64
+        parts.append((start, len(requests)))
+        return [verdict for lo, hi in parts for verdict in self._judge_one_batch(requests[lo:hi], params[lo:hi])]
+
+    def _judge_one_batch(self, requests: list[JudgeRequest], params: list[dict[str, Any]]) -> list[Verdict | JudgeFailure]:
         sdk, batches = self._sdk, self._client.messages.batches
         results: list[Verdict | JudgeFailure | None] = [None] * len(requests)
         ids = {f"{request.kind}-{index:06d}": index for index, request in enumerate(requests)}
         try:
-            batch = batches.create(requests=[{"custom_id": cid, "params": self._params(requests[i])} for cid, i in ids.items()])
+            batch = batches.create(requests=[{"custom_id": cid, "params": params[i]} for cid, i in ids.items()])
         except (sdk.APIStatusError, sdk.APIConnectionError) as err:
             return [self._api_failure(r.kind, err, "creating the Message Batch") for r in requests]
         deadline = time.monotonic() + self.max_batch_wait

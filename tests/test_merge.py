@@ -264,7 +264,8 @@ def test_a_killed_shard_makes_merge_and_compare_refuse(tmp_path: Path, capsys: p
     merged = tmp_path / "run.db"
     assert crucible_main(["merge", str(whole), str(killed), "-o", str(merged)]) == 3
     err = capsys.readouterr().err
-    assert "the merged run ci-7 is interrupted: a shard did not finish" in err and "HINT: re-run the shard" in err
+    assert f"the merged run ci-7 is interrupted: {killed} is interrupted" in err and "HINT: re-run the shard" in err
+    assert str(whole) not in err.splitlines()[-2]  # the complete shard is not named
     # The merged run is written, and every door refuses it as a candidate unless told otherwise.
     baseline = make_shard(tmp_path / "base.db", ["x-1", "x-2", "x-3", "x-4"], run_id="base")
     exported = tmp_path / "base.json"

@@ -348,7 +348,7 @@ def test_a_lost_or_failed_shard_never_merges_into_a_complete_run(pytester: pytes
     merge = run_merge(pytester, workflow, artifacts)
     assert [(step.what.split()[1], step.code) for step in merge.steps if step.what.startswith("crucible ")] == [
         ("merge", 3), ("compare", None), ("report", 3)]
-    assert f"crucible: the merged run {RUN_ID} is incomplete: a shard did not finish" in capsys.readouterr().err
+    assert f"crucible: the merged run {RUN_ID} is incomplete: shards/shard-2.db is failed\n" in capsys.readouterr().err
     merged = stored_run(pytester.path / "run.db", RUN_ID)
     assert (merged["status"], merged["n_items"]) == ("incomplete", 30)
     assert (artifacts / "crucible" / "crucible-report.html").stat().st_size > 0

@@ -638,7 +638,8 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     if report.status != "complete":
         # The merge is written (the whole shards' results are worth reading), but a CI step that
         # merges must not go on as if the run were whole: the gate would refuse it anyway.
-        print(f"crucible: the merged run {report.run_id} is {report.status}: a shard did not finish\n"
+        unfinished = ", ".join(f"{shard} is {status}" for shard, status in report.shard_statuses.items() if status != "complete")
+        print(f"crucible: the merged run {report.run_id} is {report.status}: {unfinished or 'a shard did not finish'}\n"
               "HINT: re-run the shard that stopped (`crucible runs --db SHARD` shows each shard's status); "
               "the gate refuses this run unless --allow-incomplete", file=sys.stderr)
         return EXIT_REFUSED

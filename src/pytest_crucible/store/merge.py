@@ -42,6 +42,8 @@ class MergeReport:
     feedback_added: int = 0
     output: str = ""
     warnings: list[str] = field(default_factory=list)
+    # shard file -> the status of its run (what the merged status comes from)
+    shard_statuses: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -272,7 +274,8 @@ def merge_shards(shard_paths: Sequence[str | Path], output_path: str | Path, *, 
         qrels = sorted(((row["created_at"], index, row["id"], row) for index, shard in enumerate(shards)
                         for row in _rows(shard.store, "SELECT * FROM qrels ORDER BY id")), key=lambda entry: entry[:3])
         report = MergeReport(run_id=run_id, shards=[shard.name for shard in shards], items=n_items, golden_hash=golden_hash,
-                             status=run["status"], qrels_added=0, cache_rows_added=0, output=str(output_path), warnings=warnings)
+                             status=run["status"], qrels_added=0, cache_rows_added=0, output=str(output_path), warnings=warnings,
+                             shard_statuses={shard.name: shard.run["status"] for shard in shards})
         _write(shards, output_path, run, union, [entry[3] for entry in qrels], report)
         return report
     finally:

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import sqlite3
+import time
 from pathlib import Path
+
+import pytest
 
 
 def db_rows(project, sql: str, params=()) -> list[tuple]:
@@ -14,6 +19,25 @@ def db_rows(project, sql: str, params=()) -> list[tuple]:
         return conn.execute(sql, params).fetchall()
     finally:
         conn.close()
+
+
+def crucible_cli(*args: str | Path) -> pytest.RunResult:
+    """`crucible ARGS` in this process: its exit code and what it printed, as pytester's RunResult.
+
+    The same ``main()`` that ``python -m pytest_crucible.cli`` runs, without starting Python and importing
+    the package once more for each command (test_cli.py and test_server.py run the CLI as a process of its own).
+    """
+    from pytest_crucible.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    start = time.monotonic()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main([str(arg) for arg in args])
+        except SystemExit as exc:  # argparse's usage errors exit 2, as the process would
+            code = exc.code
+    ret = 0 if code is None else code if isinstance(code, int) else 1  # what sys.exit(main()) makes of it
+    return pytest.RunResult(ret, out.getvalue().splitlines(), err.getvalue().splitlines(), time.monotonic() - start)
 
 
 # A deterministic pipeline: retrieves the same ranked list for every question, answers

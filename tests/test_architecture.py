@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import pytest
@@ -43,6 +43,11 @@ class Module:
     name: str  # dotted, e.g. pytest_crucible.store.keys
     path: Path
     tree: ast.Module
+
+    @cached_property
+    def nodes(self) -> list[ast.AST]:
+        """Every node of the tree, in ``ast.walk`` order: walked once, read by every rule."""
+        return list(ast.walk(self.tree))
 
     @property
     def is_package(self) -> bool:
@@ -88,7 +93,7 @@ def imported_names(module: Module, node: ast.Import | ast.ImportFrom) -> list[st
 
 def all_imports(module: Module) -> list[tuple[int, str]]:
     """(line, imported module) of every import of the module, at any level (functions included)."""
-    return [(node.lineno, name) for node in ast.walk(module.tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+    return [(node.lineno, name) for node in module.nodes if isinstance(node, (ast.Import, ast.ImportFrom))
             for name in imported_names(module, node)]
 
 
@@ -131,10 +136,10 @@ def is_sql(text: str) -> bool:
     return bool(SQL_WORD.match(text) and SQL_STATEMENT.match(text))
 
 
-def _docstrings(tree: ast.Module) -> set[int]:
+def _docstrings(module: Module) -> set[int]:
     """ids of the docstring nodes (a docstring is prose, not a statement)."""
     ids = set()
-    for node in ast.walk(tree):
+    for node in module.nodes:
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
             if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
@@ -148,10 +153,10 @@ def test_sql_lives_only_in_the_store() -> None:
     for module in modules().values():
         if module.under("store"):
             continue
-        docstrings = _docstrings(module.tree)
+        docstrings = _docstrings(module)
         # An f-string is checked whole, its constant parts not again.
-        docstrings |= {id(part) for node in ast.walk(module.tree) if isinstance(node, ast.JoinedStr) for part in node.values}
-        for node in ast.walk(module.tree):
+        docstrings |= {id(part) for node in module.nodes if isinstance(node, ast.JoinedStr) for part in node.values}
+        for node in module.nodes:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in EXECUTE_ATTRIBUTES:
                 problems.add(f"{module.where(node.lineno)}: calls .{node.func.attr}(); run SQL through a store function")
             text = None

@@ -100,7 +100,7 @@ def test_pool_labelling_writes_llm_judgments_and_the_rerun_asks_nothing(project)
 
 
 def test_without_labelling_the_pool_reports_what_is_unjudged(project) -> None:
-    result = project.runpytest_subprocess("--crucible-mode=component")
+    result = project.runpytest("--crucible-mode=component")
     result.stdout.fnmatch_lines(["qrels for the retrieved pool (top 10): 1 provenance, 0 human, 0 llm; 1 unjudged (50%)",
                                  "  unjudged chunks count as non-relevant, as trec_eval does (--crucible-label-pool grades them)"])
 

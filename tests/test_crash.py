@@ -40,6 +40,7 @@ def start_slow_run(command: list[str], cwd, stdout) -> subprocess.Popen:
     return process
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run(pytester: pytest.Pytester) -> None:
     items = [{"id": f"k-{i:03d}", "question": "q", "citations": [{"docId": f"k-{i:03d}"}]} for i in range(300)]
     (pytester.path / "golden_kill.jsonl").write_text("".join(json.dumps(item) + "\n" for item in items))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import sys
 
 import pytest
 
+from helpers import crucible_cli
 from pytest_crucible.cli import main as crucible_main
 
 N_ITEMS = 30
@@ -173,7 +173,7 @@ def test_the_session_compares_once_and_every_surface_reads_that_verdict(project:
     conn = sqlite3.connect(db(project))
     base, degraded = [row[0] for row in conn.execute("SELECT id FROM runs ORDER BY rowid")]
     conn.close()
-    cli = project.run(sys.executable, "-m", "pytest_crucible.cli", "compare", base, degraded, "--db", db(project), "--fail-under", "ndcgAt10=0.6")
+    cli = crucible_cli("compare", base, degraded, "--db", db(project), "--fail-under", "ndcgAt10=0.6")
     assert cli.ret == 1
     assert [line[len("GATE FAILED "):] for line in cli.errlines if line.startswith("GATE FAILED ")] == gate_failures
 
@@ -185,13 +185,13 @@ def test_cli_compare_takes_the_gates_options(project: pytest.Pytester) -> None:
     base, degraded = [row[0] for row in conn.execute("SELECT id FROM runs ORDER BY rowid")]
     conn.close()
     # Only recall is gated, and recall did not move: the regression of nDCG is reported, not gated.
-    passed = project.run(sys.executable, "-m", "pytest_crucible.cli", "compare", base, degraded, "--db", db(project), "--gate", "recallAtK")
+    passed = crucible_cli("compare", base, degraded, "--db", db(project), "--gate", "recallAtK")
     assert passed.ret == 0
     passed.stdout.fnmatch_lines(["*ndcgAt10* regressed", "gate passed: no significant regression"])
     # A gated metric that neither run measured fails, as in the session gate.
-    missing = project.run(sys.executable, "-m", "pytest_crucible.cli", "compare", base, degraded, "--db", db(project), "--gate", "faithfulness")
+    missing = crucible_cli("compare", base, degraded, "--db", db(project), "--gate", "faithfulness")
     assert missing.ret == 1
     missing.stderr.fnmatch_lines(["GATE FAILED gated metric faithfulness was not measured in either run"])
-    bad = project.run(sys.executable, "-m", "pytest_crucible.cli", "compare", base, degraded, "--db", db(project), "--fail-under", "ndcgAt10")
+    bad = crucible_cli("compare", base, degraded, "--db", db(project), "--fail-under", "ndcgAt10")
     assert bad.ret == 2
     bad.stderr.fnmatch_lines(["crucible: --fail-under 'ndcgAt10': expected METRIC=VALUE", "HINT: *"])

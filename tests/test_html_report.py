@@ -174,6 +174,7 @@ def test_report_of_the_example_project(example_runs, example_html) -> None:
     assert page.find("table", class_="assertions")
 
 
+@pytest.mark.slow
 def test_report_against_an_exported_baseline(example_runs, tmp_path) -> None:
     db, baseline, candidate = example_runs
     store = Store.open(db, create=False)
@@ -245,6 +246,7 @@ def test_risk_coverage_plot_geometry() -> None:
     assert risk_coverage_plot({}) is None
 
 
+@pytest.mark.slow
 def test_cli_report(example_runs, tmp_path, capsys) -> None:
     db, baseline, candidate = example_runs
     out = tmp_path / "out" / "report.html"
@@ -256,6 +258,26 @@ def test_cli_report(example_runs, tmp_path, capsys) -> None:
     assert "no run matches 'nope'" in capsys.readouterr().err
     assert crucible_main(["report", "latest", "--against", str(tmp_path / "missing.json"), "-o", str(out), "--db", str(db)]) == 2
     assert "missing.json" in capsys.readouterr().err
+
+
+def test_cli_report_against_a_run_and_its_export_on_a_small_store(tmp_path, capsys) -> None:
+    """`crucible report --against` without the example project's runs (the two tests above use them: slow)."""
+    db = tmp_path / "small.db"
+    _small_store(db)[0].close()
+    store, candidate = _small_store(db)
+    try:
+        [baseline] = [run["id"] for run in store.list_runs() if run["id"] != candidate]
+        export = tmp_path / "baseline.json"
+        export.write_text(json.dumps(store.export_run(baseline)), encoding="utf-8")
+    finally:
+        store.close()
+    for ref in (baseline, str(export)):
+        out = tmp_path / "report.html"
+        # 3 paired items: the page shows the comparison, and the gate refuses to pass on so few (exit 3).
+        assert crucible_main(["report", candidate, "--against", ref, "-o", str(out), "--db", str(db)]) == 3
+        assert f"wrote the report of run {candidate} against {ref}" in capsys.readouterr().out
+        html = out.read_text(encoding="utf-8")
+        assert 'id="comparison"' in html and baseline in html and html.count('class="ci"') == 3
 
 
 # -- a real browser ---------------------------------------------------------------------------

@@ -558,6 +558,7 @@ def test_estimate_tokens():
 
 
 # -- imports and secrets ------------------------------------------------------------------------
+@pytest.mark.slow
 def test_importing_the_module_does_not_import_the_sdk():
     code = (
         "import sys\n"

@@ -119,7 +119,7 @@ def test_max_cost_refuses_to_start(project: pytest.Pytester, mock_anthropic) -> 
 
 def test_anthropic_judge_without_a_key_is_a_usage_error(project: pytest.Pytester, monkeypatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY")
-    result = project.runpytest_subprocess("--crucible-judge=anthropic")
+    result = project.runpytest("--crucible-judge=anthropic")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --crucible-judge=anthropic needs an API key: ANTHROPIC_API_KEY is not set"])
 

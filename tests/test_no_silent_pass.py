@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import sys
 
 import pytest
 
-from helpers import numbered_items
+from helpers import crucible_cli, numbered_items
 
 N_ITEMS = 13
 ITEMS = numbered_items(N_ITEMS)
@@ -51,7 +50,7 @@ def runs(project: pytest.Pytester) -> list[tuple]:
 
 
 def cli(project: pytest.Pytester, *args: str):
-    return project.run(sys.executable, "-m", "pytest_crucible.cli", *args, "--db", str(project.path / ".crucible" / "crucible.db"))
+    return crucible_cli(*args, "--db", str(project.path / ".crucible" / "crucible.db"))
 
 
 def test_a_run_that_scored_nothing_is_failed_and_never_a_baseline(project: pytest.Pytester, monkeypatch) -> None:

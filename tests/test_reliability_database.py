@@ -17,14 +17,13 @@ import json
 import os
 import re
 import sqlite3
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 import pytest_crucible.session
-from helpers import db_rows, numbered_items
+from helpers import crucible_cli, db_rows, numbered_items
 
 N_ITEMS = 20
 ITEMS = numbered_items(N_ITEMS)
@@ -89,7 +88,7 @@ def good_run(project: pytest.Pytester) -> str:
 
 
 def cli(project: pytest.Pytester, *args: str):
-    return project.run(sys.executable, "-m", "pytest_crucible.cli", *args, "--db", str(db_path(project)))
+    return crucible_cli(*args, "--db", str(db_path(project)))
 
 
 def junit_cases(path: Path) -> tuple[ET.Element, dict[str, ET.Element]]:

@@ -204,6 +204,7 @@ def test_insert_or_replace_cannot_rewrite_a_ledger_row(tmp_path: Path, sql: str)
     assert _snapshot(db) == before
 
 
+@pytest.mark.slow
 def test_processes_opening_one_new_file_at_once_all_migrate_it(tmp_path) -> None:
     """Each migration step reads the schema version again under the write lock, so a step another
     process did meanwhile is skipped, never run twice (before: "duplicate column name" in a third of

@@ -11,6 +11,7 @@ import json
 import os
 import socket
 import sqlite3
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -66,6 +67,7 @@ def _statements(script: str) -> Iterator[str]:
 
 
 # A file SQLite cannot read: its runs are lost to crucible either way, and writing into it would only bury that.
+_OPEN_ATTEMPTS = 5
 _DAMAGED_HINT = "move it aside (`sqlite3 FILE .recover` may save its rows) or point --crucible-db (crucible: --db) elsewhere"
 
 
@@ -101,27 +103,46 @@ class Store:
                 raise StoreError(f"{path}: no crucible database here\nHINT: run the golden set once first, or point at the database (pytest: --crucible-db, crucible: --db)")
             path.parent.mkdir(parents=True, exist_ok=True)
             _create_owner_only(path)
+        for attempt in range(_OPEN_ATTEMPTS):
+            started = time.monotonic()
+            try:
+                store = cls._connect(path, verify)
+                break
+            except sqlite3.OperationalError as exc:
+                # Processes opening one new file at the same moment can meet a lock SQLite reports at once,
+                # without waiting (switching to WAL, WAL recovery): try again, a little later, a few times.
+                # A lock that outlasted the 30 s busy timeout is held for real: that one is reported.
+                quick = time.monotonic() - started < 1.0
+                if quick and attempt + 1 < _OPEN_ATTEMPTS and any(word in str(exc) for word in ("locked", "busy")):
+                    time.sleep(0.05 * 2**attempt)
+                    continue
+                raise StoreError(f"{path}: cannot open the crucible database: {exc}\nHINT: is it a crucible SQLite file? To start a new one, {_DAMAGED_HINT}") from None
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"{path}: cannot open the crucible database: {exc}\nHINT: is it a crucible SQLite file? To start a new one, {_DAMAGED_HINT}") from None
+        store.mark_dead_runs_interrupted()
+        return store
+
+    @classmethod
+    def _connect(cls, path: Path, verify: bool) -> "Store":
+        conn = sqlite3.connect(str(path), timeout=30.0)
         try:
-            conn = sqlite3.connect(str(path), timeout=30.0)
             conn.execute("PRAGMA busy_timeout = 30000")
             if verify:
                 findings = [row[0] for row in conn.execute("PRAGMA quick_check(5)")]
                 if findings != ["ok"]:
-                    conn.close()
                     found = "; ".join(" ".join(finding.split()) for finding in findings)
                     raise StoreError(f"{path}: the crucible database is damaged: PRAGMA quick_check: {found}\nHINT: to start a new one, {_DAMAGED_HINT}")
-            db = Database(conn)
             if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 with conn:
                     conn.execute("PRAGMA journal_mode = wal")
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
-            store = cls(db, path)
+            store = cls(Database(conn), path)
             store._migrate()
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{path}: cannot open the crucible database: {exc}\nHINT: is it a crucible SQLite file? To start a new one, {_DAMAGED_HINT}") from None
-        store.mark_dead_runs_interrupted()
-        return store
+            return store
+        except BaseException:
+            conn.close()
+            raise
 
     def _migrate(self) -> None:
         conn = self.db.conn

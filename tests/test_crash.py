@@ -18,13 +18,18 @@ CONFTEST = """
 import os, time
 import pytest
 
+CALLS = [0]
+
 @pytest.fixture(scope="session")
 def crucible_pipeline():
     def pipeline(question, *, item, config, mode):
         if os.environ.get("SLOW") == "1":
             with open("progress.txt", "a") as fh:
                 fh.write(item.id + "\\n")
-            time.sleep(0.05)
+            CALLS[0] += 1
+            # Past the 120 items the test waits for, crawl: the signal must land mid-run however
+            # long a loaded machine takes to notice them.
+            time.sleep(0.05 if CALLS[0] <= 120 else 1.0)
         return {"answer": None, "retrieved": [{"chunk_id": item.id + "#1", "doc_id": item.id}]}
     return pipeline
 """
@@ -80,6 +85,8 @@ CTRL_C_CONFTEST = """
 import os, time
 import pytest
 
+CALLS = [0]
+
 @pytest.fixture(scope="session")
 def crucible_pipeline():
     def pipeline(question, *, item, config, mode):
@@ -88,7 +95,8 @@ def crucible_pipeline():
         if os.environ.get("SLOW") == "1":
             with open("progress.txt", "a") as fh:
                 fh.write(item.id + "\\n")
-            time.sleep(0.02)
+            CALLS[0] += 1
+            time.sleep(0.02 if CALLS[0] <= 120 else 1.0)  # past the 120 the test waits for, crawl (see CONFTEST)
         return {"answer": None, "retrieved": [{"chunk_id": item.id + "#1", "doc_id": item.id}, {"chunk_id": "x#1", "doc_id": "x"}]}
     return pipeline
 """

@@ -37,7 +37,10 @@ def crucible_pipeline():
 
 def start_slow_run(command: list[str], cwd, stdout) -> subprocess.Popen:
     """Start a slowed-down run (SLOW=1) and return once 120 items have gone through its pipeline."""
-    process = subprocess.Popen(command, cwd=cwd, env={**os.environ, "SLOW": "1"}, stdout=stdout, stderr=subprocess.STDOUT)
+    # Ctrl-C must reach the child as it reaches a terminal's pytest: a job started in the background
+    # (`cmd &`, nohup) inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler.
+    process = subprocess.Popen(command, cwd=cwd, env={**os.environ, "SLOW": "1"}, stdout=stdout, stderr=subprocess.STDOUT,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     progress = cwd / "progress.txt"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and (not progress.exists() or len(progress.read_text().split()) < 120):

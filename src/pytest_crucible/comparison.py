@@ -222,10 +222,11 @@ def excluded_items(a: RunData, b: RunData) -> list[dict[str, str]]:
     """Every item of either run that cannot be a pair, with the reason: it errored in a run, ran in only
     one of them, changed kind, or has no metric value in a run. Nothing leaves the pairs silently."""
     excluded = []
-    for item in sorted(set(a.item_ids) | set(b.item_ids)):
+    in_a, in_b = set(a.item_ids), set(b.item_ids)  # membership in O(1): item_ids is a list (O(n^2) at 100k items)
+    for item in sorted(in_a | in_b):
         reasons = []
-        for side, run, other in (("A", a, b), ("B", b, a)):
-            if item not in run.item_ids:
+        for side, run, other, present in (("A", a, b, in_a), ("B", b, a, in_b)):
+            if item not in present:
                 kind = other.kinds.get(item)
                 selected = run.run.get("kinds")
                 if isinstance(selected, str):

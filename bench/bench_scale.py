@@ -43,7 +43,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_overhead as overhead  # noqa: E402 - the same workload, items and phase probe
 
-PY = sys.executable
 ROTATE = '''
 
 import os as _os

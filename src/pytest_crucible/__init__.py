@@ -1,7 +1,8 @@
 """pytest-crucible: RAG golden sets as pytest test suites.
 
-Public API: ``golden`` (the marker), ``PipelineResult`` and ``Retrieved`` (what a
-pipeline returns), ``ItemScore`` (what an evaluated item produced). The models are
+Public API: ``golden`` (the marker), ``metric`` (a custom metric, docs/custom-metrics.md),
+``PipelineResult`` and ``Retrieved`` (what a pipeline returns), ``ItemScore`` (what an evaluated
+item produced). The models are
 imported on first use so that loading the plugin stays cheap.
 """
 
@@ -13,7 +14,7 @@ if TYPE_CHECKING:
     import pytest
 
 __version__ = "0.1.0"
-__all__ = ["golden", "PipelineResult", "Retrieved", "ItemScore", "CrucibleWarning", "__version__"]
+__all__ = ["golden", "metric", "PipelineResult", "Retrieved", "ItemScore", "CrucibleWarning", "__version__"]
 
 
 def golden(*paths: str, **filters: Any) -> "pytest.MarkDecorator":
@@ -26,6 +27,15 @@ def golden(*paths: str, **filters: Any) -> "pytest.MarkDecorator":
     import pytest  # here, so that the CLI and the pure core never load pytest
 
     return pytest.mark.crucible_golden(*paths, **filters)
+
+
+def metric(name: Any = None, *, better: Any = "higher") -> Any:
+    """``@crucible.metric("answerWords", better="lower")``: a per-item metric of your own, called as
+    ``function(item, result, *, config)``; returns a number, or None when it does not apply to the item.
+    ``better``: "higher", "lower" or None (reported, never gated). See docs/custom-metrics.md."""
+    from .custom_metrics import metric as make_metric
+
+    return make_metric(name, better=better)
 
 
 def __getattr__(name: str) -> Any:

@@ -229,17 +229,30 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
     return 0
 
 
-def _gate_settings(args: argparse.Namespace, baseline: str | None, k: int | None = None):
+def _gate_settings(args: argparse.Namespace, baseline: str | None, k: int | None = None, runs=None):
     """The gate's settings from compare/report flags: the same GateSettings the plugin builds
-    (``k``: the candidate's retrievalLimit, for metric names as the terminal shows them)."""
+    (``k``: the candidate's retrievalLimit, for metric names as the terminal shows them). ``runs``: the
+    runs compared, whose custom metrics may be named; None: not read yet, so a name nothing built in
+    defines waits for them (checked again once they are read) while every other bad flag fails now."""
     from .gate import GateSettings, parse_floors, parse_metric_list
+    from .metrics import UnknownMetric
 
     if args.min_pairs < 2:
         raise ValueError(f"--min-pairs {args.min_pairs}: a paired test needs at least 2 pairs\nHINT: leave it out (default {MIN_PAIRS})")
-    return GateSettings(baseline=baseline, gate=parse_metric_list(args.gate, "--gate", k),
-                        floors=parse_floors(args.fail_under or [], "--fail-under", k),
+    custom = {name for run in runs or () for name in (*run.metrics, *run.directions)}
+
+    def parsed(parse, *parse_args):
+        try:
+            return parse(*parse_args, k, custom)
+        except UnknownMetric:
+            if runs is not None:
+                raise
+            return None
+
+    return GateSettings(baseline=baseline, gate=parsed(parse_metric_list, args.gate, "--gate"),
+                        floors=parsed(parse_floors, args.fail_under or [], "--fail-under") or (),
                         multiple=args.multiple, seed=args.seed, allow_incomplete=args.allow_incomplete,
-                        metrics=parse_metric_list(getattr(args, "metrics", None), "--metrics", k), min_pairs=args.min_pairs,
+                        metrics=parsed(parse_metric_list, getattr(args, "metrics", None), "--metrics"), min_pairs=args.min_pairs,
                         rescore=args.rescore)
 
 
@@ -280,7 +293,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         keep = items_in_facet(a.golden or b.golden, facet, value)
         a, b = a.restricted(keep), b.restricted(keep)
     try:  # metric names as the terminal shows them (recall@10) are read against the candidate's K
-        settings = _gate_settings(args, args.a, b.resolved.get("retrievalLimit"))
+        settings = _gate_settings(args, args.a, b.resolved.get("retrievalLimit"), runs=(a, b))
     except ValueError as exc:
         print(f"crucible: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -334,7 +347,14 @@ def _cmd_report(args: argparse.Namespace) -> int:
         # The verdict `crucible compare AGAINST RUN` gives, decided once and handed to the page.
         baseline = (_read_run(store, args, args.against, exclude=run_id, golden=True, rankings=args.rescore)
                     if args.against else None)
-        gate = decide_stored(store, load_run(store, run_id, golden=True, rankings=args.rescore), baseline, settings)
+        current = load_run(store, run_id, golden=True, rankings=args.rescore)
+        try:  # now that the runs are read, a custom metric's name is known
+            settings = _gate_settings(args, args.against, current.resolved.get("retrievalLimit"),
+                                      runs=[run for run in (current, baseline) if run is not None])
+        except ValueError as exc:
+            print(f"crucible: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        gate = decide_stored(store, current, baseline, settings)
     html = render_report(store, run_id, gate=gate)
     # A refusal is the one verdict that fails this command: the page says why nothing was compared.
     code = EXIT_REFUSED if gate is not None and gate.verdict == "refused" else EXIT_OK

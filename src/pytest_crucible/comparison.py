@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from .config import config_diff
-from .metrics import NO_DIRECTION, higher_is_better, ordered_metrics
+from .metrics import metric_direction, ordered_metrics
 from .runs import RunData
 from .stats import DEFAULT_SEED, holm_adjust, min_pairs_for_alpha, paired_tests
 
@@ -39,7 +39,9 @@ class MetricComparison:
     significant: bool
     n: int
     dropped: int
-    higher_is_better: bool
+    # "higher", "lower", or None: a metric with no better direction (abstainRate, a custom metric with
+    # better=None) is reported as changed, never gated as a regression.
+    direction: str | None
     mde: float | None = None
     required_n: int | None = None
     p_unadjusted: float | None = None
@@ -48,10 +50,14 @@ class MetricComparison:
     kind: str | None = None
 
     @property
+    def higher_is_better(self) -> bool:
+        return self.direction != "lower"
+
+    @property
     def verdict(self) -> str:
         if not self.significant or self.delta is None:
             return "not significant"
-        if self.metric in NO_DIRECTION:
+        if self.direction is None:
             return "changed"
         improved = (self.delta > 0) == self.higher_is_better
         return "improved" if improved else "regressed"
@@ -124,6 +130,12 @@ def compare_run_data(
     alpha: float = ALPHA,
 ) -> Comparison:
     check_comparable(a, b)
+    from .custom_metrics import directions, ruler_changes
+
+    ruler_warnings, refusal = ruler_changes(a.run, b.run, metrics)
+    if refusal:
+        raise ComparisonRefused(refusal)
+    custom = {**directions(a.run), **directions(b.run)}  # the candidate's (b) direction when they differ
     excluded = excluded_items(a, b)
     left_out = {entry["id"] for entry in excluded}
     shared = sorted((set(a.item_ids) & set(b.item_ids)) - left_out)
@@ -139,7 +151,7 @@ def compare_run_data(
             left, right = a.metrics.get(name, {}), b.metrics.get(name, {})
             if kind is not None and not any(item in left or item in right for item in items):
                 continue  # a metric no item of this kind has (attack rates of retrieval questions)
-            entry, pairs = _compare_metric(name, left, right, items, alpha=alpha)
+            entry, pairs = _compare_metric(name, left, right, items, alpha=alpha, direction=metric_direction(name, custom))
             entry.kind = kind
             results[metric_key(name, kind)] = entry
             if pairs is not None:
@@ -166,7 +178,7 @@ def compare_run_data(
             m.significant = bool(excludes_zero and adjusted < alpha)
 
     changes = config_diff(a.resolved, b.resolved)
-    warnings = []
+    warnings = list(ruler_warnings)
     if len(changes) > 1:
         warnings.append(
             f"{len(changes)} config keys changed ({', '.join(changes)}): isolate one variable, "
@@ -195,7 +207,7 @@ def kind_groups(items: list[str], run: RunData) -> list[tuple[str | None, list[s
 
 
 def _compare_metric(name: str, left: Mapping[str, float], right: Mapping[str, float], items: list[str], *,
-                    alpha: float) -> tuple[MetricComparison, tuple[list[float], list[float]] | None]:
+                    alpha: float, direction: str | None) -> tuple[MetricComparison, tuple[list[float], list[float]] | None]:
     """One metric over the paired items that have it on both sides: its row, and the pairs its test
     (both significance gates) runs on, None below 2 pairs; ``compare_run_data`` tests them all at once."""
     both = [item for item in items if item in left and item in right]
@@ -207,7 +219,7 @@ def _compare_metric(name: str, left: Mapping[str, float], right: Mapping[str, fl
         a=sum(xs) / len(xs) if xs else None,
         b=sum(ys) / len(ys) if ys else None,
         delta=None, ci=None, p=None, significant=False,
-        n=len(both), dropped=dropped, higher_is_better=higher_is_better(name),
+        n=len(both), dropped=dropped, direction=direction,
     )
     if len(both) < 2:
         entry.note = f"not tested: {len(both)} pair{'s' if len(both) != 1 else ''}"
@@ -259,7 +271,7 @@ def _compare_aurc(a: RunData, b: RunData, shared: list[str], **options: Any) -> 
         metric="aurc",
         a=aurc([c for c, _ in xs], [ok for _, ok in xs]) if xs else None,
         b=aurc([c for c, _ in ys], [ok for _, ok in ys]) if ys else None,
-        delta=None, ci=None, p=None, significant=False, n=len(both), dropped=dropped, higher_is_better=False,
+        delta=None, ci=None, p=None, significant=False, n=len(both), dropped=dropped, direction="lower",
     )
     if len(both) < 2:
         entry.note = f"not tested: {len(both)} pair{'s' if len(both) != 1 else ''}"
@@ -280,14 +292,17 @@ def regression_reasons(comparison: Comparison, gated: Iterable[str] | None = Non
     ]
 
 
-def floor_failures(means: Mapping[str, float], floors: Mapping[str, float]) -> list[str]:
-    """Absolute floors (``--crucible-fail-under``): one reason per metric below its floor."""
+def floor_failures(means: Mapping[str, float], floors: Mapping[str, float],
+                   custom: Mapping[str, str | None] | None = None) -> list[str]:
+    """Absolute floors (``--crucible-fail-under``): one reason per metric below its floor (above it, for a
+    lower-is-better metric). ``custom``: the run's custom metrics' directions."""
     reasons = []
     for metric, floor in floors.items():
         value = means.get(metric)
+        lower = metric_direction(metric.split(" [")[0], custom) == "lower"  # a row name may carry its kind
         if value is None:
             reasons.append(f"{metric}: no value in this run (floor {floor})")
-        elif (value < floor) if higher_is_better(metric) else (value > floor):
-            word = "below" if higher_is_better(metric) else "above"
+        elif (value > floor) if lower else (value < floor):
+            word = "above" if lower else "below"
             reasons.append(f"{metric} = {value:.4f} is {word} the floor {floor}")
     return reasons

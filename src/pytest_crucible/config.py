@@ -105,12 +105,23 @@ def resolve_config(params: Mapping[str, Any], *, source: str = "<config>", text:
         raise ConfigError(f"{source}: expected a JSON object at the top level, got {type(params).__name__}\nHINT: {{}} means the defaults.")
     _check_types(params, source, text)
     run_labels(params, source=source, text=text)  # validated here; labels describe the run, not its setup
-    return deep_merge(DEFAULT_CONFIG, {key: value for key, value in params.items() if key != LABELS_KEY})
+    if params.get(RUBRICS_KEY) is not None:
+        from .custom_metrics import CustomMetricError, parse_rubrics
+        from .metrics import KNOWN_METRICS
+
+        try:
+            parse_rubrics(params[RUBRICS_KEY], source=source, text=text, builtins=KNOWN_METRICS)
+        except CustomMetricError as exc:
+            raise ConfigError(str(exc)) from None
+    return deep_merge(DEFAULT_CONFIG, {key: value for key, value in params.items() if key not in (LABELS_KEY, RUBRICS_KEY)})
 
 
 # A config's top-level "labels" object tags the run (model, collection, mode, ...). It is
 # kept out of the resolved config, so relabelling a run never changes its configHash.
 LABELS_KEY = "labels"
+# "rubrics" declares rubric metrics (docs/custom-metrics.md): how the run is measured, not how the pipeline
+# is set up, so they stay out of the resolved config and its hash too (a changed rubric refuses a comparison).
+RUBRICS_KEY = "rubrics"
 STANDARD_LABELS = ("model", "collection", "mode")
 
 

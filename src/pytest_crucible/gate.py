@@ -15,7 +15,7 @@ runs, which reads the judgment ledger through the store (its SQL stays in ``stor
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from .defaults import CALIBRATED_KAPPA, DEFAULT_SEED, MIN_PAIRS
 from .metrics import JUDGED_METRICS
@@ -108,21 +108,23 @@ class GateResult:
         }
 
 
-def parse_metric_list(value: str | None, option: str = "--crucible-gate", k: int | None = None) -> tuple[str, ...] | None:
+def parse_metric_list(value: str | None, option: str = "--crucible-gate", k: int | None = None,
+                      custom: Iterable[str] = ()) -> tuple[str, ...] | None:
     """``ndcg@10, mrr`` -> ("ndcgAt10", "mrr"): stored names or the names the terminal shows (``k``: the
-    run's retrievalLimit); None or empty: every metric. ValueError with a did-you-mean for an unknown name."""
+    run's retrievalLimit; ``custom``: the custom metrics' names); None or empty: every metric. ValueError
+    with a did-you-mean for an unknown name."""
     from .metrics import resolve_metric
 
     names = []
     for name in filter(None, (name.strip() for name in (value or "").split(","))):
         try:
-            names.append(resolve_metric(name, k))
+            names.append(resolve_metric(name, k, custom))
         except ValueError as exc:
-            raise ValueError(f"{option}: {exc}") from None
+            raise type(exc)(f"{option}: {exc}") from None  # UnknownMetric stays one: a caller may wait for the runs
     return tuple(dict.fromkeys(names)) or None
 
 
-def parse_floors(values: list[str], option: str, k: int | None = None) -> tuple[tuple[str, float], ...]:
+def parse_floors(values: list[str], option: str, k: int | None = None, custom: Iterable[str] = ()) -> tuple[tuple[str, float], ...]:
     """``["ndcgAt10=0.6", "recall@10=0.7"]`` -> ((metric, floor), ...); ValueError with a HINT."""
     from .metrics import resolve_metric
 
@@ -137,9 +139,9 @@ def parse_floors(values: list[str], option: str, k: int | None = None) -> tuple[
             except ValueError:
                 raise ValueError(f"{option} {part!r}: expected METRIC=VALUE\nHINT: e.g. {option} ndcgAt10=0.6") from None
             try:
-                floors.append((resolve_metric(name, k), floor))
+                floors.append((resolve_metric(name, k, custom), floor))
             except ValueError as exc:
-                raise ValueError(f"{option} {part!r}: {exc}") from None
+                raise type(exc)(f"{option} {part!r}: {exc}") from None
     return tuple(floors)
 
 
@@ -173,18 +175,21 @@ def kind_floor_failures(run: RunData, floors: dict[str, float]) -> list[str]:
     (a floor on nDCG judges the retrieval questions' nDCG, not an average with the attacks')."""
     from .comparison import floor_failures, kind_groups, metric_key
 
+    from .custom_metrics import directions
+
     if not floors:
         return []
+    custom = directions(run.run)
     groups = kind_groups([item for item in run.item_ids if item not in run.errored], run)
     if len(groups) < 2:
-        return floor_failures(run.means(), floors)
+        return floor_failures(run.means(), floors, custom)
     reasons, measured = [], set()
     for kind, items in groups:
         means = run.restricted(set(items)).means()
         measured |= set(means)
         reasons.extend(floor_failures({metric_key(name, kind): value for name, value in means.items()},
-                                      {metric_key(name, kind): floor for name, floor in floors.items() if name in means}))
-    reasons.extend(floor_failures({}, {name: floor for name, floor in floors.items() if name not in measured}))
+                                      {metric_key(name, kind): floor for name, floor in floors.items() if name in means}, custom))
+    reasons.extend(floor_failures({}, {name: floor for name, floor in floors.items() if name not in measured}, custom))
     return reasons
 
 

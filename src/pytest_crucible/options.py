@@ -90,6 +90,14 @@ def add_options(parser: pytest.Parser) -> None:
                   help=f"Fewest pairs a gated metric needs; with fewer the gate refuses (exit 3) instead of passing "
                        f"(default {MIN_PAIRS}: the fewest with which a sign-flip test can reach p < 0.05).")
     parser.addini("crucible_outcome", default="strict", help="strict or record: when an item fails.")
+    parser.addini("crucible_metrics", type="args", default=[],
+                  help="Modules defining custom metrics with @crucible.metric (besides conftest.py files), e.g. "
+                       "mypkg.metrics (importable: see pytest's pythonpath ini key).")
+    parser.addini("crucible_rubrics", default="",
+                  help="JSON file of rubric metrics (model-judged), relative to the rootdir; adds to the config's \"rubrics\".")
+    parser.addini("crucible_thresholds", type="args", default=[],
+                  help="Per-item thresholds in strict mode, e.g. faithfulness>=0.8 answerWords<=80: an item whose value "
+                       "crosses one fails.")
     parser.addini("crucible_strict_config", type="bool", default=False,
                   help="true: a changed config key the pipeline never read fails the session (exit 4, usage error) "
                        "instead of a CrucibleWarning.")
@@ -117,6 +125,10 @@ def build_settings(config: pytest.Config) -> "Settings":
     db_option = config.getoption("crucible_db")
     db_path = Path(db_option) if db_option else rootdir / (config.getini("crucible_db") or DEFAULT_DB)
     _check_database(config, db_path.absolute(), named=bool(db_option or config.getini("crucible_db")))
+    rubrics = _rubrics(config, params, config_path)
+    custom_metrics = find_custom_metrics(config, rubrics)
+    custom_names = tuple(m.name for m in custom_metrics) + tuple(r.name for r in rubrics)
+    k = int(resolved["retrievalLimit"])
     settings = Settings(
         params=params,
         resolved=resolved,
@@ -140,7 +152,10 @@ def build_settings(config: pytest.Config) -> "Settings":
         labels=_labels(config, params, resolved),
         kinds=_kinds(config),
         strict_config=bool(config.getini("crucible_strict_config")),
-        gate=_gate_settings(config, db_path.absolute(), int(resolved["retrievalLimit"])),
+        gate=_gate_settings(config, db_path.absolute(), k, custom_names),
+        custom_metrics=custom_metrics,
+        rubrics=rubrics,
+        thresholds=_thresholds(config, k, custom_names),
     )
     if settings.mode == "system" and settings.judge == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
         raise pytest.UsageError(
@@ -148,6 +163,64 @@ def build_settings(config: pytest.Config) -> "Settings":
             "HINT: export ANTHROPIC_API_KEY=..., or use the offline judge with --crucible-judge=lexical"
         )
     return settings
+
+
+def _rubrics(config: pytest.Config, params: dict[str, Any], config_path: str | None) -> tuple:
+    """The rubric metrics: the config's "rubrics", then the ini crucible_rubrics file's (names must not repeat)."""
+    from .custom_metrics import CustomMetricError, load_rubrics_file, parse_rubrics
+    from .metrics import KNOWN_METRICS
+
+    try:
+        rubrics = ()
+        if params.get("rubrics") is not None:
+            text = Path(config_path).read_text(encoding="utf-8-sig") if config_path else ""
+            rubrics = parse_rubrics(params["rubrics"], source=config_path or "<config>", text=text, builtins=KNOWN_METRICS)
+        if config.getini("crucible_rubrics"):
+            more = load_rubrics_file(str(config.rootpath / config.getini("crucible_rubrics")), KNOWN_METRICS)
+            twice = sorted({r.name for r in rubrics} & {r.name for r in more})
+            if twice:
+                raise CustomMetricError(f"rubric {twice[0]!r} is declared in {config_path} and in {more[0].origin.split(':')[0]}\n"
+                                        "HINT: declare each rubric once")
+            rubrics += more
+    except CustomMetricError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return rubrics
+
+
+def find_custom_metrics(config: pytest.Config, rubrics: tuple = ()) -> tuple:
+    """The session's Python metrics: ``@crucible.metric`` functions at the top level of a conftest.py (or any
+    plugin module pytest loaded), of the modules the ini key crucible_metrics names, and those plugins return
+    from ``pytest_crucible_register_metrics``. A bad one is a usage error naming its file and line."""
+    import importlib
+
+    from .custom_metrics import CustomMetricError, check_metrics, metrics_in
+    from .metrics import KNOWN_METRICS
+
+    modules = []
+    for name in config.getini("crucible_metrics"):
+        try:
+            modules.append(importlib.import_module(name))
+        except Exception as exc:  # noqa: BLE001 - any import failure is the same usage error
+            raise pytest.UsageError(f"ini option crucible_metrics: cannot import {name}: {type(exc).__name__}: {exc}\n"
+                                    f"HINT: name a module importable from the rootdir (pytest's pythonpath ini key adds "
+                                    f"a folder to sys.path), e.g. crucible_metrics = mypkg.metrics") from None
+    found = metrics_in([*config.pluginmanager.get_plugins(), *modules])
+    for returned in config.hook.pytest_crucible_register_metrics(config=config):
+        found.extend(returned if isinstance(returned, (list, tuple)) else [returned])
+    try:
+        return check_metrics(found, KNOWN_METRICS, rubrics)
+    except CustomMetricError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _thresholds(config: pytest.Config, k: int, custom: tuple[str, ...]) -> tuple:
+    from .metrics import resolve_metric
+    from .thresholds import parse_thresholds
+
+    try:
+        return parse_thresholds(config.getini("crucible_thresholds"), lambda name: resolve_metric(name, k, custom))
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _check_database(config: pytest.Config, db_path: Path, *, named: bool) -> None:
@@ -227,14 +300,14 @@ def _run_id_option(config: pytest.Config, db_path: Path) -> str | None:
     return run_id
 
 
-def _gate_settings(config: pytest.Config, db_path: Path, k: int):
+def _gate_settings(config: pytest.Config, db_path: Path, k: int, custom: tuple[str, ...] = ()):
     """The gate options, with the baseline checked before any test runs (and before any judge call is paid for)."""
     from .gate import GateSettings, baseline_refusal, parse_floors, parse_metric_list
 
     baseline = config.getoption("crucible_baseline")
     try:
-        floors = parse_floors(config.getoption("crucible_fail_under"), "--crucible-fail-under", k)
-        gate = parse_metric_list(config.getoption("crucible_gate"), "--crucible-gate", k)
+        floors = parse_floors(config.getoption("crucible_fail_under"), "--crucible-fail-under", k, custom)
+        gate = parse_metric_list(config.getoption("crucible_gate"), "--crucible-gate", k, custom)
         min_pairs = int(config.getini("crucible_min_pairs") or MIN_PAIRS)
         if min_pairs < 2:
             raise ValueError(f"ini option crucible_min_pairs = {min_pairs}: a paired test needs at least 2 pairs\n"

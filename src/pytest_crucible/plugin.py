@@ -21,7 +21,7 @@ import pytest
 
 from .collection import (GOLDEN_ITEM_KEY, SCORE_KEY, SESSION_KEY, USAGE_ERROR_KEY, GoldenFile, deselect_kinds, evaluate_node,
                          golden_of, marker_params, near_miss_lines, note_golden_source, note_unmatched_file, stop_with_usage_error)
-from .options import add_options, build_settings
+from .options import add_options, build_settings, find_custom_metrics
 from .report.junit import report_to_junit
 from .warning import warn
 
@@ -34,6 +34,12 @@ REQUEST_KEY = pytest.StashKey[pytest.FixtureRequest]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -85,6 +91,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     crucible = session.config.stash.get(SESSION_KEY, None)
     if crucible is None:
         return
+    # A conftest.py below the initial ones is imported during collection: its metrics count too.
+    crucible.add_custom_metrics(find_custom_metrics(session.config, crucible.settings.rubrics))
     golden = [(item, golden) for item in session.items if (golden := golden_of(item)) is not None]
     run = [(item.nodeid, golden) for item, golden in golden if item.get_closest_marker("skip") is None]
     if not crucible.is_worker and crucible.settings.uses_judge and run:
@@ -197,7 +205,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     score = item.stash.get(SCORE_KEY, None)
     if call.when == "call" and score is not None:
         plain = score.to_plain()
-        plain["outcome"] = "error" if score.error or score.judge_errors else report.outcome
+        plain["outcome"] = "error" if score.error or score.judge_errors or score.metric_errors else report.outcome
         # A plain dict on the report travels to the xdist controller with it.
         report.crucible_score = plain
         del item.stash[SCORE_KEY]

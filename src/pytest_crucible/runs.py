@@ -55,6 +55,13 @@ class RunData:
             return json.loads(value)
         return value or {}
 
+    @property
+    def directions(self) -> dict[str, str | None]:
+        """The run's custom metrics and their directions ("higher", "lower", None), as it recorded them."""
+        from .custom_metrics import directions
+
+        return directions(self.run)
+
     def restricted(self, item_ids: set[str]) -> "RunData":
         """The same run seen through a subset of its items (e.g. one facet value)."""
         kept = {metric: {i: v for i, v in values.items() if i in item_ids} for metric, values in self.metrics.items()}

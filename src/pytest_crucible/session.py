@@ -132,7 +132,7 @@ class CrucibleSession:
         outcome = self.run_pipeline(key, golden, pipeline, config)
         verdict = evaluate(golden, outcome, settings=s, ledger=self.ledger_rows(golden.id),
                            engine=self.engine if s.uses_judge else None, embedder=embedder,
-                           explain_keys=not self._result_keys_explained)
+                           explain_keys=not self._result_keys_explained, rubrics=self.graded_rubrics)
         self._result_keys_explained = self._result_keys_explained or verdict.explained_keys
         return verdict
 
@@ -168,6 +168,37 @@ class CrucibleSession:
         if keys:
             self.usage_errors.append(unread_keys_error(keys, why, path))
 
+    # -- custom metrics -----------------------------------------------------------------------------
+    def add_custom_metrics(self, found: tuple) -> None:
+        """Python metrics found after configure (a conftest.py imported during collection) join the session's."""
+        known = {m.name for m in self.settings.custom_metrics}
+        late = tuple(m for m in found if m.name not in known)
+        if late:
+            from dataclasses import replace
+
+            merged = tuple(sorted(self.settings.custom_metrics + late, key=lambda m: m.name))
+            self.settings = replace(self.settings, custom_metrics=merged)
+
+    @property
+    def graded_rubrics(self) -> tuple:
+        """The rubric metrics this session judges: none without answers to judge (component mode) or
+        without a judge that can grade a rubric (the offline judges cannot: see ``rubric_note``)."""
+        s = self.settings
+        if not s.rubrics or not s.judges_answers or not self.engine.judge.grades_rubrics:
+            return ()
+        return s.rubrics
+
+    def rubric_note(self) -> str | None:
+        """Said once when rubric metrics are declared but not judged; nothing is stored for them."""
+        s = self.settings
+        if not s.rubrics or self.graded_rubrics:
+            return None
+        names = ", ".join(r.name for r in s.rubrics)
+        if not s.judges_answers:
+            return f"NOTE rubric metrics judge answers, and component mode has none: {names} skipped"
+        return (f"NOTE rubric metrics need a model judge: {names} skipped (judge {self.engine.judge.model} cannot grade a "
+                "rubric; --crucible-judge=anthropic can)")
+
     # -- the judge ---------------------------------------------------------------------------------
     def ledger_rows(self, query_id: str) -> list[dict[str, Any]]:
         """The human and llm judgments of one query, loaded once per session (read-only)."""
@@ -199,7 +230,7 @@ class CrucibleSession:
             return None
         from .evaluation import estimate_cost
 
-        self.cost_estimate = estimate_cost(golden, self.settings, judge)
+        self.cost_estimate = estimate_cost(golden, self.settings, judge, self.graded_rubrics)
         return self.cost_estimate
 
     def _watch_batches(self, n_items: int, write: Callable[[str], None] | None) -> None:
@@ -251,8 +282,11 @@ class CrucibleSession:
 
     def _ensure_run(self) -> str:
         if self.run_id is None:
+            from .custom_metrics import definitions
+
             s = self.settings
             judge = self.engine.judge if s.uses_judge else None
+            rubrics = self.graded_rubrics
             self.run_id = self.store.start_run(
                 run_id=s.run_id,
                 workspace=s.workspace,
@@ -270,6 +304,8 @@ class CrucibleSession:
                 config_path=s.config_path,
                 git_commit=git_commit(s.rootdir),
                 pytest_args=list(s.pytest_args),
+                custom_metrics=definitions(s.custom_metrics, rubrics, judge_model=judge.model if rubrics else None,
+                                           rubric_prompt_version=judge.prompt_version_for("rubric") if rubrics else None),
             )
         return self.run_id
 
@@ -319,7 +355,8 @@ class CrucibleSession:
             from .evaluation import judge_run_in_batch
 
             self.batch_errors = judge_run_in_batch(store, self.run_id, self.engine, self.embedder or HashingEmbedder(), s,
-                                                   on_start=lambda n_items: self._watch_batches(n_items, progress))
+                                                   on_start=lambda n_items: self._watch_batches(n_items, progress),
+                                                   rubrics=self.graded_rubrics)
         self.judge_failed = store.count_judge_failed(self.run_id)
         status = "interrupted" if interrupted else "incomplete" if self.judge_failed else "complete"
         summary = self.judge_summary()
@@ -451,6 +488,9 @@ class CrucibleSession:
             except Exception as exc:  # noqa: BLE001 - a database that broke during the run
                 lines = fault_lines([f"could not read the run back from {self.settings.db_path}: {exc}", *self.faults])
         lines.extend(f"JUDGE ERROR {error}" for error in self.batch_errors)
+        note = self.rubric_note()
+        if note:
+            lines.append(note)
         if self.unrecorded:
             ran = sum(self.outcomes.values())  # every item handed to record(), written or not
             where = f"this run is {self.status}, never `latest`" if self.status else "the run was not stored"

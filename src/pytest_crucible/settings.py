@@ -8,9 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .gate import GateSettings
+
+if TYPE_CHECKING:
+    from .custom_metrics import PythonMetric, Rubric
+    from .thresholds import Threshold
 
 SYSTEM, COMPONENT = "system", "component"  # --crucible-mode
 STRICT, RECORD = "strict", "record"  # --crucible-outcome
@@ -46,6 +50,11 @@ class Settings:
     kinds: tuple[str, ...] | None = None
     # crucible_strict_config: a changed config key the pipeline never read fails the session (exit 4).
     strict_config: bool = False
+    # Your own metrics (docs/custom-metrics.md): Python metrics, rubric metrics (judged by a model judge),
+    # and crucible_thresholds, which fail an item in strict mode.
+    custom_metrics: tuple["PythonMetric", ...] = ()
+    rubrics: tuple["Rubric", ...] = ()
+    thresholds: tuple["Threshold", ...] = ()
 
     @property
     def retrieval_limit(self) -> int:
@@ -59,6 +68,10 @@ class Settings:
     @property
     def uses_judge(self) -> bool:
         return self.judges_answers or self.label_pool
+
+    @property
+    def custom_names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self.custom_metrics) + tuple(r.name for r in self.rubrics)
 
     @property
     def strict(self) -> bool:

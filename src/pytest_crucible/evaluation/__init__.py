@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 if TYPE_CHECKING:
+    from ..custom_metrics import Rubric
     from ..golden_set import GoldenItem
+    from ..thresholds import Threshold
     from ..settings import Settings
     from ..store import Store
     from .answers import AnswerScore, CostEstimate
@@ -38,10 +40,12 @@ class ItemVerdict:
 
 
 def evaluate(golden: "GoldenItem", outcome: "Outcome", *, settings: "Settings", ledger: Sequence[dict[str, Any]],
-             engine: Any = None, embedder: Any = None, explain_keys: bool = True) -> ItemVerdict:
+             engine: Any = None, embedder: Any = None, explain_keys: bool = True, rubrics: Sequence["Rubric"] = ()) -> ItemVerdict:
     """Score one item from its pipeline outcome. ``ledger``: the item's human and llm judgments;
     ``engine``: the judge engine (None when the run uses no judge); ``explain_keys``: an unknown key in
-    a returned dict lists every accepted key (else a one-line reference to the first such failure)."""
+    a returned dict lists every accepted key (else a one-line reference to the first such failure);
+    ``rubrics``: the rubric metrics the judge grades (none when it cannot). The Python custom metrics
+    (``settings.custom_metrics``) run on every item the pipeline answered."""
     from .pipeline import PipelineResultError, coerce_result
     from .scoring import classify_score, score_error, score_item
 
@@ -61,6 +65,13 @@ def evaluate(golden: "GoldenItem", outcome: "Outcome", *, settings: "Settings", 
         labelled, label_errors = label_pool(golden, result, settings.retrieval_limit, item_judgments(golden, ledger), engine)
     score = score_item(golden, result, k=settings.retrieval_limit, latency_ms=latency, ledger_rows=[*ledger, *labelled])
     score.qrels_rows, score.judge_errors = labelled, label_errors
+    if settings.custom_metrics:
+        from types import MappingProxyType
+
+        from ..custom_metrics import run_python_metrics
+
+        values, score.metric_errors = run_python_metrics(settings.custom_metrics, golden, result, MappingProxyType(settings.resolved))
+        score.metrics.update(values)
     # A blocked question has no answer to judge: its outcome is the guardrail metrics' business.
     if settings.judges_answers and not score.blocked:
         from ..metrics.crag import is_abstention
@@ -68,7 +79,7 @@ def evaluate(golden: "GoldenItem", outcome: "Outcome", *, settings: "Settings", 
 
         score.abstained = score.abstained or is_abstention(score.answer)
         if not settings.judge_batch:
-            [answer] = score_answers([AnswerInputs.from_score(score.to_plain())], engine, embedder)
+            [answer] = score_answers([AnswerInputs.from_score(score.to_plain(), rubrics)], engine, embedder)
             apply_answer_score(score, answer)
     if engine is not None:
         score.cache_rows = engine.drain_cache_rows()
@@ -77,7 +88,9 @@ def evaluate(golden: "GoldenItem", outcome: "Outcome", *, settings: "Settings", 
     if score.judge_errors:
         # In every outcome mode: an item whose judging failed is an error, never a silent pass.
         return ItemVerdict(score, failure=f"golden item {golden.id}: judge failed after retries: " + "; ".join(score.judge_errors))
-    return ItemVerdict(score, failure=strict_failure(golden.id, score) if settings.strict else None)
+    if score.metric_errors:  # the user's metric code failed on this item: an error in every outcome mode
+        return ItemVerdict(score, failure=f"golden item {golden.id}: " + "\n".join(score.metric_errors))
+    return ItemVerdict(score, failure=strict_failure(golden.id, score, settings.thresholds) if settings.strict else None)
 
 
 def apply_answer_score(score: "ItemScore", answer: "AnswerScore") -> None:
@@ -91,8 +104,11 @@ def apply_answer_score(score: "ItemScore", answer: "AnswerScore") -> None:
     score.supporting_chunk_ids = answer.supporting_chunk_ids
 
 
-def strict_failure(item_id: str, score: "ItemScore") -> str | None:
-    """Strict outcome: why a non-correct item fails, headline first (None: it passes)."""
+def strict_failure(item_id: str, score: "ItemScore", thresholds: Sequence["Threshold"] = ()) -> str | None:
+    """Strict outcome: why a non-correct item fails, headline first (None: it passes). ``thresholds``:
+    crucible_thresholds, each crossed one a reason (the headline when nothing else fails)."""
+    from ..thresholds import threshold_failures
+
     details = list(score.failures)
     if score.assertions:  # (only then: a component run never loads the answer layer)
         from .answers import unsatisfied_must_assertions
@@ -106,6 +122,10 @@ def strict_failure(item_id: str, score: "ItemScore") -> str | None:
         headline = [f"{score.error_class}: {score.error_evidence}"]
     else:
         headline = []
+    crossed = threshold_failures(thresholds, score.metrics)
+    if not headline and crossed:
+        headline, crossed = crossed[:1], crossed[1:]
+    details += crossed
     if not headline:
         return None
     # The evidence (metrics/errors.py) already quotes what it names: a reason it quotes is not repeated.
@@ -113,10 +133,10 @@ def strict_failure(item_id: str, score: "ItemScore") -> str | None:
 
 
 def judge_run_in_batch(store: "Store", run_id: str, engine: Any, embedder: Any, settings: "Settings",
-                       on_start: Callable[[int], None] | None = None) -> list[str]:
+                       on_start: Callable[[int], None] | None = None, rubrics: Sequence["Rubric"] = ()) -> list[str]:
     """Message Batches: judge every recorded item of the run at once, at session end, and store the
-    answer layer and the error classes. ``on_start(n)``: told how many items go to the judge.
-    Returns one line per item whose judging failed."""
+    answer layer (``rubrics`` included) and the error classes. ``on_start(n)``: told how many items go to
+    the judge. Returns one line per item whose judging failed."""
     from .answers import AnswerInputs, score_answers
     from .scoring import classify_score, missing_required_citations
 
@@ -125,7 +145,7 @@ def judge_run_in_batch(store: "Store", run_id: str, engine: Any, embedder: Any, 
             if not row.get("error") and not row.get("blocked")]
     if on_start is not None:
         on_start(len(rows))
-    results = score_answers([AnswerInputs.from_score(row) for row in rows], engine, embedder)
+    results = score_answers([AnswerInputs.from_score(row, rubrics) for row in rows], engine, embedder)
     errors = []
     for row, result in zip(rows, results):
         row.update(assertions=result.assertions, crag_grade=result.crag_grade, unsupported_claims=result.unsupported_claims,
@@ -139,13 +159,13 @@ def judge_run_in_batch(store: "Store", run_id: str, engine: Any, embedder: Any, 
     return errors
 
 
-def estimate_cost(golden: Sequence["GoldenItem"], settings: "Settings", judge: Any) -> "CostEstimate":
-    """What a paid judge will cost on these items, before any is run."""
+def estimate_cost(golden: Sequence["GoldenItem"], settings: "Settings", judge: Any, rubrics: Sequence["Rubric"] = ()) -> "CostEstimate":
+    """What a paid judge will cost on these items (``rubrics``: the rubric metrics it grades), before any is run."""
     from .answers import estimate_answer_layer_cost
 
     return estimate_answer_layer_cost(golden, k=settings.retrieval_limit, token_budget=int(settings.resolved["retrieval"]["tokenBudget"]),
                                       model=judge.model, batch=settings.judge_batch, answers=settings.judges_answers,
-                                      label_pool=settings.label_pool)
+                                      label_pool=settings.label_pool, rubrics=rubrics)
 
 
 def cost_refusal(estimate: "CostEstimate", settings: "Settings") -> str | None:

@@ -69,6 +69,8 @@ class AnswerInputs:
     chunk_ids: tuple[str, ...] = ()  # parallel to contexts
     answerable: bool = True
     false_premise: bool = False
+    # The rubric metrics that apply to this item (custom_metrics.Rubric), each one judge request.
+    rubrics: tuple[Any, ...] = ()
 
     @property
     def has_answer(self) -> bool:
@@ -81,7 +83,8 @@ class AnswerInputs:
         return not _without_text(self.contexts)
 
     @classmethod
-    def from_score(cls, score: dict[str, Any]) -> "AnswerInputs":
+    def from_score(cls, score: dict[str, Any], rubrics: Sequence[Any] = ()) -> "AnswerInputs":
+        """``rubrics``: the session's rubric metrics; those whose appliesTo selects the item are kept."""
         item = score["item"]
         return cls(
             item_id=score["item_id"],
@@ -98,6 +101,7 @@ class AnswerInputs:
             chunk_ids=tuple(chunk.get("chunk_id") or "" for chunk in score.get("retrieved") or []),
             answerable=bool(item.get("answerable", True)),
             false_premise=item.get("questionType") == "false_premise",
+            rubrics=tuple(rubric for rubric in rubrics if rubric.applies(item)),
         )
 
     @property
@@ -135,6 +139,7 @@ class _Plan:
         self.reference_claims: list[str] | None = None
         self.questions: QuestionsVerdict | None = None
         self.useful: list[bool] | None = None
+        self.rubric_scores: dict[str, float] = {}
 
     def fail(self, what: str, failure: JudgeFailure) -> None:
         self.score.errors.append(f"{what}: {failure.message}")
@@ -162,13 +167,22 @@ def score_answers(batch: Sequence[AnswerInputs], engine: JudgeEngine, embedder) 
         elif inputs.abstained:
             # An honest abstention needs no judge: it is right exactly when the corpus cannot answer.
             plan.score.crag_grade = "missing" if inputs.answerable else "perfect"
+        # A rubric grades the answer's text, an abstention's too ("the refusal points to a human agent"):
+        # with no text there is nothing to grade, and the rubric does not apply (None, never 0).
+        if inputs.answer and inputs.answer.strip():
+            for rubric in inputs.rubrics:
+                round1.append((plan, "rubric:" + rubric.name, rubric.request(inputs.question, inputs.answer, inputs.reference)))
         if inputs.reference and inputs.reads_context:
             round1.append((plan, "reference_claims", ClaimsRequest(question=inputs.question, text=inputs.reference)))
             for chunk in inputs.contexts:
                 round1.append((plan, "useful", UsefulnessRequest(question=inputs.question, reference=inputs.reference, chunk=chunk)))
     for (plan, slot, _), verdict in zip(round1, _run_round(engine, round1)):
         if isinstance(verdict, JudgeFailure):
-            plan.fail(slot.replace("_", " "), verdict)
+            plan.fail(slot.replace("_", " ").replace("rubric:", "rubric "), verdict)
+        elif slot.startswith("rubric:"):
+            rubric = next(r for r in plan.inputs.rubrics if r.name == slot[len("rubric:"):])
+            plan.rubric_scores[rubric.name] = rubric.normalise(verdict.score)
+            plan.score.verdicts[slot] = {"score": verdict.score, "reason": verdict.reason}
         elif slot == "answer_claims":
             plan.answer_claims = list(verdict.claims)
         elif slot == "reference_claims":
@@ -229,6 +243,8 @@ def score_answers(batch: Sequence[AnswerInputs], engine: JudgeEngine, embedder) 
             plan.score.metrics.clear()
             plan.score.crag_grade = None
             continue
+        for name, value in plan.rubric_scores.items():
+            _put(plan, name, value)
         if plan.score.crag_grade is not None:
             _put(plan, "truthfulness", crag_score(plan.score.crag_grade))
         _put(plan, "abstainRate", 1.0 if inputs_abstained(plan.inputs) else 0.0)
@@ -317,14 +333,15 @@ class CostEstimate:
 
 
 def estimate_answer_layer_cost(items: Sequence[Any], *, k: int, token_budget: int, model: str, batch: bool,
-                               answers: bool = True, label_pool: bool = False) -> CostEstimate:
+                               answers: bool = True, label_pool: bool = False, rubrics: Sequence[Any] = ()) -> CostEstimate:
     """Requests and tokens the judge will spend on these golden items, before any answer exists.
 
     Retrieved chunks are assumed to fill the config's ``tokenBudget`` evenly over ``k``
     chunks, answers to be as long as the reference (or 80 tokens). The request plan is
     exactly :func:`score_answers`' (2k + 7 requests per item with a reference, 4 without,
     one more with assertions; the CRAG grade is counted even where an item turns out not
-    gradable, so the estimate errs high); pool labelling adds at most k relevance requests.
+    gradable, so the estimate errs high; one more per rubric metric that applies to the item);
+    pool labelling adds at most k relevance requests.
     """
     from ..judge.prices import cost_usd, estimate_tokens
 
@@ -345,6 +362,12 @@ def estimate_answer_layer_cost(items: Sequence[Any], *, k: int, token_budget: in
             if item.assertions:
                 tokens += p + a + sum(estimate_tokens(x.text) for x in item.assertions)
                 n += 1
+            if rubrics:
+                item_json = item.to_json()
+                for rubric in rubrics:
+                    if rubric.applies(item_json):
+                        tokens += p + q + a + r + estimate_tokens(rubric.criteria + " ".join(rubric.steps))
+                        n += 1
         if label_pool:
             tokens += k * (p + q + chunk)
             n += k

@@ -45,6 +45,8 @@ class ItemScore:
     outcome: str = ""
     # Judge requests that failed after retries: the item's judge-based metrics are void.
     judge_errors: list[str] = field(default_factory=list)
+    # Custom metrics that raised or returned something that is not a number: the item fails, naming each.
+    metric_errors: list[str] = field(default_factory=list)
     # The verdicts behind the answer metrics (for reports), and new judge-cache rows for the store.
     verdicts: dict[str, Any] = field(default_factory=dict)
     cache_rows: list[dict[str, Any]] = field(default_factory=list)

@@ -31,6 +31,8 @@ class Judge(ABC):
     label: str
     #: True when requests cost money (a cost estimate is printed before a run).
     paid: bool = False
+    #: True when the judge can grade a user-written rubric (a model can; the offline heuristics cannot).
+    grades_rubrics: bool = False
 
     @abstractmethod
     def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict | JudgeFailure]:

@@ -127,6 +127,30 @@ class CorrectnessVerdict(Verdict):
     contradicts_source: str = ""
 
 
+class RubricRequest(JudgeRequest):
+    """Grade an answer against one user-written rubric (a rubric metric, docs/custom-metrics.md).
+
+    The rubric's own text (name, criteria, steps, scale) is part of the request, so the cache is
+    keyed by it: an edited rubric is judged again. ``pass_fail``: the score is 1 (meets the
+    criteria) or 0; otherwise an integer from ``scale_min`` to ``scale_max``."""
+
+    kind: ClassVar[str] = "rubric"
+    name: str
+    criteria: str
+    steps: tuple[str, ...] = ()
+    pass_fail: bool = True
+    scale_min: int = 0
+    scale_max: int = 1
+    question: str
+    answer: str
+    reference: str | None = None
+
+
+class RubricVerdict(Verdict):
+    score: int  # on the request's scale (pass_fail: 1 pass, 0 fail); checked against it when parsed
+    reason: str = ""
+
+
 VERDICT_TYPES: dict[str, type[Verdict]] = {
     "claims": ClaimsVerdict,
     "entailment": EntailmentVerdict,
@@ -134,10 +158,12 @@ VERDICT_TYPES: dict[str, type[Verdict]] = {
     "usefulness": UsefulnessVerdict,
     "relevance": RelevanceVerdict,
     "correctness": CorrectnessVerdict,
+    "rubric": RubricVerdict,
 }
 REQUEST_TYPES: dict[str, type[JudgeRequest]] = {
     cls.kind: cls
-    for cls in (ClaimsRequest, EntailmentRequest, QuestionsRequest, UsefulnessRequest, RelevanceRequest, CorrectnessRequest)
+    for cls in (ClaimsRequest, EntailmentRequest, QuestionsRequest, UsefulnessRequest, RelevanceRequest, CorrectnessRequest,
+                RubricRequest)
 }
 
 

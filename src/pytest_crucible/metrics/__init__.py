@@ -1,5 +1,9 @@
 """Metric implementations for pytest-crucible: pure functions, never pytest (retrieval: standard library only)."""
 
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
 # Metric families, in the order the spec's metrics JSON lists them, and the metrics
 # where lower is better (every other metric is higher-is-better). One list for the
 # comparison, the terminal and the JSON views.
@@ -33,8 +37,18 @@ def family_of(metric: str) -> str | None:
     return next((family for family, names in METRIC_FAMILIES.items() if metric in names), None)
 
 
-def higher_is_better(metric: str) -> bool:
-    return metric not in LOWER_IS_BETTER
+def metric_direction(metric: str, custom: Mapping[str, str | None] | None = None) -> str | None:
+    """"higher", "lower", or None (a change is reported, never gated) for a built-in metric, or for a
+    custom one as its run recorded it (``custom``: name -> better, see ``custom_metrics.directions``)."""
+    if custom and metric in custom:
+        return custom[metric]
+    if metric in NO_DIRECTION:
+        return None
+    return "lower" if metric in LOWER_IS_BETTER else "higher"
+
+
+def higher_is_better(metric: str, custom: Mapping[str, str | None] | None = None) -> bool:
+    return metric_direction(metric, custom) != "lower"
 
 
 # Per-item metrics outside the spec's families (reported under "other").
@@ -50,14 +64,19 @@ def display_name(metric: str, k: int | None = None) -> str:
     return metric.replace("At10", "@10")
 
 
-def resolve_metric(name: str, k: int | None = None) -> str:
+class UnknownMetric(ValueError):
+    """A metric name nothing defines (yet: a custom metric is known once its run or definition is read)."""
+
+
+def resolve_metric(name: str, k: int | None = None, custom: Iterable[str] = ()) -> str:
     """The metric a user named, by its stored name (``ndcgAt10``) or as the terminal shows it
-    (``ndcg@10``, ``recall@10``, ``recall@k``). ValueError with a did-you-mean for an unknown name,
-    and for ``recall@5`` when the run's K is 10."""
+    (``ndcg@10``, ``recall@10``, ``recall@k``); ``custom``: the custom metrics' names. ValueError with a
+    did-you-mean for an unknown name, and for ``recall@5`` when the run's K is 10."""
     text = name.strip()
-    if text in KNOWN_METRICS:
+    known = KNOWN_METRICS + tuple(custom)
+    if text in known:
         return text
-    lowered = {metric.lower(): metric for metric in KNOWN_METRICS}
+    lowered = {metric.lower(): metric for metric in known}
     if text.lower() in lowered:
         return lowered[text.lower()]
     base, at, cutoff = text.partition("@")
@@ -72,7 +91,9 @@ def resolve_metric(name: str, k: int | None = None) -> str:
                              f"\nHINT: name it {metric} or {display_name(metric, k)}")
     import difflib
 
-    shown = list(KNOWN_METRICS) + [display_name(metric, k or 10) for metric in KNOWN_METRICS if metric.endswith(("AtK", "At10"))]
+    shown = list(known) + [display_name(metric, k or 10) for metric in KNOWN_METRICS if metric.endswith(("AtK", "At10"))]
     close = difflib.get_close_matches(text, shown, n=3, cutoff=0.5) or difflib.get_close_matches(text.lower(), [m.lower() for m in shown], n=3)
-    hint = f"did you mean {', '.join(close)}?" if close else "the metrics are " + ", ".join(KNOWN_METRICS)
-    raise ValueError(f"unknown metric {name!r}\nHINT: {hint}")
+    hint = f"did you mean {', '.join(close)}?" if close else "the metrics are " + ", ".join(known)
+    if not close and text[:1].isalpha():
+        hint += " (a custom metric is known once it is defined: docs/custom-metrics.md)"
+    raise UnknownMetric(f"unknown metric {name!r}\nHINT: {hint}")

@@ -418,8 +418,9 @@ def create_app(db_path: str | Path, limits: ServerLimits = ServerLimits()) -> Fa
                     candidate = load_run(store, _run_of_workspace(store, b, key.workspace), golden=True, rankings=rescore)
                     k = candidate.resolved.get("retrievalLimit")  # metric names as the terminal shows them (recall@10)
                     parsed = {}
-                    for field, parse in (("failUnder", lambda: parse_floors(failUnder, "failUnder", k)),
-                                         ("gate", lambda: parse_metric_list(gate, "gate", k))):
+                    custom = {name for run in (baseline, candidate) for name in (*run.metrics, *run.directions)}
+                    for field, parse in (("failUnder", lambda: parse_floors(failUnder, "failUnder", k, custom)),
+                                         ("gate", lambda: parse_metric_list(gate, "gate", k, custom))):
                         try:
                             parsed[field] = parse()
                         except ValueError as exc:

@@ -241,7 +241,9 @@ class Store:
                   run_id: str | None = None, judge_model: str | None = None, judge_prompt_version: str | None = None,
                   judge_label: str | None = None, cost_estimate_usd: float | None = None,
                   workspace: str = "default", labels: dict[str, str] | None = None,
-                  kinds: list[str] | None = None) -> str:
+                  kinds: list[str] | None = None, custom_metrics: list[dict[str, Any]] | None = None) -> str:
+        """Open a run. ``custom_metrics``: the definitions of the custom metrics it measures (see
+        ``custom_metrics.definitions``), kept with the run so a comparison sees a changed ruler."""
         run_id = run_id or new_ulid()
         with self.db.conn:
             self._insert(
@@ -267,6 +269,7 @@ class Store:
                     "workspace": workspace,
                     "labels": json.dumps(labels or {}, sort_keys=True),
                     "kinds": json.dumps(sorted(kinds)) if kinds else None,
+                    "custom_metrics": json.dumps(custom_metrics, sort_keys=True) if custom_metrics else None,
                 }
             )
         return run_id
@@ -701,7 +704,7 @@ EXPORT_VERSION = 1
 _RUN_COLUMNS = ("id", "started_at", "finished_at", "status", "config_hash", "config_path", "params", "resolved", "mode",
                 "outcome_mode", "golden_hash", "n_items", "git_commit", "pytest_args", "judge_model", "judge_prompt_version",
                 "host", "pid", "judge_label", "judge_stats", "cost_estimate_usd", "cost_usd", "input_tokens", "output_tokens",
-                "workspace", "labels", "kinds", "unread_keys", "n_scored", "n_errored", "n_skipped")
+                "workspace", "labels", "kinds", "unread_keys", "n_scored", "n_errored", "n_skipped", "custom_metrics")
 def _provenance_rows(run_id: str, item_id: str, item: dict[str, Any], item_json: str) -> list[dict[str, Any]]:
     """The qrels a golden item's citations are: free, deterministic judgments (required = 3, acceptable = 1).
     judge_model names the golden item version that produced them, so an edited citation appends a new
@@ -717,8 +720,8 @@ def _provenance_rows(run_id: str, item_id: str, item: dict[str, Any], item_json:
 
 _RESULT_COLUMNS = ("run_id", "item_id", "question", "answer", "retrieved", "citations", "confidence", "abstained", "blocked",
                    "detected_concepts", "outcome", "failures", "error", "latency_ms", "recorded_at", "judge_errors", "verdicts",
-                   "pool", "assertions", "result_id", "error_class", "error_evidence", "crag_grade", "blocked_layer")
-_JSON_RESULT_COLUMNS = ("retrieved", "citations", "detected_concepts", "failures", "judge_errors")  # lists, '[]' when empty
+                   "pool", "assertions", "result_id", "error_class", "error_evidence", "crag_grade", "blocked_layer", "metric_errors")
+_JSON_RESULT_COLUMNS = ("retrieved", "citations", "detected_concepts", "failures", "judge_errors", "metric_errors")  # lists, '[]' when empty
 _JSON_OPTIONAL_COLUMNS = ("verdicts", "pool", "assertions")  # JSON, NULL when empty
 _FLAG_COLUMNS = ("abstained", "blocked")
 
@@ -728,7 +731,7 @@ _TEXT, _INT, _NUMBER, _FLAG, _LIST, _JSON_TEXT = "a string", "an integer", "a fi
 _RUN_TYPES = {
     **dict.fromkeys(("finished_at", "config_path", "golden_hash", "git_commit", "judge_model", "judge_prompt_version", "host",
                      "judge_label", "workspace"), _TEXT),
-    **dict.fromkeys(("params", "resolved", "pytest_args", "judge_stats", "labels", "kinds", "unread_keys"), _JSON_TEXT),
+    **dict.fromkeys(("params", "resolved", "pytest_args", "judge_stats", "labels", "kinds", "unread_keys", "custom_metrics"), _JSON_TEXT),
     **dict.fromkeys(("n_items", "pid", "input_tokens", "output_tokens", "n_scored", "n_errored", "n_skipped"), _INT),
     **dict.fromkeys(("cost_estimate_usd", "cost_usd"), _NUMBER),
 }

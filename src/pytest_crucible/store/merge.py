@@ -25,7 +25,7 @@ from . import Store, StoreError, utc_now
 __all__ = ["MergeReport", "merge_shards"]
 
 # Columns every shard's run must agree on: a merged run is one experiment.
-_MUST_AGREE = ("config_hash", "judge_model", "judge_prompt_version", "mode")
+_MUST_AGREE = ("config_hash", "judge_model", "judge_prompt_version", "mode", "custom_metrics")
 _JUDGE_SUMS = ("cost_estimate_usd", "cost_usd", "input_tokens", "output_tokens")
 _SHOWN = 10  # item ids / run ids named in one message before "and N more"
 
@@ -119,7 +119,7 @@ def _check_agreement(shards: list[_Shard]) -> None:
                 f"{value if value is not None else '(none)'} in {', '.join(names)}" for value, names in by_value.items()))
     if problems:
         raise StoreError(f"run {shards[0].run['id']}: the shards are not one run: {'; '.join(problems)}\n"
-                         "HINT: every shard must run the same config, mode and judge; re-run the odd shard")
+                         "HINT: every shard must run the same config, mode, judge and custom metrics; re-run the odd shard")
 
 
 def _union_golden(shards: list[_Shard]) -> dict[str, dict[str, Any]]:

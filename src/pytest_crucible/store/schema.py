@@ -349,6 +349,13 @@ MIGRATIONS: list[str] = [
           WHERE eval_feedback.id = golden_drafts.feedback_id), 'default');
     CREATE INDEX golden_drafts_by_workspace ON golden_drafts (workspace, created_at);
     """,
+    # version 11: your own metrics. A run records the custom metrics (Python and rubric) that produced its
+    # values: name, kind, direction, where it was defined and a fingerprint of its code or rubric text, so a
+    # comparison sees when the ruler changed. An item whose metric raised keeps the error, naming the metric.
+    """
+    ALTER TABLE runs ADD COLUMN custom_metrics TEXT;
+    ALTER TABLE results ADD COLUMN metric_errors TEXT NOT NULL DEFAULT '[]';
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -341,10 +341,17 @@ def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any
                          "mean": selective["coverageAtRisk"], "n": selective["n"]})
         if rows:
             families.append({"name": family, "rows": rows})
+    from ..custom_metrics import read_definitions
+
+    defined = read_definitions(run)  # the run's own metrics: a family of their own, with where each is defined
+    custom = [{"name": name, "label": f"{name} ({row.get('kind')}, {row.get('origin')})", "mean": means[name][0],
+               "n": means[name][1]} for name, row in sorted(defined.items()) if name in means]
     others = [{"name": name, "label": _metric_label(name, k), "mean": means[name][0], "n": means[name][1]}
-              for name in ordered_metrics(means) if family_of(name) is None]
+              for name in ordered_metrics(means) if family_of(name) is None and name not in defined]
     if others:
         families.append({"name": "other", "rows": others})
+    if custom:
+        families.append({"name": "custom", "rows": custom})
 
     classes = error_class_counts(results)
     class_total = sum(classes.values()) or 1

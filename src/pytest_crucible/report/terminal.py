@@ -196,6 +196,26 @@ def textless_chunks_line(run: dict[str, Any], results: list[dict[str, Any]]) -> 
             "to measure them")
 
 
+def custom_metric_lines(run: dict, results: list[dict]) -> list[str]:
+    """Where the run's custom metrics come from (the ruler), and how many items a metric failed on."""
+    from ..custom_metrics import RUBRIC, read_definitions
+
+    defined = read_definitions(run)
+    if not defined:
+        return []
+    parts = []
+    for name, row in sorted(defined.items()):
+        how = (f"rubric judged by {row.get('judgeModel')} ({row.get('promptVersion')})" if row.get("kind") == RUBRIC
+               else f"better {row.get('better') or 'none: never gated'}")
+        parts.append(f"{name} ({how}, {row.get('origin')})")
+    lines = ["custom metrics: " + "; ".join(parts)]
+    failed = sum(1 for row in results if row.get("metric_errors") not in (None, "", "[]"))
+    if failed:
+        lines.append(f"WARNING a custom metric failed on {failed} item{'s' if failed != 1 else ''} (see the failures above): "
+                     "those items have no value for it")
+    return lines
+
+
 def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults: list[str] = (), verbose: int = 0) -> list[str]:
     run = store.get_run(run_id)
     results = store.results(run_id)
@@ -235,6 +255,7 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
         lines.append(f"  no metrics: every item's pipeline call errored ({len(results)} errored); this run is {run['status']}")
     else:
         lines.append("  no retrieval metrics: no item had a relevant citation")
+    lines.extend(custom_metric_lines(run, results))
     from .views import error_class_counts, selective_summary
 
     selective = selective_summary(results)

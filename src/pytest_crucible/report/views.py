@@ -89,7 +89,17 @@ def run_metrics_json(data: RunData, items: list[dict[str, Any]] | None = None,
         detail = run_guardrails(items, data.metrics, results)
         if detail:
             document["guardrailDetail"] = detail
-    others = {name: value for name, value in means.items() if family_of(name) is None}
+    from ..custom_metrics import read_definitions
+
+    defined = read_definitions(data.run)  # the run's own metrics (docs/custom-metrics.md): their own block
+    custom = {name: means[name] for name in sorted(defined) if name in means}
+    if custom:
+        document["custom"] = custom
+    if defined:
+        document["customMetrics"] = [{key: row.get(key) for key in ("name", "kind", "better", "origin", "fingerprint",
+                                                                     "judgeModel", "promptVersion") if row.get(key) is not None
+                                      or key == "better"} for row in defined.values()]
+    others = {name: value for name, value in means.items() if family_of(name) is None and name not in defined}
     if others:
         document["other"] = dict(sorted(others.items()))
     if data.run.get("judge_model"):

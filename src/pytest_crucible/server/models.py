@@ -40,6 +40,16 @@ class JudgeInfo(_Open):
     promptVersion: str | None = None
 
 
+class CustomMetricInfo(_Open):
+    name: str
+    kind: str = Field(description="python (@crucible.metric) or rubric (model-judged)")
+    better: str | None = Field(default=None, description="higher, lower, or null: reported, never gated")
+    origin: str | None = Field(default=None, description="where it is defined: file:line (function), or the rubric's file:line")
+    fingerprint: str | None = Field(default=None, description="sha256 of the function's code or of the rubric's text")
+    judgeModel: str | None = None
+    promptVersion: str | None = None
+
+
 # Extra run-level numbers the metrics document adds to a family beside its per-item means.
 _FAMILY_EXTRAS = {"abstention": ("eAurc", "coverageAtRisk10")}
 
@@ -64,6 +74,8 @@ RunMetrics = create_model(
     **{family: (model | None, None) for family, model in _FAMILY_MODELS.items()},
     errorClasses=(dict[str, int] | None, Field(default=None, description="error class -> results")),
     other=(dict[str, float] | None, Field(default=None, description="metrics outside the families")),
+    custom=(dict[str, float] | None, Field(default=None, description="the run's custom metrics (Python and rubric): name -> mean")),
+    customMetrics=(list[CustomMetricInfo] | None, Field(default=None, description="what the run recorded of its custom metrics")),
     judge=(JudgeInfo | None, Field(default=None, description="the judge model and prompt version behind judge-based metrics")),
     byFacet=(dict[str, dict[str, dict[str, int | float]]] | None,
              Field(default=None, description="facet -> value -> {n, metric: mean}")),

@@ -90,8 +90,19 @@ class Fault:
     body: Any = None
 
 
+RUBRIC_SCALE_RE = re.compile(r"^Scale: an integer from (?P<low>-?\d+) \(.*?\) to (?P<high>-?\d+) \(", re.MULTILINE)
+RUBRIC_ANSWER_RE = re.compile(r"<answer>\n(?P<answer>.*)\n</answer>", re.DOTALL)
+
+
+def rubric_scale(user: str) -> tuple[int, int]:
+    """``(min, max)`` of the scale line a rubric prompt states (before the data, so an answer cannot fake it)."""
+    head = user.split("<question>", 1)[0]
+    matches = list(RUBRIC_SCALE_RE.finditer(head))  # the last one: the scale line comes right before the data
+    return (int(matches[-1]["low"]), int(matches[-1]["high"])) if matches else (0, 1)
+
+
 def default_verdict(request: MockRequest) -> dict[str, Any]:
-    """A valid verdict for each kind, shaped by the request (claim count, n)."""
+    """A valid verdict for each kind, shaped by the request (claim count, n; a rubric's scale and answer)."""
     kind = request.kind
     if kind == "claims":
         return {"claims": ["The sky is blue.", "Water is wet."]}
@@ -108,6 +119,12 @@ def default_verdict(request: MockRequest) -> dict[str, Any]:
         return {"grade": 2, "reason": "partly answers"}
     if kind == "correctness":
         return {"grade": "perfect", "reason": "matches the reference"}
+    if kind == "rubric":
+        # The scale's top, unless the answer says "rude": tests tell rubrics and answers apart by the score.
+        low, high = rubric_scale(request.user)
+        match = RUBRIC_ANSWER_RE.search(request.user)
+        rude = bool(match and re.search(r"\brude\b", match["answer"], re.IGNORECASE))
+        return {"score": low if rude else high, "reason": "the answer is rude" if rude else "meets the criteria"}
     return {"error": f"mock does not know kind {kind!r}"}
 
 

@@ -24,8 +24,8 @@ from pytest_crucible.judge.prompts import DATA_TAGS, PROMPT_VERSION, escape_data
 
 
 def version_of(kind: str) -> str:
-    """Graded relevance (pool labelling) has its own UMBRELA-style prompt version."""
-    return "umbrela-v1" if kind == "relevance" else PROMPT_VERSION
+    """Graded relevance (pool labelling) has its own UMBRELA-style prompt version, rubric metrics theirs."""
+    return {"relevance": "umbrela-v1", "rubric": "rubric-v1"}.get(kind, PROMPT_VERSION)
 from pytest_crucible.judge.types import (
     REQUEST_TYPES,
     VERDICT_TYPES,
@@ -40,6 +40,8 @@ from pytest_crucible.judge.types import (
     QuestionsVerdict,
     RelevanceRequest,
     RelevanceVerdict,
+    RubricRequest,
+    RubricVerdict,
     UsefulnessRequest,
     UsefulnessVerdict,
 )
@@ -56,6 +58,7 @@ SAMPLE_REQUESTS = {
     "usefulness": UsefulnessRequest(question="When did it open?", reference="In 1932.", chunk="The bridge opened in 1932."),
     "relevance": RelevanceRequest(question="When did it open?", chunk="The bridge opened in 1932."),
     "correctness": CorrectnessRequest(question="When did it open?", answer="1932", reference="In 1932.", assertions=("1932",)),
+    "rubric": RubricRequest(name="politeness", criteria="The answer is courteous.", question="When did it open?", answer="1932"),
 }
 ANSWERS = {
     "claims": {"claims": ["The bridge opened in 1932.", "The bridge is 500 m long."]},
@@ -64,6 +67,7 @@ ANSWERS = {
     "usefulness": {"useful": True, "reason": "states the year"},
     "relevance": {"grade": 3, "reason": "exact answer"},
     "correctness": {"grade": "acceptable", "reason": "right year, terse"},
+    "rubric": {"score": 1, "reason": "polite enough"},
 }
 EXPECTED_TYPES = {
     "claims": ClaimsVerdict,
@@ -72,6 +76,7 @@ EXPECTED_TYPES = {
     "usefulness": UsefulnessVerdict,
     "relevance": RelevanceVerdict,
     "correctness": CorrectnessVerdict,
+    "rubric": RubricVerdict,
 }
 
 

@@ -290,8 +290,9 @@ def parse_rubrics(value: Any, *, source: str, text: str = "", builtins: Sequence
     for index, entry in enumerate(value):
         line = key_line
         if isinstance(entry, dict) and isinstance(entry.get("name"), str):
-            found, offset = _line_of(text, json.dumps(entry["name"], ensure_ascii=False), offset)
-            line = found or line
+            needle = json.dumps(entry["name"], ensure_ascii=False)
+            found, at = _line_of(text, needle, offset)
+            line, offset = (found, at + len(needle)) if found else (line, offset)
 
         def bad(field_name: str, problem: str, *, line=line, index=index) -> CustomMetricError:
             where = f"{source}:{line}" if line else source

@@ -52,6 +52,8 @@ __all__ = ["AnthropicJudge", "verdict_schema", "parse_verdict", "InvalidVerdict"
 # Verdict fields the judge's own code fills, never asked of the model (not in the output schema).
 STAMP_FIELDS = ("judge_model", "prompt_version", "contradicts", "contradicts_source")
 RELEVANCE_PROMPT_VERSION = "umbrela-v1"
+# Rubric metrics have their own prompt, versioned apart so that a change to it re-judges only rubrics.
+RUBRIC_PROMPT_VERSION = "rubric-v1"
 # The Message Batches API takes at most 100,000 requests and 256 MB per batch: a large golden set is
 # sent in several batches, kept under both with room to spare (a batch over a limit is refused whole).
 MAX_BATCH_REQUESTS = 100_000
@@ -79,6 +81,11 @@ _FIELD_DESCRIPTIONS: dict[str, dict[str, str]] = {
     "correctness": {
         "grade": "perfect, acceptable (minor flaw), missing (no answer / I don't know) or incorrect (wrong or invented).",
         "reason": "One or two short sentences.",
+    },
+    "rubric": {
+        "score": "The score on the rubric's scale stated in the prompt: for pass/fail 1 (meets the criteria) or 0; "
+        "otherwise a whole number from the scale's minimum to its maximum (fully meets the criteria).",
+        "reason": "One or two short sentences on what in the answer decided the score.",
     },
 }
 
@@ -195,11 +202,12 @@ def parse_verdict(request: JudgeRequest, text: str) -> Verdict:
             f"{'.'.join(str(part) for part in e['loc']) or '(root)'}: {e['msg']}" for e in err.errors(include_url=False)
         )
         raise InvalidVerdict(f"{request.kind} verdict does not fit the schema: {problems}") from None
-    _check_lengths(request, verdict)
+    _check_verdict(request, verdict)
     return verdict
 
 
-def _check_lengths(request: Any, verdict: Any) -> None:
+def _check_verdict(request: Any, verdict: Any) -> None:
+    """What the schema cannot say: list lengths that must match the request, a rubric score within its scale."""
     kind = request.kind
     if kind == "entailment":
         expected = len(request.claims)
@@ -214,6 +222,12 @@ def _check_lengths(request: Any, verdict: Any) -> None:
             raise InvalidVerdict(
                 f"questions verdict has {len(verdict.noncommittal)} noncommittal flags for {len(verdict.questions)} questions"
             )
+    elif kind == "rubric":
+        # The schema is one per kind, so the scale (which varies per rubric) is checked here.
+        low, high = (0, 1) if request.pass_fail else (request.scale_min, request.scale_max)
+        if not low <= verdict.score <= high:
+            scale = "the pass/fail scale (0 or 1)" if request.pass_fail else f"the scale {low} to {high}"
+            raise InvalidVerdict(f"rubric verdict score {verdict.score} is outside {scale} of rubric {request.name!r}")
 
 
 def _answered_locally(request: Any) -> Verdict | None:
@@ -237,6 +251,8 @@ def _expected_output_tokens(request: Any) -> int:
         return 30 + 40 * len(request.claims)
     if kind == "questions":
         return 30 + 30 * request.n
+    if kind == "rubric":
+        return 80
     return 60
 
 
@@ -254,6 +270,7 @@ class AnthropicJudge(Judge):
     """
 
     paid = True
+    grades_rubrics = True
     #: Give up on a batch that has not ended after this many seconds (the API ends every batch within 24 hours).
     max_batch_wait = 25 * 3600.0
 
@@ -302,7 +319,11 @@ class AnthropicJudge(Judge):
 
     def prompt_version_for(self, kind: str) -> str:
         # Graded relevance (pool labelling, written into qrels) has its own UMBRELA-style prompt.
-        return RELEVANCE_PROMPT_VERSION if kind == "relevance" else self.prompt_version
+        if kind == "relevance":
+            return RELEVANCE_PROMPT_VERSION
+        if kind == "rubric":
+            return RUBRIC_PROMPT_VERSION
+        return self.prompt_version
 
     def __repr__(self) -> str:
         return f"AnthropicJudge(model={self.model!r}, batch={self.batch}, prompt_version={self.prompt_version!r})"

@@ -261,6 +261,9 @@ def _item_context(row: dict[str, Any], item: dict[str, Any] | None, grades: dict
         "blocked": bool(row.get("blocked")), "blocked_layer": row.get("blocked_layer"),
         "attack": item.get("attack"), "expect": expected_outcome(item) or "answered", "latency_ms": row.get("latency_ms"), "error": row.get("error"),
         "failures": _loads(row.get("failures"), []) or [], "judge_errors": _loads(row.get("judge_errors"), []) or [],
+        "metric_errors": _loads(row.get("metric_errors"), []) or [],
+        "rubrics": [{"name": key[len("rubric:"):], **value} for key, value in sorted(verdicts.items())
+                    if key.startswith("rubric:") and isinstance(value, dict)],
         "chunks": chunks, "claims": claims, "reference_claims": reference_claims, "questions": questions,
         "useful": useful, "correctness": verdicts.get("correctness"),
         "assertions": _loads(row.get("assertions"), []) or [],

@@ -54,7 +54,8 @@ _DATA_TAG_RE = re.compile(r"<(\s*/?\s*)(" + "|".join(DATA_TAGS) + r")\b", re.IGN
 _SEPARATOR_RE = re.compile(r"^---[ \t]*$", re.MULTILINE)
 _MARKER_RE = re.compile(r"^Judge task: (?P<version>[\w.-]+)/(?P<kind>\w+)[ \t]*$")
 
-__all__ = ["PROMPT_VERSION", "DATA_TAGS", "load_prompt", "escape_data", "prompt_fields", "render_prompt", "available_kinds"]
+__all__ = ["PROMPT_VERSION", "DATA_TAGS", "load_prompt", "escape_data", "prompt_fields", "render_prompt", "available_kinds",
+           "rubric_scale_text"]
 
 
 def available_kinds(version: str = PROMPT_VERSION) -> list[str]:
@@ -96,14 +97,28 @@ def _numbered(tag: str, items: Any) -> str:
     return "\n".join(lines) if lines else "(none)"
 
 
+def rubric_scale_text(request: Any) -> str:
+    """The scale of a rubric request in words, as its prompt states it."""
+    if request.pass_fail:
+        return "pass/fail: 1 if the answer meets the criteria, 0 if it does not"
+    return (
+        f"an integer from {request.scale_min} (does not meet the criteria at all) "
+        f"to {request.scale_max} (fully meets them)"
+    )
+
+
 def prompt_fields(request: Any) -> dict[str, str]:
     """The placeholder values for ``request`` (a :class:`~pytest_crucible.judge.types.JudgeRequest`).
 
     Per kind: claims ``question, text``; entailment ``passages, claims, claim_count``;
     questions ``answer, n``; usefulness ``question, reference, chunk``; relevance
     ``question, chunk``; correctness ``question, answer, reference, assertions,
-    answerable, false_premise``. List fields are rendered as numbered tags
-    (``<passage index="1">``), all data is passed through :func:`escape_data`.
+    answerable, false_premise``; rubric ``name, criteria, steps, scale, question,
+    reference, answer``. List fields of data are rendered as numbered tags
+    (``<passage index="1">``), all data is passed through :func:`escape_data`. The
+    rubric's own text (the evaluator's instructions, not data) is written without tags,
+    its steps as a numbered list and its scale in words; it is escaped too, so no
+    rubric can open or close one of the data tags.
     """
     kind = request.kind
     if kind == "claims":
@@ -132,6 +147,17 @@ def prompt_fields(request: Any) -> dict[str, str]:
             "assertions": _numbered("assertion", request.assertions),
             "answerable": "yes" if request.answerable else "no",
             "false_premise": "yes" if request.false_premise else "no",
+        }
+    if kind == "rubric":
+        steps = [f"{i}. {escape_data(step)}" for i, step in enumerate(request.steps, start=1)]
+        return {
+            "name": escape_data(request.name),
+            "criteria": escape_data(request.criteria),
+            "steps": "\n".join(steps) if steps else "(none)",
+            "scale": rubric_scale_text(request),
+            "question": escape_data(request.question),
+            "reference": escape_data(request.reference) if request.reference else "(no reference answer given)",
+            "answer": escape_data(request.answer),
         }
     raise ValueError(f"no prompt fields for request kind {kind!r}")
 

@@ -313,3 +313,12 @@ def test_a_bad_threshold_is_a_usage_error(pytester: pytest.Pytester, words: str,
     result = project.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([expected + "*"])
+
+
+def test_with_message_batches_thresholds_on_judged_metrics_say_they_cannot_fail_an_item(pytester: pytest.Pytester) -> None:
+    project = make_project(pytester, ini="crucible_thresholds = faithfulness>=0.99 answerWords<=10\n")
+    result = project.runpytest("--crucible-outcome=strict", "--crucible-judge=lexical", "--crucible-judge-batch")
+    result.stdout.fnmatch_lines(["NOTE crucible_thresholds on faithfulness did not fail any item: with --crucible-judge-batch *"])
+    # answerWords is measured inside each test: its threshold still fails the long answers.
+    failed = sorted(row[0] for row in db_rows(project, "SELECT item_id FROM results WHERE outcome = 'failed'"))
+    assert failed == ["q-00", "q-03", "q-06", "q-09"]

@@ -209,9 +209,14 @@ def custom_metric_lines(run: dict, results: list[dict]) -> list[str]:
                else f"better {row.get('better') or 'none: never gated'}")
         parts.append(f"{name} ({how}, {row.get('origin')})")
     lines = ["custom metrics: " + "; ".join(parts)]
-    failed = sum(1 for row in results if row.get("metric_errors") not in (None, "", "[]"))
-    if failed:
-        lines.append(f"WARNING a custom metric failed on {failed} item{'s' if failed != 1 else ''} (see the failures above): "
+    failed: dict[str, list[str]] = {}  # metric -> the items it failed on
+    for row in results:
+        errors = row.get("metric_errors")
+        for error in (json.loads(errors) if isinstance(errors, str) else errors) or []:
+            failed.setdefault(error.split(" ")[1] if error.startswith("metric ") else "?", []).append(row["item_id"])
+    for name, items in sorted(failed.items()):
+        shown = ", ".join(items[:5]) + (f" and {len(items) - 5} more" if len(items) > 5 else "")
+        lines.append(f"WARNING custom metric {name} failed on {len(items)} item{'s' if len(items) != 1 else ''} ({shown}): "
                      "those items have no value for it")
     return lines
 

@@ -103,6 +103,9 @@ def test_ruler_changes_warn_on_code_and_refuse_on_rubric_text() -> None:
     assert refusal is not None and "the rubric 'polite' differs" in refusal
     assert ruler_changes(a, {"id": "B", "custom_metrics": changed_rubric}, ["ndcgAt10", "words"]) == ([], None)
     assert directions(a) == {"polite": "higher", "words": "lower"}
+    other_prompt = [{**row, "promptVersion": "rubric-v2"} if row["name"] == "polite" else row for row in json.loads(a["custom_metrics"])]
+    warnings, refusal = ruler_changes(a, {"id": "B", "custom_metrics": other_prompt}, None)
+    assert refusal is not None and "judged with prompt rubric-v1 in one and rubric-v2 in the other" in refusal
 
 
 def test_rubric_parsing_rejects_what_it_cannot_use() -> None:
@@ -155,3 +158,26 @@ def test_an_exported_run_keeps_its_custom_metrics_and_shards_must_agree_on_them(
     assert exported.directions == {"words": "lower"} and exported.metrics["words"] == {"q1": 3.0}
     with pytest.raises(StoreError, match="custom_metrics differs"):
         merge_shards(paths, tmp_path / "merged.db")
+
+
+def test_docstrings_numpy_bools_empty_parentheses_and_a_read_only_config() -> None:
+    import numpy as np
+
+    from pytest_crucible.custom_metrics import read_only
+
+    plain = _compile("""
+        def words(item, result, *, config):
+            return 1
+        """)
+    documented = _compile('''
+        def words(item, result, *, config):
+            """Counts words."""
+            return 1
+        ''')
+    assert metric()(plain).fingerprint == metric()(documented).fingerprint
+    assert metric()(plain).name == "words"
+    assert run_python_metrics([metric("flag")(lambda item, result, *, config: np.bool_(True))], None, None, {}) == ({"flag": 1.0}, [])
+    config = read_only({"retrieval": {"rerank": True}, "stops": ["a"]})
+    with pytest.raises(TypeError):
+        config["retrieval"]["rerank"] = False
+    assert config["stops"] == ("a",)

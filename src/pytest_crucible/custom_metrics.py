@@ -95,13 +95,35 @@ class PythonMetric:
         does), so a comparison of runs measured by different code says the ruler changed."""
         if self._fingerprint is None:
             try:
-                source = textwrap.dedent(inspect.getsource(self.function))
-                text = ast.dump(ast.parse(source))
+                tree = ast.parse(textwrap.dedent(inspect.getsource(self.function)))
+                text = ast.dump(_without_docstrings(tree))
             except (OSError, TypeError, SyntaxError):  # no source file (a REPL, a frozen module): the bytecode
                 code = getattr(self.function, "__code__", None)
                 text = repr((code.co_code, code.co_consts, code.co_names)) if code is not None else repr(self.function)
             self._fingerprint = hashlib.sha256(text.encode("utf-8")).hexdigest()
         return self._fingerprint
+
+
+def _without_docstrings(tree: ast.AST) -> ast.AST:
+    """The tree with every docstring removed: rewording one does not change what the metric measures."""
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def read_only(value: Any) -> Any:
+    """A config as a metric sees it: mappings and lists read-only all the way down, so a metric cannot change
+    the config recorded with the run (or what the next item's metric reads)."""
+    from types import MappingProxyType
+
+    if isinstance(value, Mapping):
+        return MappingProxyType({key: read_only(item) for key, item in value.items()})
+    if isinstance(value, list):
+        return tuple(read_only(item) for item in value)
+    return value
 
 
 def metric(name: Any = None, *, better: Any = "higher") -> Any:
@@ -110,13 +132,14 @@ def metric(name: Any = None, *, better: Any = "higher") -> Any:
     The function is called as ``function(item, result, *, config)`` with the golden item, the
     validated pipeline result and the resolved config, and returns a number, or None when the
     metric does not apply to the item (never NaN). ``better``: "higher", "lower", or None (a
-    change is reported, never gated). Bare ``@crucible.metric`` names the metric after the function.
+    change is reported, never a regression). ``@crucible.metric`` or ``@crucible.metric()`` names the
+    metric after the function.
     Problems (a bad name or direction) are reported by the session with the function's file and line."""
     if callable(name) and not isinstance(name, str):  # bare @crucible.metric
         return PythonMetric(name.__name__, better, name)
 
     def register(function: Callable[..., Any]) -> PythonMetric:
-        return PythonMetric(name, better, function)
+        return PythonMetric(getattr(function, "__name__", None) if name is None else name, better, function)
 
     return register
 
@@ -135,7 +158,7 @@ def name_problem(name: Any, builtins: Iterable[str]) -> str | None:
 def _metric_problem(found: PythonMetric, builtins: Sequence[str]) -> str | None:
     problem = name_problem(found.name, builtins)
     if problem is None and found.better not in BETTER:
-        problem = f"better={found.better!r}: expected \"higher\", \"lower\" or None (reported, never gated)"
+        problem = f"better={found.better!r}: expected \"higher\", \"lower\" or None (a change is reported, never a regression)"
     if problem is None and not callable(found.function):
         problem = "it decorates something that is not a function"
     if problem is None:
@@ -181,9 +204,14 @@ def metrics_in(namespaces: Iterable[Any]) -> list[PythonMetric]:
     return found
 
 
+def _numpy_bool(value: Any) -> bool:
+    kind = type(value)
+    return kind.__module__ == "numpy" and kind.__name__ in ("bool_", "bool")
+
+
 def value_problem(value: Any) -> str | None:
     """Why a metric's return value cannot be stored (None: it can; None itself means "does not apply")."""
-    if value is None or isinstance(value, bool):
+    if value is None or isinstance(value, bool) or _numpy_bool(value):
         return None
     if not isinstance(value, numbers.Real):
         return f"returned {type(value).__name__} {_clip(repr(value))}"
@@ -407,11 +435,16 @@ def ruler_changes(a: Mapping[str, Any], b: Mapping[str, Any], compared: Iterable
                               f"between them ({old.get('origin')} vs {new.get('origin')}), so the judge was asked another question\n"
                               f"HINT: give an edited rubric a new name (e.g. {name}V2) and re-run the baseline with it, or leave "
                               f"{name} out of the comparison (crucible compare --metrics ...)")
+        if old.get("kind") == RUBRIC and old.get("promptVersion") != new.get("promptVersion"):
+            return warnings, (f"refusing to compare run {a.get('id')} with run {b.get('id')}: the rubric {name!r} was judged "
+                              f"with prompt {old.get('promptVersion')} in one and {new.get('promptVersion')} in the other\n"
+                              f"HINT: judge-based metrics are only comparable under the same prompt; re-run the baseline, or "
+                              f"leave {name} out of the comparison (crucible compare --metrics ...)")
         if old.get("fingerprint") != new.get("fingerprint"):
-            warnings.append(f"WARNING the ruler changed: custom metric {name}'s code differs between the runs "
+            warnings.append(f"the ruler changed: custom metric {name}'s code differs between the runs "
                             f"({old.get('origin')}, {str(old.get('fingerprint'))[:8]} vs {new.get('origin')}, "
                             f"{str(new.get('fingerprint'))[:8]}): part of its difference may be the code's, not the pipeline's")
         if old.get("better") != new.get("better"):
-            warnings.append(f"WARNING custom metric {name}'s direction changed (better={old.get('better')!r} in "
+            warnings.append(f"custom metric {name}'s direction changed (better={old.get('better')!r} in "
                             f"{a.get('id')}, {new.get('better')!r} in {b.get('id')}): the newer run's direction is used")
     return warnings, None

@@ -15,5 +15,5 @@ hookspec = pluggy.HookspecMarker("pytest")
 @hookspec
 def pytest_crucible_register_metrics(config: Any) -> Any:
     """Return custom metrics (functions decorated with ``@crucible.metric``) for every session: how a
-    plugin or a shared package adds its metrics without a conftest.py. Called once at configure time;
-    each implementation returns a list (or None). See docs/custom-metrics.md."""
+    plugin or a shared package adds its metrics without a conftest.py. Called once per session, at
+    configure time (in each xdist worker too); each implementation returns a list (or None). See docs/custom-metrics.md."""

@@ -187,15 +187,22 @@ def _rubrics(config: pytest.Config, params: dict[str, Any], config_path: str | N
     return rubrics
 
 
-def find_custom_metrics(config: pytest.Config, rubrics: tuple = ()) -> tuple:
+def find_custom_metrics(config: pytest.Config, rubrics: tuple = (), known: tuple | None = None) -> tuple:
     """The session's Python metrics: ``@crucible.metric`` functions at the top level of a conftest.py (or any
     plugin module pytest loaded), of the modules the ini key crucible_metrics names, and those plugins return
-    from ``pytest_crucible_register_metrics``. A bad one is a usage error naming its file and line."""
+    from ``pytest_crucible_register_metrics``. A bad one is a usage error naming its file and line.
+    ``known``: the metrics found at startup; given, only the plugin modules are scanned again (for a
+    conftest.py imported during collection) and the hook is not called a second time."""
     import importlib
 
     from .custom_metrics import CustomMetricError, check_metrics, metrics_in
     from .metrics import KNOWN_METRICS
 
+    if known is not None:
+        try:
+            return check_metrics([*known, *metrics_in(config.pluginmanager.get_plugins())], KNOWN_METRICS, rubrics)
+        except CustomMetricError as exc:
+            raise pytest.UsageError(str(exc)) from None
     modules = []
     for name in config.getini("crucible_metrics"):
         try:

@@ -92,7 +92,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if crucible is None:
         return
     # A conftest.py below the initial ones is imported during collection: its metrics count too.
-    crucible.add_custom_metrics(find_custom_metrics(session.config, crucible.settings.rubrics))
+    crucible.add_custom_metrics(find_custom_metrics(session.config, crucible.settings.rubrics, crucible.settings.custom_metrics))
     golden = [(item, golden) for item in session.items if (golden := golden_of(item)) is not None]
     run = [(item.nodeid, golden) for item, golden in golden if item.get_closest_marker("skip") is None]
     if not crucible.is_worker and crucible.settings.uses_judge and run:

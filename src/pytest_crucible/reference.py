@@ -144,7 +144,7 @@ def _config_default(dotted: str) -> str:
 
 def render() -> str:
     """The whole text of docs/configuration.md."""
-    from .config import _KNOWN_TYPES, _POSITIVE, DEFAULT_CONFIG, LABELS_KEY, STANDARD_LABELS
+    from .config import _KNOWN_TYPES, _POSITIVE, DEFAULT_CONFIG, LABELS_KEY, RUBRICS_KEY, STANDARD_LABELS
 
     options, ini = plugin_definitions()
     ini_names = {key.name for key in ini}
@@ -240,6 +240,22 @@ def render() -> str:
         "",
         "```json",
         '{"retrieval": {"rerank": true}, "labels": {"model": "claude-haiku", "collection": "helpdesk", "mode": "hybrid"}}',
+        "```",
+        "",
+        f"### `{RUBRICS_KEY}`",
+        "",
+        f"A top-level `\"{RUBRICS_KEY}\"` list declares rubric metrics: metrics a model judge grades against",
+        "criteria you write (details: [custom-metrics.md](custom-metrics.md)). Like the labels, it is removed",
+        "from the resolved config: it is never part of the configHash and the pipeline never sees it. A",
+        "rubric says how the run is measured, not how the pipeline is set up; a comparison of two runs",
+        "whose rubric text differs is refused instead. Each rubric has a `name`, its `criteria`, and",
+        "optionally a `scale` (`\"pass_fail\"`, the default, or `[LOW, HIGH]` integers), `steps` (a list",
+        "of evaluation steps) and `appliesTo` (`kind`, `tags` and `questionType` lists). A bad rubric is a",
+        "usage error naming the file, the line and the field. The ini key `crucible_rubrics` names a JSON",
+        "file of more rubrics; a name must not be declared in both.",
+        "",
+        "```json",
+        '{"rubrics": [{"name": "politeness", "criteria": "The answer is courteous to the customer.", "scale": [1, 5]}]}',
         "```",
         "",
         "## Environment",

@@ -188,30 +188,30 @@ class CrucibleSession:
             return ()
         return s.rubrics
 
-    def rubric_note(self) -> str | None:
+    def rubric_note(self) -> list[str]:
         """Said once when rubric metrics are declared but not judged; nothing is stored for them."""
         s = self.settings
         if not s.rubrics or self.graded_rubrics:
-            return None
+            return []
         names = ", ".join(r.name for r in s.rubrics)
         if not s.judges_answers:
-            return f"NOTE rubric metrics judge answers, and component mode has none: {names} skipped"
-        return (f"NOTE rubric metrics need a model judge: {names} skipped (judge {self.engine.judge.model} cannot grade a "
-                "rubric; --crucible-judge=anthropic can)")
+            return [f"NOTE rubric metrics grade answers, and component mode has none: {names} skipped"]
+        return [f"NOTE rubric metrics need a model judge: {names} skipped",
+                f"  ({self.engine.judge.model} cannot grade a rubric; --crucible-judge=anthropic can)"]
 
-    def threshold_note(self) -> str | None:
+    def threshold_note(self) -> list[str]:
         """With Message Batches the judged metrics arrive after the tests: thresholds on them cannot fail an item."""
         s = self.settings
         if not (s.judge_batch and s.judges_answers and s.strict and s.thresholds):
-            return None
+            return []
         from .metrics import METRIC_FAMILIES, OTHER_METRICS
 
         at_test_time = {*METRIC_FAMILIES["retrieval"], *METRIC_FAMILIES["guardrails"], *OTHER_METRICS, *(m.name for m in s.custom_metrics)}
         late = sorted({t.metric for t in s.thresholds if t.metric not in at_test_time or t.metric == "assertionSatisfaction"})
         if not late:
-            return None
-        return (f"NOTE crucible_thresholds on {', '.join(late)} did not fail any item: with --crucible-judge-batch their values "
-                "arrive after the tests (the gate and the floors still read them)")
+            return []
+        return [f"NOTE crucible_thresholds on {', '.join(late)} did not fail any item:",
+                "  with --crucible-judge-batch their values arrive after the tests (the gate and floors still read them)"]
 
     # -- the judge ---------------------------------------------------------------------------------
     def ledger_rows(self, query_id: str) -> list[dict[str, Any]]:
@@ -502,7 +502,7 @@ class CrucibleSession:
             except Exception as exc:  # noqa: BLE001 - a database that broke during the run
                 lines = fault_lines([f"could not read the run back from {self.settings.db_path}: {exc}", *self.faults])
         lines.extend(f"JUDGE ERROR {error}" for error in self.batch_errors)
-        lines.extend(note for note in (self.rubric_note(), self.threshold_note()) if note)
+        lines.extend(self.rubric_note() + self.threshold_note())
         if self.unrecorded:
             ran = sum(self.outcomes.values())  # every item handed to record(), written or not
             where = f"this run is {self.status}, never `latest`" if self.status else "the run was not stored"

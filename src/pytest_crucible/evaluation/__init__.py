@@ -66,11 +66,9 @@ def evaluate(golden: "GoldenItem", outcome: "Outcome", *, settings: "Settings", 
     score = score_item(golden, result, k=settings.retrieval_limit, latency_ms=latency, ledger_rows=[*ledger, *labelled])
     score.qrels_rows, score.judge_errors = labelled, label_errors
     if settings.custom_metrics:
-        from types import MappingProxyType
+        from ..custom_metrics import read_only, run_python_metrics
 
-        from ..custom_metrics import run_python_metrics
-
-        values, score.metric_errors = run_python_metrics(settings.custom_metrics, golden, result, MappingProxyType(settings.resolved))
+        values, score.metric_errors = run_python_metrics(settings.custom_metrics, golden, result, read_only(settings.resolved))
         score.metrics.update(values)
     # A blocked question has no answer to judge: its outcome is the guardrail metrics' business.
     if settings.judges_answers and not score.blocked:

@@ -206,7 +206,7 @@ def custom_metric_lines(run: dict, results: list[dict]) -> list[str]:
     parts = []
     for name, row in sorted(defined.items()):
         how = (f"rubric judged by {row.get('judgeModel')} ({row.get('promptVersion')})" if row.get("kind") == RUBRIC
-               else f"better {row.get('better') or 'none: never gated'}")
+               else f"better {row.get('better') or 'none: never a regression'}")
         parts.append(f"{name} ({how}, {row.get('origin')})")
     lines = ["custom metrics: " + "; ".join(parts)]
     failed: dict[str, list[str]] = {}  # metric -> the items it failed on

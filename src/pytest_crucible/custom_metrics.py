@@ -375,21 +375,22 @@ def load_rubrics_file(path: str, builtins: Sequence[str] = ()) -> tuple[Rubric, 
     """The rubrics of a JSON file (a list, or an object with a "rubrics" list): the ini key ``crucible_rubrics``."""
     from .json_input import json_problem
 
+    shown = shown_path(path)  # every message names the file the same way
     try:
         text = open(path, encoding="utf-8-sig").read()
     except OSError as exc:
-        raise CustomMetricError(f"{path}: cannot read the rubrics file: {exc.strerror}\n"
+        raise CustomMetricError(f"{shown}: cannot read the rubrics file: {exc.strerror}\n"
                                 "HINT: ini crucible_rubrics names a JSON file of rubrics, relative to the rootdir") from None
     except UnicodeDecodeError as exc:
-        raise CustomMetricError(f"{path}: not UTF-8 text ({exc.reason})\nHINT: save the file as UTF-8") from None
+        raise CustomMetricError(f"{shown}: not UTF-8 text ({exc.reason})\nHINT: save the file as UTF-8") from None
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as exc:
-        where = f"{path}:{exc.lineno}" if isinstance(exc, json.JSONDecodeError) else path
+        where = f"{shown}:{exc.lineno}" if isinstance(exc, json.JSONDecodeError) else shown
         raise CustomMetricError(f"{where}: not valid JSON: {json_problem(exc)}\n{RUBRIC_HINT}") from None
     if isinstance(data, dict) and set(data) == {"rubrics"}:
         data = data["rubrics"]
-    return parse_rubrics(data, source=shown_path(path), text=text, builtins=builtins)
+    return parse_rubrics(data, source=shown, text=text, builtins=builtins)
 
 
 # -- what a run records, and what a comparison reads of it ----------------------------------

@@ -37,6 +37,7 @@ HELPFUL = {"name": "helpfulness", "criteria": "The answer tells the customer wha
 
 @pytest.fixture
 def project(pytester: pytest.Pytester, mock_anthropic, monkeypatch) -> pytest.Pytester:
+
     (pytester.path / "golden_set.jsonl").write_text("".join(json.dumps(item) + "\n" for item in ITEMS))
     pytester.makeconftest(CONFTEST)
     pytester.makeini("[pytest]\ncrucible_outcome = record\ncrucible_rubrics = rubrics.json\n")
@@ -93,6 +94,7 @@ def test_claude_judges_each_rubric_once_and_the_rerun_is_served_from_the_cache(p
 
 @pytest.mark.slow
 def test_rubrics_go_into_the_message_batches(project: pytest.Pytester, mock_anthropic) -> None:
+    mock_anthropic.polls_until_ended = 1  # each batch ends at its first poll
     result = project.runpytest("--crucible-judge=anthropic", "--crucible-judge-batch")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     assert mock_anthropic.counts["messages"] == 0

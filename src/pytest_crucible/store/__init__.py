@@ -704,7 +704,7 @@ EXPORT_VERSION = 1
 _RUN_COLUMNS = ("id", "started_at", "finished_at", "status", "config_hash", "config_path", "params", "resolved", "mode",
                 "outcome_mode", "golden_hash", "n_items", "git_commit", "pytest_args", "judge_model", "judge_prompt_version",
                 "host", "pid", "judge_label", "judge_stats", "cost_estimate_usd", "cost_usd", "input_tokens", "output_tokens",
-                "workspace", "labels", "kinds", "unread_keys", "n_scored", "n_errored", "n_skipped", "custom_metrics")
+                "workspace", "labels", "kinds", "unread_keys", "n_scored", "n_errored", "n_skipped", "custom_metrics", "repeats")
 def _provenance_rows(run_id: str, item_id: str, item: dict[str, Any], item_json: str) -> list[dict[str, Any]]:
     """The qrels a golden item's citations are: free, deterministic judgments (required = 3, acceptable = 1).
     judge_model names the golden item version that produced them, so an edited citation appends a new
@@ -732,7 +732,7 @@ _RUN_TYPES = {
     **dict.fromkeys(("finished_at", "config_path", "golden_hash", "git_commit", "judge_model", "judge_prompt_version", "host",
                      "judge_label", "workspace"), _TEXT),
     **dict.fromkeys(("params", "resolved", "pytest_args", "judge_stats", "labels", "kinds", "unread_keys", "custom_metrics"), _JSON_TEXT),
-    **dict.fromkeys(("n_items", "pid", "input_tokens", "output_tokens", "n_scored", "n_errored", "n_skipped"), _INT),
+    **dict.fromkeys(("n_items", "pid", "input_tokens", "output_tokens", "n_scored", "n_errored", "n_skipped", "repeats"), _INT),
     **dict.fromkeys(("cost_estimate_usd", "cost_usd"), _NUMBER),
 }
 _RESULT_TYPES = {

@@ -356,6 +356,42 @@ MIGRATIONS: list[str] = [
     ALTER TABLE runs ADD COLUMN custom_metrics TEXT;
     ALTER TABLE results ADD COLUMN metric_errors TEXT NOT NULL DEFAULT '[]';
     """,
+    # version 12: wiggle measured. A run may call the pipeline several times per item (--crucible-repeat):
+    # each repeat is kept in item_repeats (its outcome, answer and metrics), while results and item_metrics
+    # keep one row per item (the metrics' means over the repeats), so every comparison reads item means
+    # unchanged. human_labels is an append-only ledger of people's labels for one answer of one golden item
+    # (keyed by the answer's hash): what prediction-powered inference corrects a judge's mean with.
+    """
+    ALTER TABLE runs ADD COLUMN repeats INTEGER NOT NULL DEFAULT 1;
+    CREATE TABLE item_repeats (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        item_id TEXT NOT NULL,
+        repeat INTEGER NOT NULL,
+        outcome TEXT NOT NULL,
+        answer TEXT,
+        metrics TEXT NOT NULL DEFAULT '{}',
+        failure TEXT,
+        error TEXT,
+        PRIMARY KEY (run_id, item_id, repeat)
+    );
+    CREATE TABLE human_labels (
+        id INTEGER PRIMARY KEY,
+        item_id TEXT NOT NULL,
+        answer_hash TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('crag', 'faithful')),
+        value TEXT NOT NULL,
+        source TEXT NOT NULL,
+        created_by TEXT,
+        note TEXT,
+        created_at TEXT NOT NULL
+    );
+    CREATE UNIQUE INDEX human_labels_unique ON human_labels (item_id, answer_hash, kind, value, source);
+    CREATE INDEX human_labels_by_item ON human_labels (item_id, answer_hash);
+    CREATE TRIGGER human_labels_no_update BEFORE UPDATE ON human_labels
+    BEGIN SELECT RAISE(ABORT, 'human_labels is an append-only ledger: UPDATE is refused; append a new label instead'); END;
+    CREATE TRIGGER human_labels_no_delete BEFORE DELETE ON human_labels
+    BEGIN SELECT RAISE(ABORT, 'human_labels is an append-only ledger: DELETE is refused; append a new label instead'); END;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

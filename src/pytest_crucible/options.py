@@ -75,6 +75,12 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--crucible-label", dest="crucible_label", metavar="KEY=VALUE", action="append", default=[],
                     help="Tag the run, e.g. model=claude-haiku, collection=helpdesk, mode=hybrid (repeatable; "
                          "overrides the config's \"labels\"; never part of the configHash).")
+    group.addoption("--crucible-repeat", dest="crucible_repeat", type=int, metavar="N", default=None,
+                    help="Call the pipeline N times per item and judge each answer; the item's value is its mean over "
+                         "the repeats (default: ini crucible_repeat, else 1). For pipelines or judges that sample.")
+    group.addoption("--crucible-judge-repeat", dest="crucible_judge_repeat", type=int, metavar="N", default=1,
+                    help="Judge every judge request N times (the repeats past the cache) and report the judge's "
+                         "self-agreement per request kind (default 1).")
     group.addoption("--crucible-workspace", dest="crucible_workspace", metavar="NAME", default=None,
                     help="Workspace the run belongs to (default: ini crucible_workspace, else the rootdir's name).")
     parser.addini("crucible_workspace", default="", help="Workspace of the runs (default: the rootdir's name).")
@@ -98,6 +104,10 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("crucible_thresholds", type="args", default=[],
                   help="Per-item thresholds in strict mode, e.g. faithfulness>=0.8 answerWords<=80: an item whose value "
                        "crosses one fails.")
+    parser.addini("crucible_repeat", default="1", help="Pipeline calls per item (see --crucible-repeat).")
+    parser.addini("crucible_repeat_pass", default="1.0",
+                  help="With repeats, in strict mode: the share of an item's repeats that must pass for the item to "
+                       "pass (default 1.0: every repeat).")
     parser.addini("crucible_strict_config", type="bool", default=False,
                   help="true: a changed config key the pipeline never read fails the session (exit 4, usage error) "
                        "instead of a CrucibleWarning.")
@@ -156,6 +166,7 @@ def build_settings(config: pytest.Config) -> "Settings":
         custom_metrics=custom_metrics,
         rubrics=rubrics,
         thresholds=_thresholds(config, k, custom_names),
+        **_repeats(config),
     )
     if settings.mode == "system" and settings.judge == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
         raise pytest.UsageError(
@@ -228,6 +239,33 @@ def _thresholds(config: pytest.Config, k: int, custom: tuple[str, ...]) -> tuple
         return parse_thresholds(config.getini("crucible_thresholds"), lambda name: resolve_metric(name, k, custom))
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
+
+
+def _repeats(config: pytest.Config) -> dict[str, Any]:
+    """--crucible-repeat / crucible_repeat, crucible_repeat_pass, --crucible-judge-repeat, checked."""
+    raw = config.getoption("crucible_repeat")
+    raw = config.getini("crucible_repeat") if raw is None else raw
+    try:
+        repeat = int(raw)
+    except (TypeError, ValueError):
+        repeat = 0
+    if repeat < 1:
+        raise pytest.UsageError(f"crucible repeat {raw!r}: expected a positive integer\nHINT: --crucible-repeat=3")
+    judge_repeat = config.getoption("crucible_judge_repeat")
+    if judge_repeat < 1:
+        raise pytest.UsageError(f"--crucible-judge-repeat={judge_repeat}: expected a positive integer\nHINT: --crucible-judge-repeat=3")
+    share = config.getini("crucible_repeat_pass")
+    try:
+        repeat_pass = float(share)
+    except (TypeError, ValueError):
+        repeat_pass = -1.0
+    if not 0.0 < repeat_pass <= 1.0:
+        raise pytest.UsageError(f"ini option crucible_repeat_pass = {share!r}: expected a share in (0, 1]\n"
+                                "HINT: 1.0 (every repeat must pass, the default) or e.g. 0.67 (two of three)")
+    if (repeat > 1 or judge_repeat > 1) and config.getoption("crucible_judge_batch"):
+        raise pytest.UsageError("--crucible-repeat / --crucible-judge-repeat cannot be combined with --crucible-judge-batch: "
+                                "each repeat is judged inside its test\nHINT: drop --crucible-judge-batch for a run with repeats")
+    return {"repeat": repeat, "repeat_pass": repeat_pass, "judge_repeat": judge_repeat}
 
 
 def _check_database(config: pytest.Config, db_path: Path, *, named: bool) -> None:

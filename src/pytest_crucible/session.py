@@ -63,8 +63,9 @@ class CrucibleSession:
     # Items whose Message Batch judging failed, one line each.
     batch_errors: list[str] = field(default_factory=list)
     config_reads: set[str] = field(default_factory=set)
-    # Judge counters reported by xdist workers (their engines ran the judge).
+    # Judge counters reported by xdist workers (their engines ran the judge), and their self-agreement counts.
     worker_judge: dict[str, float] = field(default_factory=dict)
+    worker_agreement: dict[str, list[int]] = field(default_factory=dict)
     cost_estimate: "CostEstimate | None" = None
     # Golden items collected but not run (drafts), counted with the run.
     skipped: int = 0
@@ -129,12 +130,18 @@ class CrucibleSession:
         if embedder is not None:
             self.embedder = embedder  # Message Batches judge at session end with the same embedder
         s = self.settings
-        outcome = self.run_pipeline(key, golden, pipeline, config)
-        verdict = evaluate(golden, outcome, settings=s, ledger=self.ledger_rows(golden.id),
-                           engine=self.engine if s.uses_judge else None, embedder=embedder,
-                           explain_keys=not self._result_keys_explained, rubrics=self.graded_rubrics)
-        self._result_keys_explained = self._result_keys_explained or verdict.explained_keys
-        return verdict
+        verdicts = []
+        for repeat in range(s.repeat):  # the first call may come from the prefetcher; repeats are called here
+            outcome = self.run_pipeline(key if repeat == 0 else "", golden, pipeline, config)
+            verdicts.append(evaluate(golden, outcome, settings=s, ledger=self.ledger_rows(golden.id),
+                                     engine=self.engine if s.uses_judge else None, embedder=embedder,
+                                     explain_keys=not self._result_keys_explained, rubrics=self.graded_rubrics))
+            self._result_keys_explained = self._result_keys_explained or verdicts[-1].explained_keys
+        if s.repeat == 1:
+            return verdicts[0]
+        from .evaluation.repeats import combine
+
+        return combine(golden.id, verdicts, s.repeat_pass)
 
     def stop_pipeline_calls(self) -> None:
         if self._prefetcher is not None:
@@ -230,7 +237,8 @@ class CrucibleSession:
             from .judge.select import make_judge, read_cache_rows
 
             s = self.settings
-            engine = JudgeEngine(make_judge(s.judge, model=s.judge_model, batch=s.judge_batch), cache_mode=s.judge_cache)
+            engine = JudgeEngine(make_judge(s.judge, model=s.judge_model, batch=s.judge_batch), cache_mode=s.judge_cache,
+                                 judge_repeat=s.judge_repeat)
             if s.judge_cache != "off":
                 engine.load_cache(read_cache_rows(s.db_path, engine.model))
             self._engine = engine
@@ -280,10 +288,24 @@ class CrucibleSession:
         self.evaluated += output["evaluated"]
         for name, value in output.get("judge", {}).items():
             self.worker_judge[name] = self.worker_judge.get(name, 0) + value
+        for kind, (agreed, total) in output.get("agreement", {}).items():
+            counts = self.worker_agreement.setdefault(kind, [0, 0])
+            counts[0], counts[1] = counts[0] + agreed, counts[1] + total
 
     def worker_output(self) -> dict[str, Any]:
         return {"reads": sorted(self.config_reads), "evaluated": self.evaluated,
-                "judge": {name: float(value) for name, value in self.judge_summary().items()}}
+                "judge": {name: float(value) for name, value in self.judge_summary().items()},
+                "agreement": self._engine.agreement if self._engine is not None else {}}
+
+    def self_agreement(self) -> dict[str, Any] | None:
+        """--crucible-judge-repeat: per request kind, how many requests got the same verdict every time (all processes)."""
+        if self.settings.judge_repeat < 2:
+            return None
+        kinds = {kind: list(counts) for kind, counts in self.worker_agreement.items()}
+        for kind, (agreed, total) in (self._engine.agreement if self._engine is not None else {}).items():
+            counts = kinds.setdefault(kind, [0, 0])
+            counts[0], counts[1] = counts[0] + agreed, counts[1] + total
+        return {"judgings": self.settings.judge_repeat, "kinds": kinds}
 
     # -- the run in the store ------------------------------------------------------
     @property
@@ -318,6 +340,7 @@ class CrucibleSession:
                 config_path=s.config_path,
                 git_commit=git_commit(s.rootdir),
                 pytest_args=list(s.pytest_args),
+                repeats=s.repeat,
                 custom_metrics=definitions(s.custom_metrics, rubrics, judge_model=judge.model if rubrics else None,
                                            rubric_prompt_version=judge.prompt_version_for("rubric") if rubrics else None),
             )
@@ -375,7 +398,8 @@ class CrucibleSession:
         status = "interrupted" if interrupted else "incomplete" if self.judge_failed else "complete"
         summary = self.judge_summary()
         judge = {
-            "stats": {name: int(summary.get(name, 0)) for name in ("requests", "cache_hits", "judged", "failures")},
+            "stats": {**{name: int(summary.get(name, 0)) for name in ("requests", "cache_hits", "judged", "failures")},
+                      **({"selfAgreement": self.self_agreement()} if self.self_agreement() else {})},
             "cost_usd": summary.get("cost_usd"),
             "input_tokens": int(summary.get("input_tokens", 0)),
             "output_tokens": int(summary.get("output_tokens", 0)),

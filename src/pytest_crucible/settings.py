@@ -52,6 +52,12 @@ class Settings:
     strict_config: bool = False
     # Your own metrics (docs/custom-metrics.md): Python metrics, rubric metrics (judged by a model judge),
     # and crucible_thresholds, which fail an item in strict mode.
+    # Repeats (docs/statistics.md): the pipeline is called ``repeat`` times per item and each answer judged;
+    # in strict mode the item passes when at least ``repeat_pass`` of its repeats pass. ``judge_repeat``:
+    # each judge request is judged that many times (beyond the first, past the cache), for self-agreement.
+    repeat: int = 1
+    repeat_pass: float = 1.0
+    judge_repeat: int = 1
     custom_metrics: tuple["PythonMetric", ...] = ()
     rubrics: tuple["Rubric", ...] = ()
     thresholds: tuple["Threshold", ...] = ()

@@ -37,6 +37,9 @@ class ItemVerdict:
     failure: str | None = None
     # The failure explained the accepted result keys in full (the session does it once, then one line per item).
     explained_keys: bool = False
+    # What the strict outcome rule says of the item, in every outcome mode (repeats: a flaky item is one whose
+    # strict outcome differs across its repeats, whether or not this run fails items on it).
+    strict_failure: str | None = None
 
 
 def evaluate(golden: "GoldenItem", outcome: "Outcome", *, settings: "Settings", ledger: Sequence[dict[str, Any]],
@@ -88,7 +91,8 @@ def evaluate(golden: "GoldenItem", outcome: "Outcome", *, settings: "Settings", 
         return ItemVerdict(score, failure=f"golden item {golden.id}: judge failed after retries: " + "; ".join(score.judge_errors))
     if score.metric_errors:  # the user's metric code failed on this item: an error in every outcome mode
         return ItemVerdict(score, failure=f"golden item {golden.id}: " + "\n".join(score.metric_errors))
-    return ItemVerdict(score, failure=strict_failure(golden.id, score, settings.thresholds) if settings.strict else None)
+    strict = strict_failure(golden.id, score, settings.thresholds)
+    return ItemVerdict(score, failure=strict if settings.strict else None, strict_failure=strict)
 
 
 def apply_answer_score(score: "ItemScore", answer: "AnswerScore") -> None:
@@ -158,12 +162,21 @@ def judge_run_in_batch(store: "Store", run_id: str, engine: Any, embedder: Any, 
 
 
 def estimate_cost(golden: Sequence["GoldenItem"], settings: "Settings", judge: Any, rubrics: Sequence["Rubric"] = ()) -> "CostEstimate":
-    """What a paid judge will cost on these items (``rubrics``: the rubric metrics it grades), before any is run."""
+    """What a paid judge will cost on these items (``rubrics``: the rubric metrics it grades), before any is run.
+    Repeats multiply it: each repeat's answer is judged, and each request is judged ``judge_repeat`` times."""
+    from dataclasses import replace
+
     from .answers import estimate_answer_layer_cost
 
-    return estimate_answer_layer_cost(golden, k=settings.retrieval_limit, token_budget=int(settings.resolved["retrieval"]["tokenBudget"]),
-                                      model=judge.model, batch=settings.judge_batch, answers=settings.judges_answers,
-                                      label_pool=settings.label_pool, rubrics=rubrics)
+    estimate = estimate_answer_layer_cost(golden, k=settings.retrieval_limit, token_budget=int(settings.resolved["retrieval"]["tokenBudget"]),
+                                          model=judge.model, batch=settings.judge_batch, answers=settings.judges_answers,
+                                          label_pool=settings.label_pool, rubrics=rubrics)
+    times = settings.repeat * settings.judge_repeat
+    if times == 1:
+        return estimate
+    return replace(estimate, requests=estimate.requests * times, input_tokens=estimate.input_tokens * times,
+                   output_tokens=estimate.output_tokens * times,
+                   cost_usd=None if estimate.cost_usd is None else estimate.cost_usd * times)
 
 
 def cost_refusal(estimate: "CostEstimate", settings: "Settings") -> str | None:

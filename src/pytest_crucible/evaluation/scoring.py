@@ -47,6 +47,9 @@ class ItemScore:
     judge_errors: list[str] = field(default_factory=list)
     # Custom metrics that raised or returned something that is not a number: the item fails, naming each.
     metric_errors: list[str] = field(default_factory=list)
+    # With --crucible-repeat: each repeat (repeat, outcome, answer, metrics, failure, error); the item's
+    # metrics are their means (see evaluation/repeats.py).
+    repeats: list[dict[str, Any]] = field(default_factory=list)
     # The verdicts behind the answer metrics (for reports), and new judge-cache rows for the store.
     verdicts: dict[str, Any] = field(default_factory=dict)
     cache_rows: list[dict[str, Any]] = field(default_factory=list)

@@ -70,6 +70,10 @@ class JudgeEngine:
     stats: EngineStats = field(default_factory=EngineStats)
     # New cache rows not yet written to the store (drained by the owner of the database).
     pending_cache_rows: list[dict[str, Any]] = field(default_factory=list)
+    # --crucible-judge-repeat: every request is judged this many times; the repeats past the first go to the
+    # judge directly (never the cache) and are compared with the verdict used: kind -> [all agreed, requests].
+    judge_repeat: int = 1
+    agreement: dict[str, list[int]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -131,7 +135,32 @@ class JudgeEngine:
                         else:
                             self.stats.cache_hits += 1
                             results[index] = original.model_copy(deep=True)
+        if self.judge_repeat > 1 and requests:
+            self._judge_again(requests, results, now)  # type: ignore[arg-type]
         return results  # type: ignore[return-value]
+
+    def _judge_again(self, requests: Sequence[JudgeRequest], used: list[Verdict | JudgeFailure], now: bool) -> None:
+        """Self-agreement: judge every request ``judge_repeat - 1`` more times, past the cache, and count per
+        kind the requests whose every verdict equals the one used (a failure never agrees)."""
+        def content(verdict: Verdict | JudgeFailure) -> Any:
+            if isinstance(verdict, JudgeFailure):
+                return None
+            return verdict.model_dump(mode="json", exclude={"judge_model", "prompt_version"})
+
+        agree = [content(verdict) is not None for verdict in used]
+        wanted = [content(verdict) for verdict in used]
+        for _ in range(self.judge_repeat - 1):
+            again = self.judge.judge(list(requests), now=True) if now and getattr(self.judge, "batch", False) else self.judge.judge(list(requests))
+            with self._lock:
+                self.stats.judged += sum(1 for verdict in again if not isinstance(verdict, JudgeFailure))
+                self.stats.failures += sum(1 for verdict in again if isinstance(verdict, JudgeFailure))
+            for index, verdict in enumerate(again):
+                agree[index] = agree[index] and content(verdict) == wanted[index]
+        with self._lock:
+            for request, agreed in zip(requests, agree):
+                counts = self.agreement.setdefault(request.kind, [0, 0])
+                counts[0] += int(agreed)
+                counts[1] += 1
 
     def _remember(self, key: str, request: JudgeRequest, verdict: Verdict) -> None:
         data = verdict.model_dump(mode="json")

@@ -220,7 +220,7 @@ def _grades_by_item(store, run_id: str, items: dict[str, dict[str, Any]]) -> dic
 
 
 def _item_context(row: dict[str, Any], item: dict[str, Any] | None, grades: dict[str, tuple[int, str]],
-                  metrics: dict[str, float], k: int | None) -> dict[str, Any]:
+                  metrics: dict[str, float], k: int | None, repeats: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
     from ..metrics import ordered_metrics
     from ..metrics.guardrail import expected_outcome
 
@@ -262,6 +262,9 @@ def _item_context(row: dict[str, Any], item: dict[str, Any] | None, grades: dict
         "attack": item.get("attack"), "expect": expected_outcome(item) or "answered", "latency_ms": row.get("latency_ms"), "error": row.get("error"),
         "failures": _loads(row.get("failures"), []) or [], "judge_errors": _loads(row.get("judge_errors"), []) or [],
         "metric_errors": _loads(row.get("metric_errors"), []) or [],
+        "repeats": [{**repeat, "metrics": [{"label": _metric_label(name, k), "value": value}
+                                          for name, value in sorted((repeat.get("metrics") or {}).items())]}
+                    for repeat in (repeats or {}).get(row["item_id"], [])],
         "rubrics": [{"name": key[len("rubric:"):], **value} for key, value in sorted(verdicts.items())
                     if key.startswith("rubric:") and isinstance(value, dict)],
         "chunks": chunks, "claims": claims, "reference_claims": reference_claims, "questions": questions,
@@ -376,8 +379,12 @@ def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any
         for item_id, value in values.items():
             per_item.setdefault(item_id, {})[metric] = value
     shown = items_to_show(results)
-    items = [_item_context(row, items_by_id.get(row["item_id"]), grades.get(row["item_id"], {}), per_item.get(row["item_id"], {}), k)
-             for row in shown]
+    repeats: dict[str, list[dict[str, Any]]] = {}
+    if (run.get("repeats") or 1) > 1:
+        for repeat in store.item_repeats(run_id):
+            repeats.setdefault(repeat["item_id"], []).append(repeat)
+    items = [_item_context(row, items_by_id.get(row["item_id"]), grades.get(row["item_id"], {}), per_item.get(row["item_id"], {}), k,
+                           repeats) for row in shown]
 
     guardrails = _guardrail_context(golden, item_metrics, results)
 

@@ -56,7 +56,15 @@ def judge_lines(run: dict[str, Any]) -> list[str]:
         cost.append(f"${run['cost_usd']:.4f} ({run.get('input_tokens') or 0:,} in / {run.get('output_tokens') or 0:,} out tokens)")
     if run.get("cost_estimate_usd") is not None:
         cost.append(f"estimated ${run['cost_estimate_usd']:.2f}")
-    return [line] + (["  cost " + ", ".join(cost)] if cost else [])
+    lines = [line] + (["  cost " + ", ".join(cost)] if cost else [])
+    agreement = (stats or {}).get("selfAgreement")
+    if agreement:  # --crucible-judge-repeat
+        parts = [f"{kind} {agreed / total:.2f} (n {total})" for kind, (agreed, total) in sorted(agreement["kinds"].items()) if total]
+        import textwrap
+
+        lines.extend(textwrap.wrap(f"self-agreement over {agreement['judgings']} judgings: " + (", ".join(parts) or "no request"),
+                                   width=100, initial_indent="  ", subsequent_indent="    "))
+    return lines
 
 
 def calibration_line(calibration: dict[str, Any] | None) -> str:
@@ -196,6 +204,25 @@ def textless_chunks_line(run: dict[str, Any], results: list[dict[str, Any]]) -> 
             "to measure them")
 
 
+def repeat_lines(repeats: int, rows: list[dict], k: int | None) -> list[str]:
+    """With --crucible-repeat: the flaky items (their outcome differs across repeats) and each metric's mean
+    within-item standard deviation (how much one item's value wiggles from call to call)."""
+    import textwrap
+
+    from ..evaluation.repeats import wiggle
+    from ..metrics import display_name, ordered_metrics
+
+    flaky, spread = wiggle(rows)
+    shown = ", ".join(f"{item} {passed}/{n} passed" for item, passed, n in flaky[:6]) + (f", and {len(flaky) - 6} more" if len(flaky) > 6 else "")
+    head = f"repeats {repeats} per item (item values are their means): "
+    head += f"{len(flaky)} flaky item{'s' if len(flaky) != 1 else ''} ({shown})" if flaky else "no flaky item"
+    lines = textwrap.wrap(head, width=100, subsequent_indent="  ")
+    if spread:
+        parts = [f"{display_name(name, k)} {spread[name][0]:.4f}" for name in ordered_metrics(spread)]
+        lines.extend(textwrap.wrap("within-item sd: " + ", ".join(parts), width=100, initial_indent="  ", subsequent_indent="    "))
+    return lines
+
+
 def custom_metric_lines(run: dict, results: list[dict]) -> list[str]:
     """Where the run's custom metrics come from (the ruler), and how many items a metric failed on."""
     from ..custom_metrics import RUBRIC, read_definitions
@@ -261,6 +288,8 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
     else:
         lines.append("  no retrieval metrics: no item had a relevant citation")
     lines.extend(custom_metric_lines(run, results))
+    if (run.get("repeats") or 1) > 1:
+        lines.extend(repeat_lines(run["repeats"], store.item_repeats(run_id), k))
     from .views import error_class_counts, selective_summary
 
     selective = selective_summary(results)
@@ -274,6 +303,7 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
                 f"aurc {selective['aurc']:.4f} (eAurc {selective['eAurc']:.4f})") if part)
         )
         lines.append(f"  coverage at risk <= 10%: {selective['coverageAtRisk']:.2f} (n {selective['n']})")
+
     classes = error_class_counts(results)
     if classes:
         lines.append("error classes: " + ", ".join(f"{name} {n}" for name, n in classes.items()))

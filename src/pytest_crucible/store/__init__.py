@@ -241,7 +241,7 @@ class Store:
                   run_id: str | None = None, judge_model: str | None = None, judge_prompt_version: str | None = None,
                   judge_label: str | None = None, cost_estimate_usd: float | None = None,
                   workspace: str = "default", labels: dict[str, str] | None = None,
-                  kinds: list[str] | None = None, custom_metrics: list[dict[str, Any]] | None = None) -> str:
+                  kinds: list[str] | None = None, custom_metrics: list[dict[str, Any]] | None = None, repeats: int = 1) -> str:
         """Open a run. ``custom_metrics``: the definitions of the custom metrics it measures (see
         ``custom_metrics.definitions``), kept with the run so a comparison sees a changed ruler."""
         run_id = run_id or new_ulid()
@@ -270,6 +270,7 @@ class Store:
                     "labels": json.dumps(labels or {}, sort_keys=True),
                     "kinds": json.dumps(sorted(kinds)) if kinds else None,
                     "custom_metrics": json.dumps(custom_metrics, sort_keys=True) if custom_metrics else None,
+                    "repeats": repeats,
                 }
             )
         return run_id
@@ -326,6 +327,7 @@ class Store:
         now = utc_now()
         golden, results, metrics, concepts, provenance = [], [], [], [], []
         feedback: list[dict[str, Any]] = []
+        repeats: list[dict[str, Any]] = []
         with self.db.conn:
             for score in scores:
                 item_id, item = score["item_id"], score["item"]
@@ -338,6 +340,9 @@ class Store:
                 provenance.extend(_provenance_rows(run_id, item_id, item, item_json))
                 concepts.extend({"run_id": run_id, "item_id": item_id, "concept_id": concept["id"], "grade": concept.get("grade", "required")}
                                 for concept in item.get("concepts") or [])
+                repeats.extend({"run_id": run_id, "item_id": item_id, "repeat": row["repeat"], "outcome": row["outcome"],
+                                "answer": row.get("answer"), "metrics": json.dumps(row.get("metrics") or {}, sort_keys=True),
+                                "failure": row.get("failure"), "error": row.get("error")} for row in score.get("repeats") or [])
             # A re-recorded item (a re-run of the same run id) replaces its rows and its metrics.
             self._write_items(run_id, golden=golden, results=results, metrics=metrics, replace=True)
             self._insert_many("eval_feedback", feedback)
@@ -345,6 +350,7 @@ class Store:
             self._append_qrels([row for score in scores for row in score.get("qrels_rows") or []], now)
             self._add_cache_rows([row for score in scores for row in score.get("cache_rows") or []], now)
             self._insert_many("golden_concepts", concepts, replace=True)
+            self._insert_many("item_repeats", repeats, replace=True)
 
     def _write_items(self, run_id: str, *, golden: Iterable[dict[str, Any]] = (), results: Iterable[dict[str, Any]] = (),
                      metrics: Iterable[tuple[str, str, Any]] = (), replace: bool = False) -> None:
@@ -619,6 +625,15 @@ class Store:
         ):
             table.setdefault(metric, {})[item_id] = value
         return table
+
+    def item_repeats(self, run_id: str) -> list[dict[str, Any]]:
+        """The repeats of a run's items (``--crucible-repeat``), metrics decoded; empty for a run without repeats."""
+        rows = [dict(row) for row in self.db.query(
+            "SELECT item_id, repeat, outcome, answer, metrics, failure, error FROM item_repeats WHERE run_id = ? "
+            "ORDER BY item_id, repeat", [run_id])]
+        for row in rows:
+            row["metrics"] = json.loads(row["metrics"] or "{}")
+        return rows
 
     def golden_items(self, run_id: str) -> list[dict[str, Any]]:
         return [json.loads(row[0]) for row in self.db.conn.execute("SELECT item FROM golden_items WHERE run_id = ? ORDER BY item_id", [run_id])]

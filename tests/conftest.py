@@ -3,7 +3,10 @@
 pytester's in-process runs remove the modules an inner session imported; numpy
 refuses to be imported twice in one process, so load it (and the plugin's lazily
 imported core, the anthropic SDK and the judges) once, up front: an inner session
-that imported them itself would import them again each time (seconds per run).
+that imported them itself would import them again each time (seconds per run). A
+preloaded package keeps the attribute of a submodule an inner session imported, while
+the snapshot drops the module: the next session would then see two PipelineResult
+classes. So a preloaded package's submodules that inner sessions use are preloaded too.
 """
 
 import anthropic  # noqa: F401
@@ -12,6 +15,9 @@ import scipy.special  # noqa: F401
 
 import pytest_crucible.comparison  # noqa: F401
 import pytest_crucible.evaluation.answers  # noqa: F401
+import pytest_crucible.evaluation.concurrency  # noqa: F401
+import pytest_crucible.evaluation.pipeline  # noqa: F401  (with its package preloaded, it must be too: see below)
+import pytest_crucible.evaluation.scoring  # noqa: F401
 import pytest_crucible.judge.anthropic_judge  # noqa: F401
 import pytest_crucible.judge.lexical_v2  # noqa: F401
 import pytest_crucible.report.html  # noqa: F401

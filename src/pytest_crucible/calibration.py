@@ -5,7 +5,9 @@ A labels file (``.jsonl``) holds one human-labelled case per line::
     {"id": "c001", "question": "...", "contexts": ["passage", "..."], "answer": "...",
      "reference": "...", "labels": {"crag": "perfect", "faithful": true}}
 
-(``reference`` may be absent or null; either label may be absent, not both.) Each case goes
+(``reference`` may be absent or null; either label may be absent, not both. An optional ``itemId`` names
+the golden item whose answer was labelled: ``crucible judge labels import`` keys the labels by it, else by
+``id``; calibration ignores it.) Each case goes
 through the answer layer exactly as an item of a real run does
 (:func:`pytest_crucible.evaluation.answers.score_answers`, the same :class:`JudgeEngine` and its
 cache, the :class:`HashingEmbedder`); an answer that is blank or an honest "I don't know" is an
@@ -37,7 +39,7 @@ from .qrels_io import QrelsFormatError
 __all__ = ["LabelsFormatError", "LabelledCase", "CaseVerdict", "read_labels_file", "label_set_hash", "judge_cases",
            "calibration_figures", "labels_from_corrections", "LABEL_KEYS"]
 
-CASE_KEYS = ("id", "question", "contexts", "answer", "reference", "answerable", "labels")
+CASE_KEYS = ("id", "itemId", "question", "contexts", "answer", "reference", "answerable", "labels")
 LABEL_KEYS = ("crag", "faithful")
 BINARY = ("correct", "not correct")
 FAITHFUL = (True, False)
@@ -60,6 +62,7 @@ class LabelledCase:
     faithful: bool | None  # the human faithfulness label, None when absent
     line: int = 0
     answerable: bool = True  # False: the corpus cannot answer; an abstention is then perfect, as in a run
+    item_id: str | None = None  # the golden item whose answer was labelled ("itemId"); None: absent (`id` is used)
 
     def canonical(self) -> dict[str, Any]:
         labels = {key: value for key, value in (("crag", self.crag), ("faithful", self.faithful)) if value is not None}
@@ -102,6 +105,7 @@ def _case(path: Path, line: int, obj: Any, seen: dict[str, int]) -> LabelledCase
     if case_id in seen:
         raise LabelsFormatError(path, line, "id", f"{case_id!r} is used twice (first on line {seen[case_id]})",
                                 "give every case its own id")
+    item_id = _string(path, line, obj, "itemId", required=False)
     question = _string(path, line, obj, "question", required=True)
     answer = _string(path, line, obj, "answer", required=True, empty=True)  # blank or null: an abstention
     reference = _string(path, line, obj, "reference", required=False)
@@ -141,7 +145,8 @@ def _case(path: Path, line: int, obj: Any, seen: dict[str, int]) -> LabelledCase
         raise LabelsFormatError(path, line, "labels", "no label: expected 'crag', 'faithful' or both",
                                 'e.g. "labels": {"crag": "acceptable", "faithful": true}')
     seen[case_id] = line
-    return LabelledCase(case_id, question or "", tuple(contexts), answer, reference, crag, faithful, line, answerable)
+    return LabelledCase(case_id, question or "", tuple(contexts), answer, reference, crag, faithful, line, answerable,
+                        item_id=item_id)
 
 
 def read_labels_file(path: str | Path) -> list[LabelledCase]:
@@ -251,7 +256,8 @@ def labels_from_corrections(rows: Sequence[dict[str, Any]]) -> tuple[list[dict[s
     corrected assertions of the draft, joined). ``crag``: an abstained result -> missing; the
     reviewer's class ``correct`` -> perfect; any other class -> incorrect. ``faithful``:
     ``hallucination`` -> false, ``correct`` -> true, other classes leave it out. A correction that
-    names no result has no answer to label and is skipped.
+    names no result has no answer to label and is skipped. ``itemId``: the golden item of that result
+    (what ``crucible judge labels import`` keys the labels by), when the correction names one.
     """
     lines, skipped = [], 0
     for row in rows:
@@ -271,7 +277,7 @@ def labels_from_corrections(rows: Sequence[dict[str, Any]]) -> tuple[list[dict[s
         labels: dict[str, Any] = {"crag": crag}
         if error_class in ("hallucination", "correct"):
             labels["faithful"] = error_class == "correct"
-        lines.append({"id": row["id"], "question": row["question"],
+        lines.append({"id": row["id"], **({"itemId": row["item_id"]} if row.get("item_id") else {}), "question": row["question"],
                       "contexts": [chunk.get("text") or "" for chunk in retrieved if isinstance(chunk, dict)],
                       "answer": answer, "reference": reference, "labels": labels})
     return lines, skipped

@@ -34,7 +34,8 @@ EXAMPLES: dict[str, str] = {
                "crucible metrics latest --json   # runId, configHash, n, one block per family, byFacet",
     "compare": "crucible compare baselines/main.json latest\n"
                "crucible compare 01J9Z3 latest --metrics ndcgAt10,mrr --json\n"
-               "crucible compare 01J9Z3 latest --facet questionType=multi_hop",
+               "crucible compare 01J9Z3 latest --facet questionType=multi_hop\n"
+               "crucible compare 01J9Z3 latest --ppi              # judged deltas corrected with human labels",
     "export": "crucible export latest -o baselines/main.json\n"
               "crucible export latest --format trec -o run.txt",
     "report": "crucible report latest -o report.html\n"
@@ -76,7 +77,11 @@ EXAMPLES: dict[str, str] = {
              "crucible judge calibrate labels.jsonl --judge anthropic",
     "judge calibrate": "crucible judge calibrate labels.jsonl                    # the offline judge (lexical-v2)\n"
                        "crucible judge calibrate labels.jsonl --judge anthropic --judge-model claude-haiku-5-5 --json",
-    "judge labels": "crucible judge labels export -o labels.jsonl",
+    "judge labels": "crucible judge labels export -o labels.jsonl\n"
+                    "crucible judge labels import labels.jsonl --by dana",
+    "judge labels import": "crucible judge labels import labels.jsonl --by dana   # keyed by itemId (else id) and the answer\n"
+                           "crucible judge labels import --from-feedback          # the promoted corrections' labels\n"
+                           "crucible compare baselines/main.json latest --ppi     # the judged deltas corrected with them",
     "judge labels export": "crucible judge labels export -o labels.jsonl\n"
                            "crucible judge labels export -o - --db .crucible/crucible.db",
 }
@@ -253,7 +258,7 @@ def _gate_settings(args: argparse.Namespace, baseline: str | None, k: int | None
                         floors=parsed(parse_floors, args.fail_under or [], "--fail-under") or (),
                         multiple=args.multiple, seed=args.seed, allow_incomplete=args.allow_incomplete,
                         metrics=parsed(parse_metric_list, getattr(args, "metrics", None), "--metrics"), min_pairs=args.min_pairs,
-                        rescore=args.rescore)
+                        rescore=args.rescore, cluster=args.cluster)
 
 
 def _read_run(store, args: argparse.Namespace, ref: str, **options):
@@ -298,9 +303,16 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         print(f"crucible: {exc}", file=sys.stderr)
         return EXIT_USAGE
     result = decide_stored(store, b, a, settings)
+    ppi = None
+    if args.ppi:  # read after the verdict and beside it: it never changes the verdict or the exit code
+        from .human_labels import compare_ppi_for_runs
+
+        ppi = compare_ppi_for_runs(store, a, b, args.a, args.b)
     if args.json:
         document = result.comparison.to_json() if result.comparison is not None else {"a": a.run_id, "b": b.run_id}
         document["gate"] = result.to_json()
+        if ppi is not None:
+            document["ppi"] = ppi
         if args.facet:
             document["facet"] = args.facet
         print(json.dumps(document, indent=2))
@@ -313,6 +325,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr)
         elif not args.json:
             print(line)
+    if ppi is not None and not args.json:
+        from .human_labels import compare_ppi_lines
+
+        print("\n".join(compare_ppi_lines(ppi)))
     return result.exit_code
 
 
@@ -636,6 +652,38 @@ def _cmd_judge_labels_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_judge_labels_import(args: argparse.Namespace) -> int:
+    from .calibration import read_labels_file
+    from .human_labels import answer_hash, label_rows_from_cases, label_rows_from_corrections
+    from .store import Store
+    from .store.ledgers import add_human_labels, promoted_corrections, stored_answers
+
+    if (args.labels is None) == (not args.from_feedback):
+        print("crucible: judge labels import reads a labels file or the promoted corrections (--from-feedback), one of the two\n"
+              "HINT: crucible judge labels import LABELS.jsonl, or crucible judge labels import --from-feedback", file=sys.stderr)
+        return EXIT_USAGE
+    skipped = 0
+    if args.labels is not None:
+        # A bad file is one error naming file:line before the database is touched.
+        rows = label_rows_from_cases(read_labels_file(args.labels), source="import", created_by=args.by, note=args.note)
+        store = Store.open(args.db)
+    else:
+        store = _open_store(args)  # the corrections live in an existing database
+        rows, skipped = label_rows_from_corrections(promoted_corrections(store), created_by=args.by)
+    added = add_human_labels(store, rows)
+    answers = {(row["item_id"], row["answer_hash"]) for row in rows}
+    print(f"imported {added} labels ({len(rows) - added} already there) for {len(answers)} answers")
+    if skipped:
+        print(f"{skipped} correction(s) without a result (no answer to label) skipped")
+    known = {(item_id, answer_hash(answer)) for item_id, answer in stored_answers(store, {item for item, _ in answers})}
+    unmatched = len(answers - known)
+    if unmatched:
+        print(f"crucible: warning: {unmatched} of the {len(answers)} labelled answers match no result in {store.path} "
+              "(same item id, same answer text, whitespace aside): their labels count once a run gives that answer",
+              file=sys.stderr)
+    return EXIT_OK
+
+
 def _cmd_import(args: argparse.Namespace) -> int:
     from .store import Store, read_export
 
@@ -863,6 +911,9 @@ def add_gate_flags(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--allow-incomplete", dest="allow_incomplete", action="store_true",
                      help="compare an incomplete or interrupted run on the items it has instead of refusing "
                           "(as --crucible-allow-incomplete)")
+    cmd.add_argument("--cluster", choices=["field", "doc", "none"], default="field",
+                     help="how items that move together are clustered: field (the golden item's cluster, default), doc "
+                          "(the first required citation's document) or none (as --crucible-cluster)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -927,6 +978,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_gate_flags(compare)
     compare.add_argument("--facet", default=None, metavar="FACET=VALUE",
                          help="compare only the items of one facet value, e.g. questionType=multi_hop or tag=topic:returns")
+    compare.add_argument("--ppi", action="store_true",
+                         help="also print truthfulness and faithfulness deltas corrected for the judge's bias with human "
+                              "labels (PPI++, `crucible judge labels import`), over the items labelled in both runs "
+                              "(--json: under \"ppi\"); never changes the gate's verdict or the exit code")
     compare.add_argument("--kind", default=None, choices=KINDS,
                          help="compare only the items of one kind (the same as --facet kind=KIND)")
     compare.set_defaults(func=_cmd_compare)
@@ -1035,12 +1090,24 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--json", action="store_true",
                            help="print JSON: judge, crag and faithful (n, accuracy, kappa, confusion), cases")
     calibrate.set_defaults(func=_cmd_judge_calibrate)
-    judge_labels = judge_sub.add_parser("labels", help="labels files for `crucible judge calibrate`")
+    judge_labels = judge_sub.add_parser("labels", help="labels files for `crucible judge calibrate`; the labels ledger PPI++ reads")
     judge_labels_sub = judge_labels.add_subparsers(dest="judge_labels_command", required=True, metavar="ACTION")
     labels_export = with_db(judge_labels_sub.add_parser(
         "export", help="write the promoted corrections of the database as a labels file to start from"))
     labels_export.add_argument("-o", "--output", required=True, help="a .jsonl file, or - for stdout")
     labels_export.set_defaults(func=_cmd_judge_labels_export)
+    labels_import = with_db(judge_labels_sub.add_parser(
+        "import", help="append human labels of answers to the database's append-only ledger (what `compare --ppi` and "
+                       "the run summary correct the judge's bias with)"))
+    labels_import.add_argument("labels", nargs="?", default=None, metavar="LABELS.jsonl",
+                               help="a labels file (the `crucible judge calibrate` format); each case labels the answer "
+                                    "`answer` of the golden item `itemId`, else of the golden item whose id is `id`")
+    labels_import.add_argument("--from-feedback", dest="from_feedback", action="store_true",
+                               help="instead of a file: the labels of the promoted corrections (as `crucible judge labels "
+                                    "export` writes them; source feedback)")
+    labels_import.add_argument("--by", default=None, metavar="NAME", help="who labelled (kept with every label)")
+    labels_import.add_argument("--note", default=None, metavar="TEXT", help="a note stamped on every imported label")
+    labels_import.set_defaults(func=_cmd_judge_labels_import)
 
     ablate = with_db(sub.add_parser("ablate", help="each guardrail layer's contribution: one run per layer switched off"))
     ablate.add_argument("--config", metavar="PATH", help="the base pipeline config (default: the defaults)")

@@ -48,6 +48,15 @@ class MetricComparison:
     note: str = ""
     # The kind of question the pairs are of, when the runs mix kinds (each kind is compared on its own).
     kind: str | None = None
+    # With clustered items (some cluster holds two items or more): the clusters the pairs fall in, and the
+    # design effect (the clustered variance of the delta over the independent-items one). None: no clusters.
+    n_clusters: int | None = None
+    design_effect: float | None = None
+
+    @property
+    def units(self) -> int:
+        """What the gate counts against crucible_min_pairs: clusters when the items are clustered, else pairs."""
+        return self.n if self.n_clusters is None else self.n_clusters
 
     @property
     def higher_is_better(self) -> bool:
@@ -79,6 +88,10 @@ class Comparison:
     multiple: str = "none"
     # Every item of either run left out of the pairs, and why: {"id", "run", "reason"}.
     excluded: list[dict[str, str]] = field(default_factory=list)
+    # How items were clustered (field, doc, none) and into how many clusters the paired items fall (None:
+    # every item is its own cluster, the independent-items tests ran).
+    cluster_by: str = "field"
+    clusters: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The spec's compare shape, plus power, verdicts and the config difference beside it."""
@@ -94,9 +107,12 @@ class Comparison:
             },
             "verdicts": {name: m.verdict for name, m in self.metrics.items()},
             "power": {
-                name: {"n": m.n, "dropped": m.dropped, "mde": m.mde, "requiredN": m.required_n}
+                name: {"n": m.n, "dropped": m.dropped, "mde": m.mde, "requiredN": m.required_n,
+                       **({"clusters": m.n_clusters, "designEffect": m.design_effect} if m.n_clusters is not None else {})}
                 for name, m in self.metrics.items()
             },
+            "clusterBy": self.cluster_by,
+            "clusters": self.clusters,
             "multiple": self.multiple,
             "configChanges": {key: {"a": old, "b": new} for key, (old, new) in self.config_changes.items()},
             "warnings": list(self.warnings),
@@ -128,7 +144,11 @@ def compare_run_data(
     n_permutations: int = 10_000,
     multiple: str = "none",
     alpha: float = ALPHA,
+    cluster: str = "field",
 ) -> Comparison:
+    """Both significance gates per metric over the paired items. ``cluster``: how items are grouped
+    (:func:`item_clusters`); when some cluster holds two items or more, each metric is tested by resampling
+    clusters and flipping signs per cluster (``stats.clustered``), else by the independent-items tests."""
     check_comparable(a, b)
     from .custom_metrics import directions, ruler_changes
 
@@ -145,7 +165,7 @@ def compare_run_data(
     # A run that mixes kinds of question is compared kind by kind: no delta averages a retrieval
     # question with an attack (the pairs are of one kind: an item that changed kind is left out).
     groups = kind_groups(shared, b)
-    to_test: list[tuple[MetricComparison, tuple[list[float], list[float]]]] = []
+    to_test: list[tuple[MetricComparison, tuple[list[float], list[float], list[str]]]] = []
     for kind, items in groups:
         for name in names:
             left, right = a.metrics.get(name, {}), b.metrics.get(name, {})
@@ -162,13 +182,33 @@ def compare_run_data(
                 entry.kind = kind
                 results[metric_key("aurc", kind)] = entry
 
-    # Every metric in one call: metrics over the same number of pairs share one pass over the random
-    # stream (the same bits as one paired_test each; memory bounded on large golden sets).
-    tests = paired_tests([pairs for _, pairs in to_test], seed=seed, n_resamples=n_resamples,
-                         n_permutations=n_permutations, alpha=alpha)
-    for (entry, _), test in zip(to_test, tests):
+    labels = item_clusters(shared, a, b, cluster)
+    clustered = len(set(labels.values())) < len(labels)
+    if clustered:
+        from .stats.clustered import paired_cluster_tests
+
+        groups_of = [[labels[i] for i in items] for _, (_, _, items) in to_test]
+        for (entry, _), group in zip(to_test, groups_of):
+            entry.n_clusters = len(set(group))
+            if entry.n_clusters < 2:  # one cluster: nothing to resample, no sign to flip
+                entry.note = "not tested: 1 cluster"
+        testable = [index for index, (entry, _) in enumerate(to_test) if entry.n_clusters >= 2]
+        tests = paired_cluster_tests([to_test[i][1][:2] for i in testable], [groups_of[i] for i in testable],
+                                     seed=seed, n_resamples=n_resamples, n_permutations=n_permutations, alpha=alpha)
+        tested = [to_test[i] for i in testable]
+    else:
+        # Every metric in one call: metrics over the same number of pairs share one pass over the random
+        # stream (the same bits as one paired_test each; memory bounded on large golden sets).
+        tests = paired_tests([(xs, ys) for _, (xs, ys, _) in to_test], seed=seed, n_resamples=n_resamples,
+                             n_permutations=n_permutations, alpha=alpha)
+        tested = to_test
+    for (entry, _), test in zip(tested, tests):
         entry.delta, entry.ci, entry.p = test.delta, (test.ci_low, test.ci_high), test.p_value
         entry.significant, entry.mde, entry.required_n = test.significant, test.mde, test.required_n
+        if clustered:
+            entry.n_clusters, entry.design_effect = test.n_clusters, test.design_effect
+            if test.n_clusters < min_pairs_for_alpha(alpha):  # k clusters: no p below 2 / 2**k
+                entry.note = f"ns: {test.n_clusters} clusters (need {min_pairs_for_alpha(alpha)})"
 
     if multiple == "holm":
         tested = [m for m in results.values() if m.p is not None]
@@ -185,7 +225,32 @@ def compare_run_data(
             "or a significant difference cannot say which change caused it"
         )
     return Comparison(a=a.run_id, b=b.run_id, paired_items=len(shared), seed=seed, metrics=results,
-                      config_changes=changes, warnings=warnings, multiple=multiple, excluded=excluded)
+                      config_changes=changes, warnings=warnings, multiple=multiple, excluded=excluded, cluster_by=cluster,
+                      clusters=len(set(labels.values())) if clustered else None)
+
+
+CLUSTER_MODES = ("field", "doc", "none")
+
+
+def item_clusters(items: list[str], a: RunData, b: RunData, mode: str = "field") -> dict[str, str]:
+    """item -> its cluster label. ``field``: the golden item's ``cluster`` (unset: the item is its own);
+    ``doc``: the document of its first required citation (none: its own); ``none``: every item its own.
+    The baseline's version of an item decides (items are paired by id), the candidate's when the baseline
+    did not keep its golden items."""
+    if mode not in CLUSTER_MODES:
+        raise ValueError(f"cluster mode {mode!r}: expected one of {', '.join(CLUSTER_MODES)}")
+    golden = {item["id"]: item for run in (b, a) for item in run.golden if isinstance(item, dict) and "id" in item}
+    labels = {}
+    for item_id in items:
+        item = golden.get(item_id) or {}
+        label = None
+        if mode == "field":
+            label = item.get("cluster")
+        elif mode == "doc":
+            label = next((c.get("docId") for c in item.get("citations") or [] if c.get("mode", "required") == "required"
+                          and c.get("docId")), None)
+        labels[item_id] = f"cluster:{label}" if label else f"item:{item_id}"  # an item alone never meets a cluster's name
+    return labels
 
 
 def metric_key(metric: str, kind: str | None) -> str:
@@ -207,7 +272,7 @@ def kind_groups(items: list[str], run: RunData) -> list[tuple[str | None, list[s
 
 
 def _compare_metric(name: str, left: Mapping[str, float], right: Mapping[str, float], items: list[str], *,
-                    alpha: float, direction: str | None) -> tuple[MetricComparison, tuple[list[float], list[float]] | None]:
+                    alpha: float, direction: str | None) -> tuple[MetricComparison, tuple[list[float], list[float], list[str]] | None]:
     """One metric over the paired items that have it on both sides: its row, and the pairs its test
     (both significance gates) runs on, None below 2 pairs; ``compare_run_data`` tests them all at once."""
     both = [item for item in items if item in left and item in right]
@@ -227,7 +292,7 @@ def _compare_metric(name: str, left: Mapping[str, float], right: Mapping[str, fl
     if len(both) < min_pairs_for_alpha(alpha):
         # With so few pairs even a sign-flip test where every pair agrees cannot reach p < alpha.
         entry.note = f"ns: {len(both)} pairs (need {min_pairs_for_alpha(alpha)})"
-    return entry, (xs, ys)
+    return entry, (xs, ys, both)
 
 
 def excluded_items(a: RunData, b: RunData) -> list[dict[str, str]]:

@@ -55,6 +55,7 @@ class GateSettings:
     metrics: tuple[str, ...] | None = None  # compare only these metrics (crucible compare --metrics)
     min_pairs: int = MIN_PAIRS  # a gated metric with fewer pairs refuses the gate (it could not see a regression)
     rescore: bool = False  # score both runs' retrieval against today's grades (see ruler.py)
+    cluster: str = "field"  # how items are clustered for the comparison: field, doc or none (comparison.item_clusters)
 
     @property
     def active(self) -> bool:
@@ -198,10 +199,11 @@ def _blind_gate(comparison: "Comparison", blind: list[str], settings: GateSettin
     has fewer pairs than ``min_pairs`` (None: the gate can see)."""
     if not blind:
         return None
-    counts = ", ".join(f"{name} {comparison.metrics[name].n}" if name in comparison.metrics else name
+    counts = ", ".join(f"{name} {comparison.metrics[name].units}" if name in comparison.metrics else name
                        for name in blind[:6]) + (", ..." if len(blind) > 6 else "")
     left_out = len(comparison.excluded)
-    what = f"a gated metric has fewer than {settings.min_pairs} pairs" if settings.gate else f"no metric has {settings.min_pairs} pairs"
+    unit = "clusters of pairs" if any(m.n_clusters is not None for m in comparison.metrics.values()) else "pairs"
+    what = f"a gated metric has fewer than {settings.min_pairs} {unit}" if settings.gate else f"no metric has {settings.min_pairs} {unit}"
     return (f"{what} ({counts}; {comparison.paired_items} paired items, "
             f"{left_out} left out): with so few pairs no regression can be significant, so the gate cannot pass\n"
             f"HINT: see why items were left out (errored, missing from a run); fix the pipeline or compare runs "
@@ -298,7 +300,7 @@ def decide(current: RunData, baseline: RunData | None, settings: GateSettings, n
     if baseline is not None:
         try:
             comparison = compare_run_data(baseline, current, seed=settings.seed, multiple=settings.multiple,
-                                          metrics=settings.metrics)
+                                          metrics=settings.metrics, cluster=settings.cluster)
         except ComparisonRefused as exc:
             result.verdict, result.refusal = REFUSED, str(exc)
             return result
@@ -307,7 +309,8 @@ def decide(current: RunData, baseline: RunData | None, settings: GateSettings, n
         wanted = set(settings.gate) if settings.gate else {m.metric for m in measured.values()}
         # A row is gated when its metric is wanted and it has enough pairs to see a regression; the
         # others are shown and marked not gated. A wanted metric with no such row blinds the gate.
-        gated = {name for name, m in measured.items() if m.metric in wanted and m.n >= settings.min_pairs}
+        # With clusters, the pairs that count are clusters: k clusters can reach no smaller p than k pairs.
+        gated = {name for name, m in measured.items() if m.metric in wanted and m.units >= settings.min_pairs}
         seen = {m.metric for m in measured.values()}
         if settings.gate:
             blind = [name for name, m in measured.items()

@@ -104,6 +104,9 @@ class GoldenItem(_Model):
     attack: Attack | None = None
     expect: Literal["blocked", "answered"] | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # Items that move together (written from one source document, paraphrases of one question) share a
+    # cluster: a comparison then resamples clusters, not items (docs/statistics.md). Unset: its own cluster.
+    cluster: str | None = Field(default=None, min_length=1)
 
     # Where the item came from; not part of the data model (excluded from dumps).
     _source: str = PrivateAttr(default="")
@@ -135,7 +138,10 @@ class GoldenItem(_Model):
 
         Computed once (the model is frozen); treat the result as read-only."""
         if self._json is None:
-            self._json = self.model_dump(by_alias=True, mode="json")
+            data = self.model_dump(by_alias=True, mode="json")
+            if data.get("cluster") is None:  # unset: left out, so items written before the field keep their hash
+                data.pop("cluster", None)
+            self._json = data
         return self._json
 
     def forget_json(self) -> None:

@@ -75,6 +75,9 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--crucible-label", dest="crucible_label", metavar="KEY=VALUE", action="append", default=[],
                     help="Tag the run, e.g. model=claude-haiku, collection=helpdesk, mode=hybrid (repeatable; "
                          "overrides the config's \"labels\"; never part of the configHash).")
+    group.addoption("--crucible-cluster", dest="crucible_cluster", choices=["field", "doc", "none"], default="field",
+                    help="How the gate clusters items that move together: field (the golden item's cluster, default), doc "
+                         "(the first required citation's document) or none; clustered items are resampled by cluster.")
     group.addoption("--crucible-repeat", dest="crucible_repeat", type=int, metavar="N", default=None,
                     help="Call the pipeline N times per item and judge each answer; the item's value is its mean over "
                          "the repeats (default: ini crucible_repeat, else 1). For pipelines or judges that sample.")
@@ -368,6 +371,7 @@ def _gate_settings(config: pytest.Config, db_path: Path, k: int, custom: tuple[s
         seed=config.getoption("crucible_seed"),
         allow_incomplete=bool(config.getoption("crucible_allow_incomplete")),
         rescore=bool(config.getoption("crucible_rescore")),
+        cluster=config.getoption("crucible_cluster"),
     )
     if baseline and not hasattr(config, "workerinput"):
         from .runs import is_export_path, read_run

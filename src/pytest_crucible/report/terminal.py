@@ -303,7 +303,9 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
                 f"aurc {selective['aurc']:.4f} (eAurc {selective['eAurc']:.4f})") if part)
         )
         lines.append(f"  coverage at risk <= 10%: {selective['coverageAtRisk']:.2f} (n {selective['n']})")
+    from ..human_labels import run_ppi_lines
 
+    lines.extend(run_ppi_lines(store, results, item_metrics))  # nothing unless people labelled some of its answers
     classes = error_class_counts(results)
     if classes:
         lines.append("error classes: " + ", ".join(f"{name} {n}" for name, n in classes.items()))

@@ -177,9 +177,12 @@ def excluded_lines(excluded: list[dict[str, str]], width: int = 100) -> list[str
 
 def comparison_lines(comparison: Comparison, gated: set[str] | None = None) -> list[str]:
     """An aligned table that fits 100 columns: metric, a, b, delta, CI, p, verdict."""
+    clusters = (f", {comparison.clusters} cluster{'s' if comparison.clusters != 1 else ''} "
+                f"(--crucible-cluster={comparison.cluster_by}: resampled by cluster)"
+                if comparison.clusters is not None else "")
     lines = [
         f"baseline {comparison.a} -> this run {comparison.b}",
-        f"  {comparison.paired_items} paired items, seed {comparison.seed}"
+        f"  {comparison.paired_items} paired items{clusters}, seed {comparison.seed}"
         + (", Holm-adjusted p" if comparison.multiple == "holm" else ""),
         f"  {'metric':<22} {'a':>7} {'b':>7} {'delta':>8} {'95% CI':>16} {'p':>5}  verdict",
     ]
@@ -198,6 +201,12 @@ def comparison_lines(comparison: Comparison, gated: set[str] | None = None) -> l
         lines.append(f"  {label:<22} {_fmt(m.a)} {_fmt(m.b)} {delta} {ci:>16} {p_text(m.p)}  {verdict}")
     if legend:
         lines.extend(COMPARISON_LEGEND)
+    effects = [f"{name} {m.design_effect:.2f}" for name, m in comparison.metrics.items() if m.design_effect is not None]
+    if effects:  # how much wider the clustered intervals are than independent items would make them (squared)
+        import textwrap
+
+        lines.extend(textwrap.wrap("design effect (clustered / independent-items variance): " + ", ".join(effects),
+                                   width=100, initial_indent="  ", subsequent_indent="    "))
     for key, (old, new) in comparison.config_changes.items():
         lines.append(f"  config {key}: {old!r} -> {new!r}")
     for warning in comparison.warnings:

@@ -40,6 +40,8 @@ from .power import _check_level, holm_adjust, minimum_detectable_effect, require
 from .resampling import resample_sums
 from ..defaults import DEFAULT_SEED
 from .prng import Mulberry32
+from .clustered import ClusteredTest, paired_cluster_tests
+from .ppi import PPIEstimate, ppi_mean, ppi_paired_difference
 
 __all__ = [
     "DEFAULT_SEED",
@@ -54,6 +56,11 @@ __all__ = [
     "paired_test",
     "paired_tests",
     "min_pairs_for_alpha",
+    "ClusteredTest",
+    "paired_cluster_tests",
+    "PPIEstimate",
+    "ppi_mean",
+    "ppi_paired_difference",
 ]
 
 

@@ -106,3 +106,52 @@ def promoted_corrections(store: Store) -> list[dict[str, Any]]:
         " ORDER BY f.created_at, f.id")
     names = [column[0] for column in cursor.description]
     return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+
+# -- human labels of answers (`crucible judge labels import`; PPI++ reads them) -----------------
+_LABEL_COLUMNS = ("item_id", "answer_hash", "kind", "value", "source", "created_by", "note", "created_at")
+
+
+def add_human_labels(store: Store, rows: list[dict[str, Any]]) -> int:
+    """Append labels (``item_id``, ``answer_hash``, ``kind``, ``value``, ``source``, optional ``created_by``,
+    ``note``, ``created_at``) in one transaction; returns how many were new. A label already in the ledger
+    (same item, answer, kind, value and source: the unique index) is ignored, never rewritten."""
+    from . import utc_now
+
+    now = utc_now()
+    values = [[row.get(column) if column != "created_at" else row.get(column) or now for column in _LABEL_COLUMNS]
+              for row in rows]
+    if not values:
+        return 0
+    conn = store.db.conn
+    with conn:
+        cursor = conn.executemany(f"INSERT OR IGNORE INTO human_labels ({', '.join(_LABEL_COLUMNS)}) "
+                                  f"VALUES ({', '.join('?' for _ in _LABEL_COLUMNS)})", values)
+    return max(cursor.rowcount, 0)
+
+
+def human_labels_for_items(store: Store, item_ids: Any) -> list[dict[str, Any]]:
+    """Every label of an answer of these golden items, oldest first (newest last: a reader that keeps the
+    last label per answer and kind keeps the newest), with its ``id``."""
+    ids = sorted(set(item_ids))
+    if not ids:
+        return []
+    cursor = store.db.conn.execute(
+        f"SELECT id, {', '.join(_LABEL_COLUMNS)} FROM human_labels"
+        " WHERE item_id IN (SELECT value FROM json_each(?)) ORDER BY created_at, id", [json.dumps(ids)])
+    names = [column[0] for column in cursor.description]
+    return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+
+def run_answers(store: Store, run_id: str) -> dict[str, str | None]:
+    """item id -> the answer the run recorded for it (None: no answer, e.g. an abstention or an error)."""
+    return dict(store.db.conn.execute("SELECT item_id, answer FROM results WHERE run_id = ?", [run_id]).fetchall())
+
+
+def stored_answers(store: Store, item_ids: Any) -> list[tuple[str, str | None]]:
+    """(item id, answer) of every result of these golden items, in any run (each pair once)."""
+    ids = sorted(set(item_ids))
+    if not ids:
+        return []
+    return [tuple(row) for row in store.db.conn.execute(
+        "SELECT DISTINCT item_id, answer FROM results WHERE item_id IN (SELECT value FROM json_each(?))", [json.dumps(ids)])]

@@ -193,8 +193,9 @@ def _gate_context(gate: GateResult, run_id: str, k: int | None) -> dict[str, Any
             "a": m.a, "b": m.b, "delta": m.delta, "ci": m.ci, "p": m.p,
             "n": m.n, "dropped": m.dropped, "verdict": m.verdict, "verdict_text": verdict_text(m),
             "css": VERDICT_CLASSES.get(m.verdict, "ns"), "lower_is_better": not m.higher_is_better,
-            "plot": _ci_row(m, scale),
+            "plot": _ci_row(m, scale), "clusters": m.n_clusters, "design_effect": m.design_effect,
         })
+    context.update(clusters=comparison.clusters, cluster_by=comparison.cluster_by)
     context.update(paired=comparison.paired_items, seed=comparison.seed, scale=scale, multiple=comparison.multiple,
                    config_changes=[{"key": key, "a": json.dumps(old), "b": json.dumps(new)}
                                    for key, (old, new) in comparison.config_changes.items()],

@@ -20,7 +20,6 @@ which is what keeps large golden sets fast and within bounded memory)::
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Optional
 
 import numpy as np
@@ -38,6 +37,7 @@ from .bootstrap import (
 from .permutation import needs_random_signs, paired_permutation_test, permutation_p_value
 from .power import _check_level, holm_adjust, minimum_detectable_effect, required_sample_size
 from .resampling import resample_sums
+from .paired_result import PairedTest
 from ..defaults import DEFAULT_SEED
 from .prng import Mulberry32
 from .clustered import ClusteredTest, paired_cluster_tests
@@ -80,48 +80,6 @@ def min_pairs_for_alpha(alpha: float) -> int:
     while 2.0 / 2.0**n >= alpha:
         n += 1
     return n
-
-
-@dataclass(frozen=True)
-class PairedTest:
-    """Outcome of comparing one metric between two runs (``delta = b - a``).
-
-    ``significant`` requires both gates: the BCa interval excludes 0 *and*
-    the permutation p-value is below ``alpha``.  ``mde`` is the minimum
-    detectable effect at this ``n`` (80% power by default); ``required_n``
-    is, for a non-significant result with a non-zero ``delta``, how many
-    items would be needed to detect an effect of the observed size with
-    that power (normal approximation, see :mod:`.power`; never fewer than
-    :func:`min_pairs_for_alpha`), and ``None`` otherwise.  ``sd_diff`` is the
-    sample standard deviation (ddof=1) of the paired differences.
-    """
-
-    delta: float
-    ci_low: float
-    ci_high: float
-    p_value: float
-    significant: bool
-    mde: float
-    required_n: Optional[int]
-    sd_diff: float
-    n: int
-    confidence: float
-    alpha: float
-    power: float
-    seed: int
-    n_resamples: int
-    n_permutations: int
-
-    @property
-    def ci(self) -> tuple[float, float]:
-        return (self.ci_low, self.ci_high)
-
-    @property
-    def p(self) -> float:
-        return self.p_value
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def paired_test(

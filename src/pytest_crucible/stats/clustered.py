@@ -89,6 +89,7 @@ from .bootstrap import (
     paired_differences,
 )
 from .permutation import _exact_count
+from .paired_result import PairedTest
 from .power import _check_level, minimum_detectable_effect, required_sample_size
 from .resampling import resample_sums
 
@@ -96,45 +97,14 @@ __all__ = ["ClusteredTest", "paired_cluster_tests", "cluster_codes", "design_eff
 
 
 @dataclass(frozen=True)
-class ClusteredTest:
-    """Outcome of a clustered comparison of one metric (``delta = b - a``).
+class ClusteredTest(PairedTest):
+    """Outcome of a clustered comparison of one metric (``delta = b - a``): every field of
+    :class:`~pytest_crucible.stats.PairedTest` (``n`` counts items), plus ``n_clusters`` and
+    ``design_effect`` (the cluster-robust variance of ``delta`` over the naive, independent-items
+    variance; ``None`` when the latter is 0)."""
 
-    The fields of :class:`~pytest_crucible.stats.PairedTest`, in the same
-    order and with the same meaning (``n`` counts items), plus
-    ``n_clusters`` and ``design_effect`` (the cluster-robust variance of
-    ``delta`` over the naive, independent-items variance; ``None`` when the
-    latter is 0).  Not a subclass: :mod:`pytest_crucible.stats` re-exports
-    this module, and a subclass would make the two import each other.
-    """
-
-    delta: float
-    ci_low: float
-    ci_high: float
-    p_value: float
-    significant: bool
-    mde: float
-    required_n: Optional[int]
-    sd_diff: float
-    n: int
-    confidence: float
-    alpha: float
-    power: float
-    seed: int
-    n_resamples: int
-    n_permutations: int
     n_clusters: int
     design_effect: Optional[float]
-
-    @property
-    def ci(self) -> tuple[float, float]:
-        return (self.ci_low, self.ci_high)
-
-    @property
-    def p(self) -> float:
-        return self.p_value
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def cluster_codes(labels: Iterable[Hashable]) -> tuple[np.ndarray, int]:

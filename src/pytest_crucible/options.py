@@ -264,7 +264,7 @@ def _repeats(config: pytest.Config) -> dict[str, Any]:
         repeat_pass = -1.0
     if not 0.0 < repeat_pass <= 1.0:
         raise pytest.UsageError(f"ini option crucible_repeat_pass = {share!r}: expected a share in (0, 1]\n"
-                                "HINT: 1.0 (every repeat must pass, the default) or e.g. 0.67 (two of three)")
+                                "HINT: 1.0 (every repeat must pass, the default) or e.g. 0.66 (two of three: passed / repeats >= 0.66)")
     if (repeat > 1 or judge_repeat > 1) and config.getoption("crucible_judge_batch"):
         raise pytest.UsageError("--crucible-repeat / --crucible-judge-repeat cannot be combined with --crucible-judge-batch: "
                                 "each repeat is judged inside its test\nHINT: drop --crucible-judge-batch for a run with repeats")

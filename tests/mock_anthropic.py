@@ -125,7 +125,81 @@ def default_verdict(request: MockRequest) -> dict[str, Any]:
         match = RUBRIC_ANSWER_RE.search(request.user)
         rude = bool(match and re.search(r"\brude\b", match["answer"], re.IGNORECASE))
         return {"score": low if rude else high, "reason": "the answer is rude" if rude else "meets the criteria"}
+    if kind == "generate":
+        return generate_verdict(request.user)
+    if kind == "answer_check":
+        return answer_check_verdict(request.user)
     return {"error": f"mock does not know kind {kind!r}"}
+
+
+# -- golden set generation (generate-v1): deterministic, shaped by the passages ---------------------------
+PASSAGE_RE = re.compile(r'<passage index="\d+"(?: id="(?P<id>[^"]*)")?>\n(?P<text>.*?)\n</passage>', re.DOTALL)
+QUESTION_RE = re.compile(r"<question>\n(?P<question>.*?)\n</question>", re.DOTALL)
+MOCK_STOP = frozenset("the a an and or of to in on for with is are was were be by at as it its this that from "
+                      "what which how when who why does do did can said about relate given rule rules apply".split())
+#: Words no test corpus uses: an unanswerable mock question is made of them, so its answer check finds nothing.
+OUTSIDE_WORDS = ("zeppelin", "lunar", "tariff", "quarterly")
+
+
+def mock_passages(user: str) -> list[tuple[str, str]]:
+    """(id, text) of each passage of a generate-v1 prompt ("" ids in an answer check)."""
+    return [(m["id"] or "", m["text"]) for m in PASSAGE_RE.finditer(user)]
+
+
+def mock_sentences(text: str) -> list[str]:
+    parts = re.split(r"(?<=[.!?])\s+|\n+", text)
+    return [p.strip() for p in parts if len(re.findall(r"\w+", p)) >= 4]
+
+
+def mock_keywords(text: str, n: int = 3) -> list[str]:
+    """The n longest content words of a text (ties alphabetical)."""
+    found = {w.lower() for w in re.findall(r"[A-Za-z][A-Za-z0-9]+", text) if w.lower() not in MOCK_STOP and len(w) > 3}
+    return sorted(found, key=lambda w: (-len(w), w))[:n]
+
+
+def generate_verdict(user: str) -> dict[str, Any]:
+    """A generate verdict built from the request's passages: the reference is a sentence of each source
+    passage and the question names that sentence's longest words (so the answer check finds it again)."""
+    qtype = re.search(r"^Question type: (\w+)", user, re.MULTILINE)[1]
+    variant = re.search(r"This is variation (\d+)", user)
+    nth = int(variant[1]) if variant else 0
+    passages = mock_passages(user)
+    picked = []
+    for _, text in passages:
+        sentences = mock_sentences(text) or [text.strip()]
+        picked.append(sentences[nth % len(sentences)])
+    if qtype == "unanswerable":
+        topic = mock_keywords(passages[0][1], 1) if passages else ["service"]
+        return {"question": f"What {' '.join(OUTSIDE_WORDS)} rules apply to {topic[0]}?",
+                "reference": "The documents do not answer this.", "assertions": [], "answerable": False, "altered_fact": ""}
+    keys = [mock_keywords(sentence) for sentence in picked]
+    if qtype in ("multi_hop", "comparison"):
+        first, second = keys[0] + ["a"] * 3, keys[-1] + ["b"] * 3
+        question = f"How do {first[0]} and {second[0]} relate, given {first[1]} and {second[1]}?"
+        return {"question": question, "reference": " ".join(picked), "assertions": picked, "answerable": True,
+                "altered_fact": ""}
+    words = keys[0] + ["it"] * 3
+    if qtype == "false_premise":
+        return {"question": f"Why does {words[0]} rule out {words[1]} and {words[2]}?",
+                "reference": f"That premise is wrong. {picked[0]}", "assertions": [picked[0]], "answerable": True,
+                "altered_fact": f"{words[0]} rules out {words[1]}"}
+    return {"question": f"What is said about {words[0]}, {words[1]} and {words[2]}?", "reference": picked[0],
+            "assertions": [picked[0]], "answerable": True, "altered_fact": ""}
+
+
+def answer_check_verdict(user: str) -> dict[str, Any]:
+    """The sentences of the passages that hold the most of the question's content words; "not found" when
+    the passages hold fewer than half of those words."""
+    match = QUESTION_RE.search(user)
+    question = match["question"] if match else ""
+    wanted = {w.lower() for w in re.findall(r"[A-Za-z][A-Za-z0-9]+", question) if w.lower() not in MOCK_STOP and len(w) > 3}
+    sentences = [s for _, text in mock_passages(user) for s in (mock_sentences(text) or [text])]
+    everything = {w.lower() for s in sentences for w in re.findall(r"[A-Za-z][A-Za-z0-9]+", s)}
+    if not wanted or len(wanted & everything) * 2 < len(wanted):
+        return {"found": False, "answer": "not found"}
+    scored = [(len(wanted & {w.lower() for w in re.findall(r"[A-Za-z][A-Za-z0-9]+", s)}), s) for s in sentences]
+    best = max(score for score, _ in scored)
+    return {"found": True, "answer": " ".join(s for score, s in scored if score >= max(1, best // 2 + best % 2) and score)}
 
 
 def _now() -> datetime:

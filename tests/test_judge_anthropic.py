@@ -25,7 +25,8 @@ from pytest_crucible.judge.prompts import DATA_TAGS, PROMPT_VERSION, escape_data
 
 def version_of(kind: str) -> str:
     """Graded relevance (pool labelling) has its own UMBRELA-style prompt version, rubric metrics theirs."""
-    return {"relevance": "umbrela-v1", "rubric": "rubric-v1"}.get(kind, PROMPT_VERSION)
+    return {"relevance": "umbrela-v1", "rubric": "rubric-v1", "generate": "generate-v1",
+            "answer_check": "generate-v1"}.get(kind, PROMPT_VERSION)
 from pytest_crucible.judge.types import (
     REQUEST_TYPES,
     VERDICT_TYPES,
@@ -42,6 +43,10 @@ from pytest_crucible.judge.types import (
     RelevanceVerdict,
     RubricRequest,
     RubricVerdict,
+    GenerateQuestionRequest,
+    GenerateQuestionVerdict,
+    AnswerCheckRequest,
+    AnswerCheckVerdict,
     UsefulnessRequest,
     UsefulnessVerdict,
 )
@@ -59,6 +64,8 @@ SAMPLE_REQUESTS = {
     "relevance": RelevanceRequest(question="When did it open?", chunk="The bridge opened in 1932."),
     "correctness": CorrectnessRequest(question="When did it open?", answer="1932", reference="In 1932.", assertions=("1932",)),
     "rubric": RubricRequest(name="politeness", criteria="The answer is courteous.", question="When did it open?", answer="1932"),
+    "generate": GenerateQuestionRequest(question_type="simple", passages=("The bridge opened in 1932.",), passage_ids=("b#p1",)),
+    "answer_check": AnswerCheckRequest(question="When did the bridge open?", passages=("The bridge opened in 1932.",)),
 }
 ANSWERS = {
     "claims": {"claims": ["The bridge opened in 1932.", "The bridge is 500 m long."]},
@@ -68,6 +75,9 @@ ANSWERS = {
     "relevance": {"grade": 3, "reason": "exact answer"},
     "correctness": {"grade": "acceptable", "reason": "right year, terse"},
     "rubric": {"score": 1, "reason": "polite enough"},
+    "generate": {"question": "When did the bridge open?", "reference": "In 1932.", "assertions": ["It opened in 1932."],
+                 "answerable": True, "altered_fact": ""},
+    "answer_check": {"found": True, "answer": "1932"},
 }
 EXPECTED_TYPES = {
     "claims": ClaimsVerdict,
@@ -77,6 +87,8 @@ EXPECTED_TYPES = {
     "relevance": RelevanceVerdict,
     "correctness": CorrectnessVerdict,
     "rubric": RubricVerdict,
+    "generate": GenerateQuestionVerdict,
+    "answer_check": AnswerCheckVerdict,
 }
 
 

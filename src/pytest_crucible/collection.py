@@ -223,13 +223,17 @@ def _fail(message: str) -> None:
 
 
 def deselect_kinds(config: pytest.Config, kinds: tuple[str, ...] | None, items: list[pytest.Item]) -> None:
-    """--crucible-kind: golden items of other kinds are deselected, so their pipeline is never called."""
-    if not kinds:
-        return
+    """Deselect the golden items that must never reach the pipeline: rejected items (status "rejected",
+    even with --crucible-include-drafts) and, under --crucible-kind, items of other kinds.
+
+    Rejected items are deselected rather than skipped: a person decided they are not part of the set, so
+    they are neither run nor counted with the drafts a run skips (pytest reports them as "deselected",
+    as it does -k and --crucible-kind)."""
     keep, drop = [], []
     for item in items:
         golden = golden_of(item)
-        (drop if golden is not None and golden.kind not in kinds else keep).append(item)
+        unwanted = golden is not None and (golden.status == "rejected" or bool(kinds) and golden.kind not in kinds)
+        (drop if unwanted else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

@@ -86,7 +86,9 @@ class GoldenItem(_Model):
 
     id: str = Field(min_length=1)
     question: str = Field(min_length=1)
-    status: Literal["active", "draft"] = "active"
+    # draft: collected, skipped unless --crucible-include-drafts; rejected: a reviewed draft kept in the file
+    # (so it is not generated again) but never run: deselected, even with --crucible-include-drafts.
+    status: Literal["active", "draft", "rejected"] = "active"
     assertions: list[Assertion] = Field(default_factory=list)
     citations: list[Citation] = Field(default_factory=list)
     concepts: list[Concept] = Field(default_factory=list)

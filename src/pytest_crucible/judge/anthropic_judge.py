@@ -54,6 +54,9 @@ STAMP_FIELDS = ("judge_model", "prompt_version", "contradicts", "contradicts_sou
 RELEVANCE_PROMPT_VERSION = "umbrela-v1"
 # Rubric metrics have their own prompt, versioned apart so that a change to it re-judges only rubrics.
 RUBRIC_PROMPT_VERSION = "rubric-v1"
+# Golden set generation (`crucible golden generate`) writes test cases rather than grading: its own prompts.
+GENERATE_PROMPT_VERSION = "generate-v1"
+GENERATE_KINDS = ("generate", "answer_check")
 # The Message Batches API takes at most 100,000 requests and 256 MB per batch: a large golden set is
 # sent in several batches, kept under both with room to spare (a batch over a limit is refused whole).
 MAX_BATCH_REQUESTS = 100_000
@@ -86,6 +89,17 @@ _FIELD_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "score": "The score on the rubric's scale stated in the prompt: for pass/fail 1 (meets the criteria) or 0; "
         "otherwise a whole number from the scale's minimum to its maximum (fully meets the criteria).",
         "reason": "One or two short sentences on what in the answer decided the score.",
+    },
+    "generate": {
+        "question": "The question, in a user's own words, standing on its own; never copied from a passage.",
+        "reference": "A short complete answer (one to three sentences) that follows from the passages alone.",
+        "assertions": "One to four short checkable statements a correct answer must make; empty for an unanswerable question.",
+        "answerable": "False only for an unanswerable question.",
+        "altered_fact": "For a false-premise question, the wrong fact the question assumes; otherwise an empty string.",
+    },
+    "answer_check": {
+        "found": "True when the passages state the answer to the question.",
+        "answer": "The answer from the passages only, one to three sentences; \"not found\" when found is false.",
     },
 }
 
@@ -253,6 +267,10 @@ def _expected_output_tokens(request: Any) -> int:
         return 30 + 30 * request.n
     if kind == "rubric":
         return 80
+    if kind == "generate":
+        return 250
+    if kind == "answer_check":
+        return 90
     return 60
 
 
@@ -323,6 +341,8 @@ class AnthropicJudge(Judge):
             return RELEVANCE_PROMPT_VERSION
         if kind == "rubric":
             return RUBRIC_PROMPT_VERSION
+        if kind in GENERATE_KINDS:
+            return GENERATE_PROMPT_VERSION
         return self.prompt_version
 
     def __repr__(self) -> str:

@@ -151,6 +151,48 @@ class RubricVerdict(Verdict):
     reason: str = ""
 
 
+# -- golden set generation (`crucible golden generate`, golden_generate.py) --------------------------
+#: What a generated question asks for; "unanswerable" is near the corpus but answered by none of it.
+GenerateQuestionType = Literal["simple", "multi_hop", "comparison", "false_premise", "unanswerable"]
+
+
+class GenerateQuestionRequest(JudgeRequest):
+    """Write one golden item (question, reference, must-assertions) from source passages.
+
+    ``passages``/``passage_ids``: the source chunk(s) (two for multi_hop and comparison). For an
+    unanswerable question, ``topics`` lists what the corpus covers (document titles) and the passage
+    is only the neighbourhood: the question must sit near it but be answered by nothing in the corpus.
+    ``variant`` > 0 asks for a different question from passages already used for this type."""
+
+    kind: ClassVar[str] = "generate"
+    question_type: GenerateQuestionType
+    passages: tuple[str, ...]
+    passage_ids: tuple[str, ...]
+    topics: tuple[str, ...] = ()
+    variant: int = 0
+
+
+class GenerateQuestionVerdict(Verdict):
+    question: str
+    reference: str
+    assertions: list[str]
+    answerable: bool
+    altered_fact: str = ""  # false_premise: the fact the question's premise gets wrong; else empty
+
+
+class AnswerCheckRequest(JudgeRequest):
+    """Answer a question from the given passages only (the generator's round-trip filter)."""
+
+    kind: ClassVar[str] = "answer_check"
+    question: str
+    passages: tuple[str, ...]
+
+
+class AnswerCheckVerdict(Verdict):
+    found: bool
+    answer: str  # the answer the passages give; "not found" when found is false
+
+
 VERDICT_TYPES: dict[str, type[Verdict]] = {
     "claims": ClaimsVerdict,
     "entailment": EntailmentVerdict,
@@ -159,11 +201,17 @@ VERDICT_TYPES: dict[str, type[Verdict]] = {
     "relevance": RelevanceVerdict,
     "correctness": CorrectnessVerdict,
     "rubric": RubricVerdict,
+    "generate": GenerateQuestionVerdict,
+    "answer_check": AnswerCheckVerdict,
 }
 REQUEST_TYPES: dict[str, type[JudgeRequest]] = {
     cls.kind: cls
     for cls in (ClaimsRequest, EntailmentRequest, QuestionsRequest, UsefulnessRequest, RelevanceRequest, CorrectnessRequest,
-                RubricRequest)
+                RubricRequest, GenerateQuestionRequest, AnswerCheckRequest)
+}
+# The generator's kinds (their own prompt version, generate-v1): only `crucible golden generate` sends them.
+GENERATION_REQUEST_TYPES: dict[str, type[JudgeRequest]] = {
+    kind: REQUEST_TYPES[kind] for kind in ("generate", "answer_check")
 }
 
 

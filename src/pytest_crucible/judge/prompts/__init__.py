@@ -49,6 +49,7 @@ DATA_TAGS = (
     "question",
     "reference",
     "text",
+    "topic",
 )
 _DATA_TAG_RE = re.compile(r"<(\s*/?\s*)(" + "|".join(DATA_TAGS) + r")\b", re.IGNORECASE)
 _SEPARATOR_RE = re.compile(r"^---[ \t]*$", re.MULTILINE)
@@ -114,7 +115,9 @@ def prompt_fields(request: Any) -> dict[str, str]:
     questions ``answer, n``; usefulness ``question, reference, chunk``; relevance
     ``question, chunk``; correctness ``question, answer, reference, assertions,
     answerable, false_premise``; rubric ``name, criteria, steps, scale, question,
-    reference, answer``. List fields of data are rendered as numbered tags
+    reference, answer``; generate ``question_type, type_instructions, passages (with
+    their chunk ids), passage_count, topics, variant``; answer_check ``question,
+    passages``. List fields of data are rendered as numbered tags
     (``<passage index="1">``), all data is passed through :func:`escape_data`. The
     rubric's own text (the evaluator's instructions, not data) is written without tags,
     its steps as a numbered list and its scale in words; it is escaped too, so no
@@ -159,7 +162,50 @@ def prompt_fields(request: Any) -> dict[str, str]:
             "reference": escape_data(request.reference) if request.reference else "(no reference answer given)",
             "answer": escape_data(request.answer),
         }
+    if kind == "generate":
+        return {
+            "question_type": request.question_type,
+            "type_instructions": GENERATE_TYPE_INSTRUCTIONS[request.question_type],
+            "passages": _passages_with_ids(request.passages, request.passage_ids),
+            "passage_count": str(len(request.passages)),
+            "topics": _numbered("topic", request.topics),
+            "variant": (
+                "This is variation {n}: ask about a different fact of the passages than the most obvious "
+                "question would.".format(n=request.variant) if request.variant else "(first question from these passages)"
+            ),
+        }
+    if kind == "answer_check":
+        return {
+            "question": escape_data(request.question),
+            "passages": _numbered("passage", request.passages),
+        }
     raise ValueError(f"no prompt fields for request kind {kind!r}")
+
+
+#: What each generated question type asks of the writer (part of the generate-v1 prompt, so fixed text).
+GENERATE_TYPE_INSTRUCTIONS: dict[str, str] = {
+    "simple": "A simple question: one fact that passage 1 states. The reference answers it in one or two sentences.",
+    "multi_hop": "A multi-hop question: answering it needs one fact from passage 1 AND one fact from passage 2 "
+                 "(neither passage alone is enough). The reference combines both facts.",
+    "comparison": "A comparison question: it compares something described in passage 1 with something described in "
+                  "passage 2 (which is larger, earlier, cheaper, how they differ). The reference states both sides "
+                  "and the outcome.",
+    "false_premise": "A false-premise question: it takes a fact of passage 1 for granted but gets it wrong (alter a "
+                     "number, a name, a condition). Put the wrong version in altered_fact. The reference points out "
+                     "the mistaken premise and gives the correct fact from the passage.",
+    "unanswerable": "An unanswerable question: one a reader of these documents would plausibly ask, close to the "
+                    "topic of the passage, but that neither the passage nor any listed topic answers. Set answerable "
+                    "to false; the reference says the documents do not answer it; give no assertions.",
+}
+
+
+def _passages_with_ids(passages: Any, ids: Any) -> str:
+    """Source passages as ``<passage index="1" id="doc#p2">`` tags (the ids escaped like the data)."""
+    lines = []
+    for index, (text, chunk_id) in enumerate(zip(passages, ids), start=1):
+        shown_id = escape_data(str(chunk_id)).replace('"', "&quot;")
+        lines.append(f'<passage index="{index}" id="{shown_id}">\n{escape_data(str(text))}\n</passage>')
+    return "\n".join(lines) if lines else "(none)"
 
 
 def render_prompt(request: Any, version: str = PROMPT_VERSION) -> tuple[str, str]:

@@ -38,7 +38,8 @@ from pytest_crucible.judge import anthropic_judge
 
 # A short HTTP timeout, so a hung request times out in half a second; the retry budget is the
 # judge's own (4) unless a test asks for the SDK's default (2) to make persistent faults quick.
-anthropic_judge.AnthropicJudge.__init__.__kwdefaults__.update(timeout=0.5, max_retries=int(os.environ.get("JUDGE_RETRIES", "4")))
+anthropic_judge.AnthropicJudge.__init__.__kwdefaults__.update(timeout=0.5, max_retries=int(os.environ.get("JUDGE_RETRIES", "4")),
+                                                        poll_interval=0.05)  # batches end at their second poll: no 2 s waits
 
 @pytest.fixture(scope="session")
 def crucible_pipeline():

@@ -33,7 +33,7 @@ CONFTEST = """
 import pytest
 from pytest_crucible.judge import anthropic_judge
 
-anthropic_judge.AnthropicJudge.__init__.__kwdefaults__.update(timeout=0.5, max_retries=1)
+anthropic_judge.AnthropicJudge.__init__.__kwdefaults__.update(timeout=0.5, max_retries=1, poll_interval=0.05)
 
 @pytest.fixture(scope="session")
 def crucible_pipeline():

@@ -109,9 +109,11 @@ def run_ablation(config_path: str | None, layers: Sequence[str], *, db: str | Pa
             raise AblationError("the runs have no guardrail items (no attacks and no clean items of kind adversarial)\n"
                                 "HINT: give golden items an \"attack\" and kind \"adversarial\"; see docs/golden-format.md")
         ablation = Ablation(base_run=base, base_summary=base_summary, seed=seed)
-        with_all = load_run(store, base)
+        # With the golden items: attacks written from one source are clustered here as the gate clusters them.
+        with_all = load_run(store, base, golden=True)
         for layer in layers:
-            comparison = compare_run_data(with_all, load_run(store, run_ids[layer]), metrics=list(GUARDRAIL_METRICS), seed=seed)
+            comparison = compare_run_data(with_all, load_run(store, run_ids[layer], golden=True), metrics=list(GUARDRAIL_METRICS),
+                                          seed=seed)
             # The run itself recorded which changed config keys its pipeline never read.
             unread = f"guardrails.layers.{layer}=false" in store.unread_keys(run_ids[layer])
             ablation.layers.append(LayerResult(layer=layer, run_id=run_ids[layer], comparison=comparison, unread=unread))

@@ -263,3 +263,14 @@ def test_import_from_feedback_labels_the_corrected_answers(tmp_path: Path) -> No
     assert json.loads(exported.read_text().splitlines()[0])["itemId"] == "q-004"
     store.close()
     assert crucible_cli("judge", "labels", "import", "--from-feedback", "--db", tmp_path / "none.db").ret == 2
+
+
+def test_the_shown_interval_stops_at_the_metric_bounds() -> None:
+    from pytest_crucible.human_labels import PPILine
+    from pytest_crucible.stats.ppi import ppi_mean
+
+    estimate = ppi_mean([1.0, -1.0, 1.0], [1.0, 1.0, 1.0], [1.0, 1.0])  # three labels: a wide normal interval
+    assert estimate.ci_low < -1.0 or estimate.ci_high > 1.0
+    text = PPILine("truthfulness", "crag", 3, 2, estimate).text()
+    low, high = (float(x) for x in text.split("[")[1].split("]")[0].split(", "))
+    assert -1.0 <= low < high <= 1.0

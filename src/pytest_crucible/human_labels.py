@@ -127,6 +127,10 @@ def _newest(labels: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str], f
     return found
 
 
+# What each corrected metric can be: truthfulness is a CRAG score (-1 .. 1), faithfulness a share.
+METRIC_RANGES = {"truthfulness": (-1.0, 1.0), "faithfulness": (0.0, 1.0)}
+
+
 # -- one run ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PPILine:
@@ -145,8 +149,12 @@ class PPILine:
             return (f"{self.metric}  {self.n_labelled} labelled answer{'s' if self.n_labelled != 1 else ''}; "
                     f"PPI needs at least {MIN_LABELLED} (label {more} more)")
         e = self.estimate
+        # The normal interval can pass the metric's bounds on few labels; the mean cannot, so the shown
+        # interval stops there (it covers the mean whenever the unclipped one does).
+        low, high = METRIC_RANGES.get(self.metric, (float("-inf"), float("inf")))
         return (f"{self.metric}  judge {_number(e.judge_mean)}  ppi {_number(e.estimate)} "
-                f"[{_number(e.ci_low)}, {_number(e.ci_high)}]  ({e.n_labelled} labelled, bias {_number(e.bias, True)})")
+                f"[{_number(max(low, e.ci_low))}, {_number(min(high, e.ci_high))}]  ({e.n_labelled} labelled, "
+                f"bias {_number(e.bias, True)})")
 
 
 def _answers(results_rows: Iterable[Mapping[str, Any]] | Mapping[str, str | None]) -> dict[str, str]:

@@ -222,7 +222,7 @@ def _fail(message: str) -> None:
     pytest.fail(message, pytrace=False)
 
 
-def deselect_kinds(config: pytest.Config, kinds: tuple[str, ...] | None, items: list[pytest.Item]) -> None:
+def deselect_unwanted(config: pytest.Config, kinds: tuple[str, ...] | None, items: list[pytest.Item]) -> None:
     """Deselect the golden items that must never reach the pipeline: rejected items (status "rejected",
     even with --crucible-include-drafts) and, under --crucible-kind, items of other kinds.
 

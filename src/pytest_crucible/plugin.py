@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .collection import (GOLDEN_ITEM_KEY, SCORE_KEY, SESSION_KEY, USAGE_ERROR_KEY, GoldenFile, deselect_kinds, evaluate_node,
+from .collection import (GOLDEN_ITEM_KEY, SCORE_KEY, SESSION_KEY, USAGE_ERROR_KEY, GoldenFile, deselect_unwanted, evaluate_node,
                          golden_of, marker_params, near_miss_lines, note_golden_source, note_unmatched_file, stop_with_usage_error)
 from .options import add_options, build_settings, find_custom_metrics
 from .report.junit import report_to_junit
@@ -82,7 +82,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     crucible = config.stash.get(SESSION_KEY, None)
     if crucible is None:
         return
-    deselect_kinds(config, crucible.settings.kinds, items)
+    deselect_unwanted(config, crucible.settings.kinds, items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

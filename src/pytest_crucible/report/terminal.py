@@ -60,10 +60,9 @@ def judge_lines(run: dict[str, Any]) -> list[str]:
     agreement = (stats or {}).get("selfAgreement")
     if agreement:  # --crucible-judge-repeat
         parts = [f"{kind} {agreed / total:.2f} (n {total})" for kind, (agreed, total) in sorted(agreement["kinds"].items()) if total]
-        import textwrap
+        from .views import list_lines
 
-        lines.extend(textwrap.wrap(f"self-agreement over {agreement['judgings']} judgings: " + (", ".join(parts) or "no request"),
-                                   width=100, initial_indent="  ", subsequent_indent="    "))
+        lines.extend(list_lines(f"self-agreement over {agreement['judgings']} judgings:", parts or ["no request"]))
     return lines
 
 
@@ -219,7 +218,9 @@ def repeat_lines(repeats: int, rows: list[dict], k: int | None) -> list[str]:
     lines = textwrap.wrap(head, width=100, subsequent_indent="  ")
     if spread:
         parts = [f"{display_name(name, k)} {spread[name][0]:.4f}" for name in ordered_metrics(spread)]
-        lines.extend(textwrap.wrap("within-item sd: " + ", ".join(parts), width=100, initial_indent="  ", subsequent_indent="    "))
+        from .views import list_lines
+
+        lines.extend(list_lines("within-item sd:", parts))
     return lines
 
 

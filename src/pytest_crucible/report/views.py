@@ -175,6 +175,20 @@ def excluded_lines(excluded: list[dict[str, str]], width: int = 100) -> list[str
     return lines
 
 
+def list_lines(head: str, parts: list[str], width: int = 100) -> list[str]:
+    """``head`` then ``parts`` joined by commas, in lines of at most ``width`` columns, never breaking a part
+    ("ndcgAt10 1.39", "entailment 1.00 (n 118)"): the first line indented two spaces, the others four."""
+    lines, line = [], "  " + head
+    for index, part in enumerate(parts):
+        piece = part + ("," if index < len(parts) - 1 else "")
+        if line.strip() != head.strip() and len(line) + 1 + len(piece) > width:
+            lines.append(line)
+            line = "    " + piece
+        else:
+            line += ("" if line.endswith(" ") else " ") + piece
+    return lines + [line]
+
+
 def comparison_lines(comparison: Comparison, gated: set[str] | None = None) -> list[str]:
     """An aligned table that fits 100 columns: metric, a, b, delta, CI, p, verdict."""
     clusters = (f", {comparison.clusters} cluster{'s' if comparison.clusters != 1 else ''} "
@@ -203,10 +217,7 @@ def comparison_lines(comparison: Comparison, gated: set[str] | None = None) -> l
         lines.extend(COMPARISON_LEGEND)
     effects = [f"{name} {m.design_effect:.2f}" for name, m in comparison.metrics.items() if m.design_effect is not None]
     if effects:  # how much wider the clustered intervals are than independent items would make them (squared)
-        import textwrap
-
-        lines.extend(textwrap.wrap("design effect (clustered / independent-items variance): " + ", ".join(effects),
-                                   width=100, initial_indent="  ", subsequent_indent="    "))
+        lines.extend(list_lines("design effect (clustered / independent-items variance):", effects))
     for key, (old, new) in comparison.config_changes.items():
         lines.append(f"  config {key}: {old!r} -> {new!r}")
     for warning in comparison.warnings:

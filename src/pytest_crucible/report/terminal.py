@@ -240,7 +240,9 @@ def custom_metric_lines(run: dict, results: list[dict]) -> list[str]:
     failed: dict[str, list[str]] = {}  # metric -> the items it failed on
     for row in results:
         errors = row.get("metric_errors")
-        for error in (json.loads(errors) if isinstance(errors, str) else errors) or []:
+        if not errors or errors == "[]":  # the common case: nothing to decode
+            continue
+        for error in (json.loads(errors) if isinstance(errors, str) else errors):
             failed.setdefault(error.split(" ")[1] if error.startswith("metric ") else "?", []).append(row["item_id"])
     for name, items in sorted(failed.items()):
         shown = ", ".join(items[:5]) + (f" and {len(items) - 5} more" if len(items) > 5 else "")

@@ -26,18 +26,15 @@ import numpy as np
 
 from .bootstrap import (
     BootstrapResult,
-    _check_confidence,
-    _check_positive_int,
-    _check_seed,
     bootstrap_result,
     is_constant,
     paired_bootstrap_bca,
     paired_differences,
 )
 from .permutation import needs_random_signs, paired_permutation_test, permutation_p_value
-from .power import _check_level, holm_adjust, minimum_detectable_effect, required_sample_size
+from .power import holm_adjust, minimum_detectable_effect, required_sample_size
 from .resampling import resample_sums
-from .paired_result import PairedTest
+from .paired_result import PairedTest, checked_options
 from ..defaults import DEFAULT_SEED
 from .prng import Mulberry32
 from .clustered import ClusteredTest, paired_cluster_tests
@@ -125,15 +122,11 @@ def paired_tests(
     :mod:`.resampling`), so the stream is drawn once per distinct ``n``, and
     above the cache budget the ``B x n`` matrices are never held whole.
     """
-    alpha = float(alpha)
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    options = checked_options(seed=seed, n_resamples=n_resamples, n_permutations=n_permutations,
+                              confidence=confidence, alpha=alpha, power=power)
+    seed, n_resamples, n_permutations = options["seed"], options["n_resamples"], options["n_permutations"]
+    confidence, alpha, power = options["confidence"], options["alpha"], options["power"]
     ds = [paired_differences(a, b) for a, b in pairs]
-    n_resamples = _check_positive_int("n_resamples", n_resamples)
-    confidence = _check_confidence(confidence)
-    seed = _check_seed(seed)
-    n_permutations = _check_positive_int("n_permutations", n_permutations)
-    power = _check_level("power", power)
 
     by_n: dict[int, list[int]] = {}
     for i, d in enumerate(ds):

@@ -82,15 +82,12 @@ from ..defaults import DEFAULT_SEED
 from .bootstrap import (
     TIE_RTOL,
     _bca_levels,
-    _check_confidence,
-    _check_positive_int,
-    _check_seed,
     is_constant,
     paired_differences,
 )
 from .permutation import _exact_count
-from .paired_result import PairedTest
-from .power import _check_level, minimum_detectable_effect, required_sample_size
+from .paired_result import PairedTest, checked_options
+from .power import minimum_detectable_effect, required_sample_size
 from .resampling import resample_sums
 
 __all__ = ["ClusteredTest", "paired_cluster_tests", "cluster_codes", "design_effect"]
@@ -252,23 +249,11 @@ def paired_cluster_tests(
     clusters = list(clusters)
     if len(clusters) != len(pairs):
         raise ValueError(f"got {len(clusters)} cluster label sequences for {len(pairs)} metrics")
-    alpha = float(alpha)
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    options = checked_options(seed=seed, n_resamples=n_resamples, n_permutations=n_permutations,
+                              confidence=confidence, alpha=alpha, power=power)
+    seed, n_resamples, n_permutations = options["seed"], options["n_resamples"], options["n_permutations"]
+    confidence, alpha, power = options["confidence"], options["alpha"], options["power"]
     ds = [paired_differences(a, b) for a, b in pairs]
-    n_resamples = _check_positive_int("n_resamples", n_resamples)
-    confidence = _check_confidence(confidence)
-    seed = _check_seed(seed)
-    n_permutations = _check_positive_int("n_permutations", n_permutations)
-    power = _check_level("power", power)
-    options = dict(
-        seed=seed,
-        n_resamples=n_resamples,
-        n_permutations=n_permutations,
-        confidence=confidence,
-        alpha=alpha,
-        power=power,
-    )
 
     parts: list[tuple[np.ndarray, int]] = []
     for j, (d, labels) in enumerate(zip(ds, clusters)):

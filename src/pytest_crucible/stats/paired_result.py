@@ -48,3 +48,18 @@ class PairedTest:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def checked_options(*, seed: Any, n_resamples: Any, n_permutations: Any, confidence: Any, alpha: Any,
+                    power: Any) -> dict[str, Any]:
+    """The options of a paired comparison, checked once for every test that takes them (independent
+    items and clusters alike); ValueError naming the bad one."""
+    from .bootstrap import _check_confidence, _check_positive_int, _check_seed
+    from .power import _check_level
+
+    alpha = float(alpha)
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    return {"seed": _check_seed(seed), "n_resamples": _check_positive_int("n_resamples", n_resamples),
+            "n_permutations": _check_positive_int("n_permutations", n_permutations),
+            "confidence": _check_confidence(confidence), "alpha": alpha, "power": _check_level("power", power)}

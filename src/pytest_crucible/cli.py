@@ -252,7 +252,9 @@ def _gate_settings(args: argparse.Namespace, baseline: str | None, k: int | None
 
     if args.min_pairs < 2:
         raise ValueError(f"--min-pairs {args.min_pairs}: a paired test needs at least 2 pairs\nHINT: leave it out (default {MIN_PAIRS})")
-    custom = {name for run in runs or () for name in (*run.metrics, *run.directions)}
+    from .runs import metric_names
+
+    custom = metric_names(runs or ())
 
     def parsed(parse, *parse_args):
         try:

@@ -92,6 +92,12 @@ class RunData:
         return {metric: mean for metric, (mean, _) in metric_means(self.metrics).items()}
 
 
+def metric_names(runs: Iterable[RunData]) -> set[str]:
+    """Every metric name the runs measured or declared (their custom metrics included): the names an option
+    of a comparison (--gate, --fail-under, --metrics) may use once the runs are read."""
+    return {name for run in runs for name in (*run.metrics, *run.directions)}
+
+
 def unrecorded_items(run: dict[str, Any]) -> int:
     """Items of a run that ran but whose scores the store could not write (a full disk): the run row counts
     them in ``n_items`` and not in ``n_scored`` or ``n_errored`` (``Store.finish_run``). 0 for a run without

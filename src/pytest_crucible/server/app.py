@@ -43,7 +43,7 @@ from ..promote import PromoteError, PromoteNotFound, PromoteRequest, parse_reque
 from ..report.views import run_metrics_document, run_summary_json
 from ..defaults import DEFAULT_SEED, MIN_PAIRS, ServerLimits
 from ..gate import GateSettings, decide_stored, parse_floors, parse_metric_list
-from ..runs import load_run
+from ..runs import load_run, metric_names
 from ..store import Store, StoreError
 from ..store.ledgers import ledger_marks
 from ..workspace import parse_label_filters
@@ -418,7 +418,7 @@ def create_app(db_path: str | Path, limits: ServerLimits = ServerLimits()) -> Fa
                     candidate = load_run(store, _run_of_workspace(store, b, key.workspace), golden=True, rankings=rescore)
                     k = candidate.resolved.get("retrievalLimit")  # metric names as the terminal shows them (recall@10)
                     parsed = {}
-                    custom = {name for run in (baseline, candidate) for name in (*run.metrics, *run.directions)}
+                    custom = metric_names((baseline, candidate))
                     for field, parse in (("failUnder", lambda: parse_floors(failUnder, "failUnder", k, custom)),
                                          ("gate", lambda: parse_metric_list(gate, "gate", k, custom))):
                         try:

@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = r"""
 import sys, time
 from pathlib import Path
-from pytest_crucible.calibration import judge_cases, read_labels_file
-from pytest_crucible.embed import HashingEmbedder
+from pytest_crucible.labels.calibration import judge_cases, read_labels_file
+from pytest_crucible.judge.embed import HashingEmbedder
 from pytest_crucible.judge.engine import JudgeEngine
 from pytest_crucible.judge.select import make_judge
 root = Path(sys.argv[2])

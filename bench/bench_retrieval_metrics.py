@@ -1,4 +1,4 @@
-"""Benchmark: pytest_crucible.trec_eval vs pytrec_eval on the same TREC files.
+"""Benchmark: pytest_crucible.qrels.trec_eval vs pytrec_eval on the same TREC files.
 
 Run from the repository root:
 
@@ -19,7 +19,7 @@ Timed in this one process, alternating, best of R (default 3), file parsing incl
 
 * ours:        ``read_qrels`` + ``read_run`` + ``evaluate(qrels, run, [P_10, recall_10,
   recip_rank, ndcg_cut_10])`` (per-query values and the means); the readers and the evaluation
-  take the numpy paths of ``pytest_crucible.trec_fast`` (the script says whether both files did);
+  take the numpy paths of ``pytest_crucible.qrels.trec_fast`` (the script says whether both files did);
 * pytrec_eval: ``parse_qrel`` + ``parse_run`` + ``RelevanceEvaluator(qrels, {P.10,
   recall.10, recip_rank, ndcg_cut.10}).evaluate(run)`` + the means (numpy).
 
@@ -50,8 +50,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from pytest_crucible import trec_fast  # noqa: E402
-from pytest_crucible.trec_eval import evaluate, read_qrels, read_run  # noqa: E402
+from pytest_crucible.qrels import trec_fast  # noqa: E402
+from pytest_crucible.qrels.trec_eval import evaluate, read_qrels, read_run  # noqa: E402
 
 try:
     import pytrec_eval

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import httpx
 
-from pytest_crucible.keys import authenticate, create_key
+from pytest_crucible.server.keys import authenticate, create_key
 from pytest_crucible.store import Store
 
 ITEMS = 169

@@ -13,7 +13,7 @@ from typing import Iterator
 import httpx
 
 from pytest_crucible.defaults import ServerLimits
-from pytest_crucible.keys import create_key
+from pytest_crucible.server.keys import create_key
 from pytest_crucible.store import Store
 
 ITEMS = 12

@@ -13,7 +13,7 @@ import anthropic  # noqa: F401
 import numpy  # noqa: F401
 import scipy.special  # noqa: F401
 
-import pytest_crucible.comparison  # noqa: F401
+import pytest_crucible.verdict.comparison  # noqa: F401
 import pytest_crucible.evaluation.answers  # noqa: F401
 import pytest_crucible.evaluation.concurrency  # noqa: F401
 import pytest_crucible.evaluation.pipeline  # noqa: F401  (with its package preloaded, it must be too: see below)

@@ -267,7 +267,7 @@ def golden_yaml(draw) -> bytes:
 
 
 def run_golden(data: bytes, workdir: Path, suffix: str) -> str:
-    from pytest_crucible.golden_set import GoldenFileError, load_golden_file
+    from pytest_crucible.golden_set.schema import GoldenFileError, load_golden_file
 
     path = workdir / f"golden_fuzz{suffix}"
     path.write_bytes(data)
@@ -370,7 +370,7 @@ def _count(db: Path, table: str) -> int:
 
 def run_qrels(data: bytes, workdir: Path, suffix: str) -> str:
     """`crucible qrels import FILE`: exit 0, or exit 2 with one message and nothing appended."""
-    from pytest_crucible.qrels_io import QrelsFormatError, read_qrels_file
+    from pytest_crucible.qrels.formats import QrelsFormatError, read_qrels_file
 
     path = workdir / f"qrels_fuzz{suffix}"
     path.write_bytes(data)
@@ -472,7 +472,7 @@ def export_files(draw) -> bytes:
 
 def run_export(data: bytes, workdir: Path) -> str:
     """`crucible import FILE`, then the comparison input the gate reads from the same file."""
-    from pytest_crucible.runs import run_data_from_export
+    from pytest_crucible.verdict.runs import run_data_from_export
     from pytest_crucible.store import StoreError, read_export
 
     path = workdir / "fuzz-export.json"

@@ -100,7 +100,7 @@ def test_items_without_a_cluster_give_the_independent_items_result_bit_for_bit(p
 
 
 def test_an_unset_cluster_leaves_the_item_hash_as_it_was() -> None:
-    from pytest_crucible.golden_set import GoldenItem
+    from pytest_crucible.golden_set.schema import GoldenItem
 
     plain = GoldenItem.model_validate({"id": "a", "question": "q?"}).to_json()
     assert "cluster" not in plain

@@ -7,13 +7,13 @@ import json
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pytest_crucible.comparison import (
+from pytest_crucible.verdict.comparison import (
     ComparisonRefused,
     compare_run_data,
     floor_failures,
 )
 from pytest_crucible.report.views import run_metrics_json
-from pytest_crucible.runs import RunData
+from pytest_crucible.verdict.runs import RunData
 
 
 def run(run_id: str, metrics: dict[str, dict[str, float]], resolved: dict | None = None, **extra) -> RunData:
@@ -152,7 +152,7 @@ def test_identical_runs_are_never_significant(values) -> None:
 
 
 def test_runs_read_from_a_store_compare(tmp_path) -> None:
-    from pytest_crucible.runs import load_run
+    from pytest_crucible.verdict.runs import load_run
     from pytest_crucible.store import Store
 
     store = Store.open(tmp_path / "c.db")

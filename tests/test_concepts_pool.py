@@ -9,7 +9,7 @@ import pytest
 from helpers import db_rows
 
 from pytest_crucible.evaluation.answers import AnswerInputs, assertion_results, assertion_satisfaction, unsatisfied_must_assertions
-from pytest_crucible.golden_set import GoldenItem
+from pytest_crucible.golden_set.schema import GoldenItem
 from pytest_crucible.evaluation.pipeline import PipelineResult
 from pytest_crucible.evaluation.scoring import concept_metrics
 

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_crucible.custom_metrics import (CustomMetricError, Rubric, definitions, directions, metric, parse_rubrics,
+from pytest_crucible.evaluation.custom_metrics import (CustomMetricError, Rubric, definitions, directions, metric, parse_rubrics,
                                             ruler_changes, run_python_metrics)
 from pytest_crucible.metrics import KNOWN_METRICS, resolve_metric
-from pytest_crucible.thresholds import parse_thresholds, threshold_failures
+from pytest_crucible.evaluation.thresholds import parse_thresholds, threshold_failures
 
 
 @given(st.integers(-50, 50), st.integers(1, 100), st.data())
@@ -134,7 +134,7 @@ def test_thresholds_parse_and_hold_at_their_bound() -> None:
 
 
 def test_an_exported_run_keeps_its_custom_metrics_and_shards_must_agree_on_them(tmp_path) -> None:
-    from pytest_crucible.runs import run_data_from_export
+    from pytest_crucible.verdict.runs import run_data_from_export
     from pytest_crucible.store import Store, StoreError, read_export
     from pytest_crucible.store.merge import merge_shards
 
@@ -163,7 +163,7 @@ def test_an_exported_run_keeps_its_custom_metrics_and_shards_must_agree_on_them(
 def test_docstrings_numpy_bools_empty_parentheses_and_a_read_only_config() -> None:
     import numpy as np
 
-    from pytest_crucible.custom_metrics import read_only
+    from pytest_crucible.evaluation.custom_metrics import read_only
 
     plain = _compile("""
         def words(item, result, *, config):

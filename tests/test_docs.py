@@ -72,7 +72,7 @@ def test_the_embedded_golden_schema_is_the_commands_output(capsys) -> None:
 
 
 def test_every_golden_item_field_is_documented() -> None:
-    from pytest_crucible.golden_set import Assertion, Attack, Citation, Concept, GoldenItem
+    from pytest_crucible.golden_set.schema import Assertion, Attack, Citation, Concept, GoldenItem
 
     doc = (DOCS / "golden-format.md").read_text(encoding="utf-8")
     missing = [f"{model.__name__}.{info.alias or name}"
@@ -202,7 +202,7 @@ def test_every_relative_link_resolves() -> None:
 def test_the_exit_code_table_of_ci_md_is_the_codes_the_gate_and_pytest_use() -> None:
     """docs/ci.md's table lists exactly the exit codes a session can end with: pytest's own (0, 1, 2, 4, 5)
     and the gate's (gate.EXIT_CODES: 0 passed, 1 failed, 3 refused)."""
-    from pytest_crucible.gate import EXIT_CODES, FAILED, PASSED, REFUSED
+    from pytest_crucible.verdict.gate import EXIT_CODES, FAILED, PASSED, REFUSED
 
     page = (DOCS / "ci.md").read_text(encoding="utf-8")
     table = page[page.index("Exit codes"):]

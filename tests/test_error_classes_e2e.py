@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_crucible.evaluation.answers import AnswerInputs, score_answers
-from pytest_crucible.embed import HashingEmbedder
-from pytest_crucible.golden_set import GoldenItem
+from pytest_crucible.judge.embed import HashingEmbedder
+from pytest_crucible.golden_set.schema import GoldenItem
 from pytest_crucible.judge.engine import JudgeEngine
 from pytest_crucible.judge.lexical import LexicalJudge
 from pytest_crucible.evaluation.pipeline import PipelineResult

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_crucible.facets import by_facet, facet_values, items_in_facet, parse_facet, worst_facets
+from pytest_crucible.metrics.facets import by_facet, facet_values, items_in_facet, parse_facet, worst_facets
 
 ITEMS = [
     {"id": "a", "questionType": "simple", "popularity": "head", "dynamism": "static", "answerable": True, "kind": "retrieval", "tags": ["topic:returns"]},

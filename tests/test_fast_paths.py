@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_crucible.golden_set import canonical_item_json, golden_set_hash, hash_canonical_items
+from pytest_crucible.golden_set.schema import canonical_item_json, golden_set_hash, hash_canonical_items
 from pytest_crucible.store import Store
 
 _text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)

@@ -130,7 +130,7 @@ def test_check_signature_unit() -> None:
 
 def test_signature_is_checked_once_per_pipeline_object(tmp_path, monkeypatch) -> None:
     from pytest_crucible.evaluation import concurrency
-    from pytest_crucible.golden_set import GoldenItem
+    from pytest_crucible.golden_set.schema import GoldenItem
     from pytest_crucible.session import CrucibleSession, Settings
 
     checked = []

@@ -20,7 +20,7 @@ from api_server import new_key, serve_in_thread
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from pytest_crucible.cli import main as crucible
-from pytest_crucible.gate import GateSettings
+from pytest_crucible.verdict.gate import GateSettings
 from pytest_crucible.session import CrucibleSession
 from pytest_crucible.settings import Settings
 from pytest_crucible.store import Store

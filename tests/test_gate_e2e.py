@@ -151,7 +151,7 @@ def test_judge_mismatch_is_refused(project: pytest.Pytester, tmp_path, capsys) -
 
 
 def test_the_session_compares_once_and_every_surface_reads_that_verdict(project: pytest.Pytester, monkeypatch) -> None:
-    import pytest_crucible.comparison as comparison
+    import pytest_crucible.verdict.comparison as comparison
 
     assert project.runpytest("--crucible-config=base.json").ret == pytest.ExitCode.OK
     calls = []

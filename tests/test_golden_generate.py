@@ -12,11 +12,11 @@ import pytest
 
 from helpers import crucible_cli
 from mock_anthropic import answer_check_verdict, default_verdict, generate_verdict
-from pytest_crucible.corpus import Chunk, CorpusError, load_corpus
+from pytest_crucible.golden_set.corpus import Chunk, CorpusError, load_corpus
 from pytest_crucible.defaults import DEFAULT_SEED
-from pytest_crucible.golden_generate import (DuplicateFilter, GenerateError, answers_agree, is_verbatim, parse_mix,
+from pytest_crucible.golden_set.generate import (DuplicateFilter, GenerateError, answers_agree, is_verbatim, parse_mix,
                                              plan_counts, plan_generation)
-from pytest_crucible.golden_set import GoldenItem
+from pytest_crucible.golden_set.schema import GoldenItem
 from pytest_crucible.judge.anthropic_judge import AnthropicJudge, verdict_schema
 from pytest_crucible.judge.prompts import DATA_TAGS, load_prompt, prompt_fields, render_prompt
 from pytest_crucible.judge.types import GENERATION_REQUEST_TYPES, AnswerCheckRequest, GenerateQuestionRequest
@@ -357,7 +357,7 @@ def test_without_an_api_key_the_hint_names_the_lexical_generator(corpus: Path, m
 
 
 def test_lexical_generator_drafts_are_deduplicated_and_written(corpus: Path, monkeypatch, tmp_path: Path) -> None:
-    pytest.importorskip("pytest_crucible.golden_lexical", reason="the lexical generator (golden_lexical.py) is not there yet")
+    pytest.importorskip("pytest_crucible.golden_set.lexical", reason="the lexical generator (golden_lexical.py) is not there yet")
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.chdir(tmp_path)
     result = crucible_cli("golden", "generate", "--corpus", corpus, "--n", "5", "--generator", "lexical", "--db", "gen.db")

@@ -7,10 +7,10 @@ import re
 import pytest
 
 from helpers import RANKED_CONFTEST, crucible_cli
-from pytest_crucible.corpus import Chunk
-from pytest_crucible.golden_lexical import lexical_drafts
-from pytest_crucible.golden_review import set_status, with_status
-from pytest_crucible.golden_set import GoldenItem, load_golden_file
+from pytest_crucible.golden_set.corpus import Chunk
+from pytest_crucible.golden_set.lexical import lexical_drafts
+from pytest_crucible.golden_set.review import set_status, with_status
+from pytest_crucible.golden_set.schema import GoldenItem, load_golden_file
 
 # CRLF line endings, odd spacing, unicode (raw and escaped), a "status" inside a string, in metadata and
 # in a list, a key without status, and no final newline.

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pytest_crucible.golden_set import (
+from pytest_crucible.golden_set.schema import (
     GoldenFileError,
     GoldenItem,
     filter_items,

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from pytest_crucible.cli import main as crucible_main
-from pytest_crucible.gate import GateSettings, decide
+from pytest_crucible.verdict.gate import GateSettings, decide
 from pytest_crucible.report.html import render_report, risk_coverage_plot, write_report
-from pytest_crucible.runs import load_run, read_run
+from pytest_crucible.verdict.runs import load_run, read_run
 from pytest_crucible.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]

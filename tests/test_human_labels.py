@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from helpers import crucible_cli
-from pytest_crucible.human_labels import (answer_hash, compare_ppi, compare_ppi_lines, label_number, ppi_for_run,
+from pytest_crucible.labels.human import (answer_hash, compare_ppi, compare_ppi_lines, label_number, ppi_for_run,
                                           ppi_summary_lines)
 from pytest_crucible.report.terminal import run_summary_lines
 from pytest_crucible.store import Store
@@ -266,7 +266,7 @@ def test_import_from_feedback_labels_the_corrected_answers(tmp_path: Path) -> No
 
 
 def test_the_shown_interval_stops_at_the_metric_bounds() -> None:
-    from pytest_crucible.human_labels import PPILine
+    from pytest_crucible.labels.human import PPILine
     from pytest_crucible.stats.ppi import ppi_mean
 
     estimate = ppi_mean([1.0, -1.0, 1.0], [1.0, 1.0, 1.0], [1.0, 1.0])  # three labels: a wide normal interval

@@ -15,7 +15,7 @@ from mock_anthropic import MockAnthropic, mock_anthropic  # noqa: F401 - fixture
 
 import pytest_crucible.evaluation.scoring  # noqa: F401 - one copy for pytester's in-process runs (below)
 from helpers import RANKED_CONFTEST
-from pytest_crucible.calibration import read_labels_file
+from pytest_crucible.labels.calibration import read_labels_file
 from pytest_crucible.cli import main as crucible
 from pytest_crucible.metrics.crag import CRAG_GRADES
 from pytest_crucible.report.terminal import calibration_line
@@ -76,7 +76,7 @@ def test_kappa_matches_the_textbook_formula(pairs) -> None:
 
 
 def test_qrels_agreement_uses_the_same_kappa() -> None:
-    from pytest_crucible.qrels import agreement
+    from pytest_crucible.qrels.grades import agreement
 
     rows = [{"query_id": "q", "chunk_id": f"c{i}", "doc_id": None, "grade": grade, "source": source, "id": n,
              "created_at": "t", "created_by": "ann" if source == "human" else None}
@@ -305,7 +305,7 @@ def test_metadata_keys_are_ignored_and_answerable_false_makes_an_abstention_righ
 
 # -- the gate says when it rests on a judge not shown to agree with people ----------------------------
 def test_calibration_warnings_name_the_gated_judged_metrics_and_their_kappa() -> None:
-    from pytest_crucible.gate import calibration_warnings
+    from pytest_crucible.verdict.gate import calibration_warnings
 
     assert calibration_warnings(None, "lexical-v2", ["ndcgAt10", "recallAtK"]) == []  # retrieval: no judge
     [never] = calibration_warnings(None, "lexical-v2", ["ndcgAt10", "truthfulness", "faithfulness"])

@@ -146,7 +146,7 @@ def test_a_failed_request_voids_the_items_judge_metrics_and_only_that_item() -> 
 
 
 def test_cost_estimate_counts_the_same_requests_as_the_plan() -> None:
-    from pytest_crucible.golden_set import GoldenItem
+    from pytest_crucible.golden_set.schema import GoldenItem
 
     items = [GoldenItem(id="a", question="q?", reference="r."), GoldenItem(id="b", question="q?")]
     estimate = estimate_answer_layer_cost(items, k=10, token_budget=3000, model="no-such-model", batch=False)

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from pytest_crucible.cli import main
-from pytest_crucible.keys import authenticate, create_key, list_keys, parse_key, revoke_key
+from pytest_crucible.server.keys import authenticate, create_key, list_keys, parse_key, revoke_key
 from pytest_crucible.store import Store
 
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_crucible.embed import Embedder, HashingEmbedder, cosine
+from pytest_crucible.judge.embed import Embedder, HashingEmbedder, cosine
 from pytest_crucible.judge.engine import JudgeEngine
 from pytest_crucible.judge.lexical import LexicalJudge, extract_claims, split_sentences
 from pytest_crucible.judge.types import (
@@ -333,7 +333,7 @@ def test_embedder_similar_beats_dissimilar() -> None:
 def test_embedder_is_stable_across_processes() -> None:
     code = (
         "import json, sys\n"
-        "from pytest_crucible.embed import HashingEmbedder\n"
+        "from pytest_crucible.judge.embed import HashingEmbedder\n"
         "texts = json.loads(sys.argv[1])\n"
         "print(HashingEmbedder().embed(texts).tobytes().hex())\n"
     )

@@ -11,7 +11,7 @@ import pytest
 from helpers import RANKED_CONFTEST
 
 from pytest_crucible.cli import main as crucible_main
-from pytest_crucible.golden_set import golden_set_hash
+from pytest_crucible.golden_set.schema import golden_set_hash
 from pytest_crucible.store import Store, StoreError
 from pytest_crucible.store.merge import merge_shards
 

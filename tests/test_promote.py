@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from pytest_crucible.cli import main
-from pytest_crucible.promote import PromoteError, draft_items, promote
+from pytest_crucible.golden_set.promote import PromoteError, draft_items, promote
 from pytest_crucible.store import Store
 
 
@@ -128,7 +128,7 @@ def test_cli_promote_flags_and_json_body_then_export_drafts(tmp_path, capsys, mo
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert [item["question"] for item in lines] == ["How long?", "What is the approved retention period?"]
     # The exported drafts load as a golden file.
-    from pytest_crucible.golden_set import load_golden_file
+    from pytest_crucible.golden_set.schema import load_golden_file
 
     target = tmp_path / "golden_promoted.jsonl"
     target.write_text(out.read_text())

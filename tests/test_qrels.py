@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from pytest_crucible.cli import main
 from pytest_crucible.metrics.retrieval import provenance_qrels, ranking_units, retrieval_metrics
-from pytest_crucible.qrels import agreement, effective_grades, llm_human_pairs
+from pytest_crucible.qrels.grades import agreement, effective_grades, llm_human_pairs
 from pytest_crucible.stats.agreement import cohen_kappa
-from pytest_crucible.qrels_io import (
+from pytest_crucible.qrels.formats import (
     QrelsFormatError,
     format_effective_qrels,
     format_qrels,
@@ -25,7 +25,7 @@ from pytest_crucible.qrels_io import (
     run_rankings,
 )
 from pytest_crucible.store import Store
-from pytest_crucible.trec_eval import rank_run, read_qrels, read_run
+from pytest_crucible.qrels.trec_eval import rank_run, read_qrels, read_run
 
 
 # -- helpers -----------------------------------------------------------------------------------

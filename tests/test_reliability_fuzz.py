@@ -53,7 +53,7 @@ def test_every_input_loads_or_is_one_clear_error(name: str, workdir: Path) -> No
 
 # -- the defects fuzzing found, pinned ------------------------------------------------------------------
 def _golden_error(tmp_path: Path, name: str, data: bytes) -> str:
-    from pytest_crucible.golden_set import GoldenFileError, load_golden_file
+    from pytest_crucible.golden_set.schema import GoldenFileError, load_golden_file
 
     path = tmp_path / name
     path.write_bytes(data)
@@ -77,7 +77,7 @@ def test_golden_jsonl_defects_found_by_fuzzing(tmp_path: Path, line: str, expect
 
 
 def test_golden_jsonl_splits_lines_on_newline_only(tmp_path: Path) -> None:
-    from pytest_crucible.golden_set import load_golden_file
+    from pytest_crucible.golden_set.schema import load_golden_file
 
     # U+2028, U+0085 and friends are legal raw inside JSON strings (ensure_ascii=False writes them).
     items = [{"id": f"q{i}", "question": f"line{sep}break"} for i, sep in enumerate(["\u2028", "\u2029", "\x85", "\x0b", "\x1c"])]
@@ -88,7 +88,7 @@ def test_golden_jsonl_splits_lines_on_newline_only(tmp_path: Path) -> None:
 
 
 def test_golden_files_with_a_bom_load(tmp_path: Path) -> None:
-    from pytest_crucible.golden_set import load_golden_file
+    from pytest_crucible.golden_set.schema import load_golden_file
 
     for name, text in (("g.jsonl", '{"id": "a", "question": "q"}\n'), ("g.json", '[{"id": "a", "question": "q"}]'),
                        ("g.yaml", "- id: a\n  question: q\n")):

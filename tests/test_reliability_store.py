@@ -97,7 +97,7 @@ def test_processes_opening_a_new_database_at_once_all_succeed(tmp_path: Path) ->
 # -- append-only ledgers ----------------------------------------------------------------------------
 def _make_db(tmp_path: Path) -> tuple[Path, str, str]:
     """A run whose one item failed (so the review queue has a row), a human judgment, a promoted correction."""
-    from pytest_crucible.promote import promote
+    from pytest_crucible.golden_set.promote import promote
 
     db = tmp_path / "c.db"
     store = Store.open(db)

@@ -116,7 +116,7 @@ def test_the_cost_estimate_multiplies_by_the_repeats() -> None:
 
     from pytest_crucible.config import resolve_config
     from pytest_crucible.evaluation import estimate_cost
-    from pytest_crucible.golden_set import GoldenItem
+    from pytest_crucible.golden_set.schema import GoldenItem
     from pytest_crucible.settings import Settings
 
     class Judge:

@@ -140,7 +140,7 @@ def test_drafts_promoted_before_schema_10_take_their_runs_workspace(tmp_path: Pa
     """Schema 10 files drafts by workspace (`crucible golden export` reads one workspace's): a draft
     promoted before it belongs to the workspace of the run it came from. Its feedback row gains an
     empty api_key_id: it was not written over HTTP by a key the file remembers."""
-    from pytest_crucible.promote import draft_items
+    from pytest_crucible.golden_set.promote import draft_items
 
     path = tmp_path / "v9.db"
     shutil.copy(DATA / "crucible-schema-v9.db", path)

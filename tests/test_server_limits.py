@@ -36,7 +36,7 @@ import pytest_crucible.server.app as server_app  # noqa: E402
 from api_server import add_run, client, new_key, serve_in_thread  # noqa: E402
 from pytest_crucible.cli import main  # noqa: E402
 from pytest_crucible.defaults import ServerLimits  # noqa: E402
-from pytest_crucible.keys import authenticate, parse_key  # noqa: E402
+from pytest_crucible.server.keys import authenticate, parse_key  # noqa: E402
 from pytest_crucible.store import Store  # noqa: E402
 
 RUNS = "/api/v1/evals/runs"

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from pytest_crucible.runs import metric_means
+from pytest_crucible.verdict.runs import metric_means
 
 from pytest_crucible.store import SCHEMA_VERSION, RunNotFound, Store, StoreError
 

@@ -1,4 +1,4 @@
-"""Exactness tests: pytest_crucible.trec_eval against trec_eval's own outputs.
+"""Exactness tests: pytest_crucible.qrels.trec_eval against trec_eval's own outputs.
 
 The reference files in ../shared/vectors/trec_eval/ are trec_eval's test data
 and expected outputs.  trec_eval is NIST software: we acknowledge the National
@@ -25,8 +25,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_crucible import trec_fast
-from pytest_crucible.trec_eval import (
+from pytest_crucible.qrels import trec_fast
+from pytest_crucible.qrels.trec_eval import (
     DEFAULT_CUTOFFS,
     TrecFormatError,
     _evaluate_per_query,
@@ -342,7 +342,7 @@ def test_main_missing_file(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------
-# the numpy fast paths (pytest_crucible.trec_fast) against the reference: the line-by-line
+# the numpy fast paths (pytest_crucible.qrels.trec_fast) against the reference: the line-by-line
 # readers and the per-query loop over the functions of pytest_crucible.metrics.retrieval
 
 # Few distinct values, so that ties, repeated scores and shared docnos are frequent; "é" and

@@ -33,7 +33,7 @@ def metric(name: Any = None, *, better: Any = "higher") -> Any:
     """``@crucible.metric("answerWords", better="lower")``: a per-item metric of your own, called as
     ``function(item, result, *, config)``; returns a number, or None when it does not apply to the item.
     ``better``: "higher", "lower" or None (reported, never gated). See docs/custom-metrics.md."""
-    from .custom_metrics import metric as make_metric
+    from .evaluation.custom_metrics import metric as make_metric
 
     return make_metric(name, better=better)
 

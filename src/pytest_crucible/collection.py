@@ -12,7 +12,7 @@ import pytest
 
 if TYPE_CHECKING:
     from .evaluation.scoring import ItemScore
-    from .golden_set import GoldenItem
+    from .golden_set.schema import GoldenItem
     from .session import CrucibleSession  # noqa: F401 (the stash key's type)
 
 DRAFT_REASON = "draft golden item (run it with --crucible-include-drafts)"
@@ -111,7 +111,7 @@ class GoldenFile(pytest.File):
     """A golden file: one test per item, in file order."""
 
     def collect(self):
-        from .golden_set import GoldenFileError, load_golden_file
+        from .golden_set.schema import GoldenFileError, load_golden_file
 
         try:
             items = load_golden_file(self.path, display_path=display_path(self.config, self.path))
@@ -259,7 +259,7 @@ def _marker_path(metafunc: pytest.Metafunc, raw: str) -> Path:
 def marker_params(metafunc: pytest.Metafunc, marker: pytest.Mark, include_drafts: bool) -> list:
     """One ``pytest.param`` per golden item of the marker's files (filtered); a bad file or marker is
     a collection error naming the file, the line and the field."""
-    from .golden_set import GoldenFileError, filter_items, load_golden_file
+    from .golden_set.schema import GoldenFileError, filter_items, load_golden_file
 
     where = f"{metafunc.definition.nodeid}: @crucible.golden"
     if "golden_item" not in metafunc.fixturenames:

@@ -106,7 +106,7 @@ def resolve_config(params: Mapping[str, Any], *, source: str = "<config>", text:
     _check_types(params, source, text)
     run_labels(params, source=source, text=text)  # validated here; labels describe the run, not its setup
     if params.get(RUBRICS_KEY) is not None:
-        from .custom_metrics import CustomMetricError, parse_rubrics
+        from .evaluation.custom_metrics import CustomMetricError, parse_rubrics
         from .metrics import KNOWN_METRICS
 
         try:

@@ -181,7 +181,7 @@ def build_settings(config: pytest.Config) -> "Settings":
 
 def _rubrics(config: pytest.Config, params: dict[str, Any], config_path: str | None) -> tuple:
     """The rubric metrics: the config's "rubrics", then the ini crucible_rubrics file's (names must not repeat)."""
-    from .custom_metrics import CustomMetricError, load_rubrics_file, parse_rubrics
+    from .evaluation.custom_metrics import CustomMetricError, load_rubrics_file, parse_rubrics
     from .metrics import KNOWN_METRICS
 
     try:
@@ -209,7 +209,7 @@ def find_custom_metrics(config: pytest.Config, rubrics: tuple = (), known: tuple
     conftest.py imported during collection) and the hook is not called a second time."""
     import importlib
 
-    from .custom_metrics import CustomMetricError, check_metrics, metrics_in
+    from .evaluation.custom_metrics import CustomMetricError, check_metrics, metrics_in
     from .metrics import KNOWN_METRICS
 
     if known is not None:
@@ -236,7 +236,7 @@ def find_custom_metrics(config: pytest.Config, rubrics: tuple = (), known: tuple
 
 def _thresholds(config: pytest.Config, k: int, custom: tuple[str, ...]) -> tuple:
     from .metrics import resolve_metric
-    from .thresholds import parse_thresholds
+    from .evaluation.thresholds import parse_thresholds
 
     try:
         return parse_thresholds(config.getini("crucible_thresholds"), lambda name: resolve_metric(name, k, custom))
@@ -350,7 +350,7 @@ def _run_id_option(config: pytest.Config, db_path: Path) -> str | None:
 
 def _gate_settings(config: pytest.Config, db_path: Path, k: int, custom: tuple[str, ...] = ()):
     """The gate options, with the baseline checked before any test runs (and before any judge call is paid for)."""
-    from .gate import GateSettings, baseline_refusal, parse_floors, parse_metric_list
+    from .verdict.gate import GateSettings, baseline_refusal, parse_floors, parse_metric_list
 
     baseline = config.getoption("crucible_baseline")
     try:
@@ -374,7 +374,7 @@ def _gate_settings(config: pytest.Config, db_path: Path, k: int, custom: tuple[s
         cluster=config.getoption("crucible_cluster"),
     )
     if baseline and not hasattr(config, "workerinput"):
-        from .runs import is_export_path, read_run
+        from .verdict.runs import is_export_path, read_run
         from .store import Store, StoreError
 
         try:

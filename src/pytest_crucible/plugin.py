@@ -182,7 +182,7 @@ def crucible_config(pytestconfig: pytest.Config):
 def crucible_embedder():
     """Embeddings for responseRelevancy. Override in conftest.py to plug in a real model:
     any object with ``embed(texts) -> numpy array`` (rows L2-normalised) and a ``name``."""
-    from .embed import HashingEmbedder
+    from .judge.embed import HashingEmbedder
 
     return HashingEmbedder()
 

@@ -4,7 +4,7 @@
 and ``crucible_*`` ini key comes from the plugin's own ``pytest_addoption`` (called here
 with a recorder standing in for pytest's parser), and every pipeline config key from
 :mod:`pytest_crucible.config`. The embedded JSON Schema of ``docs/golden-format.md``
-comes from :func:`pytest_crucible.golden_set.golden_json_schema`. Regenerate both with
+comes from :func:`pytest_crucible.golden_set.schema.golden_json_schema`. Regenerate both with
 ``python scripts/gen-docs.py``; the test suite fails when a committed file differs.
 
 Only :func:`plugin_definitions` imports the plugin module (and with it pytest).
@@ -274,7 +274,7 @@ def render() -> str:
 
 def golden_schema_block() -> str:
     """The JSON Schema of a golden item as embedded in docs/golden-format.md (markers included)."""
-    from .golden_set import golden_json_schema
+    from .golden_set.schema import golden_json_schema
 
     return "\n".join([SCHEMA_BEGIN, "```json", json.dumps(golden_json_schema(), indent=2), "```", SCHEMA_END])
 

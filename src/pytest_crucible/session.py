@@ -2,7 +2,7 @@
 
 It is built from frozen :class:`~pytest_crucible.settings.Settings` and knows nothing about pytest:
 the plugin hands it each item's score and asks it for the run, the gate's verdict and the summary.
-It holds the run and one :class:`~pytest_crucible.gate.GateResult`; it never calls back into the
+It holds the run and one :class:`~pytest_crucible.verdict.gate.GateResult`; it never calls back into the
 plugin. Only the process that owns the run (the controller under xdist) opens the store.
 """
 
@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from .evaluation import ItemVerdict
     from .evaluation.answers import CostEstimate
     from .evaluation.concurrency import AsyncRunner, Outcome, Prefetcher
-    from .gate import GateResult
-    from .golden_set import GoldenItem
+    from .verdict.gate import GateResult
+    from .golden_set.schema import GoldenItem
     from .judge.engine import JudgeEngine
     from .store import Store
 
@@ -318,7 +318,7 @@ class CrucibleSession:
 
     def _ensure_run(self) -> str:
         if self.run_id is None:
-            from .custom_metrics import definitions
+            from .evaluation.custom_metrics import definitions
 
             s = self.settings
             judge = self.engine.judge if s.uses_judge else None
@@ -388,7 +388,7 @@ class CrucibleSession:
             return
         store, s = self.store, self.settings
         if not interrupted and s.judges_answers and s.judge_batch:
-            from .embed import HashingEmbedder
+            from .judge.embed import HashingEmbedder
             from .evaluation import judge_run_in_batch
 
             self.batch_errors = judge_run_in_batch(store, self.run_id, self.engine, self.embedder or HashingEmbedder(), s,
@@ -415,8 +415,8 @@ class CrucibleSession:
         gate_settings = self.settings.gate
         if self.is_worker or not gate_settings.active or (self.status is None and not self.faults):
             return None  # no gate asked for, or nothing ran
-        from .gate import LOST_HINT, decide_stored, skipped, unreadable_baseline, unrecorded_run
-        from .runs import load_run, read_run
+        from .verdict.gate import LOST_HINT, decide_stored, skipped, unreadable_baseline, unrecorded_run
+        from .verdict.runs import load_run, read_run
         from .store import StoreError
 
         if self.status is None:  # the run was never stored, or never closed: nothing to judge it by, never a pass

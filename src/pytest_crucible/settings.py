@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .gate import GateSettings
+from .verdict.gate import GateSettings
 
 if TYPE_CHECKING:
-    from .custom_metrics import PythonMetric, Rubric
-    from .thresholds import Threshold
+    from .evaluation.custom_metrics import PythonMetric, Rubric
+    from .evaluation.thresholds import Threshold
 
 SYSTEM, COMPONENT = "system", "component"  # --crucible-mode
 STRICT, RECORD = "strict", "record"  # --crucible-outcome

@@ -81,7 +81,7 @@ def write(path: Path) -> None:
             {"query_id": "q1", "chunk_id": "warranty#p1", "doc_id": "warranty", "grade": 3, "source": "human", "created_by": "bob"},
         ])
     try:  # schema 4: a promoted correction (draft golden item + feedback row)
-        from pytest_crucible.promote import promote
+        from pytest_crucible.golden_set.promote import promote
     except ImportError:
         pass
     else:

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 if TYPE_CHECKING:
-    from ..custom_metrics import Rubric
-    from ..golden_set import GoldenItem
-    from ..thresholds import Threshold
+    from .custom_metrics import Rubric
+    from ..golden_set.schema import GoldenItem
+    from .thresholds import Threshold
     from ..settings import Settings
     from ..store import Store
     from .answers import AnswerScore, CostEstimate
@@ -69,7 +69,7 @@ def evaluate(golden: "GoldenItem", outcome: "Outcome", *, settings: "Settings", 
     score = score_item(golden, result, k=settings.retrieval_limit, latency_ms=latency, ledger_rows=[*ledger, *labelled])
     score.qrels_rows, score.judge_errors = labelled, label_errors
     if settings.custom_metrics:
-        from ..custom_metrics import read_only, run_python_metrics
+        from .custom_metrics import read_only, run_python_metrics
 
         values, score.metric_errors = run_python_metrics(settings.custom_metrics, golden, result, read_only(settings.resolved))
         score.metrics.update(values)
@@ -109,7 +109,7 @@ def apply_answer_score(score: "ItemScore", answer: "AnswerScore") -> None:
 def strict_failure(item_id: str, score: "ItemScore", thresholds: Sequence["Threshold"] = ()) -> str | None:
     """Strict outcome: why a non-correct item fails, headline first (None: it passes). ``thresholds``:
     crucible_thresholds, each crossed one a reason (the headline when nothing else fails)."""
-    from ..thresholds import threshold_failures
+    from .thresholds import threshold_failures
 
     details = list(score.failures)
     if score.assertions:  # (only then: a component run never loads the answer layer)

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel, to_snake
 
-from ..golden_set import field_path
+from ..golden_set.schema import field_path
 
 _MARKER = re.compile(r"\[S(\d+)\]")
 

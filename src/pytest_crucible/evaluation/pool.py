@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..golden_set import GoldenItem
+from ..golden_set.schema import GoldenItem
 from ..judge.types import JudgeFailure, RelevanceRequest
 from ..metrics.retrieval import ranking_units
 from .pipeline import PipelineResult

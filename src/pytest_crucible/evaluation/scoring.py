@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from ..golden_set import GoldenItem
+from ..golden_set.schema import GoldenItem
 from ..metrics.guardrail import guardrail_failure, guardrail_item_metrics
 from ..metrics.retrieval import ranking_units, retrieval_metrics
 from .pipeline import PipelineResult
-from ..qrels import item_grades
+from ..qrels.grades import item_grades
 
 
 @dataclass
@@ -147,7 +147,7 @@ def score_item(item: GoldenItem, result: PipelineResult, *, k: int, latency_ms: 
                ledger_rows: Iterable[dict[str, Any]] = ()) -> ItemScore:
     """Score one item: retrieval metrics against its effective grades, concept metrics, strict-mode checks.
 
-    ``ledger_rows`` are the item's human and llm judgments (see :mod:`pytest_crucible.qrels`);
+    ``ledger_rows`` are the item's human and llm judgments (see :mod:`pytest_crucible.qrels.grades`);
     the citations as run are the provenance judgments.
     """
     score = _base(item)

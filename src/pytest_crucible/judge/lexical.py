@@ -26,7 +26,7 @@ Text handling (shared by every kind)
   (``1,000`` -> ``1000``, ``2.50`` -> ``2.5``, ``05`` -> ``5``, ``3rd`` ->
   ``3``; ``$20``, ``20%`` and ``20-day`` all give ``20``).  *Content tokens*
   are numbers and words of two letters or more that are not English function
-  words (:data:`pytest_crucible.embed.STOPWORDS`), after light suffix
+  words (:data:`pytest_crucible.judge.embed.STOPWORDS`), after light suffix
   stripping (``refunds``/``refunded``/``refunding`` -> ``refund``, ``plans``
   -> ``plan``, ``policies`` -> ``policy``).  Limits: no synonyms, no
   paraphrase ("money back" is not "refund"), numbers written as words
@@ -147,7 +147,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Iterable, NamedTuple, Sequence
 
-from ..embed import STOPWORDS
+from .embed import STOPWORDS
 from .engine import Judge
 from .types import (
     ClaimsRequest,

@@ -81,7 +81,7 @@ from typing import NamedTuple, Sequence
 
 import snowballstemmer
 
-from ..embed import STOPWORDS
+from .embed import STOPWORDS
 from ..metrics.crag import reference_gives_no_answer
 from .lexical import (
     _CITATION,

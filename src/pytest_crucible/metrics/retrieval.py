@@ -3,7 +3,7 @@
 These are the numbers pytest-crucible records for every golden-set item, so
 every convention is written down here.  Each formula follows the measure of
 the same name in NIST's trec_eval (https://github.com/usnistgov/trec_eval),
-and ``pytest_crucible.trec_eval`` reuses these exact functions to reproduce
+and ``pytest_crucible.qrels.trec_eval`` reuses these exact functions to reproduce
 trec_eval's own reference outputs to the last printed digit.  The reference
 files used by the test suite come from trec_eval; we acknowledge the National
 Institute of Standards and Technology (NIST) as their source.  No trec_eval
@@ -33,7 +33,7 @@ Conventions
   Later occurrences still occupy their rank position but are non-relevant
   and earn no gain, so retrieving one relevant document three times cannot
   inflate any metric (and nDCG can never exceed 1).  trec_eval itself rejects
-  duplicate documents in a run; ``pytest_crucible.trec_eval`` does the same.
+  duplicate documents in a run; ``pytest_crucible.qrels.trec_eval`` does the same.
 * **recall@k** = (relevant ids in the top k) / (relevant ids in ``qrels``),
   as trec_eval ``recall_k``.  It is 0.0 when ``qrels`` has no relevant id
   (trec_eval's value; :func:`retrieval_metrics` reports such a query as
@@ -267,7 +267,7 @@ def retrieval_metrics(
     ``relevance_level``): recall is then 0/0, and a query that nothing could
     answer says nothing about the retriever, so it is reported as undefined
     rather than as a score of 0.  (trec_eval instead scores such a query 0 on
-    P, recall and MRR and averages it in; ``pytest_crucible.trec_eval``
+    P, recall and MRR and averages it in; ``pytest_crucible.qrels.trec_eval``
     reproduces that when imitating trec_eval.)
     """
     _check_k(k)

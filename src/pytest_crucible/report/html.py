@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from .views import p_text, verdict_text
 
 if TYPE_CHECKING:
-    from ..gate import GateResult
+    from ..verdict.gate import GateResult
 
 __all__ = ["render_report", "write_report", "risk_coverage_plot", "ci_scale"]
 
@@ -205,7 +205,7 @@ def _gate_context(gate: GateResult, run_id: str, k: int | None) -> dict[str, Any
 
 def _grades_by_item(store, run_id: str, items: dict[str, dict[str, Any]]) -> dict[str, dict[str, tuple[int, str]]]:
     """item -> unit -> (effective grade, source): golden citations, human and llm judgments."""
-    from ..qrels import item_grades
+    from ..qrels.grades import item_grades
 
     try:
         rows_by_query = store.judgment_ledger(list(items))
@@ -314,11 +314,11 @@ def _guardrail_context(golden, item_metrics, results) -> dict[str, Any] | None:
 
 
 def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any]:
-    from ..facets import by_facet
+    from ..metrics.facets import by_facet
     from ..metrics import ordered_metrics
     from ..metrics import METRIC_FAMILIES as FAMILIES
     from ..metrics import family_of
-    from ..runs import metric_means, selective_pairs
+    from ..verdict.runs import metric_means, selective_pairs
     from ..store.ledgers import latest_judge_calibration
     from .terminal import calibration_line, judge_line, pool_summary
     from .views import TARGET_RISK, error_class_counts, run_labels, selective_summary
@@ -348,7 +348,7 @@ def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any
                          "mean": selective["coverageAtRisk"], "n": selective["n"]})
         if rows:
             families.append({"name": family, "rows": rows})
-    from ..custom_metrics import read_definitions
+    from ..evaluation.custom_metrics import read_definitions
 
     defined = read_definitions(run)  # the run's own metrics: a family of their own, with where each is defined
     custom = [{"name": name, "label": f"{name} ({row.get('kind')}, {row.get('origin')})", "mean": means[name][0],
@@ -413,7 +413,7 @@ def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any
 def render_report(store, run_id: str, *, gate: GateResult | None = None) -> str:
     """One self-contained HTML page for a run (``run_id``: id, unique prefix or ``latest``).
 
-    ``gate``: the verdict that was reached on this run (:func:`pytest_crucible.gate.decide`: the
+    ``gate``: the verdict that was reached on this run (:func:`pytest_crucible.verdict.gate.decide`: the
     session's own, or the one `crucible report --against` decided); the page shows it and its
     comparison as they are and never compares again.
     """

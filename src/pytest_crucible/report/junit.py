@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..gate import GateResult
+    from ..verdict.gate import GateResult
     from ..session import CrucibleSession
 
 GATE_NODEID = "crucible::gate"

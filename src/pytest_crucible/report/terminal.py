@@ -110,7 +110,7 @@ FACET_COLUMNS = ("ndcgAt10", "recallAtK", "faithfulness", "truthfulness")
 
 def facet_lines(items, metrics) -> list[str]:
     """One row per facet value (the ``-v`` view): n and the headline metrics."""
-    from ..facets import by_facet
+    from ..metrics.facets import by_facet
 
     table = by_facet(items, metrics)
     columns = [c for c in FACET_COLUMNS if any(c in entry for values in table.values() for entry in values.values())]
@@ -128,7 +128,7 @@ def kind_means(item_kinds: dict[str, str], item_metrics: dict[str, dict[str, flo
     a mean is never taken across kinds (a retrieval question and an attack are not averaged).
     ``item_kinds``: item id -> kind (``Store.item_kinds``)."""
     from ..defaults import KINDS
-    from ..runs import metric_means
+    from ..verdict.runs import metric_means
 
     kinds: dict[str, set[str]] = {}
     for item_id, kind in item_kinds.items():
@@ -226,7 +226,7 @@ def repeat_lines(repeats: int, rows: list[dict], k: int | None) -> list[str]:
 
 def custom_metric_lines(run: dict, results: list[dict]) -> list[str]:
     """Where the run's custom metrics come from (the ruler), and how many items a metric failed on."""
-    from ..custom_metrics import RUBRIC, read_definitions
+    from ..evaluation.custom_metrics import RUBRIC, read_definitions
 
     defined = read_definitions(run)
     if not defined:
@@ -264,7 +264,7 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
         from ..store.ledgers import latest_judge_calibration
 
         lines.append(calibration_line(latest_judge_calibration(store, run["judge_model"], run.get("judge_prompt_version"))))
-    from ..runs import metric_means, unrecorded_items
+    from ..verdict.runs import metric_means, unrecorded_items
 
     errored = sum(1 for row in results if row.get("error"))
     skipped = run.get("n_skipped") or 0
@@ -306,7 +306,7 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
                 f"aurc {selective['aurc']:.4f} (eAurc {selective['eAurc']:.4f})") if part)
         )
         lines.append(f"  coverage at risk <= 10%: {selective['coverageAtRisk']:.2f} (n {selective['n']})")
-    from ..human_labels import run_ppi_lines
+    from ..labels.human import run_ppi_lines
 
     lines.extend(run_ppi_lines(store, results, item_metrics))  # nothing unless people labelled some of its answers
     classes = error_class_counts(results)
@@ -314,7 +314,7 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
         lines.append("error classes: " + ", ".join(f"{name} {n}" for name, n in classes.items()))
     lines.extend(guardrail_lines(items, item_metrics, results, verbose=verbose))
     if "truthfulness" in means:
-        from ..facets import by_facet, worst_facets
+        from ..metrics.facets import by_facet, worst_facets
 
         worst = worst_facets(by_facet(items, item_metrics), "truthfulness")
         if worst:

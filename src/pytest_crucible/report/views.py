@@ -10,9 +10,9 @@ from ..metrics import METRIC_FAMILIES as FAMILIES
 from ..metrics import family_of
 
 if TYPE_CHECKING:  # the comparison engine (numpy) is imported only when a comparison is shown
-    from ..comparison import Comparison
-    from ..gate import GateResult
-    from ..runs import RunData
+    from ..verdict.comparison import Comparison
+    from ..verdict.gate import GateResult
+    from ..verdict.runs import RunData
 
 
 def run_labels(run: dict[str, Any]) -> dict[str, str]:
@@ -30,7 +30,7 @@ def selective_summary(results: list[dict[str, Any]]) -> dict[str, float] | None:
     An item counts when it has a confidence and a CRAG grade; correct = perfect or acceptable
     (an honest abstention on an unanswerable item is perfect, on an answerable one missing).
     """
-    from ..runs import selective_pairs
+    from ..verdict.runs import selective_pairs
 
     pairs = list(selective_pairs(results).values())
     if not pairs:
@@ -89,7 +89,7 @@ def run_metrics_json(data: RunData, items: list[dict[str, Any]] | None = None,
         detail = run_guardrails(items, data.metrics, results)
         if detail:
             document["guardrailDetail"] = detail
-    from ..custom_metrics import read_definitions
+    from ..evaluation.custom_metrics import read_definitions
 
     defined = read_definitions(data.run)  # the run's own metrics (docs/custom-metrics.md): their own block
     custom = {name: means[name] for name in sorted(defined) if name in means}
@@ -105,7 +105,7 @@ def run_metrics_json(data: RunData, items: list[dict[str, Any]] | None = None,
     if data.run.get("judge_model"):
         document["judge"] = {"model": data.run["judge_model"], "promptVersion": data.run.get("judge_prompt_version")}
     if items:
-        from ..facets import by_facet
+        from ..metrics.facets import by_facet
 
         document["byFacet"] = by_facet(items, data.metrics)
     return document
@@ -113,7 +113,7 @@ def run_metrics_json(data: RunData, items: list[dict[str, Any]] | None = None,
 
 def run_metrics_document(store, run_id: str) -> dict[str, Any]:
     """The metrics document of one stored run: what `crucible metrics --json` prints and the API serves."""
-    from ..runs import load_run
+    from ..verdict.runs import load_run
 
     return run_metrics_json(load_run(store, run_id), store.golden_items(run_id), store.results(run_id))
 

@@ -3,7 +3,7 @@
 Each endpoint calls the core function the CLI calls (``run_metrics_document``,
 ``compare_run_data``, ``promote``, ``Store.list_runs``). Read endpoints open the database
 read-only, per request; promote writes through the normal Store. Every ``/api/`` request
-needs a bearer key (``pytest_crucible.keys``), looked up per request so a revocation
+needs a bearer key (``pytest_crucible.server.keys``), looked up per request so a revocation
 holds from the next one; a key sees its own workspace only, and a run of another
 workspace answers exactly as a run that does not exist.
 
@@ -36,14 +36,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import __version__
-from ..golden_set import field_path
+from ..golden_set.schema import field_path
 from ..json_input import json_problem, shown
-from ..keys import READ_SCOPES, WRITE_FEEDBACK_SCOPE, ApiKey, authenticate, upgrade_legacy_hash
-from ..promote import PromoteError, PromoteNotFound, PromoteRequest, parse_request, promote
+from .keys import READ_SCOPES, WRITE_FEEDBACK_SCOPE, ApiKey, authenticate, upgrade_legacy_hash
+from ..golden_set.promote import PromoteError, PromoteNotFound, PromoteRequest, parse_request, promote
 from ..report.views import run_metrics_document, run_summary_json
 from ..defaults import DEFAULT_SEED, MIN_PAIRS, ServerLimits
-from ..gate import GateSettings, decide_stored, parse_floors, parse_metric_list
-from ..runs import load_run, metric_names
+from ..verdict.gate import GateSettings, decide_stored, parse_floors, parse_metric_list
+from ..verdict.runs import load_run, metric_names
 from ..store import Store, StoreError
 from ..store.ledgers import ledger_marks
 from ..workspace import parse_label_filters

@@ -23,7 +23,7 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..defaults import ServerLimits
-from ..keys import KEY_PREFIX
+from .keys import KEY_PREFIX
 from .app import create_app
 
 #: Largest request line and headers accepted (h11's buffer for an incomplete event); beyond, 400.

@@ -322,7 +322,7 @@ class Store:
 
     def record_scores(self, run_id: str, scores: list[dict[str, Any]]) -> None:
         """Write several items in one transaction (all or none), one statement per table for the batch."""
-        from ..golden_set import canonical_item_json
+        from ..golden_set.schema import canonical_item_json
 
         now = utc_now()
         golden, results, metrics, concepts, provenance = [], [], [], [], []
@@ -364,7 +364,7 @@ class Store:
         ``(item_id, metric, value)``. ``replace``: a re-recorded item replaces its golden and result rows and
         drops its old metrics; without it a row already there is an error.
         """
-        from ..golden_set import canonical_item_json
+        from ..golden_set.schema import canonical_item_json
 
         self._insert_many("golden_items", [
             {"run_id": run_id, "item_id": row["item_id"], "source": row.get("source"), "line": row.get("line"),
@@ -433,8 +433,8 @@ class Store:
             self.db.conn.execute(f"UPDATE results SET {assignments} WHERE run_id = ? AND item_id = ?", [*updates.values(), run_id, item_id])
 
     def golden_set_hash(self, run_id: str) -> str:
-        """:func:`~pytest_crucible.golden_set.golden_set_hash` of the run's golden items, streamed from the file."""
-        from ..golden_set import canonical_item_json, hash_canonical_items
+        """:func:`~pytest_crucible.golden_set.schema.golden_set_hash` of the run's golden items, streamed from the file."""
+        from ..golden_set.schema import canonical_item_json, hash_canonical_items
 
         # Rows written before the items were stored canonically are put in that form first.
         rows = self.db.conn.execute("SELECT item_id, item FROM golden_items WHERE run_id = ? ORDER BY item_id", [run_id])
@@ -536,13 +536,13 @@ class Store:
 
     def judgment_ledger(self, query_ids: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
         """query id -> its human and llm judgments in ledger order, for these queries
-        (the rows :func:`pytest_crucible.qrels.item_grades` reads)."""
+        (the rows :func:`pytest_crucible.qrels.grades.item_grades` reads)."""
         return _by_query(self.qrels_rows(query_ids=query_ids, sources=("human", "llm")))
 
     def effective_qrels(self, run_id: str) -> dict[str, dict[str, int]]:
         """query -> unit -> effective grade for a run: its golden items' citations as run,
-        overridden by human judgments, completed by llm judgments (see pytest_crucible.qrels)."""
-        from ..qrels import item_grades
+        overridden by human judgments, completed by llm judgments (see pytest_crucible.qrels.grades)."""
+        from ..qrels.grades import item_grades
 
         items = {item["id"]: item for item in self.golden_items(run_id)}
         ledger = self.judgment_ledger(items)
@@ -724,7 +724,7 @@ def _provenance_rows(run_id: str, item_id: str, item: dict[str, Any], item_json:
     """The qrels a golden item's citations are: free, deterministic judgments (required = 3, acceptable = 1).
     judge_model names the golden item version that produced them, so an edited citation appends a new
     judgment; INSERT OR IGNORE keeps a re-run of the same version idempotent."""
-    from ..golden_set import hash_canonical_items
+    from ..golden_set.schema import hash_canonical_items
     from ..metrics.retrieval import citation_grade
 
     version = "golden@" + hash_canonical_items([(item_id, item_json)])[:12]
@@ -787,7 +787,7 @@ def _fits(value: Any, kind: str) -> bool:
 
 def validate_export(document: Any, source: str) -> dict[str, Any]:
     """Check an exported run's shape and every value it puts in a column; the error names the file and the field."""
-    from ..golden_set import field_path
+    from ..golden_set.schema import field_path
     from ..json_input import shown, value_problem
 
     def bad(field: str, expected: str, *, got: Any = None, show: bool = False) -> StoreError:

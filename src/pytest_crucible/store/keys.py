@@ -1,7 +1,7 @@
 """The ``api_keys`` table: the rows of ``crucible serve``'s API keys, and nothing else.
 
 What a key may do, how its secret is hashed and what counts as a live key is decided in
-``pytest_crucible.keys``; this module only writes and reads the rows. Each function takes
+``pytest_crucible.server.keys``; this module only writes and reads the rows. Each function takes
 an open ``Store`` or a plain SQLite connection to a crucible database.
 This module never imports pytest.
 """

@@ -2,7 +2,7 @@
 linked to its ``golden_drafts`` row) and the cached verdicts a session preloads.
 
 Which requests may be promoted, and what the draft item holds, is decided in
-``pytest_crucible.promote``; this module only writes and reads the rows.
+``pytest_crucible.golden_set.promote``; this module only writes and reads the rows.
 This module never imports pytest.
 """
 

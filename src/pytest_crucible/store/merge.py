@@ -246,7 +246,7 @@ def merge_shards(shard_paths: Sequence[str | Path], output_path: str | Path, *, 
     different config, mode or judge, two versions of a golden item, an item scored by two
     shards, or a run id already in the output.
     """
-    from ..golden_set import golden_set_hash
+    from ..golden_set.schema import golden_set_hash
 
     output_path = Path(output_path)
     paths = _check_paths(shard_paths, output_path)

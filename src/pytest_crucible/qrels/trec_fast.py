@@ -1,6 +1,6 @@
 """Columnar fast paths behind ``crucible trec-eval``: TREC files parsed and all queries scored with numpy.
 
-:mod:`pytest_crucible.trec_eval` calls these first and keeps its line-by-line reader and its
+:mod:`pytest_crucible.qrels.trec_eval` calls these first and keeps its line-by-line reader and its
 per-query loop over :mod:`pytest_crucible.metrics.retrieval` as the reference: a parser here
 returns None for anything it does not handle exactly (a malformed line, a duplicate, an odd
 number), and the caller then runs the reference reader, which raises the precise error.  The
@@ -47,7 +47,7 @@ def gc_paused() -> Iterator[None]:
 
 
 class ParsedRun(dict):  # type: ignore[type-arg]
-    """A run as :func:`pytest_crucible.trec_eval.read_run` returns it (a plain ``{qid: [(docno, score)]}``
+    """A run as :func:`pytest_crucible.qrels.trec_eval.read_run` returns it (a plain ``{qid: [(docno, score)]}``
     dict), which also keeps the columns it was built from so that evaluation need not rebuild them.
 
     The columns are used only while the dict still holds exactly the rows they were built with

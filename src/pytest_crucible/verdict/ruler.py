@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .runs import RunData
 
 if TYPE_CHECKING:
-    from .store import Store
+    from ..store import Store
 
 SHOWN = 5
 
@@ -30,7 +30,7 @@ def _as_of(rows: list[dict[str, Any]], run: RunData) -> list[dict[str, Any]]:
 def moved_items(a: RunData, b: RunData, ledger: dict[str, list[dict[str, Any]]]) -> list[str]:
     """Paired items whose effective grades differ between the two runs' times (golden citations as each
     ran, ledger rows written before each finished)."""
-    from .qrels import item_grades
+    from ..qrels.grades import item_grades
 
     golden_a = {item.get("id"): item for item in a.golden}
     golden_b = {item.get("id"): item for item in b.golden}
@@ -47,9 +47,9 @@ def moved_items(a: RunData, b: RunData, ledger: dict[str, list[dict[str, Any]]])
 
 def rescored(run: RunData, golden: dict[str, dict[str, Any]], ledger: dict[str, list[dict[str, Any]]]) -> RunData:
     """The run with its retrieval metrics recomputed from its stored rankings against today's grades."""
-    from .evaluation.scoring import score_ranking
-    from .metrics.retrieval import RETRIEVAL_METRICS
-    from .qrels import item_grades
+    from ..evaluation.scoring import score_ranking
+    from ..metrics.retrieval import RETRIEVAL_METRICS
+    from ..qrels.grades import item_grades
 
     k = int(run.resolved.get("retrievalLimit") or 10)
     metrics = {name: dict(values) for name, values in run.metrics.items() if name not in RETRIEVAL_METRICS}

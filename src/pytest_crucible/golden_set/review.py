@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from .golden_set import GoldenFileError, GoldenItem, load_golden_file
-from .json_input import shown as _printable
+from .schema import GoldenFileError, GoldenItem, load_golden_file
+from ..json_input import shown as _printable
 
 if TYPE_CHECKING:
     from .corpus import Chunk

@@ -290,7 +290,7 @@ class Rubric:
         return True
 
     def request(self, question: str, answer: str, reference: str | None) -> Any:
-        from .judge.types import RubricRequest
+        from ..judge.types import RubricRequest
 
         low, high = self.scale or (0, 1)
         return RubricRequest(name=self.name, criteria=self.criteria, steps=self.steps, pass_fail=self.pass_fail,
@@ -373,7 +373,7 @@ def parse_rubrics(value: Any, *, source: str, text: str = "", builtins: Sequence
 
 def load_rubrics_file(path: str, builtins: Sequence[str] = ()) -> tuple[Rubric, ...]:
     """The rubrics of a JSON file (a list, or an object with a "rubrics" list): the ini key ``crucible_rubrics``."""
-    from .json_input import json_problem
+    from ..json_input import json_problem
 
     shown = shown_path(path)  # every message names the file the same way
     try:

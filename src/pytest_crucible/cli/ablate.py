@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .config import ConfigError, deep_merge, load_config_file
-from .defaults import DEFAULT_SEED
-from .metrics.guardrail import GUARDRAIL_METRICS, describe_rate
+from ..config import ConfigError, deep_merge, load_config_file
+from ..defaults import DEFAULT_SEED
+from ..metrics.guardrail import GUARDRAIL_METRICS, describe_rate
 
 ALL_ON = "all-layers-on"
 
@@ -66,9 +66,9 @@ def run_ablation(config_path: str | None, layers: Sequence[str], *, db: str | Pa
                  run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
                  echo: Callable[[str], None] = lambda line: None) -> Ablation:
     """Run the set with every layer on and once per layer switched off, then compare."""
-    from .comparison import compare_run_data
-    from .runs import load_run
-    from .store import Store, new_ulid
+    from ..verdict.comparison import compare_run_data
+    from ..verdict.runs import load_run
+    from ..store import Store, new_ulid
 
     layers = [name.strip() for name in layers if name.strip()]
     if not layers:
@@ -123,7 +123,7 @@ def run_ablation(config_path: str | None, layers: Sequence[str], *, db: str | Pa
 
 
 def _guardrail_summary(store, run_id: str) -> dict[str, Any] | None:
-    from .report.views import run_guardrails
+    from ..report.views import run_guardrails
 
     return run_guardrails(store.golden_items(run_id), store.item_metrics(run_id), store.results(run_id))
 
@@ -136,7 +136,7 @@ def guardrail_row(comparison, metric: str):
 def ablation_lines(ablation: Ablation) -> list[str]:
     """The report: residual risk with every layer on, then each layer's contribution (fits 100 columns)."""
     s = ablation.base_summary
-    from .report.views import p_text, verdict_text
+    from ..report.views import p_text, verdict_text
 
     lines = [f"every layer on (run {ablation.base_run}): residual risk",
              *(f"  {describe_rate(name, s[name])}" for name in GUARDRAIL_METRICS if name in s),

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .json_input import jsonl_object
-from .json_input import shown as _printable
+from ..json_input import jsonl_object
+from ..json_input import shown as _printable
 
 __all__ = ["Chunk", "CorpusError", "load_corpus", "split_passages", "MIN_PASSAGE_CHARS", "TEXT_SUFFIXES"]
 

@@ -18,9 +18,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
-from .golden_set import Citation, GoldenItem, field_path
-from .store import Store, StoreError, new_ulid, utc_now
-from .store.ledgers import add_promoted_draft, draft_golden_items
+from .schema import Citation, GoldenItem, field_path
+from ..store import Store, StoreError, new_ulid, utc_now
+from ..store.ledgers import add_promoted_draft, draft_golden_items
 
 
 class PromoteError(StoreError):
@@ -58,7 +58,7 @@ class PromoteRequest(_Body):
     @field_validator("error_class")
     @classmethod
     def _known_class(cls, value: str) -> str:
-        from .metrics.errors import ERROR_CLASSES
+        from ..metrics.errors import ERROR_CLASSES
 
         if value not in ERROR_CLASSES:
             raise ValueError(f"must be one of {', '.join(ERROR_CLASSES)}")
@@ -70,7 +70,7 @@ _BODY_HINT = ("HINT: the body needs runId, question, correctedAssertions (at lea
 
 
 def parse_request(data: Any, source: str = "request") -> PromoteRequest:
-    from .json_input import control_character_problem, shown, value_problem
+    from ..json_input import control_character_problem, shown, value_problem
 
     unusable = value_problem(data) or control_character_problem(data)
     if unusable is not None:  # text SQLite cannot store or a control character, or absurd nesting

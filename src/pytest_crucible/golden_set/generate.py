@@ -14,7 +14,7 @@ The steps (pure: the caller owns the database, the judge and the files):
 
    * *invalid*: the verdict does not make an item (blank question, no reference or assertions for an
      answerable type, answerable flag contrary to the type, no altered fact for a false premise), or
-     the item fails :class:`~pytest_crucible.golden_set.GoldenItem` validation;
+     the item fails :class:`~pytest_crucible.golden_set.schema.GoldenItem` validation;
    * *verbatim*: the question copies its source: it shares a run of :data:`VERBATIM_RUN` consecutive
      words with a source chunk, or a run covering :data:`VERBATIM_SHARE` of its own words;
    * *duplicate*: its content words (lower-cased, lightly stemmed, stop words out) have a Jaccard
@@ -48,10 +48,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from .corpus import Chunk
-from .judge.types import AnswerCheckRequest, GenerateQuestionRequest, GenerateQuestionVerdict, JudgeFailure
+from ..judge.types import AnswerCheckRequest, GenerateQuestionRequest, GenerateQuestionVerdict, JudgeFailure
 
 if TYPE_CHECKING:
-    from .judge.engine import JudgeEngine
+    from ..judge.engine import JudgeEngine
 
 __all__ = [
     "GENERATION_TYPES", "DEFAULT_MIX", "GenerateError", "PlannedItem", "GenerateReport", "parse_mix", "plan_counts",
@@ -383,7 +383,7 @@ def _item_from_verdict(planned: PlannedItem, verdict: GenerateQuestionVerdict) -
 def _validate(item: dict[str, Any]) -> str | None:
     from pydantic import ValidationError
 
-    from .golden_set import GoldenItem
+    from .schema import GoldenItem
 
     try:
         GoldenItem.model_validate(item)
@@ -496,7 +496,7 @@ def default_against(root: Path, *, skip: str | Path | None = None) -> list[Path]
 
 def questions_of_golden_files(paths: Iterable[str | Path]) -> list[str]:
     """The questions of every item of these golden files (raises GoldenFileError on a bad file)."""
-    from .golden_set import load_golden_file
+    from .schema import load_golden_file
 
     return [item.question for path in paths for item in load_golden_file(path)]
 

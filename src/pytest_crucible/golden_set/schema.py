@@ -19,9 +19,9 @@ from typing import Any, Callable, Iterable, Literal, Sequence, get_args
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from .defaults import KINDS
-from .json_input import json_problem, value_problem
-from .json_input import shown as _printable
+from ..defaults import KINDS
+from ..json_input import json_problem, value_problem
+from ..json_input import shown as _printable
 
 # CRAG's question types; the tuple is what code iterates (facets), the Literal what pydantic checks.
 QuestionType = Literal[

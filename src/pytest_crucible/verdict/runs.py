@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 if TYPE_CHECKING:
-    from .store import Store
+    from ..store import Store
 
 # Run statuses a gate takes at face value; any other needs --crucible-allow-incomplete.
 COMPLETE = "complete"
@@ -58,7 +58,7 @@ class RunData:
     @property
     def directions(self) -> dict[str, str | None]:
         """The run's custom metrics and their directions ("higher", "lower", None), as it recorded them."""
-        from .custom_metrics import directions
+        from ..evaluation.custom_metrics import directions
 
         return directions(self.run)
 
@@ -115,7 +115,7 @@ def metric_means(item_metrics: dict[str, dict[str, float]]) -> dict[str, tuple[f
 
 def selective_pairs(results: Iterable[dict[str, Any]]) -> dict[str, tuple[float, bool]]:
     """item -> (confidence, correct) for the items with both a confidence and a CRAG grade."""
-    from .metrics.crag import is_correct
+    from ..metrics.crag import is_correct
 
     return {row["item_id"]: (float(row["confidence"]), is_correct(row["crag_grade"]))
             for row in results if row.get("confidence") is not None and row.get("crag_grade")}
@@ -160,7 +160,7 @@ def read_run(ref: str, store: "Store | None", *, workspace: str | None = None, e
     (``latest``: the newest complete run of ``workspace``, other than ``exclude``).
 
     Raises ``StoreError`` (file unreadable, no such run, ambiguous prefix) with a HINT."""
-    from .store import StoreError, read_export
+    from ..store import StoreError, read_export
 
     if is_export_path(ref):
         return run_data_from_export(read_export(ref))

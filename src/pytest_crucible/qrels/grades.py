@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from .metrics.retrieval import provenance_qrels
+from ..metrics.retrieval import provenance_qrels
 
 
 def unit_key(row: Mapping[str, Any]) -> str:
@@ -104,7 +104,7 @@ def llm_human_pairs(rows: Iterable[Mapping[str, Any]]) -> list[tuple[int, int]]:
 def agreement(rows: Iterable[Mapping[str, Any]], binary_threshold: int = 2) -> dict[str, Any]:
     """Judge audit: kappa between llm and human judgments, on 4 levels and binarized
     (:func:`pytest_crucible.stats.agreement.cohen_kappa`, the kappa `crucible judge calibrate` uses too)."""
-    from .stats.agreement import cohen_kappa  # lazy: the stats package imports numpy and scipy
+    from ..stats.agreement import cohen_kappa  # lazy: the stats package imports numpy and scipy
 
     pairs = llm_human_pairs(rows)
     four = cohen_kappa(pairs)

@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from .json_input import jsonl_object
-from .metrics.crag import CRAG_GRADES, is_abstention, is_correct, reference_gives_no_answer
-from .qrels_io import QrelsFormatError
+from ..json_input import jsonl_object
+from ..metrics.crag import CRAG_GRADES, is_abstention, is_correct, reference_gives_no_answer
+from ..qrels.formats import QrelsFormatError
 
 __all__ = ["LabelsFormatError", "LabelledCase", "CaseVerdict", "read_labels_file", "label_set_hash", "judge_cases",
            "calibration_figures", "labels_from_corrections", "LABEL_KEYS"]
@@ -186,7 +186,7 @@ def label_set_hash(cases: Sequence[LabelledCase]) -> str:
 # -- judging ------------------------------------------------------------------------------------
 def judge_cases(cases: Sequence[LabelledCase], engine: Any, embedder: Any) -> list[CaseVerdict]:
     """The judge's verdicts on every case, through the answer layer a real run uses."""
-    from .evaluation.answers import AnswerInputs, score_answers
+    from ..evaluation.answers import AnswerInputs, score_answers
 
     inputs = [AnswerInputs(item_id=case.id, question=case.question, answer=case.answer,
                            abstained=is_abstention(case.answer), contexts=case.contexts, reference=case.reference,
@@ -206,7 +206,7 @@ def _binary(grade: str) -> str:
 
 
 def _confusion(pairs: Sequence[tuple[Any, Any]], categories: Sequence[Any], names: Sequence[str]) -> dict[str, dict[str, int]]:
-    from .stats.agreement import confusion_matrix
+    from ..stats.agreement import confusion_matrix
 
     matrix = confusion_matrix(pairs, categories)
     return {names[i]: {names[j]: matrix[i][j] for j in range(len(names))} for i in range(len(names))}
@@ -215,7 +215,7 @@ def _confusion(pairs: Sequence[tuple[Any, Any]], categories: Sequence[Any], name
 def calibration_figures(cases: Sequence[LabelledCase], verdicts: Sequence[CaseVerdict]) -> dict[str, Any]:
     """The figures of ``crucible judge calibrate --json`` (without the judge): per label kind n, accuracy,
     Cohen's kappa and the confusion matrix (``confusion[human label][judge verdict]``), and every case."""
-    from .stats.agreement import cohen_kappa
+    from ..stats.agreement import cohen_kappa
 
     crag = [(c.crag, v.crag) for c, v in zip(cases, verdicts) if c.crag is not None and v.crag is not None]
     faithful = [(c.faithful, v.faithful) for c, v in zip(cases, verdicts) if c.faithful is not None and v.faithful is not None]

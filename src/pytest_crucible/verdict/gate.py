@@ -1,13 +1,13 @@
 """The gate: the one verdict on a run, read by every surface.
 
 ``decide(current, baseline, settings)`` compares the run with its baseline (through
-:func:`~pytest_crucible.comparison.compare_run_data`), applies the refusals (runs that must not be
+:func:`~pytest_crucible.verdict.comparison.compare_run_data`), applies the refusals (runs that must not be
 compared), the gated metrics, the absolute floors, and returns a :class:`GateResult`: its verdict,
 its reasons and its exit code. The plugin's session gate, ``crucible compare``, ``crucible report``,
 the HTML report and the HTTP API all call this function and only read what it returns, so they
 cannot disagree about one pair of runs.
 
-``decide`` is pure (no pytest, no store): runs come in as :class:`~pytest_crucible.runs.RunData`.
+``decide`` is pure (no pytest, no store): runs come in as :class:`~pytest_crucible.verdict.runs.RunData`.
 ``decide_stored`` first asks ``ruler.prepare_pair`` whether the relevance grades moved between the
 runs, which reads the judgment ledger through the store (its SQL stays in ``store/``).
 """
@@ -17,13 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from .defaults import CALIBRATED_KAPPA, DEFAULT_SEED, MIN_PAIRS
-from .metrics import JUDGED_METRICS
+from ..defaults import CALIBRATED_KAPPA, DEFAULT_SEED, MIN_PAIRS
+from ..metrics import JUDGED_METRICS
 from .runs import COMPLETE, RunData
 
 if TYPE_CHECKING:
     from .comparison import Comparison
-    from .store import Store
+    from ..store import Store
 
 PASSED, FAILED, REFUSED, SKIPPED = "passed", "failed", "refused", "skipped"
 # The exit code of each verdict, the same for pytest and for `crucible compare`: 1 is a regression or a
@@ -114,7 +114,7 @@ def parse_metric_list(value: str | None, option: str = "--crucible-gate", k: int
     """``ndcg@10, mrr`` -> ("ndcgAt10", "mrr"): stored names or the names the terminal shows (``k``: the
     run's retrievalLimit; ``custom``: the custom metrics' names); None or empty: every metric. ValueError
     with a did-you-mean for an unknown name."""
-    from .metrics import resolve_metric
+    from ..metrics import resolve_metric
 
     names = []
     for name in filter(None, (name.strip() for name in (value or "").split(","))):
@@ -127,7 +127,7 @@ def parse_metric_list(value: str | None, option: str = "--crucible-gate", k: int
 
 def parse_floors(values: list[str], option: str, k: int | None = None, custom: Iterable[str] = ()) -> tuple[tuple[str, float], ...]:
     """``["ndcgAt10=0.6", "recall@10=0.7"]`` -> ((metric, floor), ...); ValueError with a HINT."""
-    from .metrics import resolve_metric
+    from ..metrics import resolve_metric
 
     floors = []
     for value in values:
@@ -176,7 +176,7 @@ def kind_floor_failures(run: RunData, floors: dict[str, float]) -> list[str]:
     (a floor on nDCG judges the retrieval questions' nDCG, not an average with the attacks')."""
     from .comparison import floor_failures, kind_groups, metric_key
 
-    from .custom_metrics import directions
+    from ..evaluation.custom_metrics import directions
 
     if not floors:
         return []
@@ -228,7 +228,7 @@ def decide_stored(store: "Store | None", current: RunData, baseline: RunData | N
     result = decide(current, baseline, settings, notes)
     judge = current.run.get("judge_model")
     if store is not None and judge and result.verdict in (PASSED, FAILED):
-        from .store.ledgers import latest_judge_calibration
+        from ..store.ledgers import latest_judge_calibration
 
         calibration = latest_judge_calibration(store, judge, current.run.get("judge_prompt_version"))
         result.warnings.extend(calibration_warnings(calibration, judge, _gated_metrics(result, settings)))

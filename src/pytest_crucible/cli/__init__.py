@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Sequence
 
-from .defaults import DEFAULT_DB, DEFAULT_SEED, JUDGE_CHOICES, KINDS, MIN_PAIRS, ServerLimits
+from ..defaults import DEFAULT_DB, DEFAULT_SEED, JUDGE_CHOICES, KINDS, MIN_PAIRS, ServerLimits
 
 # Exit codes: 0 done, 1 a failed gate (a significant regression, a missed floor), 2 a usage
 # error (argparse's own, or bad input: one line saying what is wrong, then a HINT line),
@@ -137,14 +137,14 @@ def _write_output(output: str, text: str, message: str) -> None:
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
-    from .golden_set import golden_json_schema
+    from ..golden_set.schema import golden_json_schema
 
     print(json.dumps(golden_json_schema(), indent=2))
     return 0
 
 
 def _cmd_trec_eval(args: argparse.Namespace) -> int:
-    from .trec_eval import main_trec_eval
+    from ..qrels.trec_eval import main_trec_eval
 
     return main_trec_eval(
         qrels_path=args.qrels,
@@ -158,7 +158,7 @@ def _cmd_trec_eval(args: argparse.Namespace) -> int:
 
 
 def _open_store(args: argparse.Namespace):
-    from .store import Store
+    from ..store import Store
 
     return Store.open(args.db, create=False)
 
@@ -167,7 +167,7 @@ def _workspace(args: argparse.Namespace, store, *, announce: bool = False) -> st
     """The workspace listings and `latest` read (None: all): --all-workspaces, --workspace, else
     the current project's (CRUCIBLE_WORKSPACE, ini crucible_workspace, the project directory's name),
     or the only workspace of a file that holds no other (``announce``: say so on stderr)."""
-    from .workspace import default_workspace, reading_workspace
+    from ..workspace import default_workspace, reading_workspace
 
     if getattr(args, "all_workspaces", False):
         return None
@@ -188,7 +188,7 @@ def _resolve_run(store, args: argparse.Namespace, ref: str, **options) -> str:
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:
-    from .workspace import parse_label_filters
+    from ..workspace import parse_label_filters
 
     store = _open_store(args)
     try:
@@ -213,7 +213,7 @@ def _cmd_runs(args: argparse.Namespace) -> int:
         elif workspace is None or workspace in counts:
             print(f"no runs match in {store.path}" + (f" (workspace '{workspace}')" if workspace else ""))
         return 0
-    from .report.views import run_labels
+    from ..report.views import run_labels
 
     rows = [(run, run.get("workspace") or "default", run["config_path"] or "(defaults)",
              " ".join(f"{key}={value}" for key, value in run_labels(run).items())) for run in runs]
@@ -230,8 +230,8 @@ def _cmd_runs(args: argparse.Namespace) -> int:
 
 
 def _cmd_metrics(args: argparse.Namespace) -> int:
-    from .report.terminal import run_summary_lines
-    from .report.views import run_metrics_document
+    from ..report.terminal import run_summary_lines
+    from ..report.views import run_metrics_document
 
     store = _open_store(args)
     run_id = _resolve_run(store, args, args.run)
@@ -247,12 +247,12 @@ def _gate_settings(args: argparse.Namespace, baseline: str | None, k: int | None
     (``k``: the candidate's retrievalLimit, for metric names as the terminal shows them). ``runs``: the
     runs compared, whose custom metrics may be named; None: not read yet, so a name nothing built in
     defines waits for them (checked again once they are read) while every other bad flag fails now."""
-    from .gate import GateSettings, parse_floors, parse_metric_list
-    from .metrics import UnknownMetric
+    from ..verdict.gate import GateSettings, parse_floors, parse_metric_list
+    from ..metrics import UnknownMetric
 
     if args.min_pairs < 2:
         raise ValueError(f"--min-pairs {args.min_pairs}: a paired test needs at least 2 pairs\nHINT: leave it out (default {MIN_PAIRS})")
-    from .runs import metric_names
+    from ..verdict.runs import metric_names
 
     custom = metric_names(runs or ())
 
@@ -274,16 +274,16 @@ def _gate_settings(args: argparse.Namespace, baseline: str | None, k: int | None
 def _read_run(store, args: argparse.Namespace, ref: str, **options):
     """A run named on the command line: an exported .json, an id or prefix (any workspace), or
     `latest` (of the workspace being read)."""
-    from .runs import is_export_path, read_run
+    from ..verdict.runs import is_export_path, read_run
 
     workspace = None if is_export_path(ref) or ref != "latest" else _workspace(args, store)
     return read_run(ref, store, workspace=workspace, **options)
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from .facets import items_in_facet, parse_facet
-    from .gate import decide_stored
-    from .report.views import gate_lines
+    from ..metrics.facets import items_in_facet, parse_facet
+    from ..verdict.gate import decide_stored
+    from ..report.views import gate_lines
 
     try:
         _gate_settings(args, args.a)  # bad flags are a usage error before any file is read
@@ -315,7 +315,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     result = decide_stored(store, b, a, settings)
     ppi = None
     if args.ppi:  # read after the verdict and beside it: it never changes the verdict or the exit code
-        from .human_labels import compare_ppi_for_runs
+        from ..labels.human import compare_ppi_for_runs
 
         ppi = compare_ppi_for_runs(store, a, b, args.a, args.b)
     if args.json:
@@ -336,7 +336,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         elif not args.json:
             print(line)
     if ppi is not None and not args.json:
-        from .human_labels import compare_ppi_lines
+        from ..labels.human import compare_ppi_lines
 
         print("\n".join(compare_ppi_lines(ppi)))
     return result.exit_code
@@ -353,7 +353,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from .report.html import render_report, write_report
+    from ..report.html import render_report, write_report
 
     # A gate needs a baseline (--against) or a floor (--fail-under): either one is never ignored.
     gated = bool(args.against or args.fail_under)
@@ -367,8 +367,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     run_id = _resolve_run(store, args, args.run)
     gate = None
     if gated:
-        from .gate import decide_stored
-        from .runs import load_run
+        from ..verdict.gate import decide_stored
+        from ..verdict.runs import load_run
 
         # The verdict `crucible compare AGAINST RUN` gives, decided once and handed to the page.
         baseline = (_read_run(store, args, args.against, exclude=run_id, golden=True, rankings=args.rescore)
@@ -400,7 +400,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _export_trec_run(store, run_id: str, output: str) -> int:
-    from .qrels_io import format_trec_run, run_rankings
+    from ..qrels.formats import format_trec_run, run_rankings
 
     rankings = run_rankings(store.results(run_id), store.effective_qrels(run_id))
     _write_text(output, format_trec_run(rankings, tag=f"crucible-{run_id}"))
@@ -410,7 +410,7 @@ def _export_trec_run(store, run_id: str, output: str) -> int:
 
 
 def _write_text(output: str, text: str) -> None:
-    from .qrels_io import QrelsFormatError
+    from ..qrels.formats import QrelsFormatError
 
     if output == "-":
         sys.stdout.write(text)
@@ -425,7 +425,7 @@ def _write_text(output: str, text: str) -> None:
 # -- qrels: the relevance-judgment ledger ------------------------------------------------------
 def _chunk_docs(store) -> dict[str, str]:
     """chunk id -> doc id over every stored run (retrieved lists and golden citations)."""
-    from .qrels_io import chunk_doc_map
+    from ..qrels.formats import chunk_doc_map
 
     results, items = [], []
     for run in store.list_runs():
@@ -435,8 +435,8 @@ def _chunk_docs(store) -> dict[str, str]:
 
 
 def _cmd_qrels_import(args: argparse.Namespace) -> int:
-    from .qrels_io import attach_doc_ids, read_qrels_file
-    from .store import Store
+    from ..qrels.formats import attach_doc_ids, read_qrels_file
+    from ..store import Store
 
     rows = read_qrels_file(args.file, source=args.source, by=args.by, judge_model=args.judge_model, note=args.note)
     store = Store.open(args.db)
@@ -448,7 +448,7 @@ def _cmd_qrels_import(args: argparse.Namespace) -> int:
 
 
 def _cmd_qrels_export(args: argparse.Namespace) -> int:
-    from .qrels_io import format_effective_qrels, format_qrels
+    from ..qrels.formats import format_effective_qrels, format_qrels
 
     store = _open_store(args)
     fmt = args.format or ("trec" if args.effective else "jsonl")
@@ -468,8 +468,8 @@ def _cmd_qrels_export(args: argparse.Namespace) -> int:
 def _query_judgments(store, query: str, workspace: str | None = None) -> tuple[dict, bool]:
     """(unit -> (effective grade, source), whether the query is known) for one query:
     its citations in the newest complete run of ``workspace`` (if it has the item), human and llm rows."""
-    from .qrels import item_grades
-    from .store import RunNotFound
+    from ..qrels.grades import item_grades
+    from ..store import RunNotFound
 
     golden = None
     try:
@@ -522,8 +522,8 @@ def _unknown_judgment_target(store, query: str, unit: str, *, doc: bool) -> tupl
 
 
 def _cmd_qrels_override(args: argparse.Namespace) -> int:
-    from .qrels import unit_key
-    from .qrels_io import QrelsFormatError, grade_problem, parse_grade
+    from ..qrels.grades import unit_key
+    from ..qrels.formats import QrelsFormatError, grade_problem, parse_grade
 
     grade = parse_grade(args.grade)
     if grade is None:
@@ -554,7 +554,7 @@ def _cmd_qrels_override(args: argparse.Namespace) -> int:
 def _cmd_qrels_agreement(args: argparse.Namespace) -> int:
     from collections import Counter
 
-    from .qrels import agreement
+    from ..qrels.grades import agreement
 
     store = _open_store(args)
     rows = store.qrels_rows()
@@ -584,12 +584,12 @@ def _cmd_qrels_agreement(args: argparse.Namespace) -> int:
 
 # -- judge: calibration against human labels --------------------------------------------------
 def _cmd_judge_calibrate(args: argparse.Namespace) -> int:
-    from .calibration import calibration_figures, disagreements, judge_cases, label_set_hash, read_labels_file
-    from .embed import HashingEmbedder
-    from .judge.engine import JudgeEngine
-    from .judge.select import JudgeSetupError, make_judge, read_cache_rows
-    from .store import Store
-    from .store.ledgers import add_judge_calibration
+    from ..labels.calibration import calibration_figures, disagreements, judge_cases, label_set_hash, read_labels_file
+    from ..judge.embed import HashingEmbedder
+    from ..judge.engine import JudgeEngine
+    from ..judge.select import JudgeSetupError, make_judge, read_cache_rows
+    from ..store import Store
+    from ..store.ledgers import add_judge_calibration
 
     cases = read_labels_file(args.labels)  # a bad file is one error naming file:line before any judge work
     try:
@@ -651,8 +651,8 @@ def _cmd_judge_calibrate(args: argparse.Namespace) -> int:
 
 
 def _cmd_judge_labels_export(args: argparse.Namespace) -> int:
-    from .calibration import labels_from_corrections
-    from .store.ledgers import promoted_corrections
+    from ..labels.calibration import labels_from_corrections
+    from ..store.ledgers import promoted_corrections
 
     lines, skipped = labels_from_corrections(promoted_corrections(_open_store(args)))
     text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
@@ -663,10 +663,10 @@ def _cmd_judge_labels_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_judge_labels_import(args: argparse.Namespace) -> int:
-    from .calibration import read_labels_file
-    from .human_labels import answer_hash, label_rows_from_cases, label_rows_from_corrections
-    from .store import Store
-    from .store.ledgers import add_human_labels, promoted_corrections, stored_answers
+    from ..labels.calibration import read_labels_file
+    from ..labels.human import answer_hash, label_rows_from_cases, label_rows_from_corrections
+    from ..store import Store
+    from ..store.ledgers import add_human_labels, promoted_corrections, stored_answers
 
     if (args.labels is None) == (not args.from_feedback):
         print("crucible: judge labels import reads a labels file or the promoted corrections (--from-feedback), one of the two\n"
@@ -695,7 +695,7 @@ def _cmd_judge_labels_import(args: argparse.Namespace) -> int:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    from .store import Store, read_export
+    from ..store import Store, read_export
 
     document = read_export(args.file)
     store = Store.open(args.db)
@@ -705,7 +705,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 def _cmd_merge(args: argparse.Namespace) -> int:
-    from .store.merge import merge_shards
+    from ..store.merge import merge_shards
 
     report = merge_shards(args.shards, args.output, run_id=args.run_id)
     for warning in report.warnings:
@@ -725,7 +725,7 @@ def _cmd_merge(args: argparse.Namespace) -> int:
 
 
 def _cmd_promote(args: argparse.Namespace) -> int:
-    from .promote import promote
+    from ..golden_set.promote import promote
 
     if args.json:
         try:
@@ -741,7 +741,7 @@ def _cmd_promote(args: argparse.Namespace) -> int:
         try:
             body = json.loads(text)
         except (ValueError, RecursionError) as exc:
-            from .json_input import json_problem
+            from ..json_input import json_problem
 
             where = f"{args.json}:{exc.lineno}" if isinstance(exc, json.JSONDecodeError) else args.json
             print(f"crucible: {where}: not valid JSON: {json_problem(exc)}\nHINT: the body is one JSON object", file=sys.stderr)
@@ -772,7 +772,7 @@ def _cmd_promote(args: argparse.Namespace) -> int:
 
 
 def _cmd_golden_export(args: argparse.Namespace) -> int:
-    from .promote import draft_items
+    from ..golden_set.promote import draft_items
 
     store = _open_store(args)
     workspace = _workspace(args, store)  # drafts belong to their run's workspace (the message below names it)
@@ -785,14 +785,14 @@ def _cmd_golden_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_golden_review(args: argparse.Namespace) -> int:
-    from .golden_review import ReviewError, review_lines
+    from ..golden_set.review import ReviewError, review_lines
 
     chunks = None
     if args.corpus:
         try:
-            from . import corpus
+            from ..golden_set import corpus
         except ImportError:
-            print("crucible: --corpus needs the corpus reader (pytest_crucible.corpus), which this install lacks\n"
+            print("crucible: --corpus needs the corpus reader (pytest_crucible.golden_set.corpus), which this install lacks\n"
                   "HINT: run the review without --corpus", file=sys.stderr)
             return EXIT_USAGE
         try:
@@ -811,7 +811,7 @@ def _cmd_golden_review(args: argparse.Namespace) -> int:
 
 def _cmd_golden_status(args: argparse.Namespace) -> int:
     """`crucible golden accept` and `crucible golden reject`: set the items' status, every other byte kept."""
-    from .golden_review import ReviewError, set_status
+    from ..golden_set.review import ReviewError, set_status
 
     try:
         change = set_status(args.file, args.ids, args.new_status)
@@ -828,10 +828,10 @@ def _cmd_golden_generate(args: argparse.Namespace) -> int:
     import os
     from pathlib import Path
 
-    from .corpus import CorpusError, load_corpus
-    from .golden_generate import (GenerateError, default_against, estimate_requests, finish_drafts, generate_items,
+    from ..golden_set.corpus import CorpusError, load_corpus
+    from ..golden_set.generate import (GenerateError, default_against, estimate_requests, finish_drafts, generate_items,
                                   items_jsonl, parse_mix, plan_generation, questions_of_golden_files)
-    from .golden_set import GoldenFileError
+    from ..golden_set.schema import GoldenFileError
 
     info = sys.stderr if args.output == "-" else sys.stdout  # with the items on stdout, the rest goes to stderr
     try:
@@ -855,7 +855,7 @@ def _cmd_golden_generate(args: argparse.Namespace) -> int:
           f"{len(existing)} existing question(s) from {len(against)} golden file(s) to avoid", file=info)
     if args.generator == "lexical":
         try:
-            from .golden_lexical import lexical_drafts
+            from ..golden_set.lexical import lexical_drafts
         except ImportError:
             print("crucible: the offline lexical generator is not installed in this version\n"
                   "HINT: use --generator anthropic (needs ANTHROPIC_API_KEY)", file=sys.stderr)
@@ -866,9 +866,9 @@ def _cmd_golden_generate(args: argparse.Namespace) -> int:
             print("crucible: --generator anthropic needs an API key: ANTHROPIC_API_KEY is not set\n"
                   "HINT: export ANTHROPIC_API_KEY=..., or draft items offline with --generator lexical", file=sys.stderr)
             return EXIT_USAGE
-        from .judge.engine import JudgeEngine
-        from .judge.select import make_judge, read_cache_rows
-        from .store import Store
+        from ..judge.engine import JudgeEngine
+        from ..judge.select import make_judge, read_cache_rows
+        from ..store import Store
 
         judge = make_judge("anthropic", model=args.judge_model, batch=args.batch)
         engine = JudgeEngine(judge, cache_mode="readwrite")
@@ -914,7 +914,7 @@ def _cmd_golden_generate(args: argparse.Namespace) -> int:
 
 
 def _cmd_ablate(args: argparse.Namespace) -> int:
-    from .ablation import AblationError, ablation_json, ablation_lines, run_ablation
+    from .ablate import AblationError, ablation_json, ablation_lines, run_ablation
 
     echo = (lambda line: print(line, file=sys.stderr)) if args.json else print
     try:
@@ -932,7 +932,7 @@ def _cmd_ablate(args: argparse.Namespace) -> int:
 
 # -- serve and keys: the HTTP API and who may call it ------------------------------------------
 def _server_extra_missing(exc: ModuleNotFoundError) -> bool:
-    from .server import EXTRA_MISSING, SERVER_MODULES
+    from ..server import EXTRA_MISSING, SERVER_MODULES
 
     if (exc.name or "").split(".")[0] not in SERVER_MODULES:
         return False
@@ -943,12 +943,12 @@ def _server_extra_missing(exc: ModuleNotFoundError) -> bool:
 def _cmd_serve(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .keys import active_key_count
-    from .server import is_loopback, listen
+    from ..server.keys import active_key_count
+    from ..server import is_loopback, listen
 
     try:  # the framework is an optional extra: imported only here
-        from .server.app import openapi_text
-        from .server.serving import build_server
+        from ..server.app import openapi_text
+        from ..server.serving import build_server
     except ModuleNotFoundError as exc:
         if _server_extra_missing(exc):
             return EXIT_USAGE
@@ -975,7 +975,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_keys_create(args: argparse.Namespace) -> int:
-    from .keys import create_key
+    from ..server.keys import create_key
 
     store = _open_store(args)
     row, key = create_key(store, workspace=args.workspace, scopes=args.scope, name=args.name)
@@ -986,7 +986,7 @@ def _cmd_keys_create(args: argparse.Namespace) -> int:
 
 
 def _cmd_keys_list(args: argparse.Namespace) -> int:
-    from .keys import list_keys
+    from ..server.keys import list_keys
 
     store = _open_store(args)
     rows = list_keys(store, workspace=args.workspace)
@@ -1007,7 +1007,7 @@ def _cmd_keys_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_keys_revoke(args: argparse.Namespace) -> int:
-    from .keys import revoke_key
+    from ..server.keys import revoke_key
 
     store = _open_store(args)
     row, revoked = revoke_key(store, args.key)
@@ -1343,12 +1343,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from .qrels_io import QrelsFormatError
-    from .store import StoreError
+    from ..qrels.formats import QrelsFormatError
+    from ..store import StoreError
 
     args = build_parser().parse_args(argv)
     if "db" in vars(args) and args.db is None:
-        from .workspace import default_db
+        from ..workspace import default_db
 
         args.db = str(default_db())  # the project's database, found from the current directory
     try:
@@ -1364,5 +1364,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -9,7 +9,7 @@ National Institute of Standards and Technology as its source and as the
 source of the reference files the test suite compares against.  No trec_eval
 code is used: behaviour was taken from its documentation and checked
 against its reference outputs.  Every score is that of the single implementation in
-:mod:`pytest_crucible.metrics.retrieval`: :mod:`pytest_crucible.trec_fast` parses the files and
+:mod:`pytest_crucible.metrics.retrieval`: :mod:`pytest_crucible.qrels.trec_fast` parses the files and
 scores all queries at once with numpy, bit for bit equal to the line readers and the per-query
 loop here, which stay the reference (and the fall-back for unusual input and for errors).
 
@@ -69,7 +69,7 @@ from typing import IO, Callable
 
 import numpy as np
 
-from pytest_crucible import trec_fast
+from pytest_crucible.qrels import trec_fast
 from pytest_crucible.metrics.retrieval import (
     hit_at_k,
     ndcg_at_k,

@@ -3,7 +3,7 @@
 Two qrels formats are read and written:
 
 - **TREC qrels** (any file not ending in ``.jsonl``): ``qid iter docno grade`` per line,
-  as NIST trec_eval reads them. The docno is a *unit* of :mod:`pytest_crucible.qrels`:
+  as NIST trec_eval reads them. The docno is a *unit* of :mod:`pytest_crucible.qrels.grades`:
   ``doc:<id>`` judges a whole document, ``chunk:<id>`` a chunk, and a bare docno (a file
   from elsewhere) is a chunk id. What we write always uses the prefixed form, so a file
   we wrote reads back to the same units. The ``iter`` column is written as 0 and ignored.
@@ -34,8 +34,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .json_input import jsonl_object, shown
-from .metrics.retrieval import ranking_units
+from ..json_input import jsonl_object, shown
+from ..metrics.retrieval import ranking_units
 
 __all__ = [
     "QrelsFormatError",
@@ -474,7 +474,7 @@ def attach_doc_ids(rows: Iterable[dict[str, Any]], chunk_docs: Mapping[str, str]
     """Fill the doc id of chunk judgments that lack one, where the chunk's document is known.
 
     A chunk-level llm judgment that knows its document never shadows a document-level
-    human or provenance judgment (see :func:`pytest_crucible.qrels.effective_grades`).
+    human or provenance judgment (see :func:`pytest_crucible.qrels.grades.effective_grades`).
     """
     out = []
     for row in rows:

@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 if TYPE_CHECKING:
     from .calibration import LabelledCase
-    from .runs import RunData
-    from .stats.ppi import PPIEstimate
-    from .store import Store
+    from ..verdict.runs import RunData
+    from ..stats.ppi import PPIEstimate
+    from ..store import Store
 
 __all__ = ["KINDS", "METRIC_OF_KIND", "answer_hash", "label_number", "label_rows_from_cases", "label_rows_from_corrections",
            "PPILine", "ppi_for_run", "ppi_summary_lines", "run_ppi_lines", "compare_ppi", "compare_ppi_lines",
@@ -59,7 +59,7 @@ def answer_hash(answer: str | None) -> str:
 def label_number(kind: str, value: str) -> float:
     """A stored label as a number on its metric's scale: crag -> the CRAG score, faithful -> 1.0 / 0.0."""
     if kind == "crag":
-        from .metrics.crag import crag_score
+        from ..metrics.crag import crag_score
 
         return crag_score(value)
     if kind == "faithful":
@@ -192,7 +192,7 @@ def ppi_for_run(results_rows: Iterable[Mapping[str, Any]] | Mapping[str, str | N
             continue
         estimate = None
         if len(labelled_y) >= MIN_LABELLED:
-            from .stats.ppi import ppi_mean
+            from ..stats.ppi import ppi_mean
 
             estimate = ppi_mean(labelled_y, labelled_f, unlabelled_f, alpha=alpha)
         lines.append(PPILine(metric, kind, len(labelled_y), len(unlabelled_f), estimate))
@@ -218,7 +218,7 @@ def run_ppi_lines(store: "Store", results_rows: Sequence[Mapping[str, Any]],
     """:func:`ppi_summary_lines` of a stored run, its labels read from the ledger (the terminal summary)."""
     if not any(metric in item_metrics for metric in METRIC_OF_KIND.values()):
         return []
-    from .store.ledgers import human_labels_for_items
+    from ..store.ledgers import human_labels_for_items
 
     labels = human_labels_for_items(store, (row["item_id"] for row in results_rows))
     return ppi_summary_lines(results_rows, item_metrics, labels) if labels else []
@@ -269,7 +269,7 @@ def compare_ppi(a_answers: Iterable[Mapping[str, Any]] | Mapping[str, str | None
             if ua or fa:
                 entry["judgeDelta"] = (sum(fb) - sum(fa) + sum(ub) - sum(ua)) / (len(fa) + len(ua))
         else:
-            from .stats.ppi import ppi_paired_difference
+            from ..stats.ppi import ppi_paired_difference
 
             estimate = ppi_paired_difference(ya, yb, fa, fb, ua, ub, alpha=alpha)
             entry.update(judgeDelta=estimate.judge_mean, delta=estimate.estimate, ci=[estimate.ci_low, estimate.ci_high],
@@ -302,9 +302,9 @@ def compare_ppi_for_runs(store: "Store", a: "RunData", b: "RunData", a_ref: str,
     """:func:`compare_ppi` of two runs as ``crucible compare`` read them (``a_ref``/``b_ref``: how they were
     named: an exported run's answers come from its file, a stored run's from the store), with the labels
     of their items read from the ledger."""
-    from .runs import is_export_path
-    from .store import read_export
-    from .store.ledgers import human_labels_for_items, run_answers
+    from ..verdict.runs import is_export_path
+    from ..store import read_export
+    from ..store.ledgers import human_labels_for_items, run_answers
 
     def answers(run: "RunData", ref: str) -> dict[str, str | None]:
         if is_export_path(ref):

@@ -18,8 +18,8 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from .store import Store, StoreError, new_ulid, utc_now
-from .store.keys import count_active_keys, insert_key_row, key_row, key_rows, replace_key_hash, set_key_revoked
+from ..store import Store, StoreError, new_ulid, utc_now
+from ..store.keys import count_active_keys, insert_key_row, key_row, key_rows, replace_key_hash, set_key_revoked
 
 KEY_PREFIX = "crk"
 SCOPES = ("runs:read", "kb:read", "feedback:write")

@@ -6,9 +6,9 @@ never imputed). A difference is ``significant`` only when the BCa interval
 excludes 0 *and* the permutation p-value is below alpha. A *regression* is a
 significant change in the metric's bad direction.
 
-Works on :class:`~pytest_crucible.runs.RunData` (plain data), whichever store or file it came
+Works on :class:`~pytest_crucible.verdict.runs.RunData` (plain data), whichever store or file it came
 from; the statistics themselves are in :mod:`pytest_crucible.stats` (arrays only). The gate's
-verdict on a comparison (floors, refusals, exit code) is decided in :mod:`pytest_crucible.gate`.
+verdict on a comparison (floors, refusals, exit code) is decided in :mod:`pytest_crucible.verdict.gate`.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from .config import config_diff
-from .metrics import metric_direction, ordered_metrics
+from ..config import config_diff
+from ..metrics import metric_direction, ordered_metrics
 from .runs import RunData
-from .stats import DEFAULT_SEED, holm_adjust, min_pairs_for_alpha, paired_tests
+from ..stats import DEFAULT_SEED, holm_adjust, min_pairs_for_alpha, paired_tests
 
 ALPHA = 0.05
 
@@ -150,7 +150,7 @@ def compare_run_data(
     (:func:`item_clusters`); when some cluster holds two items or more, each metric is tested by resampling
     clusters and flipping signs per cluster (``stats.clustered``), else by the independent-items tests."""
     check_comparable(a, b)
-    from .custom_metrics import directions, ruler_changes
+    from ..evaluation.custom_metrics import directions, ruler_changes
 
     ruler_warnings, refusal = ruler_changes(a.run, b.run, metrics)
     if refusal:
@@ -185,7 +185,7 @@ def compare_run_data(
     labels = item_clusters(shared, a, b, cluster)
     clustered = len(set(labels.values())) < len(labels)
     if clustered:
-        from .stats.clustered import paired_cluster_tests
+        from ..stats.clustered import paired_cluster_tests
 
         groups_of = [[labels[i] for i in items] for _, (_, _, items) in to_test]
         for (entry, _), group in zip(to_test, groups_of):
@@ -260,7 +260,7 @@ def metric_key(metric: str, kind: str | None) -> str:
 
 def kind_groups(items: list[str], run: RunData) -> list[tuple[str | None, list[str]]]:
     """[(None, items)] when the items are of one kind, else one group per kind (in KINDS order)."""
-    from .defaults import KINDS
+    from ..defaults import KINDS
 
     by_kind: dict[str, list[str]] = {}
     for item in items:
@@ -326,8 +326,8 @@ def excluded_items(a: RunData, b: RunData) -> list[dict[str, str]]:
 
 def _compare_aurc(a: RunData, b: RunData, shared: list[str], **options: Any) -> MetricComparison:
     """AURC is a statistic of the whole run, not a mean of items: tested by resampling items (see run_level)."""
-    from .metrics.selective import aurc
-    from .stats.run_level import paired_aurc_test
+    from ..metrics.selective import aurc
+    from ..stats.run_level import paired_aurc_test
 
     both = [item for item in shared if item in a.selective and item in b.selective]
     dropped = sum(1 for item in shared if (item in a.selective) != (item in b.selective))  # shared: the group's items

@@ -1,4 +1,4 @@
-"""Guardrail ablation: each defence layer's exact contribution, with a significance verdict.
+"""`crucible ablate`: each guardrail defence layer's exact contribution, with a significance verdict.
 
 The golden set runs once with every layer on, then once per layer with only that
 layer switched off (``guardrails.layers.NAME: false`` in the applied config). Each
@@ -16,17 +16,23 @@ with its Wilson interval. This module never imports pytest.
 
 from __future__ import annotations
 
+import argparse
 import json
-import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from ..config import ConfigError, deep_merge, load_config_file
 from ..defaults import DEFAULT_SEED
-from ..metrics.guardrail import GUARDRAIL_METRICS, describe_rate
+from .common import EXIT_OK, EXIT_USAGE, with_db
+
+if TYPE_CHECKING:
+    import subprocess
+    from pathlib import Path
+
+EXAMPLES: dict[str, str] = {
+    "ablate": "crucible ablate --config example_project/configs/baseline.json \\\n"
+              "    --layers instructionPatterns,documentScan,obfuscation --db ablation.db -- example_project",
+}
 
 ALL_ON = "all-layers-on"
 
@@ -53,6 +59,8 @@ class Ablation:
 
 def variant_params(params: dict[str, Any], layer: str | None) -> dict[str, Any]:
     """The config as written with ``layer`` switched off (None: every layer on), labelled so."""
+    from ..config import deep_merge
+
     variant = params if layer is None else deep_merge(params, {"guardrails": {"layers": {layer: False}}})
     return {**variant, "labels": {**(params.get("labels") or {}), "ablation": f"without-{layer}" if layer else ALL_ON}}
 
@@ -63,9 +71,16 @@ def _run_id(stamp: str, layer: str | None) -> str:
 
 def run_ablation(config_path: str | None, layers: Sequence[str], *, db: str | Path, pytest_args: Sequence[str] = (),
                  kinds: str | None = "adversarial", seed: int = DEFAULT_SEED,
-                 run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+                 run: Callable[..., subprocess.CompletedProcess] | None = None,
                  echo: Callable[[str], None] = lambda line: None) -> Ablation:
-    """Run the set with every layer on and once per layer switched off, then compare."""
+    """Run the set with every layer on and once per layer switched off (``run``: how a command runs,
+    default ``subprocess.run``), then compare."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from ..config import ConfigError, load_config_file
+    from ..metrics.guardrail import GUARDRAIL_METRICS
     from ..verdict.comparison import compare_run_data
     from ..verdict.runs import load_run
     from ..store import Store, new_ulid
@@ -94,7 +109,7 @@ def run_ablation(config_path: str | None, layers: Sequence[str], *, db: str | Pa
             if kinds:
                 command.append(f"--crucible-kind={kinds}")
             echo(f"ablate: {'every layer on' if layer is None else f'without {layer}'} (run {run_id})")
-            done = run(command, capture_output=True, text=True)
+            done = (run or subprocess.run)(command, capture_output=True, text=True)
             if done.returncode != 0:
                 tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
                 raise AblationError(f"the run {'with every layer on' if layer is None else f'without {layer}'} "
@@ -135,8 +150,10 @@ def guardrail_row(comparison, metric: str):
 
 def ablation_lines(ablation: Ablation) -> list[str]:
     """The report: residual risk with every layer on, then each layer's contribution (fits 100 columns)."""
-    s = ablation.base_summary
+    from ..metrics.guardrail import GUARDRAIL_METRICS, describe_rate
     from ..report.views import p_text, verdict_text
+
+    s = ablation.base_summary
 
     lines = [f"every layer on (run {ablation.base_run}): residual risk",
              *(f"  {describe_rate(name, s[name])}" for name in GUARDRAIL_METRICS if name in s),
@@ -159,6 +176,8 @@ def ablation_lines(ablation: Ablation) -> list[str]:
 
 
 def ablation_json(ablation: Ablation) -> dict[str, Any]:
+    from ..metrics.guardrail import GUARDRAIL_METRICS
+
     return {
         "baseRun": ablation.base_run,
         "seed": ablation.seed,
@@ -171,3 +190,30 @@ def ablation_json(ablation: Ablation) -> dict[str, Any]:
             for r in ablation.layers
         ],
     }
+
+
+def _cmd_ablate(args: argparse.Namespace) -> int:
+    echo = (lambda line: print(line, file=sys.stderr)) if args.json else print
+    try:
+        ablation = run_ablation(args.config, args.layers.split(","), db=args.db, pytest_args=args.pytest_args,
+                                kinds=None if args.kind == "all" else args.kind, seed=args.seed, echo=echo)
+    except AblationError as exc:
+        print(f"crucible ablate: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps(ablation_json(ablation), indent=2))
+    else:
+        print("\n".join(ablation_lines(ablation)))
+    return EXIT_OK
+
+
+def add_ablate(sub) -> None:
+    ablate = with_db(sub.add_parser("ablate", help="each guardrail layer's contribution: one run per layer switched off"))
+    ablate.add_argument("--config", metavar="PATH", help="the base pipeline config (default: the defaults)")
+    ablate.add_argument("--layers", required=True, metavar="A,B,...", help="guardrail layers to switch off one at a time")
+    ablate.add_argument("--kind", default="adversarial", metavar="KIND[,KIND]",
+                        help="golden item kinds to run (default adversarial; 'all' runs every kind)")
+    ablate.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"seed of the paired test (default {DEFAULT_SEED})")
+    ablate.add_argument("--json", action="store_true", help="print the contributions as JSON")
+    ablate.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="passed to pytest, e.g. -- example_project")
+    ablate.set_defaults(func=_cmd_ablate)

@@ -1,0 +1,214 @@
+"""`crucible compare` and `crucible report`: the gate's verdict on two runs, in the terminal or as an HTML page
+(the same `verdict.gate.decide_stored` the plugin's session ends with, the same options)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..defaults import DEFAULT_SEED, KINDS, MIN_PAIRS
+from .common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, add_workspace_flag, open_store, read_run_ref, resolve_run, with_db
+
+
+EXAMPLES: dict[str, str] = {
+    "compare": "crucible compare baselines/main.json latest\n"
+               "crucible compare 01J9Z3 latest --metrics ndcgAt10,mrr --json\n"
+               "crucible compare 01J9Z3 latest --facet questionType=multi_hop\n"
+               "crucible compare 01J9Z3 latest --ppi              # judged deltas corrected with human labels",
+    "report": "crucible report latest -o report.html\n"
+              "crucible report latest --against baselines/main.json -o report.html",
+}
+
+
+def _gate_settings(args: argparse.Namespace, baseline: str | None, k: int | None = None, runs=None):
+    """The gate's settings from compare/report flags: the same GateSettings the plugin builds
+    (``k``: the candidate's retrievalLimit, for metric names as the terminal shows them). ``runs``: the
+    runs compared, whose custom metrics may be named; None: not read yet, so a name nothing built in
+    defines waits for them (checked again once they are read) while every other bad flag fails now."""
+    from ..verdict.gate import GateSettings, parse_floors, parse_metric_list
+    from ..metrics import UnknownMetric
+
+    if args.min_pairs < 2:
+        raise ValueError(f"--min-pairs {args.min_pairs}: a paired test needs at least 2 pairs\nHINT: leave it out (default {MIN_PAIRS})")
+    from ..verdict.runs import metric_names
+
+    custom = metric_names(runs or ())
+
+    def parsed(parse, *parse_args):
+        try:
+            return parse(*parse_args, k, custom)
+        except UnknownMetric:
+            if runs is not None:
+                raise
+            return None
+
+    return GateSettings(baseline=baseline, gate=parsed(parse_metric_list, args.gate, "--gate"),
+                        floors=parsed(parse_floors, args.fail_under or [], "--fail-under") or (),
+                        multiple=args.multiple, seed=args.seed, allow_incomplete=args.allow_incomplete,
+                        metrics=parsed(parse_metric_list, getattr(args, "metrics", None), "--metrics"), min_pairs=args.min_pairs,
+                        rescore=args.rescore, cluster=args.cluster)
+
+
+def add_gate_flags(cmd: argparse.ArgumentParser) -> None:
+    """The plugin's gate options, for the commands that give its verdict (compare, report --against)."""
+    cmd.add_argument("--seed", type=int, default=DEFAULT_SEED, metavar="N",
+                     help=f"seed of the bootstrap and the permutation test (default {DEFAULT_SEED}, as --crucible-seed)")
+    cmd.add_argument("--multiple", choices=["none", "holm"], default="none", help="p-value correction across metrics")
+    cmd.add_argument("--gate", default=None, metavar="M1,M2",
+                     help="metrics whose significant regression fails the gate (default every compared one, as --crucible-gate)")
+    cmd.add_argument("--fail-under", dest="fail_under", action="append", default=[], metavar="METRIC=VALUE",
+                     help="absolute floor on the candidate's mean, e.g. ndcgAt10=0.6 (repeatable, as --crucible-fail-under)")
+    cmd.add_argument("--min-pairs", dest="min_pairs", type=int, default=MIN_PAIRS, metavar="N",
+                     help=f"fewest pairs a gated metric needs; with fewer the gate refuses, exit 3 (default {MIN_PAIRS}, "
+                          "as ini crucible_min_pairs)")
+    cmd.add_argument("--rescore", action="store_true",
+                     help="score both runs' retrieval metrics from their stored rankings against today's relevance "
+                          "grades, so a judgment added between the runs does not move the ruler (as --crucible-rescore)")
+    cmd.add_argument("--allow-incomplete", dest="allow_incomplete", action="store_true",
+                     help="compare an incomplete or interrupted run on the items it has instead of refusing "
+                          "(as --crucible-allow-incomplete)")
+    cmd.add_argument("--cluster", choices=["field", "doc", "none"], default="field",
+                     help="how items that move together are clustered: field (the golden item's cluster, default), doc "
+                          "(the first required citation's document) or none (as --crucible-cluster)")
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from ..metrics.facets import items_in_facet, parse_facet
+    from ..verdict.gate import decide_stored
+    from ..report.views import gate_lines
+
+    try:
+        _gate_settings(args, args.a)  # bad flags are a usage error before any file is read
+    except ValueError as exc:
+        print(f"crucible: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.kind:
+        if args.facet:
+            print("crucible: --kind and --facet cannot be combined\nHINT: --kind K is --facet kind=K", file=sys.stderr)
+            return EXIT_USAGE
+        args.facet = f"kind={args.kind}"
+    if args.facet:
+        try:
+            facet, value = parse_facet(args.facet)
+        except ValueError as exc:
+            print(f"crucible: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    store = open_store(args)
+    a, b = (read_run_ref(store, args, ref, golden=True, rankings=args.rescore) for ref in (args.a, args.b))
+    if args.facet:
+        # An item is in the facet when the baseline's version of it is (items are paired by id).
+        keep = items_in_facet(a.golden or b.golden, facet, value)
+        a, b = a.restricted(keep), b.restricted(keep)
+    try:  # metric names as the terminal shows them (recall@10) are read against the candidate's K
+        settings = _gate_settings(args, args.a, b.resolved.get("retrievalLimit"), runs=(a, b))
+    except ValueError as exc:
+        print(f"crucible: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    result = decide_stored(store, b, a, settings)
+    ppi = None
+    if args.ppi:  # read after the verdict and beside it: it never changes the verdict or the exit code
+        from ..labels.human import compare_ppi_for_runs
+
+        ppi = compare_ppi_for_runs(store, a, b, args.a, args.b)
+    if args.json:
+        document = result.comparison.to_json() if result.comparison is not None else {"a": a.run_id, "b": b.run_id}
+        document["gate"] = result.to_json()
+        if ppi is not None:
+            document["ppi"] = ppi
+        if args.facet:
+            document["facet"] = args.facet
+        print(json.dumps(document, indent=2))
+    elif args.facet:
+        print(f"facet {args.facet}")
+    # The same verdict as the plugin's gate, in the same words: the table on stdout, what failed on stderr.
+    for line in gate_lines(result):
+        alert = line.startswith(("GATE FAILED", "GATE REFUSED")) or (result.refusal and line.startswith("HINT"))
+        if alert:
+            print(line, file=sys.stderr)
+        elif not args.json:
+            print(line)
+    if ppi is not None and not args.json:
+        from ..labels.human import compare_ppi_lines
+
+        print("\n".join(compare_ppi_lines(ppi)))
+    return result.exit_code
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from ..report.html import render_report, write_report
+
+    # A gate needs a baseline (--against) or a floor (--fail-under): either one is never ignored.
+    gated = bool(args.against or args.fail_under)
+    if gated:
+        try:
+            settings = _gate_settings(args, args.against)
+        except ValueError as exc:
+            print(f"crucible: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    store = open_store(args)
+    run_id = resolve_run(store, args, args.run)
+    gate = None
+    if gated:
+        from ..verdict.gate import decide_stored
+        from ..verdict.runs import load_run
+
+        # The verdict `crucible compare AGAINST RUN` gives, decided once and handed to the page.
+        baseline = (read_run_ref(store, args, args.against, exclude=run_id, golden=True, rankings=args.rescore)
+                    if args.against else None)
+        current = load_run(store, run_id, golden=True, rankings=args.rescore)
+        try:  # now that the runs are read, a custom metric's name is known
+            settings = _gate_settings(args, args.against, current.resolved.get("retrievalLimit"),
+                                      runs=[run for run in (current, baseline) if run is not None])
+        except ValueError as exc:
+            print(f"crucible: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        gate = decide_stored(store, current, baseline, settings)
+    html = render_report(store, run_id, gate=gate)
+    # A refusal is the one verdict that fails this command: the page says why nothing was compared.
+    code = EXIT_REFUSED if gate is not None and gate.verdict == "refused" else EXIT_OK
+    if args.output == "-":
+        sys.stdout.write(html)
+        return code
+    try:
+        path = write_report(args.output, html)
+    except OSError as exc:
+        print(f"crucible: {args.output}: cannot write the report: {exc.strerror or exc}\n"
+              "HINT: check the -o path; its directory must exist", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"wrote the report of run {run_id}" + (f" against {args.against}" if args.against else "") + f" to {path}")
+    if gate is not None:
+        print(gate.summary())
+    return code
+
+
+def add_compare(sub) -> None:
+    compare = with_db(sub.add_parser("compare", help="paired comparison of two runs behind two significance gates; "
+                                                      "exit 1 when B regressed significantly or missed a floor, 3 when the comparison is refused"))
+    compare.add_argument("a", help="baseline: run id, prefix, latest, or an exported run .json")
+    compare.add_argument("b", help="candidate: run id, prefix, latest, or an exported run .json")
+    compare.add_argument("--json", action="store_true",
+                         help="print JSON: a, b, pairedItems, seed, metrics (delta, ci, p, significant), verdicts, power")
+    compare.add_argument("--metrics", default=None, metavar="M1,M2", help="only these metrics")
+    add_gate_flags(compare)
+    compare.add_argument("--facet", default=None, metavar="FACET=VALUE",
+                         help="compare only the items of one facet value, e.g. questionType=multi_hop or tag=topic:returns")
+    compare.add_argument("--ppi", action="store_true",
+                         help="also print truthfulness and faithfulness deltas corrected for the judge's bias with human "
+                              "labels (PPI++, `crucible judge labels import`), over the items labelled in both runs "
+                              "(--json: under \"ppi\"); never changes the gate's verdict or the exit code")
+    compare.add_argument("--kind", default=None, choices=KINDS,
+                         help="compare only the items of one kind (the same as --facet kind=KIND)")
+    compare.set_defaults(func=_cmd_compare)
+    add_workspace_flag(compare)
+
+
+def add_report(sub) -> None:
+    report = with_db(sub.add_parser("report", help="write one run as a self-contained HTML report"))
+    report.add_argument("run", help="run id, unique prefix, or latest")
+    report.add_argument("--against", default=None, metavar="BASELINE",
+                        help="compare with a baseline: run id, prefix, latest (newest other complete run), or an exported run .json")
+    report.add_argument("-o", "--output", required=True, help="output .html file, or - for stdout")
+    add_gate_flags(report)
+    report.set_defaults(func=_cmd_report)
+    add_workspace_flag(report)

@@ -1,0 +1,172 @@
+"""`crucible judge calibrate` and `crucible judge labels import|export`: the judge against people's labels."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..defaults import JUDGE_CHOICES
+from .common import EXIT_OK, EXIT_USAGE, open_store, with_db, write_output
+
+
+EXAMPLES: dict[str, str] = {
+    "judge": "crucible judge labels export -o labels.jsonl\n"
+             "crucible judge calibrate labels.jsonl --judge anthropic",
+    "judge calibrate": "crucible judge calibrate labels.jsonl                    # the offline judge (lexical-v2)\n"
+                       "crucible judge calibrate labels.jsonl --judge anthropic --judge-model claude-haiku-5-5 --json",
+    "judge labels": "crucible judge labels export -o labels.jsonl\n"
+                    "crucible judge labels import labels.jsonl --by dana",
+    "judge labels import": "crucible judge labels import labels.jsonl --by dana   # keyed by itemId (else id) and the answer\n"
+                           "crucible judge labels import --from-feedback          # the promoted corrections' labels\n"
+                           "crucible compare baselines/main.json latest --ppi     # the judged deltas corrected with them",
+    "judge labels export": "crucible judge labels export -o labels.jsonl\n"
+                           "crucible judge labels export -o - --db .crucible/crucible.db",
+}
+
+
+def _cmd_judge_calibrate(args: argparse.Namespace) -> int:
+    from ..labels.calibration import calibration_figures, disagreements, judge_cases, label_set_hash, read_labels_file
+    from ..judge.embed import HashingEmbedder
+    from ..judge.engine import JudgeEngine
+    from ..judge.select import JudgeSetupError, make_judge, read_cache_rows
+    from ..store import Store
+    from ..store.ledgers import add_judge_calibration
+
+    cases = read_labels_file(args.labels)  # a bad file is one error naming file:line before any judge work
+    try:
+        judge = make_judge(args.judge, model=args.judge_model)
+    except JudgeSetupError as exc:
+        print(f"crucible: {str(exc).replace('--crucible-judge=', '--judge ')}", file=sys.stderr)
+        return EXIT_USAGE
+    store = Store.open(args.db)
+    # The engine of a real run: the database's cache is read first and every new verdict is written back.
+    engine = JudgeEngine(judge, cache_mode="readwrite")
+    engine.load_cache(read_cache_rows(store.path, engine.model))
+    try:
+        verdicts = judge_cases(cases, engine, HashingEmbedder())
+    finally:
+        store.add_cache_rows(engine.drain_cache_rows())
+        judge.close()
+    figures = calibration_figures(cases, verdicts)
+    crag, faithful = figures["crag"], figures["faithful"]
+    stored = add_judge_calibration(store, {
+        "judge_model": engine.model, "prompt_version": engine.prompt_version, "label_set_hash": label_set_hash(cases),
+        "n_crag": crag["n"], "kappa_crag": crag["kappa"], "kappa_crag_binary": crag["kappaBinary"],
+        "n_faithful": faithful["n"], "kappa_faithful": faithful["kappa"],
+        "figures": {key: value for key, value in figures.items() if key != "cases"} | {"stats": engine.stats.as_dict()}})
+    if args.json:
+        print(json.dumps({"judge": {"model": engine.model, "promptVersion": engine.prompt_version},
+                          "labels": {"file": args.labels, "cases": len(cases), "hash": stored["label_set_hash"]},
+                          "stats": engine.stats.as_dict(), "calibrationId": stored["id"], **figures}, indent=2))
+        return EXIT_OK
+
+    def number(value, digits: int = 2) -> str:
+        return "undefined" if value is None else f"{value:.{digits}f}"
+
+    stats = engine.stats
+    prompts = f", prompts {engine.prompt_version}" if engine.prompt_version != engine.model else ""
+    print(f"judge {judge.label}{prompts}: {len(cases)} labelled case(s) from {args.labels}")
+    print(f"judge work: {stats.requests} requests, {stats.cache_hits} cached, {stats.judged} judged, {stats.failures} failed")
+    for kind, block in (("crag", crag), ("faithful", faithful)):
+        if not block["n"]:
+            print(f"{kind}: no case compared (no {kind} label, or no verdict for the labelled cases)")
+            continue
+        extra = f"  binary kappa {number(block['kappaBinary'])} (accuracy {number(block['accuracyBinary'], 3)})" \
+            if kind == "crag" else ""
+        print(f"{kind}: n {block['n']}  accuracy {number(block['accuracy'], 3)}  kappa {number(block['kappa'])}{extra}")
+        columns = list(block["confusion"])
+        print("  " + "human / judge".ljust(14) + "".join(f"{name:>11}" for name in columns))
+        for label, row in block["confusion"].items():
+            print(f"  {label:<14}" + "".join(f"{row[name]:>11}" for name in columns))
+    if figures["judgeFailed"]:
+        print(f"judge failed on {len(figures['judgeFailed'])} case(s), not compared: {', '.join(figures['judgeFailed'][:10])}")
+    found = disagreements(figures)
+    print(f"disagreements ({len(found)})" + (":" if found else ": none"))
+    width = max((len(case_id) for case_id, *_ in found), default=0)
+    for case_id, kind, label, verdict in found:
+        label, verdict = (json.dumps(v) if isinstance(v, bool) else v for v in (label, verdict))
+        print(f"  {case_id:<{width}}  {kind:<8}  human {label}, judge {verdict}")
+    print(f"remembered as calibration {stored['id']} in {store.path}: the summary of runs judged by "
+          f"{engine.model} ({engine.prompt_version}) shows it")
+    return EXIT_OK
+
+
+def _cmd_judge_labels_export(args: argparse.Namespace) -> int:
+    from ..labels.calibration import labels_from_corrections
+    from ..store.ledgers import promoted_corrections
+
+    lines, skipped = labels_from_corrections(promoted_corrections(open_store(args)))
+    text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
+    note = f" ({skipped} correction(s) without a result skipped)" if skipped else ""
+    write_output(args.output, text, f"wrote {len(lines)} labelled case(s) from promoted corrections to {args.output}{note}; "
+                                     "check each label, then: crucible judge calibrate " + args.output)
+    return EXIT_OK
+
+
+def _cmd_judge_labels_import(args: argparse.Namespace) -> int:
+    from ..labels.calibration import read_labels_file
+    from ..labels.human import answer_hash, label_rows_from_cases, label_rows_from_corrections
+    from ..store import Store
+    from ..store.ledgers import add_human_labels, promoted_corrections, stored_answers
+
+    if (args.labels is None) == (not args.from_feedback):
+        print("crucible: judge labels import reads a labels file or the promoted corrections (--from-feedback), one of the two\n"
+              "HINT: crucible judge labels import LABELS.jsonl, or crucible judge labels import --from-feedback", file=sys.stderr)
+        return EXIT_USAGE
+    skipped = 0
+    if args.labels is not None:
+        # A bad file is one error naming file:line before the database is touched.
+        rows = label_rows_from_cases(read_labels_file(args.labels), source="import", created_by=args.by, note=args.note)
+        store = Store.open(args.db)
+    else:
+        store = open_store(args)  # the corrections live in an existing database
+        rows, skipped = label_rows_from_corrections(promoted_corrections(store), created_by=args.by)
+    added = add_human_labels(store, rows)
+    answers = {(row["item_id"], row["answer_hash"]) for row in rows}
+    print(f"imported {added} labels ({len(rows) - added} already there) for {len(answers)} answers")
+    if skipped:
+        print(f"{skipped} correction(s) without a result (no answer to label) skipped")
+    known = {(item_id, answer_hash(answer)) for item_id, answer in stored_answers(store, {item for item, _ in answers})}
+    unmatched = len(answers - known)
+    if unmatched:
+        print(f"crucible: warning: {unmatched} of the {len(answers)} labelled answers match no result in {store.path} "
+              "(same item id, same answer text, whitespace aside): their labels count once a run gives that answer",
+              file=sys.stderr)
+    return EXIT_OK
+
+
+def add_judge(sub) -> None:
+    judge = sub.add_parser("judge", help="the judge: calibrate it against human labels, export labels from reviews")
+    judge_sub = judge.add_subparsers(dest="judge_command", required=True, metavar="ACTION")
+    calibrate = with_db(judge_sub.add_parser(
+        "calibrate", help="run human-labelled cases through the judge; accuracy, Cohen's kappa, confusion, disagreements"))
+    calibrate.add_argument("labels", metavar="LABELS.jsonl",
+                           help="one labelled case per line: id, question, contexts, answer, reference, "
+                                "labels {crag, faithful} (docs/judge-calibration.md)")
+    calibrate.add_argument("--judge", choices=[c for c in JUDGE_CHOICES if c != "auto"], default="lexical",
+                           help="lexical: the offline judge, lexical-v2 (default); lexical-v1: the previous offline "
+                                "judge; anthropic: Claude (needs ANTHROPIC_API_KEY)")
+    calibrate.add_argument("--judge-model", dest="judge_model", default=None, metavar="M",
+                           help="the Claude model with --judge anthropic (default: the plugin's default judge model)")
+    calibrate.add_argument("--json", action="store_true",
+                           help="print JSON: judge, crag and faithful (n, accuracy, kappa, confusion), cases")
+    calibrate.set_defaults(func=_cmd_judge_calibrate)
+    judge_labels = judge_sub.add_parser("labels", help="labels files for `crucible judge calibrate`; the labels ledger PPI++ reads")
+    judge_labels_sub = judge_labels.add_subparsers(dest="judge_labels_command", required=True, metavar="ACTION")
+    labels_export = with_db(judge_labels_sub.add_parser(
+        "export", help="write the promoted corrections of the database as a labels file to start from"))
+    labels_export.add_argument("-o", "--output", required=True, help="a .jsonl file, or - for stdout")
+    labels_export.set_defaults(func=_cmd_judge_labels_export)
+    labels_import = with_db(judge_labels_sub.add_parser(
+        "import", help="append human labels of answers to the database's append-only ledger (what `compare --ppi` and "
+                       "the run summary correct the judge's bias with)"))
+    labels_import.add_argument("labels", nargs="?", default=None, metavar="LABELS.jsonl",
+                               help="a labels file (the `crucible judge calibrate` format); each case labels the answer "
+                                    "`answer` of the golden item `itemId`, else of the golden item whose id is `id`")
+    labels_import.add_argument("--from-feedback", dest="from_feedback", action="store_true",
+                               help="instead of a file: the labels of the promoted corrections (as `crucible judge labels "
+                                    "export` writes them; source feedback)")
+    labels_import.add_argument("--by", default=None, metavar="NAME", help="who labelled (kept with every label)")
+    labels_import.add_argument("--note", default=None, metavar="TEXT", help="a note stamped on every imported label")
+    labels_import.set_defaults(func=_cmd_judge_labels_import)

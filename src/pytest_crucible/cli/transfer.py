@@ -1,0 +1,96 @@
+"""Runs in and out of a database: `crucible export` (JSON or a TREC run file), `crucible import`, and
+`crucible merge` (the shards of one sharded run)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .common import EXIT_REFUSED, add_workspace_flag, open_store, resolve_run, with_db, write_output, write_text
+
+
+EXAMPLES: dict[str, str] = {
+    "export": "crucible export latest -o baselines/main.json\n"
+              "crucible export latest --format trec -o run.txt",
+    "import": "crucible import baselines/main.json --db .crucible/crucible.db",
+    "merge": "crucible merge shard-1.db shard-2.db -o run.db\n"
+             "crucible compare baselines/main.json latest --db run.db",
+}
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    store = open_store(args)
+    run_id = resolve_run(store, args, args.run)
+    if args.format == "trec":
+        return _export_trec_run(store, run_id, args.output)
+    text = json.dumps(store.export_run(run_id), indent=1, sort_keys=True) + "\n"
+    write_output(args.output, text, f"exported run {run_id} to {args.output}")
+    return 0
+
+
+def _export_trec_run(store, run_id: str, output: str) -> int:
+    from ..qrels.formats import format_trec_run, run_rankings
+
+    rankings = run_rankings(store.results(run_id), store.effective_qrels(run_id))
+    write_text(output, format_trec_run(rankings, tag=f"crucible-{run_id}"))
+    if output != "-":
+        print(f"exported the ranked units of run {run_id} ({len(rankings)} queries) as a TREC run to {output}")
+    return 0
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from ..store import Store, read_export
+
+    document = read_export(args.file)
+    store = Store.open(args.db)
+    run_id, added = store.import_run(document, source=args.file)
+    print(f"{'imported' if added else 'already present:'} run {run_id} into {store.path}")
+    return 0
+
+
+def _cmd_merge(args: argparse.Namespace) -> int:
+    from ..store.merge import merge_shards
+
+    report = merge_shards(args.shards, args.output, run_id=args.run_id)
+    for warning in report.warnings:
+        print(f"crucible: warning: {warning}", file=sys.stderr)
+    print(f"merged run {report.run_id} from {len(report.shards)} shard(s) into {args.output}: "
+          f"{report.items} items, status {report.status}, goldenHash {report.golden_hash[:12]}")
+    print(f"qrels: {report.qrels_added} judgment(s) added; judge cache: {report.cache_rows_added} row(s) added")
+    if report.status != "complete":
+        # The merge is written (the whole shards' results are worth reading), but a CI step that
+        # merges must not go on as if the run were whole: the gate would refuse it anyway.
+        unfinished = ", ".join(f"{shard} is {status}" for shard, status in report.shard_statuses.items() if status != "complete")
+        print(f"crucible: the merged run {report.run_id} is {report.status}: {unfinished or 'a shard did not finish'}\n"
+              "HINT: re-run the shard that stopped (`crucible runs --db SHARD` shows each shard's status); "
+              "the gate refuses this run unless --allow-incomplete", file=sys.stderr)
+        return EXIT_REFUSED
+    return 0
+
+
+def add_export(sub) -> None:
+    export = with_db(sub.add_parser("export", help="write one run as JSON (commit it as a CI baseline)"))
+    export.add_argument("run", help="run id, unique prefix, or latest")
+    export.add_argument("-o", "--output", required=True, help="output file, or - for stdout")
+    export.add_argument("--format", choices=["json", "trec"], default="json",
+                        help="json: the whole run (default); trec: a TREC run file of the ranked units the plugin "
+                             "scored, for `crucible trec-eval` with `crucible qrels export --effective`")
+    export.set_defaults(func=_cmd_export)
+    add_workspace_flag(export)
+
+
+def add_import(sub) -> None:
+    importer = with_db(sub.add_parser("import", help="add an exported run to the database"))
+    importer.add_argument("file")
+    importer.set_defaults(func=_cmd_import)
+
+
+def add_merge(sub) -> None:
+    merge = sub.add_parser("merge", help="join the shard databases of one sharded run (--crucible-run-id) into one")
+    merge.add_argument("shards", nargs="+", metavar="SHARD.db", help="the shards' --crucible-db files")
+    merge.add_argument("-o", "--output", required=True, metavar="RUN.db",
+                       help="crucible database to add the merged run to (created if missing)")
+    merge.add_argument("--run-id", dest="run_id", default=None, metavar="ID",
+                       help="the run to merge (default: the one run id every shard holds)")
+    merge.set_defaults(func=_cmd_merge)

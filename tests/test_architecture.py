@@ -1,10 +1,13 @@
 """House rules of the package's structure, checked statically (``ast``, no import of the package).
 
-1. SQL lives in ``store/``: no ``.execute*(`` call and no SQL string literal anywhere else.
-2. Layering: ``store/`` never imports the statistics' consumers; ``stats/`` imports no I/O or orchestration.
+1. SQL lives in ``store/``: no ``.execute*(`` call, no SQL string literal and no ``import sqlite3`` anywhere else.
+2. Layering: ``store/`` never imports the statistics' consumers; ``stats/`` imports no I/O or orchestration;
+   ``verdict/`` imports no surface (plugin, session, CLI, server, reports): they read its verdict.
 3. No import cycle among module-level imports.
-4. Only the pytest-facing modules import pytest at module level.
-5. ``plugin.py`` stays small.
+4. Only the pytest-facing modules import pytest at module level, and ``cli/`` imports it nowhere.
+5. ``plugin.py`` stays small, the package's top level holds only what is cross-cutting (fewer than 15
+   modules; a subsystem is a folder), and no ``cli/`` module grows past 400 lines.
+6. docs/architecture.md names every module, and every module it names exists.
 
 A failure names the module, its file and the line.
 """
@@ -36,6 +39,9 @@ SQL_STATEMENT = re.compile(r"""\s*(?:
 EXECUTE_ATTRIBUTES = {"execute", "executescript", "executemany"}
 PYTEST_AT_MODULE_LEVEL = {f"{PACKAGE}.plugin", f"{PACKAGE}.options", f"{PACKAGE}.collection", f"{PACKAGE}.warning"}
 PLUGIN_MAX_LINES = 350
+TOP_LEVEL_MAX_MODULES = 14  # fewer than 15: a subsystem of several modules gets a folder
+CLI_MODULE_MAX_LINES = 400
+SURFACES = ("plugin", "session", "collection", "options", "cli", "server", "report")
 
 
 @dataclass(frozen=True)
@@ -169,10 +175,18 @@ def test_sql_lives_only_in_the_store() -> None:
     assert not problems, "SQL outside src/pytest_crucible/store/:\n" + "\n".join(sorted(problems))
 
 
+def test_only_the_store_imports_the_database_driver() -> None:
+    problems = [f"{module.where(line)}: imports {name}; catch store.DatabaseError, or add a store function"
+                for module in modules().values() if not module.under("store")
+                for line, name in all_imports(module) if _names_within(name, "sqlite3")]
+    assert not problems, "sqlite3 imported outside src/pytest_crucible/store/:\n" + "\n".join(problems)
+
+
 # -- 2. layering ------------------------------------------------------------------------------------------
 LAYERS = {
-    "store": ("stats", "comparison", "gate"),
-    "stats": ("store", "runs", "comparison", "gate", "config", "plugin", "session"),
+    "store": ("stats", "verdict"),
+    "stats": ("store", "verdict", "config", "plugin", "session"),
+    "verdict": SURFACES,
 }
 
 
@@ -288,6 +302,15 @@ def test_only_the_pytest_facing_modules_import_pytest_at_module_level() -> None:
     assert not problems, "only plugin.py, options.py, collection.py and warning.py may import pytest at module level:\n" + "\n".join(problems)
 
 
+def test_the_cli_never_imports_pytest() -> None:
+    """The `crucible` command runs where pytest is not the point (a dashboard host, a CI merge step):
+    it calls the pure core, and `crucible ablate` starts pytest as a process of its own."""
+    problems = [f"{module.where(line)}: imports {name}"
+                for module in modules().values() if module.under("cli")
+                for line, name in all_imports(module) if _names_within(name, "pytest") or _names_within(name, "_pytest")]
+    assert not problems, "cli/ must not import pytest:\n" + "\n".join(problems)
+
+
 # -- 5. plugin.py stays small -----------------------------------------------------------------------------
 def test_plugin_module_stays_small() -> None:
     module = modules()[f"{PACKAGE}.plugin"]
@@ -296,13 +319,38 @@ def test_plugin_module_stays_small() -> None:
                                        "move code out of the hook module")
 
 
+def test_the_top_level_holds_only_what_is_cross_cutting() -> None:
+    top = sorted(path.name for path in SOURCE.glob("*.py"))
+    assert len(top) <= TOP_LEVEL_MAX_MODULES, (
+        f"src/pytest_crucible/ has {len(top)} modules at its top level, at most {TOP_LEVEL_MAX_MODULES}: {', '.join(top)}; "
+        "put a subsystem's modules in a folder of their own (docs/architecture.md)")
+
+
+def test_no_cli_module_grows_past_its_budget() -> None:
+    long = [f"{module.where(lines)}: {lines} lines" for module in modules().values() if module.under("cli")
+            if (lines := len(module.path.read_text(encoding="utf-8").splitlines())) > CLI_MODULE_MAX_LINES]
+    assert not long, f"cli/ modules hold at most {CLI_MODULE_MAX_LINES} lines; split the command group:\n" + "\n".join(long)
+
+
+def test_no_subpackage_hides_a_public_name() -> None:
+    """Importing ``pytest_crucible.X`` sets the attribute ``X`` on the package: a folder named like a public
+    name (``golden``, ``metric``) would replace ``crucible.golden`` for everyone once anything imported it."""
+    init = modules()[PACKAGE].tree
+    public = next(ast.literal_eval(node.value) for node in init.body
+                  if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets))
+    children = {name.split(".")[1] for name in modules() if name.count(".") >= 1}
+    assert "golden" in public and "metric" in public
+    assert not children & set(public), f"modules named like public names of {PACKAGE}: {sorted(children & set(public))}"
+
+
 # -- the checks themselves --------------------------------------------------------------------------------
 def test_relative_imports_resolve_against_the_package() -> None:
     store_keys = modules()[f"{PACKAGE}.store.keys"]
-    node = ast.parse("from . import Store\nfrom ..stats import bootstrap\nfrom .. import gate").body
+    node = ast.parse("from . import Store\nfrom ..stats import bootstrap\nfrom ..verdict import gate\nfrom .. import defaults").body
     assert imported_names(store_keys, node[0]) == [f"{PACKAGE}.store"]
     assert imported_names(store_keys, node[1]) == [f"{PACKAGE}.stats.bootstrap"]
-    assert imported_names(store_keys, node[2]) == [f"{PACKAGE}.gate"]
+    assert imported_names(store_keys, node[2]) == [f"{PACKAGE}.verdict.gate"]
+    assert imported_names(store_keys, node[3]) == [f"{PACKAGE}.defaults"]
     store = modules()[f"{PACKAGE}.store"]
     assert imported_names(store, ast.parse("from .keys import x").body[0])[0] == f"{PACKAGE}.store.keys"
 

@@ -102,7 +102,7 @@ def test_every_command_help_ends_with_an_example() -> None:
     assert {"", "compare", "qrels override", "golden export"} <= set(paths)
     missing = [path or "crucible" for path, parser in paths.items()
                if not re.search(r"^examples?:\n  crucible ", parser.format_help(), flags=re.M)]
-    assert missing == [], f"commands whose --help has no example (add them to EXAMPLES in cli.py): {missing}"
+    assert missing == [], f"commands whose --help has no example (add them to the EXAMPLES of their cli/ module): {missing}"
     assert set(EXAMPLES) <= set(paths), f"EXAMPLES names commands that do not exist: {set(EXAMPLES) - set(paths)}"
     for path, parser in paths.items():
         if path:

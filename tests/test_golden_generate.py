@@ -357,7 +357,7 @@ def test_without_an_api_key_the_hint_names_the_lexical_generator(corpus: Path, m
 
 
 def test_lexical_generator_drafts_are_deduplicated_and_written(corpus: Path, monkeypatch, tmp_path: Path) -> None:
-    pytest.importorskip("pytest_crucible.golden_set.lexical", reason="the lexical generator (golden_lexical.py) is not there yet")
+    pytest.importorskip("pytest_crucible.golden_set.lexical", reason="the lexical generator (golden_set/lexical.py) is not there yet")
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.chdir(tmp_path)
     result = crucible_cli("golden", "generate", "--corpus", corpus, "--n", "5", "--generator", "lexical", "--db", "gen.db")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import partial
@@ -44,7 +43,7 @@ from ..report.views import run_metrics_document, run_summary_json
 from ..defaults import DEFAULT_SEED, MIN_PAIRS, ServerLimits
 from ..verdict.gate import GateSettings, decide_stored, parse_floors, parse_metric_list
 from ..verdict.runs import load_run, metric_names
-from ..store import Store, StoreError
+from ..store import DatabaseError, Store, StoreError, is_locked
 from ..store.ledgers import ledger_marks
 from ..workspace import parse_label_filters
 from .limits import AnswerCache, ConcurrencyBound, WindowLimit
@@ -222,7 +221,7 @@ class BearerAuth:
             return
         try:
             upgrade_legacy_hash(store, token)
-        except sqlite3.Error as exc:
+        except DatabaseError as exc:
             log.warning("cannot re-hash API key %s (it keeps working, checked the slow way): %s", key.id, exc)
         finally:
             store.close()
@@ -507,9 +506,9 @@ def create_app(db_path: str | Path, limits: ServerLimits = ServerLimits()) -> Fa
         except PromoteError as exc:
             message, hint = _split_hint(str(exc))
             raise ApiError(422, "invalid_request", message, hint=hint) from None
-        except sqlite3.Error as exc:
+        except DatabaseError as exc:
             # promote() writes both rows in one transaction, so a refused write left neither.
-            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+            if is_locked(exc):
                 raise ApiError(503, "unavailable", "the results database is busy; nothing was written", hint="retry",
                                headers={"Retry-After": "1"}) from None
             log.exception("promote failed in the database")

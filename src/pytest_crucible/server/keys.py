@@ -14,12 +14,11 @@ import hashlib
 import hmac
 import json
 import secrets
-import sqlite3
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ..store import Store, StoreError, new_ulid, utc_now
-from ..store.keys import count_active_keys, insert_key_row, key_row, key_rows, replace_key_hash, set_key_revoked
+from ..store import StoreError, new_ulid, utc_now
+from ..store.keys import KeyDatabase, count_active_keys, insert_key_row, key_row, key_rows, replace_key_hash, set_key_revoked
 
 KEY_PREFIX = "crk"
 SCOPES = ("runs:read", "kb:read", "feedback:write")
@@ -84,7 +83,7 @@ def check_scopes(scopes: Iterable[str]) -> tuple[str, ...]:
     return chosen
 
 
-def create_key(db: Store | sqlite3.Connection, *, workspace: str, scopes: Iterable[str], name: str | None = None) -> tuple[dict[str, Any], str]:
+def create_key(db: KeyDatabase, *, workspace: str, scopes: Iterable[str], name: str | None = None) -> tuple[dict[str, Any], str]:
     """Store a new key; returns (its public row, the full key). The full key is never stored."""
     if not workspace or not workspace.strip():
         raise ApiKeyError("--workspace: a key belongs to one workspace\nHINT: pass --workspace NAME (`crucible runs --all-workspaces` shows them)")
@@ -96,12 +95,12 @@ def create_key(db: Store | sqlite3.Connection, *, workspace: str, scopes: Iterab
     return _public(row), f"{KEY_PREFIX}_{key_id}_{secret}"
 
 
-def list_keys(db: Store | sqlite3.Connection, *, workspace: str | None = None) -> list[dict[str, Any]]:
+def list_keys(db: KeyDatabase, *, workspace: str | None = None) -> list[dict[str, Any]]:
     """Keys, oldest first, without salt or hash."""
     return [_public(row) for row in key_rows(db, workspace=workspace)]
 
 
-def revoke_key(db: Store | sqlite3.Connection, ref: str) -> tuple[dict[str, Any], bool]:
+def revoke_key(db: KeyDatabase, ref: str) -> tuple[dict[str, Any], bool]:
     """Revoke by key id (or by the full key); returns (the key's row, whether this call revoked it)."""
     parsed = parse_key(ref)
     key_id = parsed[0] if parsed else ref
@@ -115,7 +114,7 @@ def revoke_key(db: Store | sqlite3.Connection, ref: str) -> tuple[dict[str, Any]
     return _public(row), True
 
 
-def active_key_count(db: Store | sqlite3.Connection) -> int:
+def active_key_count(db: KeyDatabase) -> int:
     return count_active_keys(db)
 
 
@@ -128,7 +127,7 @@ def parse_key(token: str) -> tuple[str, str] | None:
     return key_id, secret
 
 
-def authenticate(db: Store | sqlite3.Connection, token: str) -> ApiKey | None:
+def authenticate(db: KeyDatabase, token: str) -> ApiKey | None:
     """The live key ``token`` names, or None (malformed, unknown, revoked or wrong secret alike)."""
     parsed = parse_key(token)
     row = key_row(db, parsed[0]) if parsed else None
@@ -142,7 +141,7 @@ def authenticate(db: Store | sqlite3.Connection, token: str) -> ApiKey | None:
                   legacy_hash=not row["key_hash"].startswith(f"{_HASH_SCHEME}$"))
 
 
-def upgrade_legacy_hash(db: Store | sqlite3.Connection, token: str) -> bool:
+def upgrade_legacy_hash(db: KeyDatabase, token: str) -> bool:
     """Replace the legacy PBKDF2 hash of the key ``token`` names by its HMAC hash, once the key
     authenticated: it then costs what any key costs. Returns whether the row was rewritten (not when
     the token does not authenticate, the hash is already HMAC, or another process changed it first).

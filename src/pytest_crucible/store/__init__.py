@@ -26,6 +26,16 @@ class StoreError(Exception):
     """The store cannot do what was asked; ``str()`` is the user-facing message."""
 
 
+# The database's own errors, for the modules above the store (which never import sqlite3): a write the
+# database refused (DatabaseError), and whether it refused because another connection holds the lock.
+DatabaseError = sqlite3.Error
+
+
+def is_locked(exc: BaseException) -> bool:
+    """The database refused because another connection holds its lock: worth a retry, nothing was written."""
+    return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+
+
 class RunNotFound(StoreError):
     pass
 

@@ -15,6 +15,9 @@ from . import Store
 
 KEY_COLUMNS = ("id", "workspace", "name", "scopes", "salt", "key_hash", "created_at", "revoked_at")
 _SELECT = f"SELECT {', '.join(KEY_COLUMNS)} FROM api_keys"
+# What every function here takes: an open Store or a plain connection (named here, so that the
+# modules above the store never import sqlite3).
+KeyDatabase = Store | sqlite3.Connection
 
 
 def _connection(db: Store | sqlite3.Connection) -> sqlite3.Connection:

@@ -54,7 +54,7 @@ class GateSettings:
     allow_incomplete: bool = False
     metrics: tuple[str, ...] | None = None  # compare only these metrics (crucible compare --metrics)
     min_pairs: int = MIN_PAIRS  # a gated metric with fewer pairs refuses the gate (it could not see a regression)
-    rescore: bool = False  # score both runs' retrieval against today's grades (see ruler.py)
+    rescore: bool = False  # score both runs' retrieval against today's grades (see verdict/ruler.py)
     cluster: str = "field"  # how items are clustered for the comparison: field, doc or none (comparison.item_clusters)
 
     @property

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any, Iterable, Mapping
 
 import pytest
+
+# The ini of most end-to-end projects: retrieval only (no answers to judge), and only the gate
+# (or a pipeline error) can turn a run red.
+COMPONENT_RECORD = "crucible_mode = component\ncrucible_outcome = record"
 
 
 def db_rows(project, sql: str, params=()) -> list[tuple]:
@@ -66,3 +72,24 @@ def numbered_items(n: int) -> list[dict]:
     """Golden items q-00 .. q-(n-1), each citing its own document (doc0, doc1, ...)."""
     return [{"id": f"q-{i:02d}", "question": f"question {i}", "citations": [{"docId": f"doc{i}", "mode": "required"}]}
             for i in range(n)]
+
+
+def write_golden(path: str | Path, items: Iterable[Mapping[str, Any]]) -> Path:
+    """A golden file at ``path``: one JSON object per line."""
+    path = Path(path)
+    path.write_text("".join(json.dumps(item) + "\n" for item in items))
+    return path
+
+
+def write_project(pytester: pytest.Pytester, items: Iterable[Mapping[str, Any]], conftest: str, *,
+                  ini: str = COMPONENT_RECORD, configs: Mapping[str, Mapping[str, Any]] | None = None,
+                  golden: str = "golden_set.jsonl") -> pytest.Pytester:
+    """A small end-to-end project in pytester's directory: the golden file ``golden`` holding ``items``,
+    the ``conftest`` (its ``crucible_pipeline``), a pytest.ini whose [pytest] section is ``ini``, and one
+    pipeline config file per entry of ``configs`` (file name -> the config). Returns pytester, ready to run."""
+    write_golden(pytester.path / golden, items)
+    pytester.makeconftest(conftest)
+    pytester.makeini(f"[pytest]\n{ini}\n")
+    for name, config in (configs or {}).items():
+        (pytester.path / name).write_text(json.dumps(config))
+    return pytester

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from helpers import crucible_cli, db_rows
+from helpers import crucible_cli, db_rows, write_project
 
 # 12 source documents, 5 paraphrases each. The candidate config breaks the retrieval of 3 sources:
 # 15 items move, but they are 3 independent events, not 15.
@@ -33,10 +33,7 @@ def crucible_pipeline():
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    (pytester.path / "golden_set.jsonl").write_text("".join(json.dumps(item) + "\n" for item in ITEMS))
-    pytester.makeconftest(CONFTEST)
-    pytester.makeini("[pytest]\ncrucible_mode = component\ncrucible_outcome = record\n")
-    (pytester.path / "broken.json").write_text(json.dumps({"broken": True}))
+    write_project(pytester, ITEMS, CONFTEST, configs={"broken.json": {"broken": True}})
     assert pytester.runpytest().ret == pytest.ExitCode.OK
     return pytester
 
@@ -89,10 +86,7 @@ def test_clusters_count_against_crucible_min_pairs(project: pytest.Pytester) -> 
 
 def test_items_without_a_cluster_give_the_independent_items_result_bit_for_bit(pytester: pytest.Pytester) -> None:
     items = [{key: value for key, value in item.items() if key != "cluster"} for item in ITEMS]
-    (pytester.path / "golden_set.jsonl").write_text("".join(json.dumps(item) + "\n" for item in items))
-    pytester.makeconftest(CONFTEST)
-    pytester.makeini("[pytest]\ncrucible_mode = component\ncrucible_outcome = record\n")
-    (pytester.path / "broken.json").write_text(json.dumps({"broken": True}))
+    write_project(pytester, items, CONFTEST, configs={"broken.json": {"broken": True}})
     assert pytester.runpytest().ret == 0
     assert pytester.runpytest("--crucible-config=broken.json").ret == 0
     field, none = compare_json(pytester), compare_json(pytester, "--cluster", "none")

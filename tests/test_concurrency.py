@@ -7,6 +7,8 @@ import sqlite3
 
 import pytest
 
+from helpers import write_golden
+
 N = 24
 ITEMS = [{"id": f"c-{i:02d}", "question": f"question {i}", "citations": [{"docId": f"doc{i}"}]} for i in range(N)]
 
@@ -62,7 +64,7 @@ def crucible_pipeline():
 
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch) -> pytest.Pytester:
-    (pytester.path / "golden_many.jsonl").write_text("".join(json.dumps(item) + "\n" for item in ITEMS))
+    write_golden(pytester.path / "golden_many.jsonl", ITEMS)
     pytester.makeconftest(CONFTEST)
     pytester.makeini("[pytest]\ncrucible_mode = component\n")
     return pytester

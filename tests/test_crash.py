@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sqlite3
@@ -11,6 +10,8 @@ import sys
 import time
 
 import pytest
+
+from helpers import write_golden
 
 from pytest_crucible.store import Store
 
@@ -51,7 +52,7 @@ def start_slow_run(command: list[str], cwd, stdout) -> subprocess.Popen:
 @pytest.mark.slow
 def test_sigkill_mid_run(pytester: pytest.Pytester) -> None:
     items = [{"id": f"k-{i:03d}", "question": "q", "citations": [{"docId": f"k-{i:03d}"}]} for i in range(300)]
-    (pytester.path / "golden_kill.jsonl").write_text("".join(json.dumps(item) + "\n" for item in items))
+    write_golden(pytester.path / "golden_kill.jsonl", items)
     pytester.makeconftest(CONFTEST)
     pytester.makeini("[pytest]\ncrucible_mode = component\n")
     db = pytester.path / ".crucible" / "crucible.db"
@@ -108,7 +109,7 @@ def crucible_pipeline():
 @pytest.fixture
 def ctrl_c_project(pytester: pytest.Pytester) -> pytest.Pytester:
     items = [{"id": f"k-{i:03d}", "question": "q", "citations": [{"docId": f"k-{i:03d}"}]} for i in range(200)]
-    (pytester.path / "golden_ctrl_c.jsonl").write_text("".join(json.dumps(item) + "\n" for item in items))
+    write_golden(pytester.path / "golden_ctrl_c.jsonl", items)
     pytester.makeconftest(CTRL_C_CONFTEST)
     pytester.makeini("[pytest]\ncrucible_mode = component\n")
     return pytester

@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from helpers import crucible_cli, db_rows
+from helpers import crucible_cli, db_rows, write_golden
 
 ITEMS = [{"id": f"q-{i:02d}", "question": f"How long is the return window for order {i}?", "reference": "30 days.",
           "citations": [{"docId": "returns", "chunkId": "returns#p1"}], "tags": ["long"] if i % 3 == 0 else []}
@@ -43,7 +43,7 @@ def answer_words(item, result, *, config):
 
 
 def make_project(pytester: pytest.Pytester, metrics: str = WORDS_METRIC, ini: str = "", items=ITEMS, extra: str = "") -> pytest.Pytester:
-    (pytester.path / "golden_set.jsonl").write_text("".join(json.dumps(item) + "\n" for item in items))
+    write_golden(pytester.path / "golden_set.jsonl", items)
     pytester.makeconftest(PIPELINE + textwrap.dedent(metrics) + textwrap.dedent(extra))
     pytester.makeini("[pytest]\ncrucible_outcome = record\n" + ini)
     (pytester.path / "padded.json").write_text(json.dumps({"padding": 3}))

@@ -6,11 +6,10 @@ to set up through the real scoring path by hand (citation_error, stale)."""
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
-from helpers import db_rows
+from helpers import db_rows, write_golden
 
 from pytest_crucible.cli import main
 from pytest_crucible.judge.embed import HashingEmbedder
@@ -73,7 +72,7 @@ WARNING = ("WARNING 2 item(s) returned retrieved chunks without text: the answer
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch) -> pytest.Pytester:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)  # the offline lexical judge
-    (pytester.path / "golden_returns.jsonl").write_text("".join(json.dumps(item) + "\n" for item in GOLDEN))
+    write_golden(pytester.path / "golden_returns.jsonl", GOLDEN)
     pytester.makeconftest(CONFTEST)
     return pytester
 

@@ -6,16 +6,16 @@ import json
 
 import pytest
 
-from helpers import RANKED_CONFTEST, db_rows
+from helpers import RANKED_CONFTEST, db_rows, write_golden
 
 ITEMS = [{"id": f"q-{i:03d}", "question": f"Question {i}?", "citations": [{"docId": "returns", "chunkId": "returns#p1"}]}
          for i in range(1, 14)]
 
 
-def write_golden(pytester: pytest.Pytester, items=ITEMS, name="golden_support.jsonl") -> None:
+def add_golden_file(pytester: pytest.Pytester, items=ITEMS, name="golden_support.jsonl") -> None:
     path = pytester.path / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(item) + "\n" for item in items))
+    write_golden(path, items)
 
 
 def pipeline_conftest(body: str) -> str:
@@ -30,9 +30,9 @@ def output(result: pytest.RunResult) -> str:
 @pytest.mark.parametrize("route", ["golden-file", "marker"])
 def test_missing_pipeline_fixture_is_one_usage_error(pytester: pytest.Pytester, route: str) -> None:
     if route == "golden-file":
-        write_golden(pytester)
+        add_golden_file(pytester)
     else:
-        write_golden(pytester, name="data/items.jsonl")
+        add_golden_file(pytester, name="data/items.jsonl")
         pytester.makepyfile(test_marked="""
             import pytest_crucible as crucible
 
@@ -55,7 +55,7 @@ def test_missing_pipeline_fixture_is_one_usage_error(pytester: pytest.Pytester, 
 
 @pytest.mark.slow
 def test_missing_pipeline_fixture_under_xdist_stops_the_worker_and_exits_4(pytester: pytest.Pytester) -> None:
-    write_golden(pytester)
+    add_golden_file(pytester)
     result = pytester.runpytest_subprocess("-n", "1")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stdout.fnmatch_lines(["no crucible_pipeline fixture: define one in conftest.py that returns a callable",
@@ -67,7 +67,7 @@ def test_missing_pipeline_fixture_under_xdist_stops_the_worker_and_exits_4(pytes
 
 # -- 2. a pipeline with the wrong signature ----------------------------------------------------
 def test_wrong_pipeline_signature_is_one_usage_error(pytester: pytest.Pytester) -> None:
-    write_golden(pytester)
+    add_golden_file(pytester)
     pytester.makeconftest(pipeline_conftest(
         "    def pipeline(question):\n"
         "        raise AssertionError('never called')"))
@@ -97,7 +97,7 @@ def test_wrong_pipeline_signature_is_one_usage_error(pytester: pytest.Pytester) 
 
 
 def test_wrong_signature_with_concurrency_stops_before_any_call(pytester: pytest.Pytester) -> None:
-    write_golden(pytester)
+    add_golden_file(pytester)
     pytester.makeconftest(pipeline_conftest(
         "    def pipeline(question, item):\n"
         "        raise AssertionError('never called')"))
@@ -151,7 +151,7 @@ def test_signature_is_checked_once_per_pipeline_object(tmp_path, monkeypatch) ->
 
 # -- 3. a returned dict with a wrong key -------------------------------------------------------
 def test_wrong_result_key_says_did_you_mean_once_then_one_line(pytester: pytest.Pytester) -> None:
-    write_golden(pytester, ITEMS[:3])
+    add_golden_file(pytester, ITEMS[:3])
     pytester.makeconftest(pipeline_conftest(
         "    def pipeline(question, *, item, config, mode):\n"
         "        return {'answr': 'Within 30 days.', 'retrieved_chunks': [{'chunk_id': 'returns#p1', 'doc_id': 'returns'}]}"))
@@ -201,7 +201,7 @@ RAISING = (
                          ids=["sync", "async", "concurrent", "marker"])
 def test_raising_pipeline_shows_the_users_frames_first(pytester: pytest.Pytester, kind: str, args: list[str]) -> None:
     if kind == "marker":
-        write_golden(pytester, ITEMS[:2], name="data/items.jsonl")
+        add_golden_file(pytester, ITEMS[:2], name="data/items.jsonl")
         pytester.makepyfile(test_marked="""
             import pytest_crucible as crucible
 
@@ -210,7 +210,7 @@ def test_raising_pipeline_shows_the_users_frames_first(pytester: pytest.Pytester
                 pass
             """)
     else:
-        write_golden(pytester, ITEMS[:2])
+        add_golden_file(pytester, ITEMS[:2])
     pytester.makeconftest(pipeline_conftest(RAISING.format(kind="" if kind == "marker" else kind)))
     result = pytester.runpytest(*args)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
@@ -229,11 +229,11 @@ def test_raising_pipeline_shows_the_users_frames_first(pytester: pytest.Pytester
 
 # -- 5. golden files that match no pattern -----------------------------------------------------
 def test_near_miss_golden_files_are_named_with_a_hint(pytester: pytest.Pytester) -> None:
-    write_golden(pytester, ITEMS[:1], name="golden-library.jsonl")
+    add_golden_file(pytester, ITEMS[:1], name="golden-library.jsonl")
     (pytester.path / "data").mkdir()
     (pytester.path / "data" / "golden_library.json").write_text(json.dumps(ITEMS[1:2]))
-    write_golden(pytester, ITEMS[:1], name=".hidden/golden-hidden.jsonl")
-    write_golden(pytester, ITEMS[:1], name="venv/golden-venv.jsonl")
+    add_golden_file(pytester, ITEMS[:1], name=".hidden/golden-hidden.jsonl")
+    add_golden_file(pytester, ITEMS[:1], name="venv/golden-venv.jsonl")
     pytester.makeconftest(RANKED_CONFTEST)
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
@@ -259,7 +259,7 @@ def test_near_miss_golden_files_are_named_with_a_hint(pytester: pytest.Pytester)
 
     # A near miss beside a golden file that was collected: no warning (the session has golden items).
     pytester.makeini("[pytest]\n")
-    write_golden(pytester, ITEMS[1:2])
+    add_golden_file(pytester, ITEMS[1:2])
     result = pytester.runpytest("--crucible-outcome=record")
     result.assert_outcomes(passed=1)
     assert "WARNING no golden items" not in result.stdout.str()
@@ -267,7 +267,7 @@ def test_near_miss_golden_files_are_named_with_a_hint(pytester: pytest.Pytester)
 
 def test_near_misses_are_capped(pytester: pytest.Pytester) -> None:
     for i in range(30):
-        write_golden(pytester, ITEMS[:1], name=f"golden-{i:02d}.jsonl")
+        add_golden_file(pytester, ITEMS[:1], name=f"golden-{i:02d}.jsonl")
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
     result.stdout.fnmatch_lines(["WARNING no golden items collected: 20+ file(s) * (+15 more)"])

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from helpers import crucible_cli
+from helpers import crucible_cli, write_project
 from pytest_crucible.cli import main as crucible_main
 
 N_ITEMS = 30
@@ -36,14 +36,9 @@ def crucible_pipeline():
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    (pytester.path / "golden_set.jsonl").write_text("".join(json.dumps(item) + "\n" for item in ITEMS))
-    pytester.makeconftest(CONFTEST)
-    # The gate is about retrieval here: component mode, no answers to judge.
-    pytester.makeini("[pytest]\ncrucible_mode = component\n")
-    (pytester.path / "base.json").write_text("{}")
-    (pytester.path / "degraded.json").write_text('{"degrade": true}')
-    (pytester.path / "improved.json").write_text('{"improve": true}')
-    return pytester
+    # The gate is about retrieval here: component mode, no answers to judge; strict outcomes.
+    return write_project(pytester, ITEMS, CONFTEST, ini="crucible_mode = component",
+                         configs={"base.json": {}, "degraded.json": {"degrade": True}, "improved.json": {"improve": True}})
 
 
 def db(pytester: pytest.Pytester) -> str:

@@ -6,7 +6,7 @@ import json
 import re
 import pytest
 
-from helpers import RANKED_CONFTEST, crucible_cli
+from helpers import RANKED_CONFTEST, crucible_cli, write_golden
 from pytest_crucible.golden_set.corpus import Chunk
 from pytest_crucible.golden_set.lexical import lexical_drafts
 from pytest_crucible.golden_set.review import set_status, with_status
@@ -159,7 +159,7 @@ RUN_ITEMS = [
 def _project(pytester: pytest.Pytester):
     pytester.makeconftest(RANKED_CONFTEST)
     path = pytester.path / "golden_support.jsonl"
-    path.write_text("".join(json.dumps(item) + "\n" for item in RUN_ITEMS))
+    write_golden(path, RUN_ITEMS)
     return path
 
 

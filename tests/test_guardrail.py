@@ -9,7 +9,7 @@ import math
 import pytest
 from scipy.optimize import brentq
 
-from helpers import db_rows
+from helpers import db_rows, write_golden
 from pytest_crucible.metrics.guardrail import (
     expected_outcome,
     guardrail_failure,
@@ -139,7 +139,7 @@ GOLDEN = [
 
 def _project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     pytester.makeconftest(SCANNER_CONFTEST)
-    (pytester.path / "golden_guard.jsonl").write_text("".join(json.dumps(item) + "\n" for item in GOLDEN))
+    write_golden(pytester.path / "golden_guard.jsonl", GOLDEN)
     monkeypatch.setenv("CALLS_FILE", str(pytester.path / "calls.txt"))
 
 

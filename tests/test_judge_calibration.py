@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from mock_anthropic import MockAnthropic, mock_anthropic  # noqa: F401 - fixture
 
 import pytest_crucible.evaluation.scoring  # noqa: F401 - one copy for pytester's in-process runs (below)
-from helpers import RANKED_CONFTEST
+from helpers import RANKED_CONFTEST, write_golden
 from pytest_crucible.labels.calibration import read_labels_file
 from pytest_crucible.cli import main as crucible
 from pytest_crucible.metrics.crag import CRAG_GRADES
@@ -250,7 +250,7 @@ GOLDEN = [{"id": "q-001", "question": "What is the return window?", "reference":
 
 
 def test_the_summary_and_the_report_show_the_judges_calibration(pytester: pytest.Pytester, capsys) -> None:
-    (pytester.path / "golden_support.jsonl").write_text("".join(json.dumps(item) + "\n" for item in GOLDEN))
+    write_golden(pytester.path / "golden_support.jsonl", GOLDEN)
     pytester.makeconftest(RANKED_CONFTEST)
     result = pytester.runpytest("-p", "no:cacheprovider", "--crucible-judge=lexical", "--crucible-outcome=record")
     assert result.ret == pytest.ExitCode.OK
@@ -318,7 +318,7 @@ def test_calibration_warnings_name_the_gated_judged_metrics_and_their_kappa() ->
 
 
 def test_a_gate_on_a_judged_metric_warns_until_the_judge_is_calibrated(pytester: pytest.Pytester) -> None:
-    (pytester.path / "golden_support.jsonl").write_text("".join(json.dumps(item) + "\n" for item in GOLDEN))
+    write_golden(pytester.path / "golden_support.jsonl", GOLDEN)
     pytester.makeconftest(RANKED_CONFTEST)
     args = ("-p", "no:cacheprovider", "--crucible-judge=lexical", "--crucible-outcome=record")
     result = pytester.runpytest(*args, "--crucible-fail-under=truthfulness=-1")

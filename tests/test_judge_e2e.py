@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from helpers import db_rows
+from helpers import db_rows, write_golden
 
 FAKE_KEY = "sk-ant-test-0000-not-a-real-key-CRUCIBLE"
 
@@ -33,7 +33,7 @@ def crucible_pipeline():
 
 @pytest.fixture
 def project(pytester: pytest.Pytester, mock_anthropic, monkeypatch) -> pytest.Pytester:
-    (pytester.path / "golden_set.jsonl").write_text("".join(json.dumps(item) + "\n" for item in ITEMS))
+    write_golden(pytester.path / "golden_set.jsonl", ITEMS)
     pytester.makeconftest(CONFTEST)
     # These tests are about the judge's mechanics, not the verdicts: items fail only on errors.
     pytester.makeini("[pytest]\ncrucible_outcome = record\n")

@@ -3,11 +3,12 @@ testsuite carries the run id, the configHash, the baseline and the verdict as <p
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import xml.etree.ElementTree as ET
 
 import pytest
+
+from helpers import write_project
 
 N_ITEMS = 30
 ITEMS = [{"id": f"g-{i:03d}", "question": f"question {i}", "citations": [{"docId": f"doc{i}", "mode": "required"}]}
@@ -32,13 +33,8 @@ def crucible_pipeline():
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    (pytester.path / "golden_set.jsonl").write_text("".join(json.dumps(item) + "\n" for item in ITEMS))
-    pytester.makeconftest(CONFTEST)
     # docs/ci.md recommends the record outcome: only the gate decides, so only the gate can be red.
-    pytester.makeini("[pytest]\ncrucible_mode = component\ncrucible_outcome = record\n")
-    (pytester.path / "base.json").write_text("{}")
-    (pytester.path / "degraded.json").write_text('{"degrade": true}')
-    return pytester
+    return write_project(pytester, ITEMS, CONFTEST, configs={"base.json": {}, "degraded.json": {"degrade": True}})
 
 
 def run_ids(pytester: pytest.Pytester) -> list[tuple[str, str]]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import RANKED_CONFTEST
+from helpers import RANKED_CONFTEST, write_golden
 
 from pytest_crucible.cli import main as crucible_main
 from pytest_crucible.golden_set.schema import golden_set_hash
@@ -33,7 +33,7 @@ CONFTEST = RANKED_CONFTEST  # the deterministic pipeline of the end-to-end tests
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    (pytester.path / "golden_support.jsonl").write_text("".join(json.dumps(item) + "\n" for item in ITEMS))
+    write_golden(pytester.path / "golden_support.jsonl", ITEMS)
     pytester.makeconftest(CONFTEST)
     pytester.makeini("[pytest]\ncrucible_mode = component\n")
     (pytester.path / "rerank.json").write_text('{"retrieval": {"rerank": true}}')

@@ -9,7 +9,7 @@ import sqlite3
 
 import pytest
 
-from helpers import crucible_cli, numbered_items
+from helpers import COMPONENT_RECORD, crucible_cli, numbered_items, write_project
 
 N_ITEMS = 13
 ITEMS = numbered_items(N_ITEMS)
@@ -35,10 +35,7 @@ def crucible_pipeline():
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    (pytester.path / "golden_set.jsonl").write_text("".join(json.dumps(item) + "\n" for item in ITEMS))
-    pytester.makeconftest(CONFTEST)
-    pytester.makeini("[pytest]\ncrucible_mode = component\ncrucible_outcome = record\n")
-    return pytester
+    return write_project(pytester, ITEMS, CONFTEST)
 
 
 def runs(project: pytest.Pytester) -> list[tuple]:
@@ -110,7 +107,7 @@ def test_a_gate_with_too_few_pairs_refuses_and_names_the_items_left_out(project:
 def test_min_pairs_is_an_ini_option(project: pytest.Pytester, monkeypatch) -> None:
     assert project.runpytest().ret == pytest.ExitCode.OK
     monkeypatch.setenv("FAIL_ITEMS", ",".join(str(i) for i in range(9)))
-    project.makeini("[pytest]\ncrucible_mode = component\ncrucible_outcome = record\ncrucible_min_pairs = 4\n")
+    project.makeini(f"[pytest]\n{COMPONENT_RECORD}\ncrucible_min_pairs = 4\n")
     result = project.runpytest("--crucible-baseline=latest")
     result.stdout.fnmatch_lines(["gate passed: no significant regression"])
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # only the errored items fail
@@ -177,10 +174,7 @@ def test_a_run_that_mixes_kinds_is_measured_and_gated_kind_by_kind(pytester: pyt
              for i in range(8)]
     items += [{"id": f"a-{i:02d}", "question": f"look-alike {i}", "kind": "adversarial",
                "citations": [{"docId": f"doc{i}", "mode": "required"}]} for i in range(20, 50)]
-    (pytester.path / "golden_set.jsonl").write_text("".join(json.dumps(item) + "\n" for item in items))
-    pytester.makeconftest(MIXED_CONFTEST)
-    pytester.makeini("[pytest]\ncrucible_mode = component\ncrucible_outcome = record\n")
-    (pytester.path / "degrade.json").write_text('{"degrade": true}')
+    write_project(pytester, items, MIXED_CONFTEST, configs={"degrade.json": {"degrade": True}})
     first = pytester.runpytest()
     assert first.ret == pytest.ExitCode.OK
     first.stdout.fnmatch_lines(["this run mixes kinds of question: every mean is of one kind*",

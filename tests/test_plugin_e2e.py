@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-import textwrap
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from helpers import RANKED_CONFTEST, db_rows
+from helpers import RANKED_CONFTEST, db_rows, write_golden
 
 GOLDEN = [
     {"id": "q-001", "question": "What is the return window?", "questionType": "simple",
@@ -25,15 +24,15 @@ GOLDEN = [
 CONFTEST = RANKED_CONFTEST
 
 
-def write_golden(pytester: pytest.Pytester, items=GOLDEN, name="golden_support.jsonl") -> None:
+def add_golden_file(pytester: pytest.Pytester, items=GOLDEN, name="golden_support.jsonl") -> None:
     path = pytester.path / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(item) + "\n" for item in items))
+    write_golden(path, items)
 
 
 
 def test_golden_file_items_become_tests_in_file_order(pytester: pytest.Pytester) -> None:
-    write_golden(pytester)
+    add_golden_file(pytester)
     pytester.makeconftest(CONFTEST)
     result = pytester.runpytest("--collect-only", "-q")
     lines = [line for line in result.outlines if "::" in line]
@@ -46,14 +45,14 @@ def test_golden_file_items_become_tests_in_file_order(pytester: pytest.Pytester)
 
 
 def test_drafts_run_with_include_drafts(pytester: pytest.Pytester) -> None:
-    write_golden(pytester)
+    add_golden_file(pytester)
     pytester.makeconftest(CONFTEST)
     result = pytester.runpytest("--crucible-include-drafts", "--crucible-outcome=record")
     result.assert_outcomes(passed=4)
 
 
 def test_marker_parametrizes_golden_item_with_filters(pytester: pytest.Pytester) -> None:
-    write_golden(pytester, name="golden/items.jsonl")
+    add_golden_file(pytester, name="golden/items.jsonl")
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(
         test_marker="""
@@ -85,7 +84,7 @@ def test_marker_parametrizes_golden_item_with_filters(pytester: pytest.Pytester)
 
 
 def test_marker_failure_stops_the_body_in_strict_mode(pytester: pytest.Pytester) -> None:
-    write_golden(pytester, [{"id": "m-1", "question": "q", "citations": [{"docId": "absent", "mode": "required"}]}], name="data/g.jsonl")
+    add_golden_file(pytester, [{"id": "m-1", "question": "q", "citations": [{"docId": "absent", "mode": "required"}]}], name="data/g.jsonl")
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(
         test_marker="""
@@ -106,7 +105,7 @@ def test_marker_failure_stops_the_body_in_strict_mode(pytester: pytest.Pytester)
 
 
 def test_marker_without_golden_item_argument_is_a_clear_collection_error(pytester: pytest.Pytester) -> None:
-    write_golden(pytester, name="data/g.jsonl")
+    add_golden_file(pytester, name="data/g.jsonl")
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(
         test_marker="""
@@ -150,7 +149,7 @@ def test_bad_golden_file_is_one_clear_collection_error(pytester: pytest.Pytester
 
 
 def test_invalid_pipeline_result_fails_that_item_naming_the_field(pytester: pytest.Pytester) -> None:
-    write_golden(pytester, GOLDEN[:2])
+    add_golden_file(pytester, GOLDEN[:2])
     pytester.makeconftest(
         """
         import pytest
@@ -171,14 +170,14 @@ def test_invalid_pipeline_result_fails_that_item_naming_the_field(pytester: pyte
 
 
 def test_missing_pipeline_fixture_says_what_to_define(pytester: pytest.Pytester) -> None:
-    write_golden(pytester, GOLDEN[:1])
+    add_golden_file(pytester, GOLDEN[:1])
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: no crucible_pipeline fixture: define one in conftest.py*"])
 
 
 def test_results_are_written_to_sqlite(pytester: pytest.Pytester) -> None:
-    write_golden(pytester)
+    add_golden_file(pytester)
     pytester.makeconftest(CONFTEST)
     (pytester.path / "rerank.json").write_text('{"retrieval": {"rerank": true}}')
     result = pytester.runpytest("--crucible-config=rerank.json")
@@ -219,7 +218,7 @@ def test_results_are_written_to_sqlite(pytester: pytest.Pytester) -> None:
 
 
 def test_junit_xml_carries_item_properties(pytester: pytest.Pytester) -> None:
-    write_golden(pytester)
+    add_golden_file(pytester)
     pytester.makeconftest(CONFTEST)
     result = pytester.runpytest("--junitxml=junit.xml")
     assert result.ret == pytest.ExitCode.OK
@@ -237,7 +236,7 @@ def test_junit_xml_carries_item_properties(pytester: pytest.Pytester) -> None:
 
 
 def test_unread_config_key_warning(pytester: pytest.Pytester) -> None:
-    write_golden(pytester, GOLDEN[:1])
+    add_golden_file(pytester, GOLDEN[:1])
     pytester.makeconftest(CONFTEST)
     (pytester.path / "rerank.json").write_text('{"retrieval": {"rerank": true}, "myIndex": "v2"}')
     result = pytester.runpytest("--crucible-config=rerank.json")
@@ -259,7 +258,7 @@ def test_unread_config_key_warning(pytester: pytest.Pytester) -> None:
 ], ids=["strict-default", "record-option", "record-ini"])
 def test_outcome_modes(pytester: pytest.Pytester, outcome_flag, ini, expected_ret, outcomes) -> None:
     items = [GOLDEN[0], {"id": "miss", "question": "q", "citations": [{"docId": "nowhere", "chunkId": "nowhere#p1"}]}]
-    write_golden(pytester, items)
+    add_golden_file(pytester, items)
     pytester.makeconftest(CONFTEST)
     if ini:
         pytester.makeini(f"[pytest]\ncrucible_outcome = {ini}\n")
@@ -276,7 +275,7 @@ def test_outcome_modes(pytester: pytest.Pytester, outcome_flag, ini, expected_re
 
 
 def test_record_mode_still_fails_when_the_pipeline_raises(pytester: pytest.Pytester) -> None:
-    write_golden(pytester, GOLDEN[:2])
+    add_golden_file(pytester, GOLDEN[:2])
     pytester.makeconftest(
         """
         import pytest
@@ -296,7 +295,7 @@ def test_record_mode_still_fails_when_the_pipeline_raises(pytester: pytest.Pytes
 
 
 def test_component_mode_reaches_the_pipeline(pytester: pytest.Pytester) -> None:
-    write_golden(pytester, GOLDEN[:1])
+    add_golden_file(pytester, GOLDEN[:1])
     pytester.makeconftest(CONFTEST)
     assert pytester.runpytest("--crucible-mode=component").ret == pytest.ExitCode.OK
     assert db_rows(pytester, "SELECT r.mode, s.answer FROM runs r JOIN results s ON s.run_id = r.id") == [("component", None)]
@@ -304,7 +303,7 @@ def test_component_mode_reaches_the_pipeline(pytester: pytest.Pytester) -> None:
 
 @pytest.mark.slow
 def test_interrupted_session_keeps_finished_items_and_marks_the_run(pytester: pytest.Pytester) -> None:
-    write_golden(pytester, [GOLDEN[0], GOLDEN[1], {**GOLDEN[0], "id": "q-005"}])
+    add_golden_file(pytester, [GOLDEN[0], GOLDEN[1], {**GOLDEN[0], "id": "q-005"}])
     pytester.makeconftest(CONFTEST.replace("k = config", "k = config\n        if item.id == 'q-002': raise KeyboardInterrupt\n        k = config", 1))
     result = pytester.runpytest_subprocess()
     assert result.ret == pytest.ExitCode.INTERRUPTED
@@ -313,7 +312,7 @@ def test_interrupted_session_keeps_finished_items_and_marks_the_run(pytester: py
 
 
 def test_bad_config_is_a_usage_error(pytester: pytest.Pytester) -> None:
-    write_golden(pytester, GOLDEN[:1])
+    add_golden_file(pytester, GOLDEN[:1])
     pytester.makeconftest(CONFTEST)
     (pytester.path / "bad.json").write_text('{\n  "retrieval": {\n    "rerank": "yes"\n  }\n}\n')
     result = pytester.runpytest("--crucible-config=bad.json")
@@ -345,7 +344,7 @@ def test_plugin_stays_out_of_the_way_of_unrelated_projects(pytester: pytest.Pyte
 def test_under_xdist_the_controller_records_everything_once(pytester: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     items = [{**GOLDEN[0], "id": f"x-{i:02d}"} for i in range(12)]
-    write_golden(pytester, items)
+    add_golden_file(pytester, items)
     pytester.makeconftest(CONFTEST)
     (pytester.path / "rerank.json").write_text('{"retrieval": {"rerank": true}}')
     result = pytester.runpytest_subprocess("-n", "2", "--crucible-config=rerank.json")
@@ -365,7 +364,7 @@ def test_under_xdist_the_controller_records_everything_once(pytester: pytest.Pyt
 
 
 def test_verbose_summary_adds_facet_rows(pytester: pytest.Pytester) -> None:
-    write_golden(pytester)
+    add_golden_file(pytester)
     pytester.makeconftest(CONFTEST)
     result = pytester.runpytest("-v", "--crucible-mode=component")
     result.stdout.fnmatch_lines(["  facet * n * ndcgAt10 * recallAtK", "  questionType=multi_hop * 1 * 0.5869 * 1.0000"])
@@ -374,7 +373,7 @@ def test_verbose_summary_adds_facet_rows(pytester: pytest.Pytester) -> None:
 
 
 def test_quiet_keeps_one_summary_line_and_every_alert(pytester: pytest.Pytester) -> None:
-    write_golden(pytester)
+    add_golden_file(pytester)
     pytester.makeconftest(CONFTEST)
     full = pytester.runpytest("-p", "no:cacheprovider", "--crucible-mode=component")
     assert full.ret == pytest.ExitCode.OK

@@ -9,6 +9,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+
+from helpers import write_golden
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -619,7 +621,7 @@ def check_trec_eval_reproduces(capsys, db: Path, tmp: Path, run_id: str, *, no_r
 
 
 def test_trec_eval_on_exported_qrels_and_run_reproduces_the_stored_metrics(pytester: pytest.Pytester, capsys) -> None:
-    (pytester.path / "golden_support.jsonl").write_text("".join(json.dumps(item) + "\n" for item in E2E_GOLDEN))
+    write_golden(pytester.path / "golden_support.jsonl", E2E_GOLDEN)
     pytester.makeconftest(E2E_CONFTEST)
     db = pytester.path / ".crucible" / "crucible.db"
     first_dir = pytester.path / "first"

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import pytest_crucible.session
-from helpers import crucible_cli, db_rows, numbered_items
+from helpers import crucible_cli, db_rows, numbered_items, write_golden
 
 N_ITEMS = 20
 ITEMS = numbered_items(N_ITEMS)
@@ -61,7 +61,7 @@ def pytest_runtest_teardown(item):
 
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    (pytester.path / "golden_set.jsonl").write_text("".join(json.dumps(item) + "\n" for item in ITEMS))
+    write_golden(pytester.path / "golden_set.jsonl", ITEMS)
     pytester.makeconftest(CONFTEST)
     pytester.makeini("[pytest]\ncrucible_mode = component\ncrucible_outcome = record\n")
     # Scores are written every 5 items (never on a timer), so which items are lost is the same on every machine.

@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-from helpers import db_rows
+from helpers import db_rows, write_golden
 from mock_anthropic import Fault, MockRequest, default_verdict
 
 pytestmark = pytest.mark.slow
@@ -69,7 +69,7 @@ def responder(request: MockRequest) -> dict:
 
 @pytest.fixture
 def project(pytester: pytest.Pytester, mock_anthropic, monkeypatch) -> pytest.Pytester:
-    (pytester.path / "golden_set.jsonl").write_text("".join(json.dumps(item) + "\n" for item in ITEMS))
+    write_golden(pytester.path / "golden_set.jsonl", ITEMS)
     pytester.makeconftest(CONFTEST)
     pytester.makeini("[pytest]\ncrucible_outcome = record\n")  # items fail only on errors
     mock_anthropic.responder = responder

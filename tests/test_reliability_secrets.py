@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import gc
 import io
 import json
 import sqlite3
 from pathlib import Path
 
 import pytest
+
+from helpers import write_golden
 
 from mock_anthropic import Fault, MockRequest
 
@@ -58,7 +61,7 @@ def forms(secret: str) -> list[bytes]:
 def test_the_api_key_is_in_no_artifact_and_no_output(pytester: pytest.Pytester, mock_anthropic, monkeypatch) -> None:
     from pytest_crucible.cli import main as crucible
 
-    (pytester.path / "golden_set.jsonl").write_text("".join(json.dumps(item) + "\n" for item in ITEMS))
+    write_golden(pytester.path / "golden_set.jsonl", ITEMS)
     pytester.makeconftest(CONFTEST)
     pytester.makeini("[pytest]\ncrucible_outcome = record\n")
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
@@ -122,6 +125,9 @@ def test_the_api_key_is_in_no_artifact_and_no_output(pytester: pytest.Pytester, 
             assert code == 0, (command, err.getvalue())
             outputs.extend([out.getvalue(), err.getvalue()])
     holder.close()
+    # The commands' stores close when the garbage collector finds them; the last connection to close
+    # deletes -wal and -shm. Let that happen now, not between listing the files and reading them.
+    gc.collect()
 
     # The key did reach the API, in its credential header (x-api-key, or Authorization: Bearer in
     # this SDK version): that header value is what to look for, with the key inside it.

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import write_golden
+
 from pytest_crucible.cli import main as crucible
 from pytest_crucible.store import SCHEMA_VERSION, Store
 
@@ -44,7 +46,7 @@ def _quiet_cli(argv: list[str]) -> tuple[int, str]:
 def test_concurrent_sessions_and_xdist_write_one_new_database_without_losing_a_row(pytester: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     items = [{"id": f"c-{i:03d}", "question": f"question {i}", "citations": [{"docId": f"d{i}"}]} for i in range(N_ITEMS)]
-    (pytester.path / "golden_set.jsonl").write_text("".join(json.dumps(item) + "\n" for item in items))
+    write_golden(pytester.path / "golden_set.jsonl", items)
     pytester.makeconftest(CONFTEST)
     pytester.makeini("[pytest]\ncrucible_mode = component\n")
     db = pytester.path / "shared" / "crucible.db"  # does not exist yet: the sessions race to create it

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from helpers import db_rows
+from helpers import db_rows, write_project
 
 ITEMS = [{"id": f"q-{i}", "question": f"Return window {i}?", "reference": "Within 30 days.",
           "citations": [{"docId": "returns", "chunkId": "returns#p1"}]} for i in range(6)]
@@ -42,11 +42,7 @@ def crucible_pipeline():
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    (pytester.path / "golden_set.jsonl").write_text("".join(json.dumps(item) + "\n" for item in ITEMS))
-    pytester.makeconftest(CONFTEST)
-    pytester.makeini("[pytest]\ncrucible_mode = component\n")
-    (pytester.path / "raising.json").write_text(json.dumps({"raise": True}))
-    return pytester
+    return write_project(pytester, ITEMS, CONFTEST, ini="crucible_mode = component", configs={"raising.json": {"raise": True}})
 
 
 def test_every_repeat_is_kept_and_the_item_value_is_their_mean(project: pytest.Pytester) -> None:

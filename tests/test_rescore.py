@@ -8,6 +8,7 @@ import sqlite3
 import sys
 
 import pytest
+from helpers import write_project
 from test_no_silent_pass import CONFTEST, ITEMS
 
 from pytest_crucible.metrics.retrieval import RETRIEVAL_METRICS
@@ -18,10 +19,7 @@ from pytest_crucible.store import Store
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    (pytester.path / "golden_set.jsonl").write_text("".join(json.dumps(item) + "\n" for item in ITEMS))
-    pytester.makeconftest(CONFTEST)
-    pytester.makeini("[pytest]\ncrucible_mode = component\ncrucible_outcome = record\n")
-    return pytester
+    return write_project(pytester, ITEMS, CONFTEST)
 
 
 def db(project: pytest.Pytester) -> str:

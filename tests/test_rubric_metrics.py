@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from helpers import db_rows
+from helpers import db_rows, write_golden
 
 FAKE_KEY = "sk-ant-test-0000-not-a-real-key-RUBRICS"
 
@@ -38,7 +38,7 @@ HELPFUL = {"name": "helpfulness", "criteria": "The answer tells the customer wha
 @pytest.fixture
 def project(pytester: pytest.Pytester, mock_anthropic, monkeypatch) -> pytest.Pytester:
 
-    (pytester.path / "golden_set.jsonl").write_text("".join(json.dumps(item) + "\n" for item in ITEMS))
+    write_golden(pytester.path / "golden_set.jsonl", ITEMS)
     pytester.makeconftest(CONFTEST)
     pytester.makeini("[pytest]\ncrucible_outcome = record\ncrucible_rubrics = rubrics.json\n")
     write_rubrics(pytester, [POLITENESS, HELPFUL])

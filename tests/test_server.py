@@ -22,7 +22,7 @@ pytest.importorskip("uvicorn")
 
 import pytest_crucible.server.app as server_app  # noqa: E402  (imported before pytester runs, see conftest)
 from api_server import add_run, client, new_key, serve_in_thread  # noqa: E402
-from helpers import RANKED_CONFTEST  # noqa: E402
+from helpers import RANKED_CONFTEST, write_golden  # noqa: E402
 from pytest_crucible.cli import main  # noqa: E402
 from pytest_crucible.defaults import ServerLimits  # noqa: E402
 from pytest_crucible.store import Store  # noqa: E402
@@ -361,7 +361,7 @@ GOLDEN = [
 
 
 def test_runs_made_by_the_plugin_read_over_http(pytester: pytest.Pytester, capsys) -> None:
-    (pytester.path / "golden_support.jsonl").write_text("".join(json.dumps(item) + "\n" for item in GOLDEN))
+    write_golden(pytester.path / "golden_support.jsonl", GOLDEN)
     pytester.makeconftest(RANKED_CONFTEST)
     (pytester.path / "wide.json").write_text('{"retrievalLimit": 3}')
     for argv in ([], ["--crucible-config=wide.json"]):

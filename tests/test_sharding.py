@@ -22,7 +22,7 @@ import pytest
 pytest.importorskip("pytest_split", reason="pytest-split is not installed (pip install -e '.[dev]' installs it)")
 yaml = pytest.importorskip("yaml", reason="pyyaml is not installed (pip install -e '.[dev]' installs it)")
 
-from helpers import RANKED_CONFTEST  # noqa: E402
+from helpers import RANKED_CONFTEST, write_golden  # noqa: E402
 
 from pytest_crucible.cli import main as crucible_main  # noqa: E402
 from pytest_crucible.store import Store  # noqa: E402
@@ -94,7 +94,7 @@ def write_project(root: Path, support: int, billing: int) -> list[str]:
     (project / "configs" / "baseline.json").write_text('{"retrievalLimit": 3}')
     ids = []
     for name, items in (("golden_support.jsonl", golden_items("s", support, 0)), ("golden_billing.jsonl", golden_items("b", billing, 7))):
-        (project / "golden" / name).write_text("".join(json.dumps(item) + "\n" for item in items))
+        write_golden(project / "golden" / name, items)
         ids += [item["id"] for item in items]
     return ids
 

@@ -3,9 +3,10 @@ filterwarnings apply to it), and under ``crucible_strict_config = true`` a usage
 
 from __future__ import annotations
 
-import json
 
 import pytest
+
+from helpers import write_golden
 
 ITEMS = [{"id": f"k-{i}", "question": f"question {i}", "citations": [{"docId": f"doc{i}", "mode": "required"}]} for i in range(3)]
 
@@ -30,7 +31,7 @@ UNREAD_LINE = 'WARNING CrucibleWarning: config key myIndex="v2" was never read b
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    (pytester.path / "golden_set.jsonl").write_text("".join(json.dumps(item) + "\n" for item in ITEMS))
+    write_golden(pytester.path / "golden_set.jsonl", ITEMS)
     pytester.makeconftest(CONFTEST.format(read=False))
     (pytester.path / "index.json").write_text('{\n  "retrievalLimit": 10,\n  "myIndex": "v2"\n}\n')
     return pytester

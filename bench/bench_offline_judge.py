@@ -1,9 +1,9 @@
-"""The offline judges side by side: lexical-v2 against lexical-v1 on the same requests, in one run.
+"""The offline judges side by side: lexical-v3, lexical-v2 and lexical-v1 on the same requests, in one run.
 
 Both judge the 160 cases of tests/data/calibration (every request the answer layer makes for them:
 claims, entailment, questions, usefulness, correctness), cold (fresh process caches) and warm (the
-same requests again: the judges' own caches). The ratio v2 / v1 is the figure: it is what the
-example project's and a keyless CI run's judge time grows by. The embedding table's one-off load
+same requests again: the judges' own caches). The ratios v3 / v2 and v2 / v1 are the figures: what
+the example project's and a keyless CI run's judge time grows by from one default to the next. The embedding table's one-off load
 is timed apart.
 
     .venv/bin/python bench/bench_offline_judge.py
@@ -29,7 +29,7 @@ root = Path(sys.argv[2])
 cases = [c for half in ("dev", "test") for c in read_labels_file(root / "tests/data/calibration" / f"labels_{half}.jsonl")]
 judge = make_judge(sys.argv[1])
 load = 0.0
-if sys.argv[1] == "lexical-v2":
+if sys.argv[1] in ("lexical-v2", "lexical-v3"):
     t = time.perf_counter()
     from pytest_crucible.judge.similarity import similarity
     similarity("warm", "up")
@@ -52,7 +52,7 @@ def run(judge: str) -> tuple[float, float, float, int]:
 
 def main() -> None:
     rounds = 3
-    results: dict[str, list[tuple[float, float, float, int]]] = {"lexical-v1": [], "lexical-v2": []}
+    results: dict[str, list[tuple[float, float, float, int]]] = {"lexical-v1": [], "lexical-v2": [], "lexical-v3": []}
     for _ in range(rounds):  # interleaved, so both see the same machine load
         for judge in results:
             results[judge].append(run(judge))
@@ -64,8 +64,9 @@ def main() -> None:
         load = statistics.median(r[0] for r in rows)
         medians[judge] = (cold, warm)
         print(f"{judge:<12} {rows[0][3]:>9} {cold:>8.3f} {warm:>8.3f} {load:>18.3f}")
-    print(f"ratio v2/v1: cold {medians['lexical-v2'][0] / medians['lexical-v1'][0]:.2f}x, "
-          f"warm {medians['lexical-v2'][1] / medians['lexical-v1'][1]:.2f}x (median of {rounds} interleaved rounds)")
+    for new, old in (("lexical-v3", "lexical-v2"), ("lexical-v2", "lexical-v1")):
+        print(f"ratio {new[-2:]}/{old[-2:]}: cold {medians[new][0] / medians[old][0]:.2f}x, "
+              f"warm {medians[new][1] / medians[old][1]:.2f}x (median of {rounds} interleaved rounds)")
 
 
 if __name__ == "__main__":

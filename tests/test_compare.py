@@ -69,11 +69,13 @@ def test_errored_items_and_kind_changes_are_excluded_with_their_reason() -> None
                                    {"id": "r", "run": "A", "reason": "different kind (retrieval in A, adversarial in B)"}]
 
 
-def test_a_lexical_v1_baseline_against_a_lexical_v2_run_names_the_option_that_makes_them_comparable() -> None:
-    current = run("A", {"faithfulness": BASE}, judge_model="lexical-v2", judge_prompt_version="lexical-v2")
-    baseline = run("B", {"faithfulness": BASE}, judge_model="lexical-v1", judge_prompt_version="lexical-v1")
-    with pytest.raises(ComparisonRefused, match="--crucible-judge=lexical-v1; lexical-v2 replaced lexical-v1"):
-        compare_run_data(current, baseline)
+def test_an_older_offline_baseline_names_the_option_that_makes_the_runs_comparable() -> None:
+    current = run("A", {"faithfulness": BASE}, judge_model="lexical-v3", judge_prompt_version="lexical-v3")
+    for older in ("lexical-v2", "lexical-v1"):
+        baseline = run("B", {"faithfulness": BASE}, judge_model=older, judge_prompt_version=older)
+        with pytest.raises(ComparisonRefused, match=f"--crucible-judge={older}; lexical-v3 is the offline default, "
+                                                   "lexical-v2, lexical-v1 stay selectable"):
+            compare_run_data(current, baseline)
 
 
 def test_different_judges_are_refused_naming_both() -> None:

@@ -89,13 +89,13 @@ def test_pool_labelling_writes_llm_judgments_and_the_rerun_asks_nothing(project)
     result = project.runpytest_subprocess("--crucible-mode=component", "--crucible-label-pool")
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines([
-        "judge lexical-v2 (offline heuristic): 1 requests, 0 cached, 1 judged, 0 failed",
+        "judge lexical-v3 (offline heuristic): 1 requests, 0 cached, 1 judged, 0 failed",
         "qrels for the retrieved pool (top 10): 1 provenance, 0 human, 1 llm; 0 unjudged (0%)",
     ])
     [(chunk, grade, model, prompt)] = db_rows(project, "SELECT chunk_id, grade, judge_model, prompt_version FROM qrels WHERE source = 'llm'")
-    assert (chunk, model, prompt) == ("prod-vela-e3#p2", "lexical-v2", "lexical-v2") and 0 <= grade <= 3
+    assert (chunk, model, prompt) == ("prod-vela-e3#p2", "lexical-v3", "lexical-v3") and 0 <= grade <= 3
     result = project.runpytest_subprocess("--crucible-mode=component", "--crucible-label-pool")
-    result.stdout.fnmatch_lines(["judge lexical-v2 (offline heuristic): 0 requests, 0 cached, 0 judged, 0 failed"])
+    result.stdout.fnmatch_lines(["judge lexical-v3 (offline heuristic): 0 requests, 0 cached, 0 judged, 0 failed"])
     assert db_rows(project, "SELECT COUNT(*) FROM qrels WHERE source = 'llm'") == [(1,)]
 
 

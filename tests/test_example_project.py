@@ -34,17 +34,19 @@ def item_metrics(db: Path, run_id: str) -> dict[tuple[str, str], float]:
 
 # The example project's run means, pinned: a refactoring must leave every figure where it was
 # (checked item by item against the code before the one-gate restructuring: 3,233 stored values equal).
-# The answer-layer figures are lexical-v2's (the default offline judge); a change of that judge changes
-# them on purpose (lexical-v1 gave faithfulness 1.0 and truthfulness -0.1375 on both configs).
+# The answer-layer figures are lexical-v3's (the default offline judge); a change of that judge changes
+# them on purpose (lexical-v2 gave faithfulness 0.984444 / 0.98, truthfulness 0.1 / 0.0875, contextRecall
+# 0.542056 / 0.560748, noiseSensitivity 0.284038 / 0.276995 on baseline / rerank; lexical-v1 faithfulness 1.0
+# and truthfulness -0.1375 on both). docs/judge-calibration.md names the items that changed and why.
 PINNED_MEANS = {
     "baseline.json": {"recallAtK": 0.889886, "precisionAtK": 0.139316, "ndcgAt10": 0.682726, "mrr": 0.679023, "hitAtK": 0.948718,
                       "attackSuccessRate": 0.206897, "falsePositiveRate": 0.0, "conceptRecall": 0.967742,
-                      "faithfulness": 0.984444, "responseRelevancy": 0.289567, "contextPrecision": 0.553333, "contextRecall": 0.542056,
-                      "noiseSensitivity": 0.284038, "truthfulness": 0.1, "abstainRate": 0.390244},
+                      "faithfulness": 1.0, "responseRelevancy": 0.289567, "contextPrecision": 0.553333, "contextRecall": 0.570093,
+                      "noiseSensitivity": 0.28169, "truthfulness": 0.116667, "abstainRate": 0.390244},
     "rerank.json": {"recallAtK": 0.915812, "precisionAtK": 0.144444, "ndcgAt10": 0.719901, "mrr": 0.712142, "hitAtK": 0.957265,
                     "attackSuccessRate": 0.206897, "falsePositiveRate": 0.0, "conceptRecall": 0.983871,
-                    "faithfulness": 0.98, "responseRelevancy": 0.28751, "contextPrecision": 0.561215, "contextRecall": 0.560748,
-                    "noiseSensitivity": 0.276995, "truthfulness": 0.0875, "abstainRate": 0.390244},
+                    "faithfulness": 1.0, "responseRelevancy": 0.28751, "contextPrecision": 0.561215, "contextRecall": 0.588785,
+                    "noiseSensitivity": 0.274648, "truthfulness": 0.104167, "abstainRate": 0.390244},
 }
 
 
@@ -106,9 +108,9 @@ def test_example_system_run_has_every_family_and_a_rerun_is_free(tmp_path) -> No
     summary = metrics_json(db)
     assert set(summary["retrieval"]) == {"recallAtK", "precisionAtK", "ndcgAt10", "mrr", "hitAtK"}
     assert set(summary["ragas"]) == {"faithfulness", "responseRelevancy", "contextPrecision", "contextRecall", "noiseSensitivity"}
-    assert summary["judge"] == {"model": "lexical-v2", "promptVersion": "lexical-v2"}
+    assert summary["judge"] == {"model": "lexical-v3", "promptVersion": "lexical-v3"}
     assert summary["n"] >= 40
-    assert "judge lexical-v2 (offline heuristic)" in done.stdout
+    assert "judge lexical-v3 (offline heuristic)" in done.stdout
     # The second run over unchanged items is served from the judge cache: zero judge calls.
     done = run_example(db, "rerank.json")
     assert done.returncode == 0

@@ -119,7 +119,7 @@ def test_report_of_the_example_project(example_runs, example_html) -> None:
     text = " ".join(page.text)
     assert run["id"] in text and run["config_hash"][:12] in text
     assert "example_project/configs/rerank.json" in text
-    assert "judge lexical-v2" in text
+    assert "judge lexical-v3" in text
     assert '"rerank": true' in text  # the resolved config
 
     # The gate's verdict stands at the top of the page, before the metrics, in the gate's words.

@@ -129,9 +129,9 @@ def test_without_a_key_the_offline_judge_is_used_and_named(project: pytest.Pytes
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     result = project.runpytest_subprocess()
     assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["judge lexical-v2 (offline heuristic): *"])
+    result.stdout.fnmatch_lines(["judge lexical-v3 (offline heuristic): *"])
     assert mock_anthropic.counts["messages"] == 0
-    assert db_rows(project, "SELECT judge_model FROM runs") == [("lexical-v2",)]
+    assert db_rows(project, "SELECT judge_model FROM runs") == [("lexical-v3",)]
 
 
 @pytest.mark.slow

@@ -120,7 +120,7 @@ def test_the_offline_judge_says_once_that_it_cannot_grade_a_rubric_and_stores_no
     assert result.ret == pytest.ExitCode.OK
     notes = [line for line in result.outlines if "rubric metrics need a model judge" in line]
     assert notes == ["NOTE rubric metrics need a model judge: politeness, helpfulness skipped"]
-    result.stdout.fnmatch_lines([notes[0], "  (lexical-v2 cannot grade a rubric; --crucible-judge=anthropic can)"])
+    result.stdout.fnmatch_lines([notes[0], "  (lexical-v3 cannot grade a rubric; --crucible-judge=anthropic can)"])
     assert db_rows(project, "SELECT COUNT(*) FROM item_metrics WHERE metric IN ('politeness', 'helpfulness')") == [(0,)]
     assert db_rows(project, "SELECT custom_metrics FROM runs") == [(None,)]
     assert mock_anthropic.counts["messages"] == 0

@@ -21,10 +21,12 @@ KINDS = ("retrieval", "aggregation", "adversarial")
 # equal). With fewer pairs the gate is blind, so it refuses instead of passing.
 MIN_PAIRS = 6
 
-#: The judges a run or a calibration can name. "lexical" is the current offline judge (lexical-v2);
-#: lexical-v1 stays selectable so that runs judged by it stay comparable; auto picks anthropic when
-#: ANTHROPIC_API_KEY is set, else lexical.
-JUDGE_CHOICES = ("auto", "lexical", "lexical-v2", "lexical-v1", "anthropic")
+#: The judges a run or a calibration can name. "lexical" is the current offline judge (lexical-v3);
+#: lexical-v2 and lexical-v1 stay selectable so that runs judged by them stay comparable; auto picks
+#: anthropic when ANTHROPIC_API_KEY is set, else lexical.
+JUDGE_CHOICES = ("auto", "lexical", "lexical-v3", "lexical-v2", "lexical-v1", "anthropic")
+#: The offline judges, newest first.
+OFFLINE_JUDGES = ("lexical-v3", "lexical-v2", "lexical-v1")
 
 # The agreement with people (Cohen's kappa of `crucible judge calibrate`) below which a gate on a
 # judged metric carries a warning: 0.6 is where "substantial" agreement starts on the usual scale

@@ -49,8 +49,8 @@ def add_options(parser: pytest.Parser) -> None:
                     help="Let the gate compare an incomplete or interrupted run (this one or the baseline) on the items "
                          "it has, instead of refusing.")
     group.addoption("--crucible-judge", dest="crucible_judge", choices=list(JUDGE_CHOICES), default=None,
-                    help="Judge of the answer layer: anthropic (Claude), lexical (the offline heuristic, lexical-v2; "
-                         "lexical-v1 is kept so that runs judged by it stay comparable), auto (default: "
+                    help="Judge of the answer layer: anthropic (Claude), lexical (the offline heuristic, lexical-v3; "
+                         "lexical-v2 and lexical-v1 are kept so that runs judged by them stay comparable), auto (default: "
                          "anthropic when ANTHROPIC_API_KEY is set, else lexical).")
     group.addoption("--crucible-judge-model", dest="crucible_judge_model", metavar="MODEL", default=None,
                     help="Claude model of the anthropic judge (default: ini crucible_judge_model, else the current small model).")

@@ -18,11 +18,15 @@ class JudgeSetupError(Exception):
 def make_judge(name: str = "auto", *, model: str | None = None, batch: bool = False) -> Judge:
     if name == "auto":
         name = "anthropic" if os.environ.get("ANTHROPIC_API_KEY") else "lexical"
-    if name in ("lexical", "lexical-v2"):
+    if name in ("lexical", "lexical-v3"):
+        from .lexical_v3 import LexicalJudgeV3
+
+        return LexicalJudgeV3()
+    if name == "lexical-v2":  # the earlier offline judges stay selectable, so that runs judged by them stay comparable
         from .lexical_v2 import LexicalJudgeV2
 
         return LexicalJudgeV2()
-    if name == "lexical-v1":  # kept so that runs judged by it stay comparable
+    if name == "lexical-v1":
         from .lexical import LexicalJudge
 
         return LexicalJudge()

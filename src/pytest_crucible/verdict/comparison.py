@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from ..config import config_diff
+from ..defaults import OFFLINE_JUDGES
 from ..metrics import metric_direction, ordered_metrics
 from .runs import RunData
 from ..stats import DEFAULT_SEED, holm_adjust, min_pairs_for_alpha, paired_tests
@@ -125,8 +126,9 @@ def check_comparable(a: RunData, b: RunData) -> None:
     for column, label in (("judge_model", "judge models"), ("judge_prompt_version", "judge prompt versions")):
         left, right = a.run.get(column), b.run.get(column)
         if left and right and left != right:
-            offline = [model for model in (right, left) if model in ("lexical-v1", "lexical-v2")]
-            how = (f" (for example --crucible-judge={offline[0]}; lexical-v2 replaced lexical-v1 as the offline default)"
+            offline = [model for model in (right, left) if model in OFFLINE_JUDGES]
+            how = (f" (for example --crucible-judge={offline[0]}; {OFFLINE_JUDGES[0]} is the offline default, "
+                   f"{', '.join(OFFLINE_JUDGES[1:])} stay selectable)"
                    if offline and column == "judge_model" else "")
             raise ComparisonRefused(
                 f"refusing to compare run {a.run_id} with run {b.run_id}: different {label} ({left} vs {right})\n"

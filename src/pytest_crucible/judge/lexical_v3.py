@@ -1,0 +1,208 @@
+"""``lexical-v3``: the offline judge that never calls a copied sentence a hallucination.
+
+Built on ``lexical-v2`` (:mod:`pytest_crucible.judge.lexical_v2`: values, stems, polarity, swaps),
+which stays selectable (``--crucible-judge=lexical-v2``, and ``lexical-v1``) so that runs judged by it
+stay comparable. What v3 changes, and why:
+
+* **A copy is supported.** A claim whose words appear in one passage in the same order, after
+  normalising case, punctuation, values ("$40" = "forty dollars") and stems, is supported whatever
+  the rest of the passage says. The sequence compared holds the claim's content words, its values
+  and its negation cues, so the same sentence with its polarity flipped ("... can *not* be
+  requested") or one word swapped is no copy and goes through the rules below.
+* **Polarity belongs to its sentence.** v2 read the negation of a window of up to three sentences
+  over the whole span between the claim's first and last word, so the "not" of a *neighbouring*
+  sentence ("Items the libraries do not own can be requested. Each request costs 20 kroner.")
+  flipped a verbatim claim about the second one. v3 reads a cue only inside its own sentence's span
+  of the claim's words, and tries the smallest window first among equally covering ones, so a
+  sentence that supports a claim alone is judged alone, never with its neighbours.
+* **Lexical negation** reads as negation on both sides: "abolished", "waived", "lacks", "free of"
+  (and, as before, "no", "no longer", "none", "never", "without"): "Vellmark abolished late fees"
+  states "no late fees". The cue is added to the text the judge reads (an explicit "not" after
+  the word), never to what a verdict quotes.
+
+Everything else (claims, CRAG grading, value reading, swaps, antonyms) is v2's. The figures on the
+project's calibration halves are in docs/judge-calibration.md.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Sequence
+
+from .lexical import NEGATION_LOOKBACK, _Support, _Window, _windows, split_sentences
+from .lexical_v2 import (
+    ANTONYMS,
+    MAX_WINDOW_SENTENCES,
+    NEAR_COPY,
+    SUPPORT_THRESHOLD,
+    VALUE_ANCHORED_COVERAGE,
+    LexicalJudgeV2,
+    _has_value,
+    _shape,
+    _swap,
+    _tokens,
+    _values_in,
+)
+from .types import CorrectnessRequest, CorrectnessVerdict, EntailmentRequest, EntailmentVerdict, JudgeFailure
+
+__all__ = ["LexicalJudgeV3", "with_lexical_negation"]
+
+# Words that say "there is none of X" without a negation word. An explicit "not" is read after each.
+_LEXICAL_NEGATION = re.compile(
+    r"\b(abolish(?:ed|es|ing)?|waive[ds]?|waiving|lack(?:s|ed|ing)?|free of)\b(?! not\b)", re.IGNORECASE)
+# "free of charge" says what "free" says: no negation on one side only.
+_FREE_OF_CHARGE = re.compile(r"\bfree of (?:any )?(?:charge|cost)\b", re.IGNORECASE)
+
+
+@lru_cache(maxsize=16384)
+def with_lexical_negation(text: str) -> str:
+    """``text`` with an explicit negation after every lexical negation ("waived" -> "waived not")."""
+    return _LEXICAL_NEGATION.sub(lambda match: f"{match.group(1)} not", _FREE_OF_CHARGE.sub("free", text))
+
+
+def _tokens_v3(text: str):
+    return _tokens(with_lexical_negation(text))
+
+
+def _copy_sequence(tokens) -> tuple[str, ...]:
+    """What a copy must repeat in order: content stems, values (canonically), negation cues."""
+    out = []
+    for token in tokens:
+        if token.value is not None:
+            out.append(f"<{token.value.kind}:{token.value.text.lower()}>")
+        elif token.negation:
+            out.append("<not>")
+        elif token.content:
+            out.append(token.key)
+    return tuple(out)
+
+
+def _contains(sequence: Sequence[str], part: Sequence[str]) -> bool:
+    n = len(part)
+    return n > 0 and any(tuple(sequence[i:i + n]) == tuple(part) for i in range(len(sequence) - n + 1))
+
+
+@lru_cache(maxsize=4096)
+def _passage_sequence(passage: str) -> tuple[str, ...]:
+    return tuple(item for sentence in split_sentences(passage) for item in _copy_sequence(_tokens_v3(sentence)))
+
+
+def _copied_from(claim: str, passages: Sequence[str]) -> int | None:
+    """The passage (0-based) the claim is copied from, word for word after normalising, or None."""
+    wanted = _copy_sequence(_tokens_v3(claim))
+    if sum(1 for item in wanted if not item.startswith("<not")) < 2:  # one word is no sentence
+        return None
+    for index, passage in enumerate(passages):
+        if _contains(_passage_sequence(passage), wanted):
+            return index
+    return None
+
+
+def _cues(tokens, keys: frozenset[str]) -> int:
+    """Negation cues in v2's span of ``keys`` (first to last matched word, and the cues just before
+    it), within one sentence's tokens: a neighbouring sentence's cue never counts."""
+    matched = [i for i, token in enumerate(tokens) if token.content and token.key in keys]
+    if not matched:
+        return 0
+    start = max(0, matched[0] - NEGATION_LOOKBACK)
+    return sum(token.negation for token in tokens[start:matched[-1] + 1])
+
+
+def _flips_v3(words: frozenset[str], claim_cues: int, window: _Window, near_copy: bool) -> tuple[int, list[str]]:
+    """v2's negation difference plus antonym swaps, with the negation read sentence by sentence: a cue
+    counts only inside its own sentence's span of the claim's words, never across into a neighbour.
+    A near copy of one sentence must also have as many cues, mod 2, as that sentence: "non-residents
+    can not borrow" is no copy of "non-residents can borrow", though both hold a negation."""
+    swaps = [f"{w}/{a}" for w in words if w not in window.keys for a in ANTONYMS.get(w, ()) if a in window.keys]
+    keys = words | frozenset(a for w in words for a in ANTONYMS.get(w, ()) if a in window.keys)
+    counts = [_cues([t for t, owner in zip(window.tokens, window.sentence_of) if owner == sentence], keys)
+              for sentence in range(window.first, window.last + 1)]
+    flips = int(any(counts) != (claim_cues > 0)) + len(swaps)
+    if not flips % 2 and near_copy and len(counts) == 1 and counts[0] % 2 != claim_cues % 2:
+        flips += 1
+    return flips, swaps
+
+
+# "No, ...", "Unfortunately not: ..." open an answer to a yes/no question: the word answers the question,
+# it does not negate the claim that follows.
+_ANSWER_WORD = re.compile(r"^\W*(?:(?:unfortunately|sadly|sorry)\W+)?(?:no|not|nope|yes)\s*[:,;.!\u2013\u2014-]+\s*",
+                          re.IGNORECASE)
+
+
+def _support_v3(claim: str, passages: Sequence[str], windows: Sequence[_Window]) -> _Support:
+    """Is the claim supported? A copy first, then v2's window rule with the changes above."""
+    claim = _ANSWER_WORD.sub("", claim) or claim
+    copied = _copied_from(claim, passages)
+    if copied is not None:
+        return _Support(True, 1.0, f"copied from passage {copied + 1}")
+    text = with_lexical_negation(claim)
+    shape = _shape(text)
+    if not shape.words and not shape.values:
+        return _Support(False, 0.0, "the claim has no content word")
+    if not windows:
+        return _Support(False, 0.0, "no context")
+    claim_tokens = _tokens(text)
+    claim_cues = _cues(claim_tokens, shape.words)
+    anchored = bool(shape.values) and all(v.kind != "number" for v in shape.values)
+    scored = []
+    for window in windows:
+        antonym_hits = {w for w in shape.words if w not in window.keys and ANTONYMS.get(w, frozenset()) & window.keys}
+        pool = _values_in(window.tokens)
+        found = len(shape.words & window.keys) + len(antonym_hits) + sum(_has_value(v, pool) for v in shape.values)
+        scored.append((found / (len(shape.words) + len(shape.values)), window))
+    # Among equally covering windows the smallest first: a neighbour adds words, never evidence.
+    scored.sort(key=lambda pair: (-pair[0], pair[1].last - pair[1].first))
+    best = scored[0][0]
+    for coverage, window in scored:
+        if coverage < (VALUE_ANCHORED_COVERAGE if anchored else SUPPORT_THRESHOLD):
+            break
+        problem = ""
+        missing = [v.text for v in shape.values if not _has_value(v, _values_in(window.tokens))]
+        flips, swaps = _flips_v3(shape.words, claim_cues, window, coverage >= SUPPORT_THRESHOLD)
+        if missing:
+            problem = f"value {', '.join(missing)} not in {window.where()}"
+        elif flips % 2:
+            problem = f"{'antonym ' + ', '.join(swaps) if swaps else 'negation differs'} in {window.where()}"
+        elif coverage >= NEAR_COPY and len(shape.words) >= 2:
+            swapped = _swap(claim_tokens, window)
+            problem = f"{swapped} ({window.where()})" if swapped else ""
+        if problem:
+            if coverage >= SUPPORT_THRESHOLD and not missing:  # a near copy that says the opposite
+                return _Support(False, coverage, problem)
+            continue
+        if coverage >= SUPPORT_THRESHOLD:
+            return _Support(True, coverage, f"coverage {coverage:.2f} in {window.where()}")
+        if anchored and coverage >= VALUE_ANCHORED_COVERAGE:
+            return _Support(True, coverage, f"every value in {window.where()} (word coverage {coverage:.2f})")
+    return _Support(False, best, f"no window supports it (best word coverage {best:.2f})")
+
+
+class LexicalJudgeV3(LexicalJudgeV2):
+    """Offline, deterministic judge (``lexical-v3``): v2 with copies supported, polarity read per
+    sentence and lexical negation."""
+
+    model = "lexical-v3"
+    prompt_version = "lexical-v3"
+    label = "lexical-v3 (offline heuristic)"
+
+    def _entailment(self, request: EntailmentRequest) -> EntailmentVerdict:
+        windows = _windows(request.context, MAX_WINDOW_SENTENCES, _tokens_v3)
+        results = [_support_v3(claim, request.context, windows) for claim in request.claims]
+        return EntailmentVerdict(supported=[r.supported for r in results], reasons=[r.reason for r in results])
+
+    def _correctness(self, request: CorrectnessRequest) -> CorrectnessVerdict | JudgeFailure:
+        # v2's grading on the texts as v3 reads them; what the verdict quotes is the original text.
+        read = request.model_copy(update={
+            "question": with_lexical_negation(request.question), "answer": with_lexical_negation(request.answer or ""),
+            "reference": with_lexical_negation(request.reference) if request.reference else request.reference,
+            "assertions": tuple(with_lexical_negation(a) for a in request.assertions)})
+        verdict = super()._correctness(read)
+        if isinstance(verdict, CorrectnessVerdict):
+            originals = {with_lexical_negation(text): text
+                         for text in (*request.assertions, *split_sentences(request.reference or ""))}
+            verdict.contradicts = originals.get(verdict.contradicts, verdict.contradicts)
+            for shown, original in originals.items():
+                if shown != original:
+                    verdict.reason = verdict.reason.replace(shown, original)
+        return verdict

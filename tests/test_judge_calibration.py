@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 from mock_anthropic import MockAnthropic, mock_anthropic  # noqa: F401 - fixture
 
 import pytest_crucible.evaluation.scoring  # noqa: F401 - one copy for pytester's in-process runs (below)
-from helpers import RANKED_CONFTEST, write_golden
+from helpers import RANKED_CONFTEST, crucible_cli, db_rows, write_golden, write_project
 from pytest_crucible.labels.calibration import read_labels_file
 from pytest_crucible.cli import main as crucible
+from pytest_crucible.judge.select import make_judge
 from pytest_crucible.metrics.crag import CRAG_GRADES
 from pytest_crucible.report.terminal import calibration_line
 from pytest_crucible.stats.agreement import cohen_kappa, confusion_matrix
@@ -87,6 +88,7 @@ def test_qrels_agreement_uses_the_same_kappa() -> None:
 
 
 # -- the CLI end to end ------------------------------------------------------------------------------
+OFFLINE = make_judge("lexical").model  # the current offline judge (`--judge lexical`, `--crucible-judge=lexical`)
 RETURNS = "Items can be returned within 30 days of delivery for a full refund."
 AUDIT = "Audit exports are retained for seven years in cold storage."
 CASES = [
@@ -120,7 +122,7 @@ def calibrate(capsys, *argv: str) -> dict:
 def test_calibrate_with_the_lexical_judge(tmp_path: Path, capsys) -> None:
     labels, db = write_labels(tmp_path / "labels.jsonl"), tmp_path / "c.db"
     document = calibrate(capsys, str(labels), "--db", str(db))
-    assert document["judge"] == {"model": "lexical-v2", "promptVersion": "lexical-v2"}
+    assert document["judge"] == {"model": OFFLINE, "promptVersion": OFFLINE}
     assert [case["id"] for case in document["cases"]] == [case["id"] for case in CASES]
     assert set(document["cases"][0]) == {"id", "crag", "faithful"} and set(document["cases"][0]["crag"]) == {"label", "verdict"}
     by_id = {case["id"]: case for case in document["cases"]}
@@ -151,7 +153,7 @@ def test_calibrate_with_the_lexical_judge(tmp_path: Path, capsys) -> None:
     conn = sqlite3.connect(db)
     [(model, prompts, n_crag, kappa, n_faithful, figures)] = conn.execute(
         "SELECT judge_model, prompt_version, n_crag, kappa_crag, n_faithful, figures FROM judge_calibrations").fetchall()
-    assert (model, prompts, n_crag, n_faithful) == ("lexical-v2", "lexical-v2", 4, 4)
+    assert (model, prompts, n_crag, n_faithful) == (OFFLINE, OFFLINE, 4, 4)
     assert kappa == pytest.approx(document["crag"]["kappa"]) and json.loads(figures)["crag"] == document["crag"]
     assert conn.execute("SELECT COUNT(*) FROM judge_cache").fetchone()[0] > 0
     conn.close()
@@ -202,6 +204,16 @@ GOOD = json.dumps(CASES[0])
     ([json.dumps({**CASES[0], "refrence": "x"})], 1, "refrence", "did you mean 'reference'?"),
     ([GOOD, GOOD], 2, "id", "its own id"),
     (["[1, 2]"], 1, "json", "one labelled case per line"),
+    ([json.dumps({**CASES[0], "assertions": "Says 30 days"})], 1, "assertions", "the golden item's assertions"),
+    ([json.dumps({**CASES[0], "assertions": ["Says 30 days"]})], 1, "assertions[0]", "the golden item's assertions"),
+    ([json.dumps({**CASES[0], "assertions": [{"text": "Says 30 days", "kind": "may"}]})], 1, "assertions[0].kind",
+     "kind must or should"),
+    ([json.dumps({**CASES[0], "assertions": [{"kind": "must"}]})], 1, "assertions[0].text", "text (required)"),
+    ([json.dumps({**CASES[0], "assertions": [{"text": "x", "concept": "c1"}]})], 1, "assertions[0].concept",
+     "did you mean 'conceptId'?"),
+    ([json.dumps({**CASES[0], "assertion": []})], 1, "assertion", "did you mean 'assertions'?"),
+    ([json.dumps({**CASES[0], "questionType": "false-premise"})], 1, "questionType", "did you mean 'false_premise'?"),
+    ([json.dumps({**CASES[0], "abstained": "yes"})], 1, "abstained", "the pipeline said it abstained"),
 ])
 def test_a_bad_labels_file_is_one_error_naming_file_line_and_field(tmp_path: Path, capsys, lines, where, field, hint) -> None:
     path = tmp_path / "labels.jsonl"
@@ -254,16 +266,16 @@ def test_the_summary_and_the_report_show_the_judges_calibration(pytester: pytest
     pytester.makeconftest(RANKED_CONFTEST)
     result = pytester.runpytest("-p", "no:cacheprovider", "--crucible-judge=lexical", "--crucible-outcome=record")
     assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["judge lexical-v2*", "  not calibrated: crucible judge calibrate LABELS.jsonl measures it"])
+    result.stdout.fnmatch_lines([f"judge {OFFLINE}*", "  not calibrated: crucible judge calibrate LABELS.jsonl measures it"])
     db = pytester.path / ".crucible" / "crucible.db"
     labels = write_labels(pytester.path / "labels.jsonl")
     assert crucible(["judge", "calibrate", str(labels), "--db", str(db)]) == 0
     capsys.readouterr()
     result = pytester.runpytest("-p", "no:cacheprovider", "--crucible-judge=lexical", "--crucible-outcome=record")
     assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["judge lexical-v2*", "  calibrated: crag kappa * (binary *), faithful kappa * on 5 labels (20*)"])
+    result.stdout.fnmatch_lines([f"judge {OFFLINE}*", "  calibrated: crag kappa * (binary *), faithful kappa * on 5 labels (20*)"])
     lines = result.stdout.lines
-    assert lines[[i for i, line in enumerate(lines) if line.startswith("judge lexical-v2")][0] + 1].startswith("  calibrated: ")
+    assert lines[[i for i, line in enumerate(lines) if line.startswith(f"judge {OFFLINE}")][0] + 1].startswith("  calibrated: ")
     assert all(len(line) <= 100 for line in lines if "calibrated" in line)
     # The HTML report shows the same line near its judge line.
     report = pytester.path / "report.html"
@@ -323,12 +335,171 @@ def test_a_gate_on_a_judged_metric_warns_until_the_judge_is_calibrated(pytester:
     args = ("-p", "no:cacheprovider", "--crucible-judge=lexical", "--crucible-outcome=record")
     result = pytester.runpytest(*args, "--crucible-fail-under=truthfulness=-1")
     assert result.ret == pytest.ExitCode.OK  # a warning never changes the verdict
-    result.stdout.fnmatch_lines(["WARNING the gate rests on judge lexical-v2 for truthfulness, and that judge was never calibrated*"])
+    result.stdout.fnmatch_lines([f"WARNING the gate rests on judge {OFFLINE} for truthfulness, and that judge was never calibrated*"])
     # The HTML report's gate shows the same warning once, floors-only gate included.
     db, report = pytester.path / ".crucible" / "crucible.db", pytester.path / "report.html"
     assert crucible(["report", "latest", "-o", str(report), "--db", str(db), "--workspace", pytester.path.name,
                      "--fail-under", "truthfulness=-1"]) == 0
     html = report.read_text(encoding="utf-8")
-    assert html.count("WARNING the gate rests on judge lexical-v2 for truthfulness") == 1 and "WARNING WARNING" not in html
+    assert html.count(f"WARNING the gate rests on judge {OFFLINE} for truthfulness") == 1 and "WARNING WARNING" not in html
     result = pytester.runpytest(*args, "--crucible-fail-under=ndcgAt10=0")
     assert result.ret == pytest.ExitCode.OK and "never calibrated" not in result.stdout.str()  # retrieval needs no judge
+
+
+# -- a run's items exported as cases: calibrating one gives the run's own verdict ---------------------
+SYSTEM_RECORD = "crucible_mode = system\ncrucible_outcome = record"
+RETURNS_REFERENCE = "Bikes can be returned within 30 days."
+# The pipeline (RANKED_CONFTEST) answers "Bikes can be returned within 30 days [S1]." to every answerable
+# question and "I don't know." (abstained) to the others.
+RUN_ITEMS = [
+    # The answer restates the reference, but misses the must-assertion: a run grades it against the assertion.
+    {"id": "a-must", "question": "What do I need to return a bike?", "reference": RETURNS_REFERENCE,
+     "assertions": [{"text": "Says the original receipt is required for every return", "kind": "must"},
+                    {"text": "Mentions the 30 days", "kind": "should", "weight": 0.5}]},
+    {"id": "b-plain", "question": "What is the return window?", "reference": RETURNS_REFERENCE},
+    {"id": "c-premise", "question": "Why can bikes never be returned?", "reference": RETURNS_REFERENCE,
+     "questionType": "false_premise"},
+    {"id": "d-unanswerable", "question": "Who designed the shop's logo?", "answerable": False,
+     "reference": "The documents do not say."},
+]
+LEXICAL_V2 = ("--judge", "lexical-v2")  # pinned: the default offline judge may move on; both sides name the same one
+
+
+def _run_verdicts(db: Path, run_id: str) -> dict[str, tuple]:
+    """item id -> (CRAG grade, faithful verdict) as the run stored them."""
+    grades = dict(db_rows(db, "SELECT item_id, crag_grade FROM results WHERE run_id = ?", [run_id]))
+    faithfulness = dict(db_rows(db, "SELECT item_id, value FROM item_metrics WHERE run_id = ? AND metric = 'faithfulness'",
+                                [run_id]))
+    return {item: (grade, None if item not in faithfulness else faithfulness[item] >= 1.0) for item, grade in grades.items()}
+
+
+def test_a_runs_items_exported_as_cases_calibrate_to_the_runs_own_verdicts(pytester: pytest.Pytester, capsys) -> None:
+    write_project(pytester, RUN_ITEMS, RANKED_CONFTEST, ini=SYSTEM_RECORD)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--crucible-judge=lexical-v2")
+    assert result.ret == pytest.ExitCode.OK
+    db = pytester.path / ".crucible" / "crucible.db"
+    [(run_id,)] = db_rows(db, "SELECT id FROM runs")
+    stored = _run_verdicts(db, run_id)
+    assert stored["a-must"][0] == "incorrect" and stored["d-unanswerable"] == ("perfect", None)
+
+    exported = pytester.path / "to_label.jsonl"
+    done = crucible_cli("judge", "labels", "export", "--run", "latest", "-o", exported, "--db", db)
+    assert done.ret == 0, done.errlines
+    assert done.outlines[0] == f"wrote 4 case(s) of run {run_id} to {exported}"
+    assert "their labels are the judge's own verdicts: check each one" in done.outlines[1]
+    cases = [json.loads(line) for line in exported.read_text(encoding="utf-8").splitlines()]
+    by_id = {case["id"]: case for case in cases}
+    assert [case["id"] for case in cases] == sorted(item["id"] for item in RUN_ITEMS)
+    ranked = ["Bikes can be returned within 30 days.", "The Vela uses the PB500 battery.",
+              "The PB500 battery charges in 4 hours.", "Opening hours are 9 to 5."]
+    case = by_id["a-must"]
+    assert (case["itemId"], case["question"], case["contexts"], case["answer"], case["reference"], case["answerable"]) == \
+        ("a-must", RUN_ITEMS[0]["question"], ranked, "Bikes can be returned within 30 days [S1].", RETURNS_REFERENCE, True)
+    assert [(a["text"], a["kind"], a["weight"]) for a in case["assertions"]] == \
+        [(a["text"], a["kind"], a.get("weight", 1.0)) for a in RUN_ITEMS[0]["assertions"]]
+    assert by_id["c-premise"]["questionType"] == "false_premise"
+    assert (by_id["d-unanswerable"]["answerable"], by_id["d-unanswerable"]["abstained"]) == (False, True)
+    assert "check each one" in case["note"]  # metadata: the labels are the judge's, until a person checks them
+    # The labels to check start as the run's own verdicts.
+    for item_id, (grade, faithful) in stored.items():
+        assert by_id[item_id]["labels"] == {k: v for k, v in (("crag", grade), ("faithful", faithful)) if v is not None}
+
+    # Calibrating the exported cases: the judge gives every case exactly the run's verdict.
+    capsys.readouterr()  # (what the inner pytest session printed)
+    document = calibrate(capsys, str(exported), *LEXICAL_V2, "--db", str(db))
+    assert document["judge"]["model"] == "lexical-v2"
+    assert {c["id"]: (c["crag"]["verdict"], c["faithful"]["verdict"]) for c in document["cases"]} == stored
+    assert document["judgeFailed"] == [] and disagreements_of(document) == []
+
+    # Without the assertions (what a labels file could hold before), the same answer grades otherwise: proof they are used.
+    without = pytester.path / "without_assertions.jsonl"
+    write_labels(without, [{k: v for k, v in case.items() if k != "assertions"} for case in cases])
+    bare = calibrate(capsys, str(without), *LEXICAL_V2, "--db", str(db))
+    verdicts = {c["id"]: c["crag"]["verdict"] for c in bare["cases"]}
+    assert verdicts["a-must"] == "perfect" != stored["a-must"][0]
+    assert {item: grade for item, grade in verdicts.items() if item != "a-must"} == \
+        {item: grade for item, (grade, _) in stored.items() if item != "a-must"}
+
+
+def disagreements_of(document: dict) -> list:
+    return [(c["id"], kind) for c in document["cases"] for kind in ("crag", "faithful")
+            if None not in (c[kind]["label"], c[kind]["verdict"]) and c[kind]["label"] != c[kind]["verdict"]]
+
+
+def test_export_of_a_run_skips_what_has_no_verdict_and_names_bad_runs(pytester: pytest.Pytester) -> None:
+    write_project(pytester, RUN_ITEMS[:2], RANKED_CONFTEST)  # component mode: no answer is judged
+    assert pytester.runpytest("-p", "no:cacheprovider").ret == pytest.ExitCode.OK
+    db = pytester.path / ".crucible" / "crucible.db"
+    done = crucible_cli("judge", "labels", "export", "--run", "latest", "-o", pytester.path / "none.jsonl", "--db", db)
+    assert done.ret == 0
+    assert "wrote 0 case(s)" in done.outlines[0]
+    assert "skipped: 2 item(s) without a judge verdict" in done.outlines[0]
+    assert any("--crucible-mode=system" in line for line in done.errlines)
+    missing = crucible_cli("judge", "labels", "export", "--run", "ZZZZ", "-o", "-", "--db", db)
+    assert missing.ret == 2 and missing.errlines[0].startswith("crucible: no run matches 'ZZZZ'")
+    assert missing.errlines[1].startswith("HINT: ")
+
+
+# -- kappa on labels that use one category only --------------------------------------------------
+def test_a_reference_rater_with_one_category_makes_kappa_undefined() -> None:
+    # People said true every time: a judge that always says true would score 1.0, one that ever says false 0.
+    assert cohen_kappa([(True, True)] * 4 + [(True, False)], reference=0) == \
+        type(cohen_kappa([]))(None, 0.8, 0.8, 5, single_category=True)
+    assert cohen_kappa([(True, True)] * 3, reference=0).kappa is None
+    assert cohen_kappa([(False, True), (True, True)], reference=1).single_category is True  # the reference is the second
+    # The other rater constant is measurable: chance level, kappa 0.
+    assert cohen_kappa([(True, True), (False, True)], reference=0).kappa == 0.0
+    # Peers (qrels agreement): symmetric as before, one shared category reported as 1.0.
+    assert cohen_kappa([(True, True)] * 3).kappa == 1.0 and cohen_kappa([(True, True), (True, False)]).kappa == 0.0
+    with pytest.raises(ValueError, match="reference is 0 or 1"):
+        cohen_kappa([(1, 1)], reference=2)
+
+
+def test_labels_of_one_category_report_an_undefined_kappa_and_the_gate_says_why(pytester: pytest.Pytester, capsys) -> None:
+    write_project(pytester, RUN_ITEMS[1:2], RANKED_CONFTEST, ini=SYSTEM_RECORD)
+    gate = ("-p", "no:cacheprovider", "--crucible-judge=lexical-v2", "--crucible-fail-under=faithfulness=0")
+    assert pytester.runpytest(*gate).ret == pytest.ExitCode.OK
+    db = pytester.path / ".crucible" / "crucible.db"
+    # Every faithful label is true (two crag categories, so the crag kappa is measurable).
+    labels = write_labels(pytester.path / "labels.jsonl", [CASES[0], CASES[3]])
+    capsys.readouterr()  # (what the inner pytest session printed)
+    document = calibrate(capsys, str(labels), *LEXICAL_V2, "--db", str(db))
+    assert document["faithful"]["n"] == 2 and document["faithful"]["kappa"] is None
+    assert document["faithful"]["kappaUndefined"] == "your labels have no 'false' cases"
+    assert document["crag"]["kappaUndefined"] is None
+    assert document["crag"]["kappaBinary"] is None  # perfect and acceptable are both "correct"
+    assert document["crag"]["kappaBinaryUndefined"] == "your labels use one category only: 'correct' (perfect or acceptable)"
+    [(kappa_faithful, figures)] = db_rows(db, "SELECT kappa_faithful, figures FROM judge_calibrations")
+    assert kappa_faithful is None and json.loads(figures)["faithful"]["kappaUndefined"] == "your labels have no 'false' cases"
+    # The text form says undefined, and why.
+    done = crucible_cli("judge", "calibrate", labels, *LEXICAL_V2, "--db", db)
+    assert done.ret == 0 and "faithful: n 2  accuracy" in done.stdout.str() and "  kappa undefined" in done.stdout.str()
+    done.stdout.fnmatch_lines(["faithful: n 2 *kappa undefined", "  kappa undefined: your labels have no 'false' cases"])
+
+    # The gate's warning quotes the reason instead of a kappa of 0.00; the verdict is unchanged.
+    result = pytester.runpytest(*gate)
+    assert result.ret == pytest.ExitCode.OK
+    text = " ".join(line.strip() for line in result.stdout.lines)
+    assert ("WARNING gated metric faithfulness rests on judge lexical-v2, whose faithful agreement with people is not "
+            "measurable: your labels have no 'false' cases (docs/judge-calibration.md)") in text
+    assert "faithful agreement with people is kappa" not in text
+
+    # A single crag category: the grades it names.
+    capsys.readouterr()
+    write_labels(labels, [{**CASES[0], "id": f"p{i}", "labels": {"crag": "perfect"}} for i in range(2)])
+    assert calibrate(capsys, str(labels), *LEXICAL_V2, "--db", str(db))["crag"]["kappaUndefined"] == \
+        "your labels use one category only: 'perfect'"
+
+
+def test_calibration_warnings_quote_why_a_kappa_is_undefined() -> None:
+    from pytest_crucible.verdict.gate import calibration_warnings
+
+    calibration = {"kappa_crag": None, "kappa_faithful": None,
+                   "figures": {"crag": {"kappaUndefined": "your labels use one category only: 'perfect'"},
+                               "faithful": {"kappaUndefined": "no faithful label was compared"}}}
+    crag, faithful = calibration_warnings(calibration, "m", ["truthfulness", "faithfulness"])
+    assert crag == ("WARNING gated metric truthfulness rests on judge m, whose crag agreement with people is not measurable: "
+                    "your labels use one category only: 'perfect' (docs/judge-calibration.md)")
+    assert "not measurable: no faithful label was compared" in faithful
+    # A calibration stored before the reason was (no figures): still "undefined".
+    assert "kappa undefined (below 0.6)" in calibration_warnings({"kappa_crag": None}, "m", ["truthfulness"])[0]

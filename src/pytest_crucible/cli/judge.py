@@ -1,4 +1,5 @@
-"""`crucible judge calibrate` and `crucible judge labels import|export`: the judge against people's labels."""
+"""`crucible judge calibrate` and `crucible judge labels import|export`: the judge against people's labels
+(`labels export` writes the promoted corrections, or with --run a stored run's items, as a labels file)."""
 
 from __future__ import annotations
 
@@ -7,20 +8,24 @@ import json
 import sys
 
 from ..defaults import JUDGE_CHOICES
-from .common import EXIT_OK, EXIT_USAGE, open_store, with_db, write_output
+from .common import EXIT_OK, EXIT_USAGE, add_workspace_flag, open_store, resolve_run, with_db, write_output
 
 
 EXAMPLES: dict[str, str] = {
     "judge": "crucible judge labels export -o labels.jsonl\n"
              "crucible judge calibrate labels.jsonl --judge anthropic",
-    "judge calibrate": "crucible judge calibrate labels.jsonl                    # the offline judge (lexical-v2)\n"
+    "judge calibrate": "crucible judge calibrate labels.jsonl                    # the offline judge (lexical-v3)\n"
                        "crucible judge calibrate labels.jsonl --judge anthropic --judge-model claude-haiku-5-5 --json",
     "judge labels": "crucible judge labels export -o labels.jsonl\n"
                     "crucible judge labels import labels.jsonl --by dana",
     "judge labels import": "crucible judge labels import labels.jsonl --by dana   # keyed by itemId (else id) and the answer\n"
                            "crucible judge labels import --from-feedback          # the promoted corrections' labels\n"
                            "crucible compare baselines/main.json latest --ppi     # the judged deltas corrected with them",
-    "judge labels export": "crucible judge labels export -o labels.jsonl\n"
+    "judge labels export": "crucible judge labels export -o labels.jsonl               # the promoted corrections\n"
+                           "crucible judge labels export --run latest -o labels.jsonl  # a run's items, its judge's "
+                           "verdicts prefilled: check each\n"
+                           "crucible judge calibrate labels.jsonl                      # once checked: the judge sees "
+                           "what the run's saw\n"
                            "crucible judge labels export -o - --db .crucible/crucible.db",
 }
 
@@ -75,6 +80,9 @@ def _cmd_judge_calibrate(args: argparse.Namespace) -> int:
         extra = f"  binary kappa {number(block['kappaBinary'])} (accuracy {number(block['accuracyBinary'], 3)})" \
             if kind == "crag" else ""
         print(f"{kind}: n {block['n']}  accuracy {number(block['accuracy'], 3)}  kappa {number(block['kappa'])}{extra}")
+        for name, key in (("kappa", "kappaUndefined"), ("binary kappa", "kappaBinaryUndefined")):
+            if block.get(key):  # undefined, and why: people's labels of the kind use one category only
+                print(f"  {name} undefined: {block[key]}")
         columns = list(block["confusion"])
         print("  " + "human / judge".ljust(14) + "".join(f"{name:>11}" for name in columns))
         for label, row in block["confusion"].items():
@@ -93,6 +101,8 @@ def _cmd_judge_calibrate(args: argparse.Namespace) -> int:
 
 
 def _cmd_judge_labels_export(args: argparse.Namespace) -> int:
+    if args.run is not None:
+        return _export_run_cases(args)
     from ..labels.calibration import labels_from_corrections
     from ..store.ledgers import promoted_corrections
 
@@ -101,6 +111,25 @@ def _cmd_judge_labels_export(args: argparse.Namespace) -> int:
     note = f" ({skipped} correction(s) without a result skipped)" if skipped else ""
     write_output(args.output, text, f"wrote {len(lines)} labelled case(s) from promoted corrections to {args.output}{note}; "
                                      "check each label, then: crucible judge calibrate " + args.output)
+    return EXIT_OK
+
+
+def _export_run_cases(args: argparse.Namespace) -> int:
+    """`--run RUN`: the run's items as cases to label, what its judge saw, its verdicts as the labels to check."""
+    from ..labels.calibration import RUN_SKIPS, labels_from_run
+
+    store = open_store(args)
+    run_id = resolve_run(store, args, args.run)
+    lines, skipped = labels_from_run(store.get_run(run_id), store.results(run_id, decoded=True),
+                                     store.golden_items(run_id), store.item_metrics(run_id))
+    text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
+    note = "; skipped: " + ", ".join(f"{n} item(s) {RUN_SKIPS[reason]}" for reason, n in skipped.items()) if skipped else ""
+    write_output(args.output, text, f"wrote {len(lines)} case(s) of run {run_id} to {args.output}{note}\n"
+                                     "their labels are the judge's own verdicts: check each one, then: "
+                                     f"crucible judge calibrate {args.output}")
+    if not lines and skipped.get("no_verdict"):
+        print(f"crucible: warning: run {run_id} has no judged answer to label (a component run judges none: run the golden "
+              "set in system mode, --crucible-mode=system)", file=sys.stderr)
     return EXIT_OK
 
 
@@ -143,10 +172,11 @@ def add_judge(sub) -> None:
         "calibrate", help="run human-labelled cases through the judge; accuracy, Cohen's kappa, confusion, disagreements"))
     calibrate.add_argument("labels", metavar="LABELS.jsonl",
                            help="one labelled case per line: id, question, contexts, answer, reference, "
-                                "labels {crag, faithful} (docs/judge-calibration.md)")
+                                "optionally assertions, answerable, questionType, and labels {crag, faithful} "
+                                "(docs/judge-calibration.md)")
     calibrate.add_argument("--judge", choices=[c for c in JUDGE_CHOICES if c != "auto"], default="lexical",
-                           help="lexical: the offline judge, lexical-v2 (default); lexical-v1: the previous offline "
-                                "judge; anthropic: Claude (needs ANTHROPIC_API_KEY)")
+                           help="lexical: the offline judge, lexical-v3 (default); lexical-v2, lexical-v1: the earlier "
+                                "offline judges; anthropic: Claude (needs ANTHROPIC_API_KEY)")
     calibrate.add_argument("--judge-model", dest="judge_model", default=None, metavar="M",
                            help="the Claude model with --judge anthropic (default: the plugin's default judge model)")
     calibrate.add_argument("--json", action="store_true",
@@ -155,8 +185,14 @@ def add_judge(sub) -> None:
     judge_labels = judge_sub.add_parser("labels", help="labels files for `crucible judge calibrate`; the labels ledger PPI++ reads")
     judge_labels_sub = judge_labels.add_subparsers(dest="judge_labels_command", required=True, metavar="ACTION")
     labels_export = with_db(judge_labels_sub.add_parser(
-        "export", help="write the promoted corrections of the database as a labels file to start from"))
+        "export", help="write a labels file to start from: the promoted corrections of the database, or a run's items "
+                       "(--run) with what its judge saw and its verdicts to check"))
     labels_export.add_argument("-o", "--output", required=True, help="a .jsonl file, or - for stdout")
+    labels_export.add_argument("--run", default=None, metavar="RUN",
+                               help="instead of the corrections: this run's items (run id, unique prefix, or latest), each "
+                                    "with its question, retrieved texts, answer, reference, assertions and answerable, "
+                                    "labelled with the judge's own verdicts for you to check")
+    add_workspace_flag(labels_export)
     labels_export.set_defaults(func=_cmd_judge_labels_export)
     labels_import = with_db(judge_labels_sub.add_parser(
         "import", help="append human labels of answers to the database's append-only ledger (what `compare --ppi` and "

@@ -7,10 +7,14 @@ A labels file (``.jsonl``) holds one human-labelled case per line::
 
 (``reference`` may be absent or null; either label may be absent, not both. An optional ``itemId`` names
 the golden item whose answer was labelled: ``crucible judge labels import`` keys the labels by it, else by
-``id``; calibration ignores it.) Each case goes
-through the answer layer exactly as an item of a real run does
-(:func:`pytest_crucible.evaluation.answers.score_answers`, the same :class:`JudgeEngine` and its
-cache, the :class:`HashingEmbedder`); an answer that is blank or an honest "I don't know" is an
+``id``; calibration ignores it.) A case may carry everything else a run's judge sees of a golden item:
+``assertions`` (the golden item's shape, validated by its :class:`~pytest_crucible.golden_set.schema.Assertion`),
+``answerable``, ``questionType`` (a false premise is graded as one) and ``abstained`` (the pipeline said it
+abstained). Each case goes through the answer layer exactly as an item of a real run does: the same plain
+result row a run builds (the golden item's reference, assertions, answerable and question type under
+``item``) read by :meth:`AnswerInputs.from_score <pytest_crucible.evaluation.answers.AnswerInputs.from_score>`
+into :func:`pytest_crucible.evaluation.answers.score_answers`, the same :class:`JudgeEngine` and its
+cache, the :class:`HashingEmbedder`; an answer that is blank or an honest "I don't know" is an
 abstention, as in a run. The judge's verdicts compared with the labels:
 
 - ``crag``: the CRAG grade (perfect / acceptable / missing / incorrect); also binarised as
@@ -20,7 +24,11 @@ abstention, as in a run. The judge's verdicts compared with the labels:
 
 A case whose judge requests failed has no verdict and is not compared. Agreement is Cohen's
 kappa (:func:`pytest_crucible.stats.agreement.cohen_kappa`, the one ``crucible qrels agreement``
-uses). This module never imports pytest and never touches the store.
+uses) with the human labels as the reference: labels of one kind that use one category only make
+that kappa undefined, and the figures say why (``kappaUndefined``, which the gate's warning quotes).
+:func:`labels_from_run` writes a stored run's items as cases to label (its judge's verdicts prefilled),
+:func:`labels_from_corrections` the promoted corrections. This module never imports pytest and never
+touches the store.
 """
 
 from __future__ import annotations
@@ -37,9 +45,10 @@ from ..metrics.crag import CRAG_GRADES, is_abstention, is_correct, reference_giv
 from ..qrels.formats import QrelsFormatError
 
 __all__ = ["LabelsFormatError", "LabelledCase", "CaseVerdict", "read_labels_file", "label_set_hash", "judge_cases",
-           "calibration_figures", "labels_from_corrections", "LABEL_KEYS"]
+           "calibration_figures", "labels_from_corrections", "labels_from_run", "faithful_verdict", "LABEL_KEYS"]
 
-CASE_KEYS = ("id", "itemId", "question", "contexts", "answer", "reference", "answerable", "labels")
+CASE_KEYS = ("id", "itemId", "question", "contexts", "answer", "reference", "answerable", "assertions", "questionType",
+             "abstained", "labels")
 LABEL_KEYS = ("crag", "faithful")
 BINARY = ("correct", "not correct")
 FAITHFUL = (True, False)
@@ -63,11 +72,31 @@ class LabelledCase:
     line: int = 0
     answerable: bool = True  # False: the corpus cannot answer; an abstention is then perfect, as in a run
     item_id: str | None = None  # the golden item whose answer was labelled ("itemId"); None: absent (`id` is used)
+    # The golden item's assertions as a run passes them (text, kind, weight, conceptId), in file order.
+    assertions: tuple[dict[str, Any], ...] = ()
+    question_type: str = "simple"  # the golden item's questionType: false_premise is graded as one
+    abstained: bool = False  # the pipeline said it abstained ("abstained": true), whatever the answer's text
 
     def canonical(self) -> dict[str, Any]:
         labels = {key: value for key, value in (("crag", self.crag), ("faithful", self.faithful)) if value is not None}
+        # What the judge sees beyond the original format is hashed only when given: older files keep their hash.
+        extra = {**({} if self.answerable else {"answerable": False}),
+                 **({"assertions": list(self.assertions)} if self.assertions else {}),
+                 **({"questionType": self.question_type} if self.question_type != "simple" else {}),
+                 **({"abstained": True} if self.abstained else {})}
         return {"id": self.id, "question": self.question, "contexts": list(self.contexts), "answer": self.answer,
-                "reference": self.reference, "labels": labels, **({} if self.answerable else {"answerable": False})}
+                "reference": self.reference, "labels": labels, **extra}
+
+    def as_run_row(self) -> dict[str, Any]:
+        """The plain result row a run hands the answer layer for a golden item with these fields
+        (``AnswerInputs.from_score``'s input: the row, the golden item under ``item``)."""
+        item = {"id": self.item_id or self.id, "question": self.question, "reference": self.reference,
+                "assertions": [dict(assertion) for assertion in self.assertions], "answerable": self.answerable,
+                "questionType": self.question_type}
+        return {"item_id": self.id, "question": self.question, "answer": self.answer, "item": item,
+                # as a run records it: the pipeline's flag, or an answer that is blank or an "I don't know"
+                "abstained": self.abstained or is_abstention(self.answer),
+                "retrieved": [{"chunk_id": "", "text": text} for text in self.contexts]}
 
 
 @dataclass
@@ -114,6 +143,24 @@ def _case(path: Path, line: int, obj: Any, seen: dict[str, int]) -> LabelledCase
     if not isinstance(answerable, bool):
         raise LabelsFormatError(path, line, "answerable", f"expected true or false, got {json.dumps(answerable)}",
                                 "false when the contexts cannot answer the question (an abstention is then right)")
+    assertions = _assertions(path, line, obj)
+    question_type = obj.get("questionType", "simple")
+    if question_type is None:
+        question_type = "simple"
+    from ..golden_set.schema import QUESTION_TYPES
+
+    if question_type not in QUESTION_TYPES:
+        close = difflib.get_close_matches(str(question_type), QUESTION_TYPES, n=1)
+        raise LabelsFormatError(path, line, "questionType",
+                                f"expected one of {', '.join(QUESTION_TYPES)}, got {json.dumps(question_type)}",
+                                f"did you mean '{close[0]}'?" if close else "the golden item's questionType (only false_premise "
+                                "changes how the judge grades)")
+    abstained = obj.get("abstained", False)
+    if abstained is None:
+        abstained = False
+    if not isinstance(abstained, bool):
+        raise LabelsFormatError(path, line, "abstained", f"expected true or false, got {json.dumps(abstained)}",
+                                "true when the pipeline said it abstained (a blank or \"I don't know\" answer is one anyway)")
     if "contexts" not in obj:
         raise LabelsFormatError(path, line, "contexts", "missing",
                                 "the retrieved passages the answer was written from, as a list of strings ([] for none)")
@@ -146,7 +193,47 @@ def _case(path: Path, line: int, obj: Any, seen: dict[str, int]) -> LabelledCase
                                 'e.g. "labels": {"crag": "acceptable", "faithful": true}')
     seen[case_id] = line
     return LabelledCase(case_id, question or "", tuple(contexts), answer, reference, crag, faithful, line, answerable,
-                        item_id=item_id)
+                        item_id=item_id, assertions=assertions, question_type=question_type, abstained=abstained)
+
+
+_ASSERTION_EXAMPLE = '"assertions": [{"text": "Says returns take 30 days", "kind": "must"}]'
+
+
+def _assertions(path: Path, line: int, obj: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """A golden item's ``assertions`` (text, kind must/should, weight, conceptId), validated as a golden
+    file validates them (:class:`~pytest_crucible.golden_set.schema.Assertion`); absent or null: none."""
+    value = obj.get("assertions")
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise LabelsFormatError(path, line, "assertions", f"expected a list of objects, got {json.dumps(value)[:80]}",
+                                f"the golden item's assertions, e.g. {_ASSERTION_EXAMPLE}")
+    from pydantic import ValidationError
+
+    from ..golden_set.schema import Assertion, field_path
+
+    known = sorted(info.alias or name for name, info in Assertion.model_fields.items())
+    found = []
+    for index, entry in enumerate(value):
+        if not isinstance(entry, dict):
+            raise LabelsFormatError(path, line, f"assertions[{index}]", f"expected an object, got {json.dumps(entry)[:80]}",
+                                    f"the golden item's assertions, e.g. {_ASSERTION_EXAMPLE}")
+        try:
+            assertion = Assertion.model_validate(entry)
+        except ValidationError as exc:
+            error = exc.errors(include_url=False)[0]
+            where = field_path(["assertions", index, *error["loc"]])
+            if error["type"] == "extra_forbidden":
+                close = difflib.get_close_matches(str(error["loc"][-1]), known, n=1)
+                raise LabelsFormatError(path, line, where, "unknown key", f"did you mean '{close[0]}'?" if close else
+                                        f"an assertion holds {', '.join(known)}, as in a golden item") from None
+            got = "" if error["type"] == "missing" else f" (got {json.dumps(error.get('input'), default=str)[:80]})"
+            problem = error["msg"] + got
+            raise LabelsFormatError(path, line, where, problem,
+                                    "as in a golden item: text (required), kind must or should (default must), weight >= 0 "
+                                    "(default 1), conceptId (optional)") from None
+        found.append(assertion.model_dump(by_alias=True, mode="json"))
+    return tuple(found)
 
 
 def read_labels_file(path: str | Path) -> list[LabelledCase]:
@@ -185,20 +272,22 @@ def label_set_hash(cases: Sequence[LabelledCase]) -> str:
 
 # -- judging ------------------------------------------------------------------------------------
 def judge_cases(cases: Sequence[LabelledCase], engine: Any, embedder: Any) -> list[CaseVerdict]:
-    """The judge's verdicts on every case, through the answer layer a real run uses."""
+    """The judge's verdicts on every case, through the answer layer a real run uses: each case becomes
+    the result row a run builds for a golden item with its fields (:meth:`LabelledCase.as_run_row`), read
+    by the run's own ``AnswerInputs.from_score`` (so assertions, answerable and a false premise reach the
+    judge exactly as in a run)."""
     from ..evaluation.answers import AnswerInputs, score_answers
 
-    inputs = [AnswerInputs(item_id=case.id, question=case.question, answer=case.answer,
-                           abstained=is_abstention(case.answer), contexts=case.contexts, reference=case.reference,
-                           answerable=case.answerable)
-              for case in cases]
-    verdicts = []
-    for score in score_answers(inputs, engine, embedder):
-        faithfulness = score.metrics.get("faithfulness")
-        verdicts.append(CaseVerdict(crag=score.crag_grade,
-                                    faithful=None if faithfulness is None else faithfulness >= 1.0,
-                                    errors=list(score.errors)))
-    return verdicts
+    inputs = [AnswerInputs.from_score(case.as_run_row()) for case in cases]
+    return [CaseVerdict(crag=score.crag_grade, faithful=faithful_verdict(score.metrics.get("faithfulness")),
+                        errors=list(score.errors))
+            for score in score_answers(inputs, engine, embedder)]
+
+
+def faithful_verdict(faithfulness: float | None) -> bool | None:
+    """The judge's faithful verdict from its faithfulness metric: 1.0 (every claim supported) -> true,
+    below -> false, absent (no claims: an abstention) -> None."""
+    return None if faithfulness is None else faithfulness >= 1.0
 
 
 def _binary(grade: str) -> str:
@@ -212,19 +301,41 @@ def _confusion(pairs: Sequence[tuple[Any, Any]], categories: Sequence[Any], name
     return {names[i]: {names[j]: matrix[i][j] for j in range(len(names))} for i in range(len(names))}
 
 
+def _undefined(kind: str, kappa: Any, categories: Sequence[str] = ()) -> str | None:
+    """Why a kappa of the calibration is undefined (None when it is a number): no case compared, or
+    people's labels of the kind use one category only (``cohen_kappa(..., reference=0)``'s rule)."""
+    if kappa.kappa is not None:
+        return None
+    if kappa.n == 0:
+        return f"no {kind} label was compared"
+    if kappa.single_category is None:
+        return None
+    if isinstance(kappa.single_category, bool):  # faithful: say which verdict the labels lack
+        return f"your labels have no '{json.dumps(not kappa.single_category)}' cases"
+    shown = f"'{kappa.single_category}'" + (f" ({' or '.join(categories)})" if categories else "")
+    return f"your labels use one category only: {shown}"
+
+
 def calibration_figures(cases: Sequence[LabelledCase], verdicts: Sequence[CaseVerdict]) -> dict[str, Any]:
     """The figures of ``crucible judge calibrate --json`` (without the judge): per label kind n, accuracy,
-    Cohen's kappa and the confusion matrix (``confusion[human label][judge verdict]``), and every case."""
+    Cohen's kappa (people's labels the reference: ``kappaUndefined`` says why a kappa is null) and the
+    confusion matrix (``confusion[human label][judge verdict]``), and every case."""
     from ..stats.agreement import cohen_kappa
 
     crag = [(c.crag, v.crag) for c, v in zip(cases, verdicts) if c.crag is not None and v.crag is not None]
     faithful = [(c.faithful, v.faithful) for c, v in zip(cases, verdicts) if c.faithful is not None and v.faithful is not None]
-    four, binary, faith = cohen_kappa(crag), cohen_kappa([(_binary(a), _binary(b)) for a, b in crag]), cohen_kappa(faithful)
+    four = cohen_kappa(crag, reference=0)
+    binary = cohen_kappa([(_binary(a), _binary(b)) for a, b in crag], reference=0)
+    faith = cohen_kappa(faithful, reference=0)
+    groups = {BINARY[0]: ("perfect", "acceptable"), BINARY[1]: ("missing", "incorrect")}
     return {
         "crag": {"n": four.n, "accuracy": four.observed if four.n else None, "kappa": four.kappa,
+                 "kappaUndefined": _undefined("crag", four),
                  "kappaBinary": binary.kappa, "accuracyBinary": binary.observed if binary.n else None,
+                 "kappaBinaryUndefined": _undefined("crag", binary, groups.get(binary.single_category, ())),
                  "confusion": _confusion(crag, CRAG_GRADES, CRAG_GRADES)},
         "faithful": {"n": faith.n, "accuracy": faith.observed if faith.n else None, "kappa": faith.kappa,
+                     "kappaUndefined": _undefined("faithful", faith),
                      "confusion": _confusion(faithful, FAITHFUL, ("true", "false"))},
         "nLabels": sum(1 for case, verdict in zip(cases, verdicts)
                        if (case.crag is not None and verdict.crag is not None)
@@ -281,3 +392,59 @@ def labels_from_corrections(rows: Sequence[dict[str, Any]]) -> tuple[list[dict[s
                       "contexts": [chunk.get("text") or "" for chunk in retrieved if isinstance(chunk, dict)],
                       "answer": answer, "reference": reference, "labels": labels})
     return lines, skipped
+
+
+# -- a stored run -> cases to label -------------------------------------------------------------------
+RUN_SKIPS = {"no_answer": "without an answer (pipeline error or blocked)", "judge_failed": "whose judging failed",
+             "no_verdict": "without a judge verdict (no answer layer: a component run, or nothing to grade)"}
+
+
+def _run_faithful(row: dict[str, Any], metrics: dict[str, float]) -> bool | None:
+    """The run's faithful verdict on the stored answer: every claim supported (its stored verdicts), else its
+    faithfulness metric (0.0 for claims with nothing retrieved). With --crucible-repeat the metric is a
+    mean over repeats while the stored answer and verdicts are one repeat's: the verdicts come first."""
+    verdict = (row.get("verdicts") or {}).get("faithfulness")
+    if isinstance(verdict, dict) and verdict.get("supported"):
+        return faithful_verdict(1.0 if all(verdict["supported"]) else 0.0)
+    return faithful_verdict(metrics.get("faithfulness"))
+
+
+def labels_from_run(run: dict[str, Any], results: Sequence[dict[str, Any]], golden_items: Sequence[dict[str, Any]],
+                    metrics: dict[str, dict[str, float]]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """(labels lines, items skipped per reason of :data:`RUN_SKIPS`) from one stored run: ``run`` (``get_run``),
+    its ``results(decoded=True)``, its ``golden_items`` and ``item_metrics``.
+
+    One case per item that has an answer and a judge verdict, in item id order: ``id`` and ``itemId`` the
+    item's id; its question, answer and the retrieved chunks' texts in rank order (``contexts``); from the
+    golden item as the run ran it, ``reference``, ``assertions``, ``answerable`` and ``questionType``;
+    ``abstained`` as the run recorded it. So calibrating the case hands the judge what the run handed it.
+    ``labels`` are the run's own verdicts (its CRAG grade; faithful from its faithfulness), a starting point
+    for a person to check: ``note`` says so on every line (metadata, ignored by the readers).
+    """
+    items = {item["id"]: item for item in golden_items}
+    note = f"labels prefilled with the verdicts of judge {run.get('judge_model') or '?'} in run {run['id']}: check each one"
+    lines: list[dict[str, Any]] = []
+    skipped = dict.fromkeys(RUN_SKIPS, 0)
+    for row in sorted(results, key=lambda r: r["item_id"]):
+        item_id = row["item_id"]
+        if row.get("error") or row.get("blocked"):
+            skipped["no_answer"] += 1
+            continue
+        if row.get("judge_errors"):
+            skipped["judge_failed"] += 1
+            continue
+        labels = {key: value for key, value in (("crag", row.get("crag_grade")),
+                                                ("faithful", _run_faithful(row, metrics.get(item_id) or {})))
+                  if value is not None}
+        if not labels:
+            skipped["no_verdict"] += 1
+            continue
+        item = items.get(item_id) or {}
+        retrieved = row.get("retrieved") or []
+        lines.append({"id": item_id, "itemId": item_id, "question": row["question"],
+                      "contexts": [chunk.get("text") or "" for chunk in retrieved if isinstance(chunk, dict)],
+                      "answer": row.get("answer"), "reference": item.get("reference"),
+                      "assertions": list(item.get("assertions") or []), "answerable": bool(item.get("answerable", True)),
+                      "questionType": item.get("questionType") or "simple", "abstained": bool(row.get("abstained")),
+                      "labels": labels, "note": note})
+    return lines, {reason: n for reason, n in skipped.items() if n}

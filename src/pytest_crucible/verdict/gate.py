@@ -244,8 +244,10 @@ def _gated_metrics(result: GateResult, settings: GateSettings) -> list[str]:
 
 def calibration_warnings(calibration: dict[str, Any] | None, judge: str, gated: Sequence[str]) -> list[str]:
     """Warnings for gated metrics that rest on a judge not shown to agree with people: never
-    calibrated, or calibrated below CALIBRATED_KAPPA on the label kind that measures the metric.
-    They do not change the verdict; they say how far to trust it (docs/judge-calibration.md)."""
+    calibrated, calibrated below CALIBRATED_KAPPA on the label kind that measures the metric, or
+    calibrated on labels that cannot measure it (its kappa undefined: the reason the calibration's
+    ``figures`` stored, e.g. the labels use one category only). They do not change the verdict;
+    they say how far to trust it (docs/judge-calibration.md)."""
     judged = [metric for metric in gated if metric in JUDGED_METRICS]
     if not judged:
         return []
@@ -256,7 +258,12 @@ def calibration_warnings(calibration: dict[str, Any] | None, judge: str, gated: 
     for metric in judged:
         kind = JUDGED_METRICS[metric]
         kappa = calibration.get(f"kappa_{kind}") if kind else None
-        if kind and (kappa is None or kappa < CALIBRATED_KAPPA):
+        figures = (calibration.get("figures") or {}).get(kind) if kind else None
+        why = figures.get("kappaUndefined") if kappa is None and isinstance(figures, dict) else None
+        if why:
+            warnings.append(f"WARNING gated metric {metric} rests on judge {judge}, whose {kind} agreement with people is "
+                            f"not measurable: {why} (docs/judge-calibration.md)")
+        elif kind and (kappa is None or kappa < CALIBRATED_KAPPA):
             agreement = "undefined" if kappa is None else f"{kappa:.2f}"
             warnings.append(f"WARNING gated metric {metric} rests on judge {judge}, whose {kind} agreement with people is "
                             f"kappa {agreement} (below {CALIBRATED_KAPPA}): read its verdict as a trend (docs/judge-calibration.md)")

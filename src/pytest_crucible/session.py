@@ -41,6 +41,9 @@ def git_commit(directory) -> str | None:
     return done.stdout.strip() or None if done.returncode == 0 else None
 
 
+_UNREAD = object()  # a lazily read value not read yet (None is a value: "never calibrated")
+
+
 @dataclass
 class CrucibleSession:
     settings: Settings
@@ -83,6 +86,8 @@ class CrucibleSession:
     _async_runner: "AsyncRunner | None" = None
     _pending: list[dict[str, Any]] = field(default_factory=list)
     _flushed_at: float = field(default_factory=time.monotonic)
+    # The judge's newest calibration row (None: never calibrated), read on first use.
+    _calibration: Any = _UNREAD
 
     # -- calling the pipeline --------------------------------------------------------------
     def plan(self, selected: list[tuple[str, "GoldenItem"]], skipped: int) -> None:
@@ -135,13 +140,26 @@ class CrucibleSession:
             outcome = self.run_pipeline(key if repeat == 0 else "", golden, pipeline, config)
             verdicts.append(evaluate(golden, outcome, settings=s, ledger=self.ledger_rows(golden.id),
                                      engine=self.engine if s.uses_judge else None, embedder=embedder,
-                                     explain_keys=not self._result_keys_explained, rubrics=self.graded_rubrics))
+                                     explain_keys=not self._result_keys_explained, rubrics=self.graded_rubrics,
+                                     calibration=self.judge_calibration))
             self._result_keys_explained = self._result_keys_explained or verdicts[-1].explained_keys
         if s.repeat == 1:
             return verdicts[0]
         from .evaluation.repeats import combine
 
         return combine(golden.id, verdicts, s.repeat_pass)
+
+    @property
+    def judge_calibration(self) -> dict[str, Any] | None:
+        """The judge's newest `crucible judge calibrate` row (None: never calibrated), read once: a failure
+        on a judged verdict names it."""
+        if self._calibration is _UNREAD:
+            from .store.ledgers import read_latest_judge_calibration
+
+            judge = self.engine.judge if self.settings.uses_judge else None
+            self._calibration = None if judge is None else read_latest_judge_calibration(
+                self.settings.db_path, judge.model, getattr(judge, "prompt_version", None))
+        return self._calibration
 
     def stop_pipeline_calls(self) -> None:
         if self._prefetcher is not None:

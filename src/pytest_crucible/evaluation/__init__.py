@@ -12,6 +12,7 @@ the judge engine, the cost estimate), ``pool`` (UMBRELA-style labelling of unjud
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -43,12 +44,14 @@ class ItemVerdict:
 
 
 def evaluate(golden: "GoldenItem", outcome: "Outcome", *, settings: "Settings", ledger: Sequence[dict[str, Any]],
-             engine: Any = None, embedder: Any = None, explain_keys: bool = True, rubrics: Sequence["Rubric"] = ()) -> ItemVerdict:
+             engine: Any = None, embedder: Any = None, explain_keys: bool = True, rubrics: Sequence["Rubric"] = (),
+             calibration: dict[str, Any] | None = None) -> ItemVerdict:
     """Score one item from its pipeline outcome. ``ledger``: the item's human and llm judgments;
     ``engine``: the judge engine (None when the run uses no judge); ``explain_keys``: an unknown key in
     a returned dict lists every accepted key (else a one-line reference to the first such failure);
-    ``rubrics``: the rubric metrics the judge grades (none when it cannot). The Python custom metrics
-    (``settings.custom_metrics``) run on every item the pipeline answered."""
+    ``rubrics``: the rubric metrics the judge grades (none when it cannot); ``calibration``: the judge's
+    newest `crucible judge calibrate` row (None: never calibrated), which a failure on a judged verdict
+    names. The Python custom metrics (``settings.custom_metrics``) run on every item the pipeline answered."""
     from .pipeline import PipelineResultError, coerce_result
     from .scoring import classify_score, score_error, score_item
 
@@ -91,8 +94,49 @@ def evaluate(golden: "GoldenItem", outcome: "Outcome", *, settings: "Settings", 
         return ItemVerdict(score, failure=f"golden item {golden.id}: judge failed after retries: " + "; ".join(score.judge_errors))
     if score.metric_errors:  # the user's metric code failed on this item: an error in every outcome mode
         return ItemVerdict(score, failure=f"golden item {golden.id}: " + "\n".join(score.metric_errors))
-    strict = strict_failure(golden.id, score, settings.thresholds)
+    judge = engine.judge.model if engine is not None else None
+    strict = strict_failure(golden.id, score, settings.thresholds, judged_evidence(score, judge, calibration))
     return ItemVerdict(score, failure=strict if settings.strict else None, strict_failure=strict)
+
+
+# The error classes a judge's verdict alone decides (an unsupported claim, a CRAG grade).
+JUDGED_CLASSES = ("hallucination", "incomplete")
+_WHERE = re.compile(r"passage (\d+), sentences? (\d+)(?:-(\d+))?")
+
+
+def judged_evidence(score: "ItemScore", judge: str | None, calibration: dict[str, Any] | None) -> list[str]:
+    """What a failure on a judged verdict adds: which judge decided it and how far it agrees with people
+    (its calibration's kappa for the verdict's kind, or "never calibrated"), and each unsupported claim
+    with the passage sentences it was checked against. Nothing when no judge decided the failure."""
+    if judge is None or score.error_class not in JUDGED_CLASSES:
+        return []
+    from ..defaults import CALIBRATED_KAPPA
+    from ..judge.lexical import split_sentences
+
+    faithfulness = score.verdicts.get("faithfulness") or {}
+    claims = [(claim, reason) for claim, ok, reason in zip(faithfulness.get("claims") or [], faithfulness.get("supported") or [],
+                                                           faithfulness.get("reasons") or [""] * 99) if not ok]
+    kind = "faithful" if claims and score.error_class == "hallucination" else "crag"
+    if calibration is None:
+        agreement = "never calibrated: crucible judge calibrate LABELS.jsonl measures how far it agrees with people"
+    else:
+        kappa = calibration.get(f"kappa_{kind}")
+        why = ((calibration.get("figures") or {}).get(kind) or {}).get("kappaUndefined")
+        shown = f"not measurable ({why})" if why else "undefined" if kappa is None else f"{kappa:.2f}"
+        bar = "" if kappa is not None and kappa >= CALIBRATED_KAPPA else f", below {CALIBRATED_KAPPA}: check the verdict yourself"
+        agreement = f"{kind} agreement with people kappa {shown}{bar} (calibrated {str(calibration.get('created_at', ''))[:10]})"
+    lines = [f"judged by {judge}, {agreement} (docs/judge-calibration.md)"]
+    passages = [chunk.get("text") or "" for chunk in score.retrieved]
+    for claim, reason in claims[:3]:
+        quoted = ""
+        where = _WHERE.search(reason or "")
+        if where and int(where.group(1)) <= len(passages):
+            sentences = split_sentences(passages[int(where.group(1)) - 1])
+            first, last = int(where.group(2)), int(where.group(3) or where.group(2))
+            text = " ".join(sentences[first - 1:last])
+            quoted = f" against {where.group(0)}: {text!r}" if text else ""
+        lines.append(f"  claim {claim!r} checked{quoted}: {reason or 'not supported'}")
+    return lines
 
 
 def apply_answer_score(score: "ItemScore", answer: "AnswerScore") -> None:
@@ -106,9 +150,11 @@ def apply_answer_score(score: "ItemScore", answer: "AnswerScore") -> None:
     score.supporting_chunk_ids = answer.supporting_chunk_ids
 
 
-def strict_failure(item_id: str, score: "ItemScore", thresholds: Sequence["Threshold"] = ()) -> str | None:
+def strict_failure(item_id: str, score: "ItemScore", thresholds: Sequence["Threshold"] = (),
+                   judged: Sequence[str] = ()) -> str | None:
     """Strict outcome: why a non-correct item fails, headline first (None: it passes). ``thresholds``:
-    crucible_thresholds, each crossed one a reason (the headline when nothing else fails)."""
+    crucible_thresholds, each crossed one a reason (the headline when nothing else fails); ``judged``:
+    the judge's lines (:func:`judged_evidence`), shown after the headline of a judged failure."""
     from .thresholds import threshold_failures
 
     details = list(score.failures)
@@ -122,6 +168,7 @@ def strict_failure(item_id: str, score: "ItemScore", thresholds: Sequence["Thres
         headline = details[:1]
     elif score.error_class != "correct":
         headline = [f"{score.error_class}: {score.error_evidence}"]
+        details += list(judged)
     else:
         headline = []
     crossed = threshold_failures(thresholds, score.metrics)

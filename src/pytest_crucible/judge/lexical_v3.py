@@ -175,7 +175,7 @@ def _support_v3(claim: str, passages: Sequence[str], windows: Sequence[_Window])
             return _Support(True, coverage, f"coverage {coverage:.2f} in {window.where()}")
         if anchored and coverage >= VALUE_ANCHORED_COVERAGE:
             return _Support(True, coverage, f"every value in {window.where()} (word coverage {coverage:.2f})")
-    return _Support(False, best, f"no window supports it (best word coverage {best:.2f})")
+    return _Support(False, best, f"no window supports it (best word coverage {best:.2f}, in {scored[0][1].where()})")
 
 
 class LexicalJudgeV3(LexicalJudgeV2):

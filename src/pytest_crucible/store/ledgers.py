@@ -72,6 +72,16 @@ def add_judge_calibration(store: Store, row: dict[str, Any]) -> dict[str, Any]:
     return {**stored, "figures": json.loads(stored["figures"])}
 
 
+def read_latest_judge_calibration(db_path: str | Path, judge_model: str, prompt_version: str | None) -> dict[str, Any] | None:
+    """:func:`latest_judge_calibration`, read without writing (xdist workers call it); a missing file: None."""
+    rows = read_only_rows(db_path, f"SELECT {', '.join(_CALIBRATION_COLUMNS)} FROM judge_calibrations WHERE judge_model = ? "
+                                   "AND prompt_version = ? ORDER BY created_at DESC, id DESC LIMIT 1",
+                          [judge_model, prompt_version or judge_model])
+    if not rows:
+        return None
+    return {**rows[0], "figures": json.loads(rows[0]["figures"])}
+
+
 def latest_judge_calibration(store: Store, judge_model: str, prompt_version: str | None) -> dict[str, Any] | None:
     """The newest calibration of this judge model and prompt version, or None."""
     cursor = store.db.conn.execute(

@@ -170,3 +170,18 @@ def test_runs_read_from_a_store_compare(tmp_path) -> None:
     assert (comparison.a, comparison.b, comparison.paired_items) == (ids[0], ids[1], len(BASE))
     assert comparison.metrics["ndcgAt10"].delta == pytest.approx(0.25)
     assert comparison.metrics["ndcgAt10"].verdict == "improved"
+
+
+def test_response_relevancy_measured_with_two_embedders_is_left_out_with_the_reason() -> None:
+    shifted = {item: value + 0.3 for item, value in BASE.items()}
+    metrics_a, metrics_b = {"ndcgAt10": BASE, "responseRelevancy": BASE}, {"ndcgAt10": BASE, "responseRelevancy": shifted}
+    same = compare_run_data(run("A", metrics_a, embedder="wordllama-l2-supercat-256"),
+                            run("B", metrics_b, embedder="wordllama-l2-supercat-256"))
+    assert same.metrics["responseRelevancy"].significant and not same.warnings
+    other = compare_run_data(run("A", metrics_a, embedder="hashing-v1"), run("B", metrics_b, embedder="wordllama-l2-supercat-256"))
+    assert "responseRelevancy" not in other.metrics and "ndcgAt10" in other.metrics
+    assert ("the ruler changed: responseRelevancy was measured with embedder hashing-v1 in A and "
+            "wordllama-l2-supercat-256 in B, so it is left out of the comparison") in other.warnings[0]
+    older = compare_run_data(run("A", metrics_a), run("B", metrics_b, embedder="wordllama-l2-supercat-256"))
+    assert "responseRelevancy" not in older.metrics
+    assert "not recorded (hashing-v1 unless crucible_embedder was overridden) in A" in older.warnings[0]

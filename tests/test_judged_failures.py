@@ -96,3 +96,27 @@ def test_a_judge_below_the_bar_is_named_with_its_kappa_and_one_that_decided_noth
     # A retrieval miss, or no judge at all: nothing to add.
     assert judged_evidence(SimpleNamespace(**{**vars(score), "error_class": "retrieval_miss"}), "lexical-v3", None) == []
     assert judged_evidence(score, None, None) == []
+
+
+def test_the_run_records_its_embedder_and_a_baseline_with_another_one_leaves_relevancy_out(pytester: pytest.Pytester) -> None:
+    conftest = CONFTEST + '''
+import os
+from pytest_crucible.judge.embed import HashingEmbedder, default_embedder
+
+@pytest.fixture(scope="session")
+def crucible_embedder():
+    return HashingEmbedder() if os.environ.get("OLD_EMBEDDER") else default_embedder()
+'''
+    items = [{**ITEMS[0], "id": f"copy-{i}"} for i in range(8)]
+    project = write_project(pytester, items, conftest.replace('ANSWERS[item.id]', 'ANSWERS["copy"]'),
+                            ini="crucible_judge = lexical\ncrucible_outcome = record")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OLD_EMBEDDER", "1")
+        assert project.runpytest().ret == pytest.ExitCode.OK
+    result = project.runpytest("--crucible-baseline=latest")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*the ruler changed: responseRelevancy was measured with embedder hashing-v1 in * and "
+                                 "wordllama-l2-supercat-256 in *"])
+    from helpers import db_rows
+
+    assert db_rows(project, "SELECT embedder FROM runs ORDER BY rowid") == [("hashing-v1",), ("wordllama-l2-supercat-256",)]

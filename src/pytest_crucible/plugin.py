@@ -182,9 +182,9 @@ def crucible_config(pytestconfig: pytest.Config):
 def crucible_embedder():
     """Embeddings for responseRelevancy. Override in conftest.py to plug in a real model:
     any object with ``embed(texts) -> numpy array`` (rows L2-normalised) and a ``name``."""
-    from .judge.embed import HashingEmbedder
+    from .judge.embed import default_embedder
 
-    return HashingEmbedder()
+    return default_embedder()
 
 
 @pytest.fixture

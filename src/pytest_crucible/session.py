@@ -73,6 +73,8 @@ class CrucibleSession:
     # Golden items collected but not run (drafts), counted with the run.
     skipped: int = 0
     embedder: Any = None
+    # The name of the embedder responseRelevancy was measured with (recorded with the run).
+    embedder_name: str | None = None
     _run_order: list[tuple[str, "GoldenItem"]] = field(default_factory=list)
     _store: "Store | None" = None
     _tracked: TrackedConfig | None = None
@@ -370,6 +372,9 @@ class CrucibleSession:
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
         if self.is_worker:
             return
+        # Which embedder measured responseRelevancy (the item's verdict says, whichever process scored it).
+        relevancy = (score.get("verdicts") or {}).get("responseRelevancy") or {}
+        self.embedder_name = self.embedder_name or relevancy.get("embedder")
         self._pending.append(score)
         if len(self._pending) >= FLUSH_ITEMS or time.monotonic() - self._flushed_at >= FLUSH_SECONDS:
             self.flush()
@@ -406,10 +411,12 @@ class CrucibleSession:
             return
         store, s = self.store, self.settings
         if not interrupted and s.judges_answers and s.judge_batch:
-            from .judge.embed import HashingEmbedder
+            from .judge.embed import default_embedder
             from .evaluation import judge_run_in_batch
 
-            self.batch_errors = judge_run_in_batch(store, self.run_id, self.engine, self.embedder or HashingEmbedder(), s,
+            self.embedder = self.embedder or default_embedder()
+            self.embedder_name = self.embedder_name or getattr(self.embedder, "name", None)
+            self.batch_errors = judge_run_in_batch(store, self.run_id, self.engine, self.embedder, s,
                                                    on_start=lambda n_items: self._watch_batches(n_items, progress),
                                                    rubrics=self.graded_rubrics)
         self.judge_failed = store.count_judge_failed(self.run_id)
@@ -424,7 +431,8 @@ class CrucibleSession:
         } if s.uses_judge else None
         self.status = store.finish_run(self.run_id, status=status, golden_hash=store.golden_set_hash(self.run_id),
                                        judge=judge, unread_keys=self.unread_config_keys(), skipped=self.skipped,
-                                       unrecorded=self.unrecorded)  # a run that lost items is never complete
+                                       unrecorded=self.unrecorded,  # a run that lost items is never complete
+                                       embedder=self.embedder_name)
 
     # -- the gate ----------------------------------------------------------------------------
     def apply_gate(self) -> "GateResult | None":

@@ -32,7 +32,7 @@ EXAMPLES: dict[str, str] = {
 
 def _cmd_judge_calibrate(args: argparse.Namespace) -> int:
     from ..labels.calibration import calibration_figures, disagreements, judge_cases, label_set_hash, read_labels_file
-    from ..judge.embed import HashingEmbedder
+    from ..judge.embed import default_embedder
     from ..judge.engine import JudgeEngine
     from ..judge.select import JudgeSetupError, make_judge, read_cache_rows
     from ..store import Store
@@ -49,7 +49,7 @@ def _cmd_judge_calibrate(args: argparse.Namespace) -> int:
     engine = JudgeEngine(judge, cache_mode="readwrite")
     engine.load_cache(read_cache_rows(store.path, engine.model))
     try:
-        verdicts = judge_cases(cases, engine, HashingEmbedder())
+        verdicts = judge_cases(cases, engine, default_embedder())
     finally:
         store.add_cache_rows(engine.drain_cache_rows())
         judge.close()

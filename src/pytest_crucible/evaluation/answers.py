@@ -257,7 +257,8 @@ def score_answers(batch: Sequence[AnswerInputs], engine: JudgeEngine, embedder) 
         if plan.questions is not None:
             vectors = embedder.embed([inputs.question, *plan.questions.questions])
             _put(plan, "responseRelevancy", formulas.response_relevancy(vectors[0], vectors[1:], plan.questions.noncommittal))
-            plan.score.verdicts["responseRelevancy"] = {"questions": plan.questions.questions, "noncommittal": plan.questions.noncommittal}
+            plan.score.verdicts["responseRelevancy"] = {"questions": plan.questions.questions, "noncommittal": plan.questions.noncommittal,
+                                                        "embedder": getattr(embedder, "name", type(embedder).__name__)}
         if plan.score.assertions:
             _put(plan, "assertionSatisfaction", assertion_satisfaction(plan.score.assertions))
         chunks = per_chunk.get(id(plan))

@@ -1,4 +1,7 @@
-"""Text embedders: the :class:`Embedder` protocol and a dependency-free stand-in.
+"""Text embedders: the :class:`Embedder` protocol, the default :class:`WordLlamaEmbedder` and a
+dependency-free stand-in, :class:`HashingEmbedder` (the default before 2026-12-02; a run records the
+name of the embedder its responseRelevancy came from, and a comparison leaves that metric out when the
+two runs' embedders differ).
 
 Response relevancy (see :mod:`pytest_crucible.metrics.answer`) compares the
 embedding of a golden question with the embeddings of questions generated from
@@ -47,7 +50,7 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Embedder", "HashingEmbedder", "STOPWORDS", "cosine"]
+__all__ = ["Embedder", "HashingEmbedder", "WordLlamaEmbedder", "default_embedder", "STOPWORDS", "cosine"]
 
 # English function words: articles, pronouns, auxiliaries, prepositions,
 # conjunctions, question words and fillers.  Negations ("not", "no", "never")
@@ -145,6 +148,35 @@ class HashingEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float64)
         return np.vstack([self.embed_one(text) for text in texts])
+
+
+class WordLlamaEmbedder:
+    """The default embedder: the static word embeddings bundled with the ``wordllama`` package (256
+    dimensions, loaded offline from the wheel, about 0.2 s once per process, shared with the offline
+    judge's word similarity: :mod:`pytest_crucible.judge.similarity`). A text's vector is the normalised
+    mean of its token vectors, so "How long is the warranty?" and "What is the warranty period?" are
+    close where the hashing stand-in sees two different word sets. Still no sentence model: word order
+    and negation do not move it."""
+
+    name = "wordllama-l2-supercat-256"
+
+    def __repr__(self) -> str:
+        return f"WordLlamaEmbedder(name={self.name!r})"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        from .similarity import _load
+
+        # A blank text embeds to a zero row (cosine 0 with anything), as the hashing one's does.
+        rows = np.zeros((len(texts), 256))
+        filled = [i for i, text in enumerate(texts) if text.strip()]
+        if filled:
+            rows[filled] = np.asarray(_load().embed([texts[i] for i in filled], norm=True), dtype=np.float64)
+        return rows
+
+
+def default_embedder() -> "Embedder":
+    """The embedder a run uses unless the project's ``crucible_embedder`` fixture says otherwise."""
+    return WordLlamaEmbedder()
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:

@@ -14,7 +14,7 @@ abstained). Each case goes through the answer layer exactly as an item of a real
 result row a run builds (the golden item's reference, assertions, answerable and question type under
 ``item``) read by :meth:`AnswerInputs.from_score <pytest_crucible.evaluation.answers.AnswerInputs.from_score>`
 into :func:`pytest_crucible.evaluation.answers.score_answers`, the same :class:`JudgeEngine` and its
-cache, the :class:`HashingEmbedder`; an answer that is blank or an honest "I don't know" is an
+cache, the default embedder; an answer that is blank or an honest "I don't know" is an
 abstention, as in a run. The judge's verdicts compared with the labels:
 
 - ``crag``: the CRAG grade (perfect / acceptable / missing / incorrect); also binarised as

@@ -286,7 +286,8 @@ class Store:
         return run_id
 
     def finish_run(self, run_id: str, *, status: str, golden_hash: str | None, judge: dict[str, Any] | None = None,
-                   unread_keys: list[str] | None = None, skipped: int = 0, unrecorded: int = 0) -> str:
+                   unread_keys: list[str] | None = None, skipped: int = 0, unrecorded: int = 0,
+                   embedder: str | None = None) -> str:
         """Close a run and return its status. ``judge``: stats (requests, cache hits, ...), tokens and cost
         to keep with it; ``unread_keys``: changed config keys the pipeline never read (``crucible ablate``
         reads them); ``skipped``: golden items not run (drafts); ``unrecorded``: items that ran but whose
@@ -296,6 +297,8 @@ class Store:
         ``n_errored`` (see ``runs.unrecorded_items``): its means would silently leave them out."""
         values: dict[str, Any] = {"status": status, "finished_at": utc_now(), "golden_hash": golden_hash,
                                   "unread_keys": json.dumps(unread_keys or []), "n_skipped": skipped}
+        if embedder:  # the embedder responseRelevancy was measured with (``embedder``: its name)
+            values["embedder"] = embedder
         if judge:
             values.update(
                 judge_stats=json.dumps(judge.get("stats") or {}, sort_keys=True),
@@ -729,7 +732,8 @@ EXPORT_VERSION = 1
 _RUN_COLUMNS = ("id", "started_at", "finished_at", "status", "config_hash", "config_path", "params", "resolved", "mode",
                 "outcome_mode", "golden_hash", "n_items", "git_commit", "pytest_args", "judge_model", "judge_prompt_version",
                 "host", "pid", "judge_label", "judge_stats", "cost_estimate_usd", "cost_usd", "input_tokens", "output_tokens",
-                "workspace", "labels", "kinds", "unread_keys", "n_scored", "n_errored", "n_skipped", "custom_metrics", "repeats")
+                "workspace", "labels", "kinds", "unread_keys", "n_scored", "n_errored", "n_skipped", "custom_metrics", "repeats",
+                "embedder")
 def _provenance_rows(run_id: str, item_id: str, item: dict[str, Any], item_json: str) -> list[dict[str, Any]]:
     """The qrels a golden item's citations are: free, deterministic judgments (required = 3, acceptable = 1).
     judge_model names the golden item version that produced them, so an edited citation appends a new
@@ -755,7 +759,7 @@ _FLAG_COLUMNS = ("abstained", "blocked")
 _TEXT, _INT, _NUMBER, _FLAG, _LIST, _JSON_TEXT = "a string", "an integer", "a finite number", "true/false or 0/1", "a list", "JSON text"
 _RUN_TYPES = {
     **dict.fromkeys(("finished_at", "config_path", "golden_hash", "git_commit", "judge_model", "judge_prompt_version", "host",
-                     "judge_label", "workspace"), _TEXT),
+                     "judge_label", "workspace", "embedder"), _TEXT),
     **dict.fromkeys(("params", "resolved", "pytest_args", "judge_stats", "labels", "kinds", "unread_keys", "custom_metrics"), _JSON_TEXT),
     **dict.fromkeys(("n_items", "pid", "input_tokens", "output_tokens", "n_scored", "n_errored", "n_skipped", "repeats"), _INT),
     **dict.fromkeys(("cost_estimate_usd", "cost_usd"), _NUMBER),

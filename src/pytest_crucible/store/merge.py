@@ -25,7 +25,7 @@ from . import Store, StoreError, utc_now
 __all__ = ["MergeReport", "merge_shards"]
 
 # Columns every shard's run must agree on: a merged run is one experiment.
-_MUST_AGREE = ("config_hash", "judge_model", "judge_prompt_version", "mode", "custom_metrics")
+_MUST_AGREE = ("config_hash", "judge_model", "judge_prompt_version", "mode", "custom_metrics", "embedder")
 _JUDGE_SUMS = ("cost_estimate_usd", "cost_usd", "input_tokens", "output_tokens")
 _SHOWN = 10  # item ids / run ids named in one message before "and N more"
 
@@ -113,6 +113,8 @@ def _check_agreement(shards: list[_Shard]) -> None:
     for column in _MUST_AGREE:
         by_value: dict[Any, list[str]] = {}
         for shard in shards:
+            if column == "embedder" and shard.run.get(column) is None:
+                continue  # a shard that measured no answer relevancy records no embedder
             by_value.setdefault(shard.run.get(column), []).append(shard.name)
         if len(by_value) > 1:
             problems.append(f"{column} differs: " + ", ".join(

@@ -392,6 +392,11 @@ MIGRATIONS: list[str] = [
     CREATE TRIGGER human_labels_no_delete BEFORE DELETE ON human_labels
     BEGIN SELECT RAISE(ABORT, 'human_labels is an append-only ledger: DELETE is refused; append a new label instead'); END;
     """,
+    # 13: the embedder a run's responseRelevancy was measured with (NULL: not recorded; runs before this
+    # version used the hashing stand-in unless the project's crucible_embedder said otherwise).
+    """
+    ALTER TABLE runs ADD COLUMN embedder TEXT;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -162,6 +162,10 @@ def compare_run_data(
     left_out = {entry["id"] for entry in excluded}
     shared = sorted((set(a.item_ids) & set(b.item_ids)) - left_out)
     names = ordered_metrics(set(a.metrics) | set(b.metrics)) if metrics is None else list(metrics)
+    other_ruler = embedder_change(a, b) if "responseRelevancy" in names else None
+    if other_ruler:
+        names = [name for name in names if name != "responseRelevancy"]
+        ruler_warnings = [*ruler_warnings, other_ruler]
     options = {"seed": seed, "n_resamples": n_resamples, "n_permutations": n_permutations, "alpha": alpha}
     results: dict[str, MetricComparison] = {}
     # A run that mixes kinds of question is compared kind by kind: no delta averages a retrieval
@@ -229,6 +233,18 @@ def compare_run_data(
     return Comparison(a=a.run_id, b=b.run_id, paired_items=len(shared), seed=seed, metrics=results,
                       config_changes=changes, warnings=warnings, multiple=multiple, excluded=excluded, cluster_by=cluster,
                       clusters=len(set(labels.values())) if clustered else None)
+
+
+def embedder_change(a: RunData, b: RunData) -> str | None:
+    """Why responseRelevancy cannot be compared between the runs (their embedders differ), or None.
+    A run that records none was measured before runs recorded their embedder: the hashing stand-in,
+    unless its project's crucible_embedder fixture said otherwise."""
+    left, right = a.run.get("embedder"), b.run.get("embedder")
+    if left == right or not (a.metrics.get("responseRelevancy") and b.metrics.get("responseRelevancy")):
+        return None
+    shown = lambda name: name or "not recorded (hashing-v1 unless crucible_embedder was overridden)"  # noqa: E731
+    return (f"the ruler changed: responseRelevancy was measured with embedder {shown(left)} in {a.run_id} and "
+            f"{shown(right)} in {b.run_id}, so it is left out of the comparison; re-run the baseline to compare it")
 
 
 CLUSTER_MODES = ("field", "doc", "none")

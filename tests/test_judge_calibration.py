@@ -253,6 +253,11 @@ def test_the_calibration_line() -> None:
     assert line == "  calibrated: crag kappa 0.41 (binary 0.52), faithful kappa 0.55 on 150 labels (2026-12-01)"
     assert "faithful" not in calibration_line({"n_crag": 3, "kappa_crag": None, "kappa_crag_binary": 1.0, "n_faithful": 0,
                                                "figures": {"nLabels": 3}, "created_at": "2026-12-01"})
+    one_category = calibration_line({"n_crag": 5, "kappa_crag": 0.7, "kappa_crag_binary": 0.6, "n_faithful": 3, "kappa_faithful": None,
+                                     "figures": {"nLabels": 5, "faithful": {"kappaUndefined": "your labels have no 'false' cases"}},
+                                     "created_at": "2026-12-02"})
+    assert one_category == ("  calibrated: crag kappa 0.70 (binary 0.60), faithful kappa not measurable (your labels have no "
+                            "'false' cases) on 5 labels (2026-12-02)")
 
 
 GOLDEN = [{"id": "q-001", "question": "What is the return window?", "reference": "Bikes can be returned within 30 days.",

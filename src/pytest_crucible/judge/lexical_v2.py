@@ -77,7 +77,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import snowballstemmer
 
@@ -312,8 +312,15 @@ def _swap(claim_tokens: Sequence[_Token], window: _Window, ignore: frozenset[str
     return ""
 
 
-def _support(claim: str, windows: Sequence[_Window]) -> _Support:
-    """Is the claim supported by one window? (the rule is in the module docstring)"""
+def _v2_flips(shape: _Shape, claim_tokens: Sequence[_Token], window: _Window, coverage: float) -> tuple[int, list[str]]:
+    return _flips(shape.words, shape.negated, window)
+
+
+def _support(claim: str, windows: Sequence[_Window], *, flips: Callable[..., tuple[int, list[str]]] = _v2_flips,
+             smallest_first: bool = False, name_best: bool = False) -> _Support:
+    """Is the claim supported by one window? (the rule is in the module docstring). lexical-v3 reuses the
+    rule with its own reading of polarity (``flips(shape, claim_tokens, window, coverage)``), the smallest
+    window first among equally covering ones, and the best window named when none supports the claim."""
     shape = _shape(claim)
     if not shape.words and not shape.values:
         return _Support(False, 0.0, "the claim has no content word")
@@ -329,17 +336,17 @@ def _support(claim: str, windows: Sequence[_Window]) -> _Support:
         pool = _values_in(window.tokens)
         found = len(shape.words & window.keys) + len(antonym_hits) + sum(_has_value(v, pool) for v in shape.values)
         scored.append((found / (len(shape.words) + len(shape.values)), window))
-    scored.sort(key=lambda pair: -pair[0])
+    scored.sort(key=(lambda pair: (-pair[0], pair[1].last - pair[1].first)) if smallest_first else (lambda pair: -pair[0]))
     best = scored[0][0]
     for coverage, window in scored:
         if coverage < (VALUE_ANCHORED_COVERAGE if anchored else SUPPORT_THRESHOLD):
             break
         problem = ""
         missing = [v.text for v in shape.values if not _has_value(v, _values_in(window.tokens))]
-        flips, swaps = _flips(shape.words, shape.negated, window)
+        flips_found, swaps = flips(shape, claim_tokens, window, coverage)
         if missing:
             problem = f"value {', '.join(missing)} not in {window.where()}"
-        elif flips % 2:
+        elif flips_found % 2:
             problem = f"{'antonym ' + ', '.join(swaps) if swaps else 'negation differs'} in {window.where()}"
         elif coverage >= NEAR_COPY and len(shape.words) >= 2:
             swapped = _swap(claim_tokens, window)
@@ -352,7 +359,8 @@ def _support(claim: str, windows: Sequence[_Window]) -> _Support:
             return _Support(True, coverage, f"coverage {coverage:.2f} in {window.where()}")
         if anchored and coverage >= VALUE_ANCHORED_COVERAGE:
             return _Support(True, coverage, f"every value in {window.where()} (word coverage {coverage:.2f})")
-    return _Support(False, best, f"no window supports it (best word coverage {best:.2f})")
+    where = f", in {scored[0][1].where()}" if name_best else ""
+    return _Support(False, best, f"no window supports it (best word coverage {best:.2f}{where})")
 
 
 # -- correctness ------------------------------------------------------------------------------------

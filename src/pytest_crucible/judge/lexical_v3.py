@@ -31,19 +31,7 @@ from functools import lru_cache
 from typing import Sequence
 
 from .lexical import NEGATION_LOOKBACK, _Support, _Window, _windows, split_sentences
-from .lexical_v2 import (
-    ANTONYMS,
-    MAX_WINDOW_SENTENCES,
-    NEAR_COPY,
-    SUPPORT_THRESHOLD,
-    VALUE_ANCHORED_COVERAGE,
-    LexicalJudgeV2,
-    _has_value,
-    _shape,
-    _swap,
-    _tokens,
-    _values_in,
-)
+from .lexical_v2 import ANTONYMS, MAX_WINDOW_SENTENCES, SUPPORT_THRESHOLD, LexicalJudgeV2, _shape, _support, _tokens
 from .types import CorrectnessRequest, CorrectnessVerdict, EntailmentRequest, EntailmentVerdict, JudgeFailure
 
 __all__ = ["LexicalJudgeV3", "with_lexical_negation"]
@@ -131,51 +119,19 @@ _ANSWER_WORD = re.compile(r"^\W*(?:(?:unfortunately|sadly|sorry)\W+)?(?:no|not|n
 
 
 def _support_v3(claim: str, passages: Sequence[str], windows: Sequence[_Window]) -> _Support:
-    """Is the claim supported? A copy first, then v2's window rule with the changes above."""
+    """Is the claim supported? A copy first, then v2's window rule (:func:`lexical_v2._support`) with the
+    polarity read per sentence, the smallest window first and the best window named."""
     claim = _ANSWER_WORD.sub("", claim) or claim
     copied = _copied_from(claim, passages)
     if copied is not None:
         return _Support(True, 1.0, f"copied from passage {copied + 1}")
     text = with_lexical_negation(claim)
-    shape = _shape(text)
-    if not shape.words and not shape.values:
-        return _Support(False, 0.0, "the claim has no content word")
-    if not windows:
-        return _Support(False, 0.0, "no context")
-    claim_tokens = _tokens(text)
-    claim_cues = _cues(claim_tokens, shape.words)
-    anchored = bool(shape.values) and all(v.kind != "number" for v in shape.values)
-    scored = []
-    for window in windows:
-        antonym_hits = {w for w in shape.words if w not in window.keys and ANTONYMS.get(w, frozenset()) & window.keys}
-        pool = _values_in(window.tokens)
-        found = len(shape.words & window.keys) + len(antonym_hits) + sum(_has_value(v, pool) for v in shape.values)
-        scored.append((found / (len(shape.words) + len(shape.values)), window))
-    # Among equally covering windows the smallest first: a neighbour adds words, never evidence.
-    scored.sort(key=lambda pair: (-pair[0], pair[1].last - pair[1].first))
-    best = scored[0][0]
-    for coverage, window in scored:
-        if coverage < (VALUE_ANCHORED_COVERAGE if anchored else SUPPORT_THRESHOLD):
-            break
-        problem = ""
-        missing = [v.text for v in shape.values if not _has_value(v, _values_in(window.tokens))]
-        flips, swaps = _flips_v3(shape.words, claim_cues, window, coverage >= SUPPORT_THRESHOLD)
-        if missing:
-            problem = f"value {', '.join(missing)} not in {window.where()}"
-        elif flips % 2:
-            problem = f"{'antonym ' + ', '.join(swaps) if swaps else 'negation differs'} in {window.where()}"
-        elif coverage >= NEAR_COPY and len(shape.words) >= 2:
-            swapped = _swap(claim_tokens, window)
-            problem = f"{swapped} ({window.where()})" if swapped else ""
-        if problem:
-            if coverage >= SUPPORT_THRESHOLD and not missing:  # a near copy that says the opposite
-                return _Support(False, coverage, problem)
-            continue
-        if coverage >= SUPPORT_THRESHOLD:
-            return _Support(True, coverage, f"coverage {coverage:.2f} in {window.where()}")
-        if anchored and coverage >= VALUE_ANCHORED_COVERAGE:
-            return _Support(True, coverage, f"every value in {window.where()} (word coverage {coverage:.2f})")
-    return _Support(False, best, f"no window supports it (best word coverage {best:.2f}, in {scored[0][1].where()})")
+    claim_cues = _cues(_tokens(text), _shape(text).words)
+
+    def flips(shape, claim_tokens, window, coverage):
+        return _flips_v3(shape.words, claim_cues, window, coverage >= SUPPORT_THRESHOLD)
+
+    return _support(text, windows, flips=flips, smallest_first=True, name_best=True)
 
 
 class LexicalJudgeV3(LexicalJudgeV2):

@@ -120,8 +120,9 @@ def judged_evidence(score: "ItemScore", judge: str | None, calibration: dict[str
     if calibration is None:
         agreement = "never calibrated: crucible judge calibrate LABELS.jsonl measures how far it agrees with people"
     else:
-        kappa = calibration.get(f"kappa_{kind}")
-        why = ((calibration.get("figures") or {}).get(kind) or {}).get("kappaUndefined")
+        from ..labels.calibration import stored_kappa
+
+        kappa, why = stored_kappa(calibration, kind)
         shown = f"not measurable ({why})" if why else "undefined" if kappa is None else f"{kappa:.2f}"
         bar = "" if kappa is not None and kappa >= CALIBRATED_KAPPA else f", below {CALIBRATED_KAPPA}: check the verdict yourself"
         agreement = f"{kind} agreement with people kappa {shown}{bar} (calibrated {str(calibration.get('created_at', ''))[:10]})"

@@ -45,7 +45,7 @@ from ..metrics.crag import CRAG_GRADES, is_abstention, is_correct, reference_giv
 from ..qrels.formats import QrelsFormatError
 
 __all__ = ["LabelsFormatError", "LabelledCase", "CaseVerdict", "read_labels_file", "label_set_hash", "judge_cases",
-           "calibration_figures", "labels_from_corrections", "labels_from_run", "faithful_verdict", "LABEL_KEYS"]
+           "calibration_figures", "labels_from_corrections", "labels_from_run", "faithful_verdict", "stored_kappa", "LABEL_KEYS"]
 
 CASE_KEYS = ("id", "itemId", "question", "contexts", "answer", "reference", "answerable", "assertions", "questionType",
              "abstained", "labels")
@@ -299,6 +299,15 @@ def _confusion(pairs: Sequence[tuple[Any, Any]], categories: Sequence[Any], name
 
     matrix = confusion_matrix(pairs, categories)
     return {names[i]: {names[j]: matrix[i][j] for j in range(len(names))} for i in range(len(names))}
+
+
+def stored_kappa(calibration: dict[str, Any], kind: str, *, binary: bool = False) -> tuple[float | None, str | None]:
+    """(kappa, why it is undefined) of one label kind in a stored calibration row (a ``judge_calibrations``
+    row): the one reading of it for the gate's warning, the run summary and a judged failure."""
+    column, key = (f"kappa_{kind}_binary", "kappaBinaryUndefined") if binary else (f"kappa_{kind}", "kappaUndefined")
+    kappa = calibration.get(column)
+    figures = (calibration.get("figures") or {}).get(kind)
+    return kappa, (figures.get(key) if kappa is None and isinstance(figures, dict) else None)
 
 
 def _undefined(kind: str, kappa: Any, categories: Sequence[str] = ()) -> str | None:

@@ -73,18 +73,19 @@ def calibration_line(calibration: dict[str, Any] | None) -> str:
     if calibration is None:
         return "  not calibrated: crucible judge calibrate LABELS.jsonl measures it"
 
+    from ..labels.calibration import stored_kappa
+
     figures = calibration.get("figures") or {}
 
-    def kappa(value: float | None, kind: str, why: str = "kappaUndefined") -> str:
-        reason = (figures.get(kind) or {}).get(why)  # people's labels of one category: not measurable
-        return f"not measurable ({reason})" if value is None and reason else "undefined" if value is None else f"{value:.2f}"
+    def kappa(kind: str, binary: bool = False) -> str:
+        value, why = stored_kappa(calibration, kind, binary=binary)  # why: labels of one category, not measurable
+        return f"not measurable ({why})" if why else "undefined" if value is None else f"{value:.2f}"
 
     parts = []
     if calibration.get("n_crag"):
-        parts.append(f"crag kappa {kappa(calibration.get('kappa_crag'), 'crag')} "
-                     f"(binary {kappa(calibration.get('kappa_crag_binary'), 'crag', 'kappaBinaryUndefined')})")
+        parts.append(f"crag kappa {kappa('crag')} (binary {kappa('crag', binary=True)})")
     if calibration.get("n_faithful"):
-        parts.append(f"faithful kappa {kappa(calibration.get('kappa_faithful'), 'faithful')}")
+        parts.append(f"faithful kappa {kappa('faithful')}")
     n = figures.get("nLabels", (calibration.get("n_crag") or 0) + (calibration.get("n_faithful") or 0))
     when = str(calibration.get("created_at") or "")[:10]
     return f"  calibrated: {', '.join(parts) or 'no label compared'} on {n} labels ({when})"

@@ -72,27 +72,24 @@ def add_judge_calibration(store: Store, row: dict[str, Any]) -> dict[str, Any]:
     return {**stored, "figures": json.loads(stored["figures"])}
 
 
-def read_latest_judge_calibration(db_path: str | Path, judge_model: str, prompt_version: str | None) -> dict[str, Any] | None:
-    """:func:`latest_judge_calibration`, read without writing (xdist workers call it); a missing file: None."""
-    rows = read_only_rows(db_path, f"SELECT {', '.join(_CALIBRATION_COLUMNS)} FROM judge_calibrations WHERE judge_model = ? "
-                                   "AND prompt_version = ? ORDER BY created_at DESC, id DESC LIMIT 1",
-                          [judge_model, prompt_version or judge_model])
-    if not rows:
-        return None
-    return {**rows[0], "figures": json.loads(rows[0]["figures"])}
+_LATEST_CALIBRATION = (f"SELECT {', '.join(_CALIBRATION_COLUMNS)} FROM judge_calibrations WHERE judge_model = ? "
+                       "AND prompt_version = ? ORDER BY created_at DESC, id DESC LIMIT 1")
+
+
+def _calibration(row: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if row is None else {**row, "figures": json.loads(row["figures"])}
 
 
 def latest_judge_calibration(store: Store, judge_model: str, prompt_version: str | None) -> dict[str, Any] | None:
     """The newest calibration of this judge model and prompt version, or None."""
-    cursor = store.db.conn.execute(
-        f"SELECT {', '.join(_CALIBRATION_COLUMNS)} FROM judge_calibrations WHERE judge_model = ? AND prompt_version = ?"
-        " ORDER BY created_at DESC, id DESC LIMIT 1", [judge_model, prompt_version or judge_model])
-    found = cursor.fetchone()
-    if found is None:
-        return None
-    row = dict(zip(_CALIBRATION_COLUMNS, found))
-    row["figures"] = json.loads(row["figures"])
-    return row
+    found = store.db.conn.execute(_LATEST_CALIBRATION, [judge_model, prompt_version or judge_model]).fetchone()
+    return _calibration(None if found is None else dict(zip(_CALIBRATION_COLUMNS, found)))
+
+
+def read_latest_judge_calibration(db_path: str | Path, judge_model: str, prompt_version: str | None) -> dict[str, Any] | None:
+    """:func:`latest_judge_calibration`, read without writing (xdist workers call it); a missing file: None."""
+    rows = read_only_rows(db_path, _LATEST_CALIBRATION, [judge_model, prompt_version or judge_model])
+    return _calibration(rows[0] if rows else None)
 
 
 def ledger_marks(store: Store) -> tuple[Any, ...]:

@@ -251,15 +251,15 @@ def calibration_warnings(calibration: dict[str, Any] | None, judge: str, gated: 
     judged = [metric for metric in gated if metric in JUDGED_METRICS]
     if not judged:
         return []
+    from ..labels.calibration import stored_kappa
+
     if calibration is None:
         return [f"WARNING the gate rests on judge {judge} for {', '.join(judged)}, and that judge was never calibrated: "
                 "crucible judge calibrate LABELS.jsonl measures how far it agrees with people (docs/judge-calibration.md)"]
     warnings = []
     for metric in judged:
         kind = JUDGED_METRICS[metric]
-        kappa = calibration.get(f"kappa_{kind}") if kind else None
-        figures = (calibration.get("figures") or {}).get(kind) if kind else None
-        why = figures.get("kappaUndefined") if kappa is None and isinstance(figures, dict) else None
+        kappa, why = stored_kappa(calibration, kind) if kind else (None, None)
         if why:
             warnings.append(f"WARNING gated metric {metric} rests on judge {judge}, whose {kind} agreement with people is "
                             f"not measurable: {why} (docs/judge-calibration.md)")

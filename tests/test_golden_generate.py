@@ -17,7 +17,8 @@ from pytest_crucible.defaults import DEFAULT_SEED
 from pytest_crucible.golden_set.generate import (DuplicateFilter, GenerateError, answers_agree, is_verbatim, parse_mix,
                                              plan_counts, plan_generation)
 from pytest_crucible.golden_set.schema import GoldenItem
-from pytest_crucible.judge.anthropic_judge import AnthropicJudge, verdict_schema
+from pytest_crucible.judge.anthropic_judge import AnthropicJudge
+from pytest_crucible.judge.model_judge import verdict_schema
 from pytest_crucible.judge.prompts import DATA_TAGS, load_prompt, prompt_fields, render_prompt
 from pytest_crucible.judge.types import GENERATION_REQUEST_TYPES, AnswerCheckRequest, GenerateQuestionRequest
 

@@ -18,7 +18,8 @@ import pytest
 from mock_anthropic import MockAnthropic, MockRequest, default_verdict, mock_anthropic  # noqa: F401 - fixture
 
 from pytest_crucible.judge import prices
-from pytest_crucible.judge.anthropic_judge import STAMP_FIELDS, AnthropicJudge, InvalidVerdict, parse_verdict, verdict_schema
+from pytest_crucible.judge.anthropic_judge import AnthropicJudge
+from pytest_crucible.judge.model_judge import STAMP_FIELDS, InvalidVerdict, parse_verdict, verdict_schema
 from pytest_crucible.judge.engine import JudgeEngine
 from pytest_crucible.judge.prompts import DATA_TAGS, PROMPT_VERSION, escape_data, load_prompt, prompt_fields, render_prompt
 

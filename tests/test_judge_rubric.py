@@ -11,14 +11,8 @@ import re
 import pytest
 from mock_anthropic import MockAnthropic  # the mock_anthropic fixture comes from conftest.py
 
-from pytest_crucible.judge.anthropic_judge import (
-    STAMP_FIELDS,
-    AnthropicJudge,
-    InvalidVerdict,
-    _expected_output_tokens,
-    parse_verdict,
-    verdict_schema,
-)
+from pytest_crucible.judge.anthropic_judge import AnthropicJudge
+from pytest_crucible.judge.model_judge import STAMP_FIELDS, InvalidVerdict, expected_output_tokens, parse_verdict, verdict_schema
 from pytest_crucible.judge.engine import JudgeEngine
 from pytest_crucible.judge.lexical import LexicalJudge
 from pytest_crucible.judge.lexical_v2 import LexicalJudgeV2
@@ -153,7 +147,7 @@ def test_claude_grades_rubrics_under_their_own_prompt_version(mock_anthropic):
     assert judge.prompt_version_for("rubric") == VERSION
     assert judge.prompt_version_for("correctness") == PROMPT_VERSION
     assert judge.prompt_version_for("relevance") == "umbrela-v1"
-    assert _expected_output_tokens(politeness()) == 80
+    assert expected_output_tokens(politeness()) == 80
     assert judge.estimate_usd([politeness(), helpfulness()]) > 0
 
 

@@ -10,6 +10,7 @@ classes. So a preloaded package's submodules that inner sessions use are preload
 """
 
 import anthropic  # noqa: F401
+import openai  # noqa: F401
 import numpy  # noqa: F401
 import scipy.special  # noqa: F401
 
@@ -19,7 +20,10 @@ import pytest_crucible.evaluation.concurrency  # noqa: F401
 import pytest_crucible.evaluation.pipeline  # noqa: F401  (with its package preloaded, it must be too: see below)
 import pytest_crucible.evaluation.scoring  # noqa: F401
 import pytest_crucible.judge.anthropic_judge  # noqa: F401
+import pytest_crucible.judge.custom_judge  # noqa: F401
+import pytest_crucible.judge.openai_judge  # noqa: F401
 import pytest_crucible.judge.lexical_v2  # noqa: F401
 import pytest_crucible.report.html  # noqa: F401
 import pytest_crucible.store  # noqa: F401
 from mock_anthropic import mock_anthropic  # noqa: E402,F401  (fixture: a local Messages API server)
+from mock_openai import mock_openai  # noqa: E402,F401  (fixture: a local OpenAI-compatible API server)

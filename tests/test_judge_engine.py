@@ -149,7 +149,7 @@ def test_cost_estimate_counts_the_same_requests_as_the_plan() -> None:
     from pytest_crucible.golden_set.schema import GoldenItem
 
     items = [GoldenItem(id="a", question="q?", reference="r."), GoldenItem(id="b", question="q?")]
-    estimate = estimate_answer_layer_cost(items, k=10, token_budget=3000, model="no-such-model", batch=False)
+    estimate = estimate_answer_layer_cost(items, k=10, token_budget=3000, price=lambda tokens_in, tokens_out: None)
     assert estimate.requests == (2 * 10 + 7) + 4
     assert estimate.cost_usd is None  # no price for an unknown model: said, not guessed
     assert estimate.input_tokens > 10 * 300  # the context dominates

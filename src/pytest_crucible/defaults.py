@@ -24,7 +24,7 @@ MIN_PAIRS = 6
 #: The judges a run or a calibration can name. "lexical" is the current offline judge (lexical-v3);
 #: lexical-v2 and lexical-v1 stay selectable so that runs judged by them stay comparable; auto picks
 #: anthropic when ANTHROPIC_API_KEY is set, else lexical.
-JUDGE_CHOICES = ("auto", "lexical", "lexical-v3", "lexical-v2", "lexical-v1", "anthropic")
+JUDGE_CHOICES = ("auto", "lexical", "lexical-v3", "lexical-v2", "lexical-v1", "anthropic", "openai")
 #: The offline judges, newest first.
 OFFLINE_JUDGES = ("lexical-v3", "lexical-v2", "lexical-v1")
 

@@ -48,12 +48,15 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--crucible-allow-incomplete", dest="crucible_allow_incomplete", action="store_true", default=False,
                     help="Let the gate compare an incomplete or interrupted run (this one or the baseline) on the items "
                          "it has, instead of refusing.")
-    group.addoption("--crucible-judge", dest="crucible_judge", choices=list(JUDGE_CHOICES), default=None,
-                    help="Judge of the answer layer: anthropic (Claude), lexical (the offline heuristic, lexical-v3; "
-                         "lexical-v2 and lexical-v1 are kept so that runs judged by them stay comparable), auto (default: "
-                         "anthropic when ANTHROPIC_API_KEY is set, else lexical).")
+    group.addoption("--crucible-judge", dest="crucible_judge", metavar="JUDGE", default=None,
+                    help="Judge of the answer layer: anthropic (Claude), openai (any OpenAI-compatible server: OpenAI, "
+                         "Azure, vLLM, Ollama; the openai extra), lexical (the offline heuristic, lexical-v3; lexical-v2 and "
+                         "lexical-v1 are kept so that runs judged by them stay comparable), a judge of your own (the name "
+                         "it was registered under, or package.module:ClassName), or auto (default: anthropic when "
+                         "ANTHROPIC_API_KEY is set, else lexical). See docs/judges.md.")
     group.addoption("--crucible-judge-model", dest="crucible_judge_model", metavar="MODEL", default=None,
-                    help="Claude model of the anthropic judge (default: ini crucible_judge_model, else the current small model).")
+                    help="Model of a model judge: for anthropic a Claude model (default: the current small model); for "
+                         "openai the model the server serves (required). Default: ini crucible_judge_model.")
     group.addoption("--crucible-judge-batch", dest="crucible_judge_batch", action="store_true", default=False,
                     help="Send judge requests as Message Batches at session end (50%% cheaper, answer metrics arrive at the end).")
     group.addoption("--crucible-judge-cache", dest="crucible_judge_cache", choices=["readwrite", "read", "off"], default="readwrite",
@@ -88,8 +91,12 @@ def add_options(parser: pytest.Parser) -> None:
                     help="Workspace the run belongs to (default: ini crucible_workspace, else the rootdir's name).")
     parser.addini("crucible_workspace", default="", help="Workspace of the runs (default: the rootdir's name).")
     parser.addini("crucible_concurrency", default="1", help="Pipeline calls in flight at once.")
-    parser.addini("crucible_judge", default="auto", help="auto, lexical or anthropic.")
-    parser.addini("crucible_judge_model", default="", help="Claude model of the anthropic judge.")
+    parser.addini("crucible_judge", default="auto",
+                  help="auto, lexical, anthropic, openai, a registered judge's name or package.module:ClassName.")
+    parser.addini("crucible_judge_model", default="", help="Model of the anthropic or openai judge.")
+    parser.addini("crucible_judge_price_per_mtok", default="",
+                  help="USD per million input and output tokens of the judge model, e.g. 0.40,1.60 (0 for a self-hosted "
+                       "model): replaces the price table in cost estimates, --crucible-max-cost and the run's cost.")
     parser.addini("crucible_golden_files", type="args", default=DEFAULT_GOLDEN_PATTERNS,
                   help="Glob patterns of golden files collected as tests.")
     parser.addini("crucible_db", default="", help=f"SQLite results file, relative to the rootdir (default {DEFAULT_DB}).")
@@ -141,6 +148,7 @@ def build_settings(config: pytest.Config) -> "Settings":
     rubrics = _rubrics(config, params, config_path)
     custom_metrics = find_custom_metrics(config, rubrics)
     custom_names = tuple(m.name for m in custom_metrics) + tuple(r.name for r in rubrics)
+    registered_judges = find_registered_judges(config)
     k = int(resolved["retrievalLimit"])
     settings = Settings(
         params=params,
@@ -153,7 +161,9 @@ def build_settings(config: pytest.Config) -> "Settings":
         include_drafts=bool(config.getoption("crucible_include_drafts")),
         rootdir=rootdir,
         pytest_args=tuple(str(arg) for arg in config.invocation_params.args),
-        judge=_choice(config, "crucible_judge", "crucible_judge", JUDGE_CHOICES),
+        judge=_judge_name(config, registered_judges),
+        judge_price=_judge_price(config),
+        registered_judges=registered_judges,
         judge_model=config.getoption("crucible_judge_model") or config.getini("crucible_judge_model") or None,
         judge_batch=bool(config.getoption("crucible_judge_batch")),
         judge_cache=config.getoption("crucible_judge_cache"),
@@ -177,6 +187,37 @@ def build_settings(config: pytest.Config) -> "Settings":
             "HINT: export ANTHROPIC_API_KEY=..., or use the offline judge with --crucible-judge=lexical"
         )
     return settings
+
+
+def find_registered_judges(config: pytest.Config) -> dict[str, Any]:
+    """The judges plugins and conftest.py files register with ``pytest_crucible_register_judges``, by name."""
+    from .judge.select import JudgeSetupError, registered_judges
+
+    try:
+        return registered_judges(config.hook.pytest_crucible_register_judges(config=config))
+    except JudgeSetupError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _judge_name(config: pytest.Config, registered: dict[str, Any]) -> str:
+    """The judge the option or ini names: a built-in one, a registered one, or package.module:ClassName."""
+    name = (config.getoption("crucible_judge") or config.getini("crucible_judge") or "auto").strip()
+    if name in JUDGE_CHOICES or name in registered or ":" in name:
+        return name
+    where = "--crucible-judge" if config.getoption("crucible_judge") else "ini option crucible_judge"
+    known = ", ".join([*JUDGE_CHOICES, *sorted(registered)])
+    raise pytest.UsageError(f"{where} = {name!r}: expected one of {known}, or package.module:ClassName\n"
+                            "HINT: a judge of your own is named by its import path (mypackage.judges:MyJudge) or "
+                            "registered by the hook pytest_crucible_register_judges (docs/judges.md)")
+
+
+def _judge_price(config: pytest.Config) -> tuple[float, float] | None:
+    from .judge.select import JudgeSetupError, parse_price
+
+    try:
+        return parse_price(config.getini("crucible_judge_price_per_mtok"), "ini option crucible_judge_price_per_mtok")
+    except JudgeSetupError as exc:
+        raise pytest.UsageError(f"{exc}, in your pytest configuration file") from None
 
 
 def _rubrics(config: pytest.Config, params: dict[str, Any], config_path: str | None) -> tuple:

@@ -257,7 +257,9 @@ class CrucibleSession:
             from .judge.select import make_judge, read_cache_rows
 
             s = self.settings
-            engine = JudgeEngine(make_judge(s.judge, model=s.judge_model, batch=s.judge_batch), cache_mode=s.judge_cache,
+            judge = make_judge(s.judge, model=s.judge_model, batch=s.judge_batch, price_per_mtok=s.judge_price,
+                               registered=s.registered_judges)
+            engine = JudgeEngine(judge, cache_mode=s.judge_cache,
                                  judge_repeat=s.judge_repeat)
             if s.judge_cache != "off":
                 engine.load_cache(read_cache_rows(s.db_path, engine.model))
@@ -285,7 +287,7 @@ class CrucibleSession:
 
         def on_progress(batch_id: str, done: int, total: int) -> None:
             if batch_id not in watched:
-                label = f"Message Batch {len(watched) + 1} for {n_items} items ({batch_id})"
+                label = f"{self.engine.judge.batch_name} {len(watched) + 1} for {n_items} items ({batch_id})"
                 watched[batch_id] = Progress(label, total, write, unit="judge requests")
             watched[batch_id].update(done, total)
 
@@ -300,6 +302,8 @@ class CrucibleSession:
             usage = self._engine.judge.usage()
             for name in ("input_tokens", "output_tokens", "cost_usd"):
                 totals[name] = totals.get(name, 0) + getattr(usage, name)
+            for name, value in self._engine.judge.counters().items():  # e.g. jsonMode: how requests were judged
+                totals[name] = totals.get(name, 0) + value
         return totals
 
     def add_worker_output(self, output: dict[str, Any]) -> None:
@@ -422,8 +426,11 @@ class CrucibleSession:
         self.judge_failed = store.count_judge_failed(self.run_id)
         status = "interrupted" if interrupted else "incomplete" if self.judge_failed else "complete"
         summary = self.judge_summary()
+        from .judge.engine import JUDGE_COUNTERS
+
         judge = {
             "stats": {**{name: int(summary.get(name, 0)) for name in ("requests", "cache_hits", "judged", "failures")},
+                      **{name: int(summary[name]) for name in JUDGE_COUNTERS if summary.get(name)},
                       **({"selfAgreement": self.self_agreement()} if self.self_agreement() else {})},
             "cost_usd": summary.get("cost_usd"),
             "input_tokens": int(summary.get("input_tokens", 0)),

@@ -36,6 +36,8 @@ class Settings:
     # The judge of the answer layer (system mode) and of pool labelling.
     judge: str = "auto"
     judge_model: str | None = None
+    judge_price: tuple[float, float] | None = None  # ini crucible_judge_price_per_mtok: USD per Mtok in, out
+    registered_judges: dict[str, Any] = field(default_factory=dict)  # pytest_crucible_register_judges, by name
     judge_batch: bool = False
     judge_cache: str = "readwrite"
     max_cost: float | None = None

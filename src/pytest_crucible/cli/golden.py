@@ -138,7 +138,6 @@ def _cmd_golden_status(args: argparse.Namespace) -> int:
 
 
 def _cmd_golden_generate(args: argparse.Namespace) -> int:
-    import os
     from pathlib import Path
 
     from ..golden_set.corpus import CorpusError, load_corpus
@@ -158,7 +157,7 @@ def _cmd_golden_generate(args: argparse.Namespace) -> int:
         if appending and output.resolve() not in {Path(path).resolve() for path in against}:
             against.append(output)
         existing = questions_of_golden_files(against)
-        if args.generator == "anthropic":
+        if args.generator != "lexical":
             plan, notes = plan_generation(chunks, args.n, mix, seed=args.seed)
     except (CorpusError, GenerateError, GoldenFileError) as exc:
         print(f"crucible: {exc}", file=sys.stderr)
@@ -175,15 +174,20 @@ def _cmd_golden_generate(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         report = finish_drafts(lexical_drafts(chunks, args.n, seed=args.seed), existing)
     else:
-        if not os.environ.get("ANTHROPIC_API_KEY"):
-            print("crucible: --generator anthropic needs an API key: ANTHROPIC_API_KEY is not set\n"
-                  "HINT: export ANTHROPIC_API_KEY=..., or draft items offline with --generator lexical", file=sys.stderr)
-            return EXIT_USAGE
         from ..judge.engine import JudgeEngine
-        from ..judge.select import make_judge, read_cache_rows
+        from ..judge.select import JudgeSetupError, make_judge, read_cache_rows
         from ..store import Store
 
-        judge = make_judge("anthropic", model=args.judge_model, batch=args.batch)
+        try:
+            judge = make_judge(args.generator, model=args.judge_model, batch=args.batch)
+        except JudgeSetupError as exc:
+            message = str(exc).replace("--crucible-judge=", "--generator ").replace("--crucible-judge-model", "--judge-model")
+            print(f"crucible: {message}\nHINT: or draft items offline with --generator lexical", file=sys.stderr)
+            return EXIT_USAGE
+        if not judge.grades_rubrics:  # an offline heuristic cannot write questions
+            print(f"crucible: --generator {args.generator}: {judge.label} cannot write test cases\n"
+                  "HINT: --generator anthropic or openai (a model), or lexical for offline drafts", file=sys.stderr)
+            return EXIT_USAGE
         engine = JudgeEngine(judge, cache_mode="readwrite")
         engine.load_cache(read_cache_rows(args.db, engine.model))  # read only: nothing is written before a refusal
         uncached = [p for p in plan
@@ -272,11 +276,14 @@ def add_golden(sub) -> None:
     golden_generate.add_argument("--against", nargs="+", default=None, metavar="FILE",
                                  help="golden files a new question must not duplicate (default: every golden_*.jsonl and "
                                       "*.golden.jsonl below the current directory, except the output)")
-    golden_generate.add_argument("--generator", choices=["anthropic", "lexical"], default="anthropic",
+    golden_generate.add_argument("--generator", default="anthropic", metavar="GENERATOR",
                                  help="anthropic: Claude writes and checks the items (needs ANTHROPIC_API_KEY, default); "
-                                      "lexical: offline drafts from the text itself")
+                                      "openai: any OpenAI-compatible model (OPENAI_API_KEY, OPENAI_BASE_URL, --judge-model; "
+                                      "the openai extra); package.module:ClassName: a judge of your own that answers "
+                                      "generate requests; lexical: offline drafts from the text itself")
     golden_generate.add_argument("--judge-model", dest="judge_model", default=None, metavar="M",
-                                 help="the Claude model (default the judge's default model)")
+                                 help="the model: a Claude model (default the judge's default model), or the model an "
+                                      "OpenAI-compatible server serves (required with --generator openai)")
     golden_generate.add_argument("--batch", action="store_true", help="send the requests as Message Batches (50%% off, slower)")
     golden_generate.add_argument("--max-cost", dest="max_cost", type=at_least(0, float), default=None, metavar="USD",
                                  help="refuse (exit 2, nothing sent) when the estimated cost is above USD")

@@ -7,7 +7,6 @@ import argparse
 import json
 import sys
 
-from ..defaults import JUDGE_CHOICES
 from .common import EXIT_OK, EXIT_USAGE, add_workspace_flag, open_store, resolve_run, with_db, write_output
 
 
@@ -42,7 +41,8 @@ def _cmd_judge_calibrate(args: argparse.Namespace) -> int:
     try:
         judge = make_judge(args.judge, model=args.judge_model)
     except JudgeSetupError as exc:
-        print(f"crucible: {str(exc).replace('--crucible-judge=', '--judge ')}", file=sys.stderr)
+        print(f"crucible: {str(exc).replace('--crucible-judge=', '--judge ').replace('--crucible-judge-model', '--judge-model')}",
+              file=sys.stderr)
         return EXIT_USAGE
     store = Store.open(args.db)
     # The engine of a real run: the database's cache is read first and every new verdict is written back.
@@ -174,11 +174,14 @@ def add_judge(sub) -> None:
                            help="one labelled case per line: id, question, contexts, answer, reference, "
                                 "optionally assertions, answerable, questionType, and labels {crag, faithful} "
                                 "(docs/judge-calibration.md)")
-    calibrate.add_argument("--judge", choices=[c for c in JUDGE_CHOICES if c != "auto"], default="lexical",
+    calibrate.add_argument("--judge", default="lexical", metavar="JUDGE",
                            help="lexical: the offline judge, lexical-v3 (default); lexical-v2, lexical-v1: the earlier "
-                                "offline judges; anthropic: Claude (needs ANTHROPIC_API_KEY)")
+                                "offline judges; anthropic: Claude (needs ANTHROPIC_API_KEY); openai: an OpenAI-compatible "
+                                "model (OPENAI_API_KEY, OPENAI_BASE_URL, --judge-model); package.module:ClassName: a judge "
+                                "of your own")
     calibrate.add_argument("--judge-model", dest="judge_model", default=None, metavar="M",
-                           help="the Claude model with --judge anthropic (default: the plugin's default judge model)")
+                           help="the model with --judge anthropic (default: the plugin's default judge model) or "
+                                "--judge openai (required)")
     calibrate.add_argument("--json", action="store_true",
                            help="print JSON: judge, crag and faithful (n, accuracy, kappa, confusion), cases")
     calibrate.set_defaults(func=_cmd_judge_calibrate)

@@ -217,7 +217,9 @@ def estimate_cost(golden: Sequence["GoldenItem"], settings: "Settings", judge: A
     from .answers import estimate_answer_layer_cost
 
     estimate = estimate_answer_layer_cost(golden, k=settings.retrieval_limit, token_budget=int(settings.resolved["retrieval"]["tokenBudget"]),
-                                          model=judge.model, batch=settings.judge_batch, answers=settings.judges_answers,
+                                          price=lambda tokens_in, tokens_out: judge.cost(
+                                              tokens_in, tokens_out, batch=settings.judge_batch, requests=None),
+                                          answers=settings.judges_answers,
                                           label_pool=settings.label_pool, rubrics=rubrics)
     times = settings.repeat * settings.judge_repeat
     if times == 1:
@@ -231,8 +233,13 @@ def cost_refusal(estimate: "CostEstimate", settings: "Settings") -> str | None:
     """Why the run must not start (--crucible-max-cost), or None."""
     if settings.max_cost is None or (estimate.cost_usd is not None and estimate.cost_usd <= settings.max_cost):
         return None
-    shown = "unknown (no price for this model)" if estimate.cost_usd is None else f"${estimate.cost_usd:.2f}"
-    return (f"--crucible-max-cost={settings.max_cost}: the estimated judge cost {shown} exceeds it; the run was not started\n"
-            "HINT: select fewer items (-k, a marker filter), use --crucible-judge-batch (50% off), "
+    from .answers import PRICE_HINT
+
+    if estimate.cost_usd is None:
+        return (f"--crucible-max-cost={settings.max_cost}: the judge model has no price, so the run's cost is unknown; "
+                f"the run was not started\nHINT: {PRICE_HINT} (USD per million input and output tokens, e.g. 0.40,1.60; "
+                "0 for a self-hosted model)")
+    return (f"--crucible-max-cost={settings.max_cost}: the estimated judge cost ${estimate.cost_usd:.2f} exceeds it; the run "
+            "was not started\nHINT: select fewer items (-k, a marker filter), use --crucible-judge-batch (50% off), "
             "--crucible-mode=component (no judge), or raise the limit")
 

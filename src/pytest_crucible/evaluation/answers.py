@@ -21,7 +21,7 @@ This module never imports pytest.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ..judge.engine import JudgeEngine
 from ..judge.types import (
@@ -328,12 +328,16 @@ class CostEstimate:
     cost_usd: float | None
 
     def describe(self, model: str, batch: bool) -> str:
-        cost = "unknown price" if self.cost_usd is None else f"${self.cost_usd:.2f}"
+        cost = f"price unknown ({PRICE_HINT})" if self.cost_usd is None else f"${self.cost_usd:.2f}"
         return (f"judge cost estimate: {self.requests} requests, ~{self.input_tokens:,} input + ~{self.output_tokens:,} output tokens, "
                 f"{cost} with {model}" + (" (Message Batches, 50% off)" if batch else ""))
 
 
-def estimate_answer_layer_cost(items: Sequence[Any], *, k: int, token_budget: int, model: str, batch: bool,
+#: What to do when a judge model has no price (a self-hosted model, a model newer than the price table).
+PRICE_HINT = "set crucible_judge_price_per_mtok"
+
+
+def estimate_answer_layer_cost(items: Sequence[Any], *, k: int, token_budget: int, price: Callable[[int, int], float | None],
                                answers: bool = True, label_pool: bool = False, rubrics: Sequence[Any] = ()) -> CostEstimate:
     """Requests and tokens the judge will spend on these golden items, before any answer exists.
 
@@ -342,9 +346,10 @@ def estimate_answer_layer_cost(items: Sequence[Any], *, k: int, token_budget: in
     exactly :func:`score_answers`' (2k + 7 requests per item with a reference, 4 without,
     one more with assertions; the CRAG grade is counted even where an item turns out not
     gradable, so the estimate errs high; one more per rubric metric that applies to the item);
-    pool labelling adds at most k relevance requests.
+    pool labelling adds at most k relevance requests. ``price(input_tokens, output_tokens)``: what the
+    judge bills for them (None: unknown).
     """
-    from ..judge.prices import cost_usd, estimate_tokens
+    from ..judge.prices import estimate_tokens
 
     requests = input_tokens = 0
     chunk = max(1, token_budget // max(1, k))
@@ -375,4 +380,4 @@ def estimate_answer_layer_cost(items: Sequence[Any], *, k: int, token_budget: in
         requests += n
         input_tokens += tokens
     output_tokens = requests * OUTPUT_TOKENS_PER_REQUEST
-    return CostEstimate(requests, input_tokens, output_tokens, cost_usd(model, input_tokens, output_tokens, batch=batch))
+    return CostEstimate(requests, input_tokens, output_tokens, price(input_tokens, output_tokens))

@@ -1,5 +1,43 @@
 """The judge engine: typed requests in, stamped verdicts out, one cache in front.
 
-Judges: ``LexicalJudge`` (offline, deterministic, ``lexical-v1``) and
-``AnthropicJudge`` (Claude through the official SDK, Message Batches optional).
+Judges: the offline heuristics (``lexical-v3``, the default; ``lexical-v2``, ``lexical-v1``), Claude
+through the Anthropic SDK, any OpenAI-compatible model through the ``openai`` SDK, and a judge of your
+own (docs/judges.md). What a judge of your own needs is importable from here: the request and verdict
+types, the versioned prompt of a request (:func:`prompt_for`), the JSON schema of its verdict
+(:func:`verdict_schema`), and the parser a model's JSON reply goes through (:func:`parse_verdict`).
 """
+
+from .model_judge import InvalidVerdict, parse_verdict, prompt_for, verdict_schema
+from .types import (
+    VERDICT_TYPES,
+    AnswerCheckRequest,
+    AnswerCheckVerdict,
+    ClaimsRequest,
+    ClaimsVerdict,
+    CorrectnessRequest,
+    CorrectnessVerdict,
+    EntailmentRequest,
+    EntailmentVerdict,
+    GenerateQuestionRequest,
+    GenerateQuestionVerdict,
+    JudgeFailure,
+    JudgeRequest,
+    QuestionsRequest,
+    QuestionsVerdict,
+    RelevanceRequest,
+    RelevanceVerdict,
+    RubricRequest,
+    RubricVerdict,
+    Usage,
+    UsefulnessRequest,
+    UsefulnessVerdict,
+    Verdict,
+)
+
+__all__ = [
+    "prompt_for", "verdict_schema", "parse_verdict", "InvalidVerdict", "JudgeFailure", "JudgeRequest", "Verdict",
+    "VERDICT_TYPES", "Usage", "ClaimsRequest", "ClaimsVerdict", "EntailmentRequest", "EntailmentVerdict",
+    "QuestionsRequest", "QuestionsVerdict", "UsefulnessRequest", "UsefulnessVerdict", "RelevanceRequest",
+    "RelevanceVerdict", "CorrectnessRequest", "CorrectnessVerdict", "RubricRequest", "RubricVerdict",
+    "GenerateQuestionRequest", "GenerateQuestionVerdict", "AnswerCheckRequest", "AnswerCheckVerdict",
+]

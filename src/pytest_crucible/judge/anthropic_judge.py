@@ -23,12 +23,11 @@ an error body echoes one).
 
 from __future__ import annotations
 
-import json
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from .model_judge import InvalidVerdict, ModelJudge, Refused, parse_verdict, verdict_schema
-from .prices import DEFAULT_JUDGE_MODEL, cost_usd, price_for
+from .model_judge import InvalidVerdict, ModelJudge, Refused, batch_parts, parse_verdict, verdict_schema
+from .prices import DEFAULT_JUDGE_MODEL
 from .prompts import PROMPT_VERSION, render_prompt
 from .types import JudgeFailure, JudgeRequest, Usage, Verdict
 
@@ -56,6 +55,8 @@ class AnthropicJudge(ModelJudge):
     answered locally (empty lists) without a call.
     """
 
+    #: What progress lines call one of its batches.
+    batch_name = "Message Batch"
     #: Give up on a batch that has not ended after this many seconds (the API ends every batch within 24 hours).
     max_batch_wait = 25 * 3600.0
 
@@ -90,7 +91,6 @@ class AnthropicJudge(ModelJudge):
         self.max_retries = int(getattr(client, "max_retries", max_retries))
         self._setup(model, prompt_version=prompt_version, max_concurrency=max_concurrency,
                     secrets=(api_key, getattr(client, "api_key", None), getattr(client, "auth_token", None)))
-        self.priced = price_for(model) is not None
         # Called as on_progress(batch_id, done, total) while a Message Batch is polled.
         self.on_progress: Callable[[str, int, int], None] | None = None
 
@@ -135,15 +135,9 @@ class AnthropicJudge(ModelJudge):
     def _judge_batch(self, requests: list[JudgeRequest]) -> list[Verdict | JudgeFailure]:
         """Judge through Message Batches, in as many batches as the API's limits per batch need (at most
         MAX_BATCH_REQUESTS requests and about MAX_BATCH_BYTES of request bodies each), one after the other."""
-        parts, start, size = [], 0, 0
         params = [self._params(request) for request in requests]
-        for index, body in enumerate(params):
-            size += len(json.dumps(body)) + 64  # + the custom id and the framing
-            if index > start and (index - start >= MAX_BATCH_REQUESTS or size > MAX_BATCH_BYTES):
-                parts.append((start, index))
-                start, size = index, len(json.dumps(body)) + 64
-        parts.append((start, len(requests)))
-        return [verdict for lo, hi in parts for verdict in self._judge_one_batch(requests[lo:hi], params[lo:hi])]
+        return [verdict for lo, hi in batch_parts(params, MAX_BATCH_REQUESTS, MAX_BATCH_BYTES)
+                for verdict in self._judge_one_batch(requests[lo:hi], params[lo:hi])]
 
     def _judge_one_batch(self, requests: list[JudgeRequest], params: list[dict[str, Any]]) -> list[Verdict | JudgeFailure]:
         sdk, batches = self._sdk, self._client.messages.batches
@@ -220,16 +214,8 @@ class AnthropicJudge(ModelJudge):
         breakdown = getattr(usage, "cache_creation", None)
         write_1h = int(getattr(breakdown, "ephemeral_1h_input_tokens", 0) or 0) if breakdown is not None else 0
         write_1h = min(write_1h, cache_write)
-        cost = cost_usd(
-            self.model,
-            input_tokens,
-            output_tokens,
-            batch=batch,
-            requests=1,
-            cache_read_tokens=cache_read,
-            cache_write_tokens=cache_write - write_1h,
-            cache_write_1h_tokens=write_1h,
-        )
+        cost = self.cost(input_tokens, output_tokens, batch=batch, cache_read_tokens=cache_read,
+                         cache_write_tokens=cache_write - write_1h, cache_write_1h_tokens=write_1h)
         return Usage(
             input_tokens=input_tokens,
             output_tokens=output_tokens,

@@ -20,6 +20,10 @@ from typing import Any, Iterable, Mapping, Sequence
 from .types import VERDICT_TYPES, JudgeFailure, JudgeRequest, Usage, Verdict
 
 
+#: Counters a judge may report (:meth:`Judge.counters`), kept in the run's judge statistics when non-zero.
+JUDGE_COUNTERS = ("jsonMode", "directInsteadOfBatch")
+
+
 class Judge(ABC):
     """Something that grades requests: a model behind an API, or an offline heuristic."""
 
@@ -45,6 +49,11 @@ class Judge(ABC):
     def usage(self) -> Usage:
         """Tokens and cost spent so far (zero for offline judges)."""
         return Usage()
+
+    def counters(self) -> dict[str, int]:
+        """How some requests were judged, when it matters to a reader (e.g. ``jsonMode``: requests answered
+        in JSON mode because the server takes no schema); added to the run's judge statistics."""
+        return {}
 
     def close(self) -> None:  # noqa: B027 - optional hook
         pass

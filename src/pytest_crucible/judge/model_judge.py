@@ -30,13 +30,13 @@ from typing import Any, Sequence
 from pydantic import ValidationError
 
 from .engine import Judge
-from .prices import cost_usd, estimate_tokens
-from .prompts import render_prompt
+from .prices import cost_usd, estimate_tokens, price_for
+from .prompts import PROMPT_VERSION, render_prompt
 from .types import VERDICT_TYPES, JudgeFailure, JudgeRequest, Usage, Verdict
 
 __all__ = ["ModelJudge", "verdict_schema", "schema_text", "parse_verdict", "InvalidVerdict", "Refused", "STAMP_FIELDS",
            "RELEVANCE_PROMPT_VERSION", "RUBRIC_PROMPT_VERSION", "GENERATE_PROMPT_VERSION", "GENERATE_KINDS",
-           "answered_locally", "expected_output_tokens"]
+           "answered_locally", "expected_output_tokens", "batch_parts", "check_verdict", "prompt_version_of", "prompt_for"]
 
 # Verdict fields the engine stamps or the judge's own code fills, never asked of the model (not in the output schema).
 STAMP_FIELDS = ("judge_model", "prompt_version", "contradicts", "contradicts_source")
@@ -202,11 +202,11 @@ def parse_verdict(request: JudgeRequest, text: str) -> Verdict:
             f"{'.'.join(str(part) for part in e['loc']) or '(root)'}: {e['msg']}" for e in err.errors(include_url=False)
         )
         raise InvalidVerdict(f"{request.kind} verdict does not fit the schema: {problems}") from None
-    _check_verdict(request, verdict)
+    check_verdict(request, verdict)
     return verdict
 
 
-def _check_verdict(request: Any, verdict: Any) -> None:
+def check_verdict(request: Any, verdict: Any) -> None:
     """What the schema cannot say: list lengths that must match the request, a rubric score within its scale."""
     kind = request.kind
     if kind == "entailment":
@@ -260,6 +260,39 @@ def expected_output_tokens(request: Any) -> int:
     return 60
 
 
+def prompt_version_of(kind: str, base: str = PROMPT_VERSION) -> str:
+    """The prompt version a request kind is asked with: ``base`` (the answer-layer prompts), or the kind's
+    own versioned prompt (relevance, rubrics and golden set generation are versioned apart)."""
+    # Graded relevance (pool labelling, written into qrels) has its own UMBRELA-style prompt.
+    if kind == "relevance":
+        return RELEVANCE_PROMPT_VERSION
+    if kind == "rubric":
+        return RUBRIC_PROMPT_VERSION
+    if kind in GENERATE_KINDS:
+        return GENERATE_PROMPT_VERSION
+    return base
+
+
+def prompt_for(request: JudgeRequest) -> tuple[str, str]:
+    """``(system, user)``: the versioned prompt a model judge sends for ``request`` (what a judge of your own
+    can send its model, so that it is asked exactly what Claude and OpenAI-compatible models are asked)."""
+    return render_prompt(request, prompt_version_of(request.kind))
+
+
+def batch_parts(bodies: Sequence[dict[str, Any]], max_requests: int, max_bytes: int) -> list[tuple[int, int]]:
+    """``(start, end)`` ranges of ``bodies`` that each fit one batch of an API that takes at most
+    ``max_requests`` requests and about ``max_bytes`` of request bodies per batch (a batch over a limit
+    is refused whole, so a large golden set goes in several)."""
+    parts, start, size = [], 0, 0
+    for index, body in enumerate(bodies):
+        size += len(json.dumps(body)) + 64  # + the custom id and the framing
+        if index > start and (index - start >= max_requests or size > max_bytes):
+            parts.append((start, index))
+            start, size = index, len(json.dumps(body)) + 64
+    parts.append((start, len(bodies)))
+    return parts
+
+
 class ModelJudge(Judge):
     """A judge that asks a model through an API: the parts every provider shares (see the module doc).
 
@@ -270,6 +303,9 @@ class ModelJudge(Judge):
     paid = True
     grades_rubrics = True
     batch = False
+    #: USD per million input and output tokens that replace the price table (ini crucible_judge_price_per_mtok):
+    #: a self-hosted model, or a contract price. Cached input is billed at the input rate, and no batch discount.
+    price_override: tuple[float, float] | None = None
 
     def _setup(self, model: str, *, prompt_version: str, max_concurrency: int, secrets: Sequence[Any]) -> None:
         if max_concurrency < 1:
@@ -283,14 +319,7 @@ class ModelJudge(Judge):
         self._usage = Usage()
 
     def prompt_version_for(self, kind: str) -> str:
-        # Graded relevance (pool labelling, written into qrels) has its own UMBRELA-style prompt.
-        if kind == "relevance":
-            return RELEVANCE_PROMPT_VERSION
-        if kind == "rubric":
-            return RUBRIC_PROMPT_VERSION
-        if kind in GENERATE_KINDS:
-            return GENERATE_PROMPT_VERSION
-        return self.prompt_version
+        return prompt_version_of(kind, self.prompt_version)
 
     # -- Judge interface ----------------------------------------------------------------------
     def judge(self, requests: Sequence[JudgeRequest], *, now: bool = False) -> list[Verdict | JudgeFailure]:
@@ -317,9 +346,18 @@ class ModelJudge(Judge):
         """The model id the price table is looked up with."""
         return self.model
 
-    def cost(self, input_tokens: int, output_tokens: int, *, batch: bool, **cache: int) -> float | None:
-        """USD for one reply's tokens (None when the model has no price)."""
-        return cost_usd(self.price_model(), input_tokens, output_tokens, batch=batch, requests=1, **cache)
+    @property
+    def priced(self) -> bool:
+        return self.price_override is not None or price_for(self.price_model()) is not None
+
+    def cost(self, input_tokens: int, output_tokens: int, *, batch: bool, requests: int | None = 1,
+             **cache: int) -> float | None:
+        """USD for the tokens of ``requests`` replies (one by default; None: the price table's base band), None
+        when the model has no price."""
+        if self.price_override is not None:
+            rate_in, rate_out = self.price_override
+            return ((input_tokens + sum(cache.values())) * rate_in + output_tokens * rate_out) / 1_000_000
+        return cost_usd(self.price_model(), input_tokens, output_tokens, batch=batch, requests=requests, **cache)
 
     def estimate_usd(self, requests: Sequence[JudgeRequest]) -> float | None:
         """A rough, high-side cost for judging ``requests`` (None when the model has no price).

@@ -126,7 +126,7 @@ def price_for(model: str) -> Price | None:
     for price in table.values():
         if model in price.aliases:
             return price
-    dated = re.fullmatch(r"(.+)-\d{8}", model)
+    dated = re.fullmatch(r"(.+)-(?:\d{8}|\d{4}-\d{2}-\d{2})", model)  # claude-...-20251001, gpt-4.1-2025-04-14
     if dated and dated.group(1) in table:
         return table[dated.group(1)]
     return None

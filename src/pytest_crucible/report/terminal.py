@@ -51,6 +51,10 @@ def judge_lines(run: dict[str, Any]) -> list[str]:
     if stats:
         line += (f": {stats.get('requests', 0)} requests, {stats.get('cache_hits', 0)} cached, "
                  f"{stats.get('judged', 0)} judged, {stats.get('failures', 0)} failed")
+        if stats.get("jsonMode"):  # an OpenAI-compatible server that takes no JSON schema
+            line += f", {stats['jsonMode']} in JSON mode (the server takes no schema)"
+        if stats.get("directInsteadOfBatch"):
+            line += f", {stats['directInsteadOfBatch']} direct (the server has no Batch API)"
     cost = []
     if run.get("cost_usd"):
         cost.append(f"${run['cost_usd']:.4f} ({run.get('input_tokens') or 0:,} in / {run.get('output_tokens') or 0:,} out tokens)")

@@ -264,6 +264,10 @@ def render() -> str:
         "|---|---|",
         "| `ANTHROPIC_API_KEY` | with `--crucible-judge=auto` (the default), judge answers with Claude; read by the `anthropic` SDK, never stored or printed |",
         "| `ANTHROPIC_BASE_URL` | where the `anthropic` SDK sends requests (a proxy, or a test server) |",
+        "| `OPENAI_API_KEY` | with `--crucible-judge=openai`, the key of the OpenAI-compatible server; read by the `openai` "
+        "SDK, never stored or printed (a local server that checks none takes any value) |",
+        "| `OPENAI_BASE_URL` | where the `openai` SDK sends requests: unset for OpenAI, e.g. `http://127.0.0.1:8000/v1` "
+        "for a local vLLM server (docs/judges.md) |",
         "| `CRUCIBLE_WORKSPACE` | the workspace the `crucible` command reads when `--workspace` is not given (default: the "
         "project's `crucible_workspace` ini value, else its directory's name); the plugin itself uses "
         "`--crucible-workspace` and the ini key |",

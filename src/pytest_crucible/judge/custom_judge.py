@@ -46,7 +46,8 @@ class CustomJudge(Judge):
                 raise CustomJudgeError(f"judge {source}: '{field}' must be a non-empty string, got {value!r}\n"
                                        f"HINT: set it on the class, e.g. {field} = "
                                        f"{'acme-judge' if field == 'name' else '2026-12-01'!r}: it is the judge's identity")
-        if impl.name in reserved or impl.name.startswith(("openai:", "claude-")):
+        name = impl.name.strip()
+        if name in reserved or name.startswith(("openai:", "claude-")):
             raise CustomJudgeError(f"judge {source}: name {impl.name!r} is a built-in judge's\n"
                                    "HINT: give your judge its own name, so its verdicts are never mistaken for another's")
         self._one = getattr(impl, "judge_one", None) if not callable(getattr(impl, "judge", None)) else None
@@ -57,7 +58,13 @@ class CustomJudge(Judge):
         self.prompt_version = impl.version.strip()
         self.label = f"{self.model} {self.prompt_version} (your judge, {source})"
         self.grades_rubrics = bool(getattr(impl, "grades_rubrics", False))
-        self.max_concurrency = max(1, int(getattr(impl, "max_concurrency", 1) or 1))
+        concurrency = getattr(impl, "max_concurrency", 1)
+        if concurrency is None:
+            concurrency = 1
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise CustomJudgeError(f"judge {source}: 'max_concurrency' must be a whole number of at least 1, got "
+                                   f"{concurrency!r}\nHINT: the requests judged at once, e.g. max_concurrency = 4")
+        self.max_concurrency = concurrency
 
     def __repr__(self) -> str:
         return f"CustomJudge({self.model!r}, version={self.prompt_version!r}, source={self.source!r})"

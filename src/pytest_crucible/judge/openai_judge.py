@@ -159,9 +159,13 @@ class OpenAIJudge(ModelJudge):
             self._fall_back_to_json_mode()
             params = self._json_mode(params)
             reply = self._client.chat.completions.create(**params)
-        if params["response_format"]["type"] == "json_object":
-            self._count("jsonMode")
         return reply
+
+    def _judge_one(self, request: JudgeRequest, attempts: int, problem: str) -> Verdict | JudgeFailure:
+        verdict = super()._judge_one(request, attempts, problem)
+        if self.structured_output == "json_object":  # counted once per request, however many calls it took
+            self._count("jsonMode")
+        return verdict
 
     def _fall_back_to_json_mode(self) -> None:
         with self._mode_lock:
@@ -263,14 +267,15 @@ class OpenAIJudge(ModelJudge):
                     status, body = response.get("status_code"), response.get("body")
                     if status == 200 and isinstance(body, dict):
                         self._record_usage(body, batch=True)
-                        if params[index]["response_format"]["type"] == "json_object":
-                            self._count("jsonMode")
                         try:
                             results[index] = self._verdict_from_reply(requests[index], body)
                         except Refused as err:
                             results[index] = self._failure(kind, f"judge refused the {kind} request: {err}")
                         except InvalidVerdict as err:
-                            invalid.append((index, str(err)))
+                            invalid.append((index, str(err)))  # retried directly, and counted there
+                            continue
+                        if params[index]["response_format"]["type"] == "json_object":
+                            self._count("jsonMode")
                     elif status == 400 and _refuses_schema(body):
                         schema_refused.append(index)
                         results[index] = self._failure(kind, "schema refused")  # replaced below

@@ -161,7 +161,7 @@ def parse_price(text: str, where: str) -> tuple[float, float] | None:
         values = [float(part) for part in parts]
     except ValueError:
         values = []
-    if len(values) not in (1, 2) or any(v < 0 or v != v for v in values):
+    if len(values) not in (1, 2) or any(not 0 <= v < float("inf") for v in values):  # no NaN, no inf
         raise JudgeSetupError(f"{where} = {text!r}: expected USD per million tokens, input and output, e.g. 0.40,1.60 "
                               "(one number: the same for both)\nHINT: 0 for a self-hosted model you do not pay per token")
     return (values[0], values[-1])

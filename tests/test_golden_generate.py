@@ -399,3 +399,21 @@ def test_generating_into_an_existing_file_adds_to_it_and_keeps_every_reviewed_li
     assert items[0]["status"] == "rejected" and items[1]["status"] == "active"
     questions = [item["question"] for item in items]
     assert len(questions) == len(set(questions))  # the rejected question was not generated again
+
+
+def test_an_openai_compatible_model_generates_the_drafts_too(corpus: Path, mock_openai, monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-proj-test-0000")
+    monkeypatch.setenv("OPENAI_BASE_URL", mock_openai.base_url)
+    monkeypatch.chdir(tmp_path)
+    result = generate(corpus, "--generator", "openai", "--judge-model", "gpt-4.1-mini", n=4)
+    assert result.ret == 0, result.errlines
+    items = read_items()
+    assert len(items) >= 3 and all(item["status"] == "draft" for item in items)
+    assert {item["metadata"]["generatedBy"]["model"] for item in items} == {"openai:gpt-4.1-mini@127.0.0.1"}
+    kinds = {body["response_format"]["json_schema"]["name"] for body in mock_openai.chat_bodies()}
+    assert kinds == {"generate_verdict", "answer_check_verdict"}
+    # Without a model there is no default to fall back on: one clear error, nothing sent.
+    calls = mock_openai.counts["chat"]
+    result = generate(corpus, "--generator", "openai", out="other.jsonl")
+    assert result.ret == 2 and result.errlines[0] == "crucible: --generator openai needs a model: there is no default for an OpenAI-compatible server"
+    assert mock_openai.counts["chat"] == calls

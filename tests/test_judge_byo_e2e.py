@@ -249,5 +249,9 @@ def test_example_project_judged_by_an_openai_compatible_model_then_rerun_from_th
     assert f"{requests} requests, {requests} cached, 0 judged, 0 failed" in line
     conn = sqlite3.connect(tmp_path / "e.db")
     models = {row[0] for row in conn.execute("SELECT judge_model FROM runs")}
+    # The example's rubric metric (rubrics.json) is graded by the same model judge.
+    [(rubric_scores,)] = conn.execute("SELECT COUNT(*) FROM item_metrics WHERE metric = 'humanHandoff'").fetchall()
     conn.close()
     assert models == {"openai:gpt-4.1-mini@127.0.0.1"}
+    assert rubric_scores > 0
+    assert any(body["response_format"]["json_schema"]["name"] == "rubric_verdict" for body in mock_openai.chat_bodies())

@@ -181,8 +181,11 @@ def _cmd_golden_generate(args: argparse.Namespace) -> int:
         try:
             judge = make_judge(args.generator, model=args.judge_model, batch=args.batch)
         except JudgeSetupError as exc:
-            message = str(exc).replace("--crucible-judge=", "--generator ").replace("--crucible-judge-model", "--judge-model")
-            print(f"crucible: {message}\nHINT: or draft items offline with --generator lexical", file=sys.stderr)
+            # The judge's own words, in this command's options; the offline way out is the lexical generator.
+            first, _, hint = str(exc).replace("--crucible-judge-model", "--judge-model").partition("\n")
+            hint = hint.removeprefix("HINT: ").split(", or use the offline judge")[0]
+            print(f"crucible: {first.replace('--crucible-judge=', '--generator ')}\n"
+                  f"HINT: {hint + ', or ' if hint else ''}draft items offline with --generator lexical", file=sys.stderr)
             return EXIT_USAGE
         if not judge.grades_rubrics:  # an offline heuristic cannot write questions
             print(f"crucible: --generator {args.generator}: {judge.label} cannot write test cases\n"

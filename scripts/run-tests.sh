@@ -9,7 +9,7 @@ venv=${CRUCIBLE_VENV:-.venv}
 stamp="$venv/.crucible-installed"
 wanted="$(cat pyproject.toml | "$venv/bin/python" -c 'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())')"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check -e '.[dev,example]'
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check -e '.[dev,example,openai]'
     echo "$wanted" > "$stamp"
 fi
 # pytest caches its rewritten test modules as bytecode; a shell exporting PYTHONDONTWRITEBYTECODE

@@ -255,3 +255,31 @@ def test_example_project_judged_by_an_openai_compatible_model_then_rerun_from_th
     assert models == {"openai:gpt-4.1-mini@127.0.0.1"}
     assert rubric_scores > 0
     assert any(body["response_format"]["json_schema"]["name"] == "rubric_verdict" for body in mock_openai.chat_bodies())
+
+
+# -- every judge calibrates the same way ----------------------------------------------------------
+LABELS = Path(__file__).parent / "data" / "calibration" / "labels_dev.jsonl"
+
+
+def test_an_openai_compatible_model_and_a_python_judge_calibrate_like_any_judge(tmp_path, mock_openai, monkeypatch) -> None:
+    from helpers import crucible_cli
+
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    monkeypatch.setenv("OPENAI_BASE_URL", mock_openai.base_url)
+    db = tmp_path / "cal.db"
+    result = crucible_cli("judge", "calibrate", LABELS, "--judge", "openai", "--judge-model", "gpt-4.1-mini", "--db", db, "--json")
+    assert result.ret == 0, result.errlines
+    figures = json.loads(result.stdout.str())
+    assert figures["judge"]["model"] == "openai:gpt-4.1-mini@127.0.0.1"
+    assert figures["crag"]["n"] == 80 and figures["faithful"]["n"] > 0 and mock_openai.counts["chat"] > 0
+    # A Python judge, by its import path: its name and version are what the calibration is stored under.
+    (tmp_path / "my_judges.py").write_text(MY_JUDGE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = crucible_cli("judge", "calibrate", LABELS, "--judge", "my_judges:KindJudge", "--db", db)
+    assert result.ret == 0, result.errlines
+    result.stdout.fnmatch_lines(["judge kind-judge 2026-12-01 (your judge, my_judges:KindJudge), prompts 2026-12-01: "
+                                 "80 labelled case(s) from *", "crag: n 80 *"])
+    conn = sqlite3.connect(db)
+    stored = sorted(row[0] for row in conn.execute("SELECT judge_model FROM judge_calibrations"))
+    conn.close()
+    assert stored == ["kind-judge", "openai:gpt-4.1-mini@127.0.0.1"]

@@ -102,6 +102,10 @@ def test_floor_fails_without_a_baseline(project: pytest.Pytester) -> None:
     (["--crucible-baseline=latest"], "ERROR: --crucible-baseline=latest: *: no crucible database here"),
     (["--crucible-baseline=missing.json"], "ERROR: --crucible-baseline=missing.json: missing.json: cannot read the exported run*"),
     (["--crucible-fail-under=ndcgAt10"], "ERROR: --crucible-fail-under 'ndcgAt10': expected METRIC=VALUE"),
+    # A CI variable that expands to nan or inf must not switch the floor, or the cost cap, off.
+    (["--crucible-fail-under=ndcgAt10=nan"], "ERROR: --crucible-fail-under 'ndcgAt10=nan': the floor must be a finite number, got 'nan'"),
+    (["--crucible-fail-under=ndcgAt10=-inf"], "ERROR: --crucible-fail-under 'ndcgAt10=-inf': the floor must be a finite number, got '-inf'"),
+    (["--crucible-max-cost=nan"], "*--crucible-max-cost: expected a finite amount of at least 0, got 'nan'"),
 ])
 def test_gate_usage_errors_come_before_tests(project: pytest.Pytester, args, message) -> None:
     result = project.runpytest(*args)
@@ -190,3 +194,6 @@ def test_cli_compare_takes_the_gates_options(project: pytest.Pytester) -> None:
     bad = crucible_cli("compare", base, degraded, "--db", db(project), "--fail-under", "ndcgAt10")
     assert bad.ret == 2
     bad.stderr.fnmatch_lines(["crucible: --fail-under 'ndcgAt10': expected METRIC=VALUE", "HINT: *"])
+    bad = crucible_cli("compare", base, degraded, "--db", db(project), "--fail-under", "ndcgAt10=NaN")
+    assert bad.ret == 2
+    bad.stderr.fnmatch_lines(["crucible: --fail-under 'ndcgAt10=NaN': the floor must be a finite number, got 'NaN'", "HINT: *"])

@@ -118,6 +118,11 @@ def test_the_cost_estimate_multiplies_by_the_repeats() -> None:
     class Judge:
         model = "claude-haiku-5-5"
 
+        def cost(self, tokens_in, tokens_out, *, batch, requests=None):
+            from pytest_crucible.judge.prices import cost_usd
+
+            return cost_usd(self.model, tokens_in, tokens_out, batch=batch, requests=requests)
+
     items = [GoldenItem.model_validate(item) for item in ITEMS]
     base = Settings(params={}, resolved=resolve_config({}), config_hash="h", config_path=None, db_path=Path("x.db"))
     once = estimate_cost(items, base, Judge())

@@ -218,6 +218,10 @@ def test_invalid_requests_are_422_naming_the_field(api) -> None:
     assert get(api, RUNS, limit=0).json()["fields"][0]["field"] == "limit"
     bad_label = get(api, RUNS, label="no-colon")
     assert bad_label.status_code == 422 and bad_label.json()["fields"][0]["field"] == "label"
+    # A floor that is not a finite number would switch the gate off: refused, naming the field.
+    for floor in ("ndcgAt10=NaN", "ndcgAt10=inf"):
+        bad_floor = get(api, COMPARE, a=a, b=api["runs"]["b"], failUnder=floor)
+        assert bad_floor.status_code == 422 and bad_floor.json()["fields"][0]["field"] == "failUnder", bad_floor.text
     cases = {
         "correctedAssertions": promote_body(a, correctedAssertions=[]),
         "errorClass": promote_body(a, errorClass="vibes"),

@@ -70,7 +70,7 @@ def add_options(parser: pytest.Parser) -> None:
                     help="Write the run as one self-contained HTML report (with the comparison when --crucible-baseline is given).")
     group.addoption("--crucible-run-id", dest="crucible_run_id", metavar="ID", default=None,
                     help="Give this run a fixed id, so CI shards of one suite share it (join them with `crucible merge`).")
-    group.addoption("--crucible-max-cost", dest="crucible_max_cost", type=float, metavar="USD", default=None,
+    group.addoption("--crucible-max-cost", dest="crucible_max_cost", type=_usd, metavar="USD", default=None,
                     help="Refuse to start a run whose estimated judge cost exceeds USD.")
     group.addoption("--crucible-kind", dest="crucible_kind", metavar="KIND[,KIND...]", action="append", default=[],
                     help="Run only golden items of these kinds: retrieval, aggregation, adversarial (repeatable; "
@@ -121,6 +121,20 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("crucible_strict_config", type="bool", default=False,
                   help="true: a changed config key the pipeline never read fails the session (exit 4, usage error) "
                        "instead of a CrucibleWarning.")
+
+
+def _usd(text: str) -> float:
+    """--crucible-max-cost: a finite amount of at least 0 (nan or inf would switch the cap off)."""
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of US dollars, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite amount of at least 0, got {text!r}")
+    return value
 
 
 def _choice(config: pytest.Config, option: str, ini: str, allowed: tuple[str, ...]) -> str:
@@ -191,10 +205,13 @@ def build_settings(config: pytest.Config) -> "Settings":
 
 def find_registered_judges(config: pytest.Config) -> dict[str, Any]:
     """The judges plugins and conftest.py files register with ``pytest_crucible_register_judges``, by name."""
+    returned = config.hook.pytest_crucible_register_judges(config=config)
+    if not any(value is not None for value in returned):
+        return {}  # a project that registers none loads nothing of the judge package here
     from .judge.select import JudgeSetupError, registered_judges
 
     try:
-        return registered_judges(config.hook.pytest_crucible_register_judges(config=config))
+        return registered_judges(returned)
     except JudgeSetupError as exc:
         raise pytest.UsageError(str(exc)) from None
 
@@ -212,10 +229,13 @@ def _judge_name(config: pytest.Config, registered: dict[str, Any]) -> str:
 
 
 def _judge_price(config: pytest.Config) -> tuple[float, float] | None:
+    text = config.getini("crucible_judge_price_per_mtok")
+    if not text.strip():
+        return None
     from .judge.select import JudgeSetupError, parse_price
 
     try:
-        return parse_price(config.getini("crucible_judge_price_per_mtok"), "ini option crucible_judge_price_per_mtok")
+        return parse_price(text, "ini option crucible_judge_price_per_mtok")
     except JudgeSetupError as exc:
         raise pytest.UsageError(f"{exc}, in your pytest configuration file") from None
 

@@ -108,7 +108,9 @@ def at_least(minimum: float, kind: type = int):
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
-        if not value >= minimum:  # `not >=`: NaN is refused too
+        if value != value or value in (float("inf"), float("-inf")):
+            raise argparse.ArgumentTypeError(f"expected a finite number, got {text}")
+        if value < minimum:
             raise argparse.ArgumentTypeError(f"expected at least {minimum:g}, got {text}")
         return value
     return parse

@@ -14,6 +14,7 @@ runs, which reads the judgment ledger through the store (its SQL stays in ``stor
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
@@ -139,6 +140,9 @@ def parse_floors(values: list[str], option: str, k: int | None = None, custom: I
                 floor = float(number)
             except ValueError:
                 raise ValueError(f"{option} {part!r}: expected METRIC=VALUE\nHINT: e.g. {option} ndcgAt10=0.6") from None
+            if not math.isfinite(floor):  # a CI variable that expands to nan must not switch the floor off
+                raise ValueError(f"{option} {part!r}: the floor must be a finite number, got {number.strip()!r}\n"
+                                 f"HINT: e.g. {option} ndcgAt10=0.6; check the variable that set it")
             try:
                 floors.append((resolve_metric(name, k, custom), floor))
             except ValueError as exc:

@@ -179,6 +179,9 @@ def test_an_unknown_judge_name_is_a_usage_error(project: pytest.Pytester) -> Non
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --crucible-judge = 'claude': expected one of auto, lexical, *, openai, or package.module:ClassName",
                                  "HINT: a judge of your own *"])
+    result = project.runpytest("--crucible-judge=opneai")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --crucible-judge = 'opneai': expected one of *", "HINT: did you mean 'openai'?"])
 
 
 # -- a judge written in Python ---------------------------------------------------------------------
@@ -188,7 +191,7 @@ def test_a_python_judge_runs_is_cached_and_is_the_runs_identity(project: pytest.
     (project.path / "tox.ini").write_text("[pytest]\ncrucible_outcome = record\ncrucible_judge = my_judges:KindJudge\n")
     result = project.runpytest_subprocess()
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-2000:]
-    result.stdout.fnmatch_lines(["judge kind-judge 2026-12-01 (your judge, my_judges:KindJudge), prompts 2026-12-01: "
+    result.stdout.fnmatch_lines(["judge kind-judge (your judge, my_judges:KindJudge), prompts 2026-12-01: "
                                  "44 requests, * judged, 0 failed"])
     assert db_rows(project, "SELECT judge_model, judge_prompt_version, status FROM runs") == [("kind-judge", "2026-12-01", "complete")]
     assert db_rows(project, "SELECT ROUND(AVG(value), 4) FROM item_metrics WHERE metric = 'faithfulness'") == [(1.0,)]
@@ -277,7 +280,7 @@ def test_an_openai_compatible_model_and_a_python_judge_calibrate_like_any_judge(
     monkeypatch.syspath_prepend(str(tmp_path))
     result = crucible_cli("judge", "calibrate", LABELS, "--judge", "my_judges:KindJudge", "--db", db)
     assert result.ret == 0, result.errlines
-    result.stdout.fnmatch_lines(["judge kind-judge 2026-12-01 (your judge, my_judges:KindJudge), prompts 2026-12-01: "
+    result.stdout.fnmatch_lines(["judge kind-judge (your judge, my_judges:KindJudge), prompts 2026-12-01: "
                                  "80 labelled case(s) from *", "crag: n 80 *"])
     conn = sqlite3.connect(db)
     stored = sorted(row[0] for row in conn.execute("SELECT judge_model FROM judge_calibrations"))

@@ -221,11 +221,15 @@ def _judge_name(config: pytest.Config, registered: dict[str, Any]) -> str:
     name = (config.getoption("crucible_judge") or config.getini("crucible_judge") or "auto").strip()
     if name in JUDGE_CHOICES or name in registered or ":" in name:
         return name
+    import difflib
+
     where = "--crucible-judge" if config.getoption("crucible_judge") else "ini option crucible_judge"
-    known = ", ".join([*JUDGE_CHOICES, *sorted(registered)])
-    raise pytest.UsageError(f"{where} = {name!r}: expected one of {known}, or package.module:ClassName\n"
-                            "HINT: a judge of your own is named by its import path (mypackage.judges:MyJudge) or "
-                            "registered by the hook pytest_crucible_register_judges (docs/judges.md)")
+    known = [*JUDGE_CHOICES, *sorted(registered)]
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = (f"HINT: did you mean {close[0]!r}?" if close else
+            "HINT: a judge of your own is named by its import path (mypackage.judges:MyJudge) or registered by the hook "
+            "pytest_crucible_register_judges (docs/judges.md)")
+    raise pytest.UsageError(f"{where} = {name!r}: expected one of {', '.join(known)}, or package.module:ClassName\n{hint}")
 
 
 def _judge_price(config: pytest.Config) -> tuple[float, float] | None:

@@ -56,7 +56,7 @@ class CustomJudge(Judge):
                                    "HINT: def judge(self, requests): return [one verdict per request, in order]")
         self.model = impl.name.strip()
         self.prompt_version = impl.version.strip()
-        self.label = f"{self.model} {self.prompt_version} (your judge, {source})"
+        self.label = f"{self.model} (your judge, {source})"  # the version shows as its prompts
         self.grades_rubrics = bool(getattr(impl, "grades_rubrics", False))
         concurrency = getattr(impl, "max_concurrency", 1)
         if concurrency is None:

@@ -51,7 +51,7 @@ def test_regression_fails_the_session_naming_the_metric(project: pytest.Pytester
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.assert_outcomes(passed=N_ITEMS, failed=1)  # every item passed; the gate (crucible::gate) failed the build
     result.stdout.fnmatch_lines([
-        "baseline * -> this run *", "  30 paired items, seed 1337",
+        "baseline * -> this run *", "  30 paired items, seed 1337, p Holm-adjusted over *",
         "*ndcgAt10 * regressed*",
         "  config degrade: None -> True",
         "GATE FAILED ndcgAt10 regressed: * -> * (delta -0.*, 95% CI [[]-0.*, -0.*[]], p = 0.0*, n = 30)",

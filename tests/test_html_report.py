@@ -126,10 +126,14 @@ def test_report_of_the_example_project(example_runs, example_html) -> None:
     [headline] = page.find("p", id="gate-headline")
     assert headline["data-verdict"] == "passed" and html.index('id="gate-headline"') < html.index('id="metrics"')
     assert "gate passed: no significant regression" in html[html.index('id="gate-headline"'):html.index('id="metrics"')]
-    # p-values below 0.001 read "<.001", as in the terminal, never "0.000".
+    # p-values below 0.001 read "<.001", as in the terminal, never "0.000"; the p-values are Holm-adjusted over
+    # the gated metrics, and the report says so.
     table = html[html.index('<section id="comparison">'):]
     table = table[:table.index("</section>")]
-    assert "&lt;.001" in table and ">0.000<" not in table
+    assert ">0.000<" not in table and re.search(r"p Holm-adjusted over \d+ gated metrics", table)
+    from pytest_crucible.report.views import p_text
+
+    assert p_text(0.0004) == "<.001" and p_text(0.0012) == "0.001"
 
     # Metric families.
     families = {table["data-family"] for table in page.find("table", class_="family")}

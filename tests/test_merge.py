@@ -86,7 +86,7 @@ def test_merged_shards_are_the_unsharded_run(project: pytest.Pytester, capsys: p
     result = project.runpytest(f"--crucible-baseline={exported}")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     result.assert_outcomes(passed=12 + 1)  # the items and the gate (crucible::gate)
-    result.stdout.fnmatch_lines(["baseline ci-42 -> this run *", "  12 paired items, seed 1337"])
+    result.stdout.fnmatch_lines(["baseline ci-42 -> this run *", "  12 paired items, seed 1337, p Holm-adjusted over *"])
 
     single_db = project.path / ".crucible" / "crucible.db"
     [(single_id, single_hash, single_n)] = rows(single_db, "SELECT id, golden_hash, n_items FROM runs")

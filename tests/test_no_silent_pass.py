@@ -80,7 +80,7 @@ def test_a_gate_with_too_few_pairs_refuses_and_names_the_items_left_out(project:
     result = project.runpytest("--crucible-baseline=latest")
     assert result.ret == 3
     result.stdout.fnmatch_lines([
-        "  4 paired items, seed 1337",
+        "  4 paired items, seed 1337, p Holm-adjusted over *",
         "  9 items left out of the pairs:",
         "    q-00: errored in B: ValueError: index not built for q-00",
         "*... and 4 more (crucible compare --json lists every one)",
@@ -97,7 +97,7 @@ def test_a_gate_with_too_few_pairs_refuses_and_names_the_items_left_out(project:
     monkeypatch.setenv("FAIL_ITEMS", "3,7")
     result = project.runpytest(f"--crucible-baseline={good}", "--crucible-html=report.html")
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # the two items failed; the gate itself passed
-    result.stdout.fnmatch_lines(["  11 paired items, seed 1337", "  2 items left out of the pairs:",
+    result.stdout.fnmatch_lines(["  11 paired items, seed 1337, p Holm-adjusted over *", "  2 items left out of the pairs:",
                                  "    q-03: errored in B: ValueError*", "    q-07: errored in B: ValueError*",
                                  "gate passed: no significant regression"])
     page = (project.path / "report.html").read_text()
@@ -182,7 +182,8 @@ def test_a_run_that_mixes_kinds_is_measured_and_gated_kind_by_kind(pytester: pyt
                                 "  metric *", "  recall@10 * 30"])
     # Only the 8 retrieval questions regress: pooled with 30 look-alikes their nDCG drop is diluted;
     # compared kind by kind it is a regression of the retrieval questions, named so.
-    result = pytester.runpytest("--crucible-config=degrade.json", "--crucible-baseline=latest")
+    # (nDCG is the gated metric: 8 pairs reach p = 0.008 at best, which Holm over every metric would not keep.)
+    result = pytester.runpytest("--crucible-config=degrade.json", "--crucible-baseline=latest", "--crucible-gate=ndcgAt10")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["  retrieval questions:", "  ndcgAt10 * regressed", "  adversarial questions:",
                                  "  ndcgAt10 * ns (no item changed)",

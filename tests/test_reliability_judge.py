@@ -230,7 +230,7 @@ def test_gate_refuses_an_incomplete_run_unless_allowed(project: pytest.Pytester,
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # a-3 still failed: allowing the comparison passes nothing
     result.stdout.fnmatch_lines([
         "WARNING comparing an incomplete run (--crucible-allow-incomplete)*",
-        "baseline * -> this run *", "  8 paired items, seed 1337",
+        "baseline * -> this run *", "  8 paired items, seed 1337, p Holm-adjusted over *",
         "gate passed: no significant regression",
     ])
 

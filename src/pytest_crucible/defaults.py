@@ -20,6 +20,12 @@ KINDS = ("retrieval", "aggregation", "adversarial")
 # 2 / 2**n, which is below 0.05 only from n = 6 (stats.min_pairs_for_alpha(0.05); a test keeps them
 # equal). With fewer pairs the gate is blind, so it refuses instead of passing.
 MIN_PAIRS = 6
+#: How the gate's p-values are corrected across the gated metrics (the family): "holm" keeps the chance that
+#: any of them is called a regression when none moved at or below alpha (docs/statistics.md, "Many metrics,
+#: one verdict"); "none" tests each metric at full alpha (with 12 gated metrics that do not move, about one
+#: run in four would fail somewhere).
+MULTIPLE = "holm"
+MULTIPLE_CHOICES = ("holm", "none")
 
 #: The judges a run or a calibration can name. "lexical" is the current offline judge (lexical-v3);
 #: lexical-v2 and lexical-v1 stay selectable so that runs judged by them stay comparable; auto picks

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .defaults import DEFAULT_DB, DEFAULT_SEED, JUDGE_CHOICES, KINDS, MIN_PAIRS
+from .defaults import DEFAULT_DB, DEFAULT_SEED, JUDGE_CHOICES, KINDS, MIN_PAIRS, MULTIPLE, MULTIPLE_CHOICES
 
 if TYPE_CHECKING:
     from .settings import Settings
@@ -38,8 +38,10 @@ def add_options(parser: pytest.Parser) -> None:
                     help="Metrics whose significant regression fails the session (default: every metric measured).")
     group.addoption("--crucible-fail-under", dest="crucible_fail_under", metavar="METRIC=VALUE", action="append", default=[],
                     help="Absolute floor on a run mean, e.g. ndcgAt10=0.6 (repeatable; a ceiling for lower-is-better metrics).")
-    group.addoption("--crucible-multiple", dest="crucible_multiple", choices=["none", "holm"], default="none",
-                    help="Correction across the gated metrics' p-values (default none).")
+    group.addoption("--crucible-multiple", dest="crucible_multiple", choices=list(MULTIPLE_CHOICES), default=MULTIPLE,
+                    help="Correction of the p-values across the gated metrics (the family): holm (default) keeps the "
+                         "chance of a false regression anywhere in the family at or below 0.05; none tests each metric "
+                         "at full alpha.")
     group.addoption("--crucible-seed", dest="crucible_seed", type=int, default=DEFAULT_SEED, metavar="N",
                     help=f"Seed of the bootstrap and permutation test (default {DEFAULT_SEED}).")
     group.addoption("--crucible-rescore", dest="crucible_rescore", action="store_true", default=False,

@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from ..defaults import DEFAULT_SEED, KINDS, MIN_PAIRS
+from ..defaults import DEFAULT_SEED, KINDS, MIN_PAIRS, MULTIPLE, MULTIPLE_CHOICES
 from .common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, add_workspace_flag, open_store, read_run_ref, resolve_run, with_db
 
 
@@ -54,7 +54,9 @@ def add_gate_flags(cmd: argparse.ArgumentParser) -> None:
     """The plugin's gate options, for the commands that give its verdict (compare, report --against)."""
     cmd.add_argument("--seed", type=int, default=DEFAULT_SEED, metavar="N",
                      help=f"seed of the bootstrap and the permutation test (default {DEFAULT_SEED}, as --crucible-seed)")
-    cmd.add_argument("--multiple", choices=["none", "holm"], default="none", help="p-value correction across metrics")
+    cmd.add_argument("--multiple", choices=MULTIPLE_CHOICES, default=MULTIPLE,
+                     help="p-value correction across the gated metrics (default holm: the chance of a false regression "
+                          "anywhere in the family stays at or below 0.05; none: each metric at full alpha)")
     cmd.add_argument("--gate", default=None, metavar="M1,M2",
                      help="metrics whose significant regression fails the gate (default every compared one, as --crucible-gate)")
     cmd.add_argument("--fail-under", dest="fail_under", action="append", default=[], metavar="METRIC=VALUE",

@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .views import p_text, verdict_text
+from .views import family_note, p_text, verdict_text
 
 if TYPE_CHECKING:
     from ..verdict.gate import GateResult
@@ -197,6 +197,7 @@ def _gate_context(gate: GateResult, run_id: str, k: int | None) -> dict[str, Any
         })
     context.update(clusters=comparison.clusters, cluster_by=comparison.cluster_by)
     context.update(paired=comparison.paired_items, seed=comparison.seed, scale=scale, multiple=comparison.multiple,
+                   family_note=family_note(comparison),
                    config_changes=[{"key": key, "a": json.dumps(old), "b": json.dumps(new)}
                                    for key, (old, new) in comparison.config_changes.items()],
                    warnings=_warnings(list(gate.warnings) + list(comparison.warnings)), excluded=list(comparison.excluded))

@@ -189,6 +189,14 @@ def list_lines(head: str, parts: list[str], width: int = 100) -> list[str]:
     return lines + [line]
 
 
+def family_note(comparison: Comparison) -> str:
+    """How the p-values were corrected: ", p Holm-adjusted over 12 gated metrics" (or at full alpha)."""
+    if comparison.multiple != "holm":
+        return ", p not adjusted across metrics (--crucible-multiple=none)"
+    size = len(comparison.family)
+    return f", p Holm-adjusted over {size} gated metric{'s' if size != 1 else ''}"
+
+
 def comparison_lines(comparison: Comparison, gated: set[str] | None = None) -> list[str]:
     """An aligned table that fits 100 columns: metric, a, b, delta, CI, p, verdict."""
     clusters = (f", {comparison.clusters} cluster{'s' if comparison.clusters != 1 else ''} "
@@ -197,7 +205,7 @@ def comparison_lines(comparison: Comparison, gated: set[str] | None = None) -> l
     lines = [
         f"baseline {comparison.a} -> this run {comparison.b}",
         f"  {comparison.paired_items} paired items{clusters}, seed {comparison.seed}"
-        + (", Holm-adjusted p" if comparison.multiple == "holm" else ""),
+        + family_note(comparison),
         f"  {'metric':<22} {'a':>7} {'b':>7} {'delta':>8} {'95% CI':>16} {'p':>5}  verdict",
     ]
     lines.extend(excluded_lines(comparison.excluded))

@@ -40,7 +40,7 @@ from ..json_input import json_problem, shown
 from .keys import READ_SCOPES, WRITE_FEEDBACK_SCOPE, ApiKey, authenticate, upgrade_legacy_hash
 from ..golden_set.promote import PromoteError, PromoteNotFound, PromoteRequest, parse_request, promote
 from ..report.views import run_metrics_document, run_summary_json
-from ..defaults import DEFAULT_SEED, MIN_PAIRS, ServerLimits
+from ..defaults import DEFAULT_SEED, MIN_PAIRS, MULTIPLE, ServerLimits
 from ..verdict.gate import GateSettings, decide_stored, parse_floors, parse_metric_list
 from ..verdict.runs import load_run, metric_names
 from ..store import DatabaseError, Store, StoreError, is_locked
@@ -394,7 +394,8 @@ def create_app(db_path: str | Path, limits: ServerLimits = ServerLimits()) -> Fa
         gate: str | None = Query(None, max_length=2000, description="M1,M2: the gated metrics (default every compared one)."),
         failUnder: list[str] = Query([], description="METRIC=VALUE: an absolute floor on b's mean (repeatable)."),  # noqa: N803
         seed: int = Query(DEFAULT_SEED, description="Seed of the bootstrap and the permutation test."),
-        multiple: Literal["none", "holm"] = Query("none", description="p-value correction across metrics."),
+        multiple: Literal["holm", "none"] = Query(MULTIPLE, description="p-value correction across the gated metrics "
+                                                  "(default holm: family-wise error at or below alpha)."),
         allowIncomplete: bool = Query(False, description="Compare an incomplete or interrupted run on the items it has "  # noqa: N803
                                                          "instead of refusing (409)."),
         rescore: bool = Query(False, description="Score both runs' retrieval metrics from their stored rankings against "

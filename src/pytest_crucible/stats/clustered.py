@@ -32,7 +32,11 @@ A label ``None`` means "no cluster": that item is a cluster of its own.
    Acceleration from the jackknife over clusters: ``theta_(c) = (T - S_c) /
    (n - m_c)``, ``u_c = mean(theta_(.)) - theta_(c)``,
    ``a = sum(u**3) / (6 * sum(u**2)**1.5)``.  The levels and the quantiles
-   (linear interpolation) are those of :mod:`.bootstrap`.
+   (linear interpolation) are those of :mod:`.bootstrap`.  Small-sample
+   correction: the interval's ends are moved away from ``delta`` by
+   :func:`small_sample_factor` (``sqrt(k / (k - 1))`` times the ratio of the
+   ``t_{k-1}`` and normal quantiles): without it the interval covered 0.90 at
+   k = 10 and 0.93 at k = 20 where 0.95 is promised.
 2. Permutation test.  Under the null each *cluster's* differences are as
    likely to be ``+d`` as ``-d``, all items of a cluster flipping together.
    Statistic ``|sum_c s_c S_c|`` against the observed ``|T|`` (two-sided);
@@ -76,7 +80,7 @@ from typing import Any, Hashable, Iterable, Optional, Sequence
 
 import numpy as np
 
-from scipy.special import ndtri
+from scipy.special import ndtri, stdtrit
 
 from ..defaults import DEFAULT_SEED
 from .bootstrap import (
@@ -195,7 +199,21 @@ def _cluster_bca(
     accel = _jackknife_acceleration(sums, sizes, n)
     lev_lo, lev_hi = _bca_levels(z0, accel, confidence)
     q = np.quantile(theta, [lev_lo, lev_hi], method="linear")
-    return float(q[0]), float(q[1])
+    widen = small_sample_factor(sizes.shape[0], confidence)
+    return delta + widen * (float(q[0]) - delta), delta + widen * (float(q[1]) - delta)
+
+
+def small_sample_factor(k: int, confidence: float) -> float:
+    """How much wider the cluster interval is made around ``delta`` with ``k`` clusters:
+    ``sqrt(k / (k - 1)) * t_{k-1} / z`` at the interval's two-sided level.
+
+    Resampling k clusters underestimates the variance of their mean by ``(k - 1) / k`` (the
+    bootstrap's plug-in variance), and with few clusters the studentised mean follows Student's
+    t on ``k - 1`` degrees of freedom, not the normal: 1.22 at k = 10, 1.10 at k = 20, 1.06 at
+    k = 30 for a 95% interval. Scaling about ``delta`` keeps BCa's bias correction and
+    acceleration (the share of resamples below ``delta`` is unchanged)."""
+    level = 0.5 + confidence / 2.0
+    return math.sqrt(k / (k - 1.0)) * float(stdtrit(k - 1, level)) / float(ndtri(level))
 
 
 def _needs_random_signs(k: int, n_permutations: int) -> bool:

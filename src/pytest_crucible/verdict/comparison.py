@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from ..config import config_diff
-from ..defaults import OFFLINE_JUDGES
+from ..defaults import MULTIPLE, OFFLINE_JUDGES
 from ..metrics import metric_direction, ordered_metrics
 from .runs import RunData
 from ..stats import DEFAULT_SEED, holm_adjust, min_pairs_for_alpha, paired_tests
@@ -86,7 +86,9 @@ class Comparison:
     metrics: dict[str, MetricComparison]
     config_changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    multiple: str = "none"
+    multiple: str = MULTIPLE
+    # The rows whose p-values were corrected together (Holm): the gated metrics with enough pairs.
+    family: tuple[str, ...] = ()
     # Every item of either run left out of the pairs, and why: {"id", "run", "reason"}.
     excluded: list[dict[str, str]] = field(default_factory=list)
     # How items were clustered (field, doc, none) and into how many clusters the paired items fall (None:
@@ -115,6 +117,7 @@ class Comparison:
             "clusterBy": self.cluster_by,
             "clusters": self.clusters,
             "multiple": self.multiple,
+            "family": list(self.family) if self.multiple == "holm" else None,
             "configChanges": {key: {"a": old, "b": new} for key, (old, new) in self.config_changes.items()},
             "warnings": list(self.warnings),
             "excluded": [dict(entry) for entry in self.excluded],
@@ -144,13 +147,21 @@ def compare_run_data(
     seed: int = DEFAULT_SEED,
     n_resamples: int = 10_000,
     n_permutations: int = 10_000,
-    multiple: str = "none",
+    multiple: str = MULTIPLE,
     alpha: float = ALPHA,
     cluster: str = "field",
+    family: Iterable[str] | None = None,
+    family_min_units: int = 0,
 ) -> Comparison:
     """Both significance gates per metric over the paired items. ``cluster``: how items are grouped
     (:func:`item_clusters`); when some cluster holds two items or more, each metric is tested by resampling
-    clusters and flipping signs per cluster (``stats.clustered``), else by the independent-items tests."""
+    clusters and flipping signs per cluster (``stats.clustered``), else by the independent-items tests.
+
+    ``multiple="holm"``: the p-values of the *family* are adjusted together (Holm), so that the chance of
+    calling any of them a regression when none moved stays at or below ``alpha``. The family is the rows the
+    gate can fail on: a metric with a better direction, named in ``family`` (None: every such metric), with
+    at least ``family_min_units`` pairs (clusters). The other rows keep their own p-values: they are shown,
+    never gated."""
     check_comparable(a, b)
     from ..evaluation.custom_metrics import directions, ruler_changes
 
@@ -216,8 +227,11 @@ def compare_run_data(
             if test.n_clusters < min_pairs_for_alpha(alpha):  # k clusters: no p below 2 / 2**k
                 entry.note = f"ns: {test.n_clusters} clusters (need {min_pairs_for_alpha(alpha)})"
 
+    wanted = set(family) if family else None
+    members = [key for key, m in results.items() if m.p is not None and m.direction is not None
+               and (wanted is None or m.metric in wanted) and m.units >= family_min_units]
     if multiple == "holm":
-        tested = [m for m in results.values() if m.p is not None]
+        tested = [results[key] for key in members]
         for m, adjusted in zip(tested, holm_adjust([m.p for m in tested])):
             m.p_unadjusted, m.p = m.p, adjusted
             excludes_zero = m.ci is not None and (m.ci[0] > 0 or m.ci[1] < 0)
@@ -232,6 +246,7 @@ def compare_run_data(
         )
     return Comparison(a=a.run_id, b=b.run_id, paired_items=len(shared), seed=seed, metrics=results,
                       config_changes=changes, warnings=warnings, multiple=multiple, excluded=excluded, cluster_by=cluster,
+                      family=tuple(members),
                       clusters=len(set(labels.values())) if clustered else None)
 
 

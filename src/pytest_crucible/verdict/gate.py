@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from ..defaults import CALIBRATED_KAPPA, DEFAULT_SEED, MIN_PAIRS
+from ..defaults import CALIBRATED_KAPPA, DEFAULT_SEED, MIN_PAIRS, MULTIPLE
 from ..metrics import JUDGED_METRICS
 from .runs import COMPLETE, RunData
 
@@ -50,7 +50,7 @@ class GateSettings:
     baseline: str | None = None  # a run id, unique prefix, "latest", or an exported run (PATH.json)
     gate: tuple[str, ...] | None = None  # the gated metrics (None: every compared metric)
     floors: tuple[tuple[str, float], ...] = ()  # --crucible-fail-under METRIC=VALUE
-    multiple: str = "none"  # "holm": adjust the p-values across the compared metrics
+    multiple: str = MULTIPLE  # "holm": adjust the p-values across the gated metrics (the family); "none": full alpha each
     seed: int = DEFAULT_SEED
     allow_incomplete: bool = False
     metrics: tuple[str, ...] | None = None  # compare only these metrics (crucible compare --metrics)
@@ -311,7 +311,8 @@ def decide(current: RunData, baseline: RunData | None, settings: GateSettings, n
     if baseline is not None:
         try:
             comparison = compare_run_data(baseline, current, seed=settings.seed, multiple=settings.multiple,
-                                          metrics=settings.metrics, cluster=settings.cluster)
+                                          metrics=settings.metrics, cluster=settings.cluster,
+                                          family=settings.gate, family_min_units=settings.min_pairs)
         except ComparisonRefused as exc:
             result.verdict, result.refusal = REFUSED, str(exc)
             return result

@@ -22,25 +22,22 @@ unless it is small:
   memory is a few blocks (``O(max(n, 2**17))`` entries) plus the ``rows x
   metrics`` sums; the stream is drawn once per comparison, not per metric.
 
-Bit-exactness: every row sum is one BLAS ``gemv`` over a float64 block of
-rows, and the block partition (:func:`rows_per_block`) is the one of the
-original whole-matrix implementation, so a row's dot product runs through
-the same kernel on the same operands whether the rows come from the cache or
-from the stream.  Do not change ``_MATVEC_ELEMENTS`` or fold the metrics into
-one matrix-matrix product: that changes the summation order, the last bits of
-the sums and, now and then, an interval endpoint.
-
-Above ``2**16`` items a block has two rows (and a lone last row is computed
-as one row of a two-row product): OpenBLAS splits a single long dot product
-across its threads, so the last bits of a one-row block would depend on the
-BLAS thread count (``OPENBLAS_NUM_THREADS``), while the rows of a larger
-block are never split.  Results at such n are therefore the same on every
-machine; they differ in the last bits from those of the earlier one-row
-blocks, which differed between thread counts themselves.
+Machine independence: every row sum is computed **exactly**, in integers. Each
+metric's ``d`` is written in fixed point, ``q = round(d * 2**s)`` with the
+largest ``s`` for which ``n * max|q| < 2**62`` (:class:`FixedPoint`), so
+``counts @ q`` and ``signs @ q`` have one exact value whatever the order of
+the additions (computed as two float64 BLAS products whose partial sums are
+integers below ``2**53``); the float sum is that integer times ``2**-s``. The quantisation moves ``d`` by at most ``2**-(s+1)``, about
+``n * max|d| * 2**-63``: below the last bit of a float64 sum of ``n`` terms.
+So the sums, and every interval and p-value computed from them, are the same
+bits on every CPU, BLAS kernel (``OPENBLAS_CORETYPE``) and thread count,
+whether the rows come from the cache or from the stream, and whether a
+metric is compared alone or with others.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import OrderedDict
 from typing import Any, Callable, Optional, Sequence
@@ -134,26 +131,47 @@ def clear_caches(kind: str = "all") -> None:
 
 
 def rows_per_block(n: int, rows_total: int) -> int:
-    """Rows per gemv block: the partition every row sum is computed with. Above ``2**16`` items a block
-    has two rows, never one (see :func:`_gemv`)."""
-    rows = max(1, min(rows_total, _MATVEC_ELEMENTS // max(n, 1)))
-    return min(2, rows_total) if n > _LONE_ROW_LIMIT else rows
+    """Rows per block of the streamed and cached products: bounded memory (the sums are exact, so the
+    partition does not change a bit of them)."""
+    return max(1, min(rows_total, _MATVEC_ELEMENTS // max(n, 1)))
 
 
-# Above this many items a lone row's product is computed as one row of a two-row product: OpenBLAS
-# splits a single long dot product across its threads, so its last bits (and now and then an interval
-# endpoint) would depend on the BLAS thread count; a row of a multi-row product is never split.
-_LONE_ROW_LIMIT = 1 << 16
+class FixedPoint:
+    """A metric's differences in fixed point, ready for exact products with an integer matrix.
+
+    ``q = round(d * 2**shift)`` (int64) with the largest ``shift`` for which any row sum ``c @ q``
+    (``sum |c| <= n``: a bootstrap row's counts, a row of signs) stays below ``2**62``. ``q`` is
+    split as ``hi * 2**k + lo`` (``0 <= lo < 2**k``, ``k = 53 - bits(n)``) so that both halves'
+    row sums are integers below ``2**53``: float64 BLAS computes them exactly, in any order, on any
+    kernel and thread count (an FMA included), at BLAS speed."""
+
+    __slots__ = ("hi", "lo", "k", "shift")
+
+    def __init__(self, vector: np.ndarray, n: int) -> None:
+        bits = max(1, n).bit_length()
+        if bits > 44:
+            raise ValueError(f"{n} items: more than the exact resampling sums support (2**44)")
+        top = float(np.max(np.abs(vector))) if vector.shape[0] else 0.0
+        self.shift = 62 - math.frexp(top)[1] - bits if top > 0.0 else 0  # top < 2**frexp(top)[1]
+        q = np.rint(np.ldexp(vector, self.shift)).astype(np.int64)
+        self.k = 53 - bits
+        self.hi = np.right_shift(q, self.k).astype(np.float64)  # floor(q / 2**k), exact (|hi| < 2**(62-k))
+        self.lo = np.bitwise_and(q, (1 << self.k) - 1).astype(np.float64)
 
 
-def _gemv(block: np.ndarray, vector: np.ndarray, out: np.ndarray) -> None:
-    """``out = block @ vector`` (float64 rows), the same bits whatever the BLAS thread count."""
-    if block.shape[0] == 1 and block.shape[1] > _LONE_ROW_LIMIT:
-        pair = np.zeros((2, block.shape[1]), dtype=np.float64)
-        pair[0] = block[0]
-        out[...] = np.matmul(pair, vector)[:1]
-    else:
-        np.matmul(block, vector, out=out)
+def fixed_point(vector: np.ndarray, n: int) -> FixedPoint:
+    return FixedPoint(np.ascontiguousarray(vector, dtype=np.float64), n)
+
+
+def _gemv(block: np.ndarray, fixed: FixedPoint, out: np.ndarray) -> None:
+    """``out = block @ d`` for a float64 block of integers (counts or signs) and ``d`` in fixed point:
+    two BLAS products whose every partial sum is an integer below ``2**53`` (so exact), joined in
+    int64, scaled back once. The same bits on every machine (see the module docstring)."""
+    hi = (block @ fixed.hi).astype(np.int64)
+    lo = (block @ fixed.lo).astype(np.int64)
+    np.left_shift(hi, fixed.k, out=hi)
+    hi += lo
+    np.ldexp(hi.astype(np.float64), -fixed.shift, out=out)
 
 
 # ---------------------------------------------------------------------------
@@ -162,20 +180,19 @@ def _gemv(block: np.ndarray, vector: np.ndarray, out: np.ndarray) -> None:
 def matvecs(matrix: np.ndarray, vectors: Sequence[np.ndarray], out: np.ndarray) -> np.ndarray:
     """``out[j] = matrix @ vectors[j]`` in float64 for a compact integer matrix.
 
-    Rows are converted to float64 in small blocks (which stay in cache), once
-    for all vectors, and multiplied with BLAS gemv, so the compact matrix
-    never needs a full float64 copy.  Integer entries and float64
-    accumulation: for integer valued vectors (binary metrics) the result is
-    exact.
+    Rows are widened to float64 in small blocks (which stay in cache), once
+    for all vectors, and multiplied exactly with each vector in fixed point
+    (:class:`FixedPoint`), so the compact matrix never needs a full copy.
     """
     rows_total, n = matrix.shape
     rows = rows_per_block(n, rows_total)
     buf = np.empty((rows, n), dtype=np.float64)
+    fixed = [fixed_point(vector, n) for vector in vectors]
     for lo in range(0, rows_total, rows):
         m = min(rows, rows_total - lo)
         blk = buf[:m]
         blk[...] = matrix[lo : lo + m]
-        for j, vector in enumerate(vectors):
+        for j, vector in enumerate(fixed):
             _gemv(blk, vector, out[j, lo : lo + m])
     return out
 
@@ -192,11 +209,12 @@ def matvec(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
 class _Target:
     """One side (bootstrap counts or permutation signs) of a streaming pass."""
 
-    __slots__ = ("rows", "vectors", "out", "keep")
+    __slots__ = ("rows", "vectors", "fixed", "out", "keep")
 
     def __init__(self, rows: int, vectors: Sequence[np.ndarray], out: np.ndarray, keep: Optional[np.ndarray]) -> None:
         self.rows = rows
         self.vectors = list(vectors)
+        self.fixed = [fixed_point(v, v.shape[0]) for v in self.vectors]  # the exact form the sums use
         self.out = out  # (len(vectors), rows) float64 sums, filled block by block
         self.keep = keep  # matrix being filled for the cache, or None
 
@@ -239,9 +257,9 @@ def _stream(n: int, seed: int, boot: Optional[_Target], perm: Optional[_Target])
                 if top > np.iinfo(boot.keep.dtype).max:  # never for n >= 256 in practice
                     boot.keep = boot.keep.astype(np.min_scalar_type(max(top, n)))
                 boot.keep[lo : lo + m] = counts
-            if boot.vectors:
+            if boot.fixed:
                 f[...] = counts
-                for j, d in enumerate(boot.vectors):
+                for j, d in enumerate(boot.fixed):
                     _gemv(f, d, boot.out[j, lo : lo + m])
         if perm is not None and lo < n_perm:
             m = min(g, n_perm - lo)
@@ -252,7 +270,7 @@ def _stream(n: int, seed: int, boot: Optional[_Target], perm: Optional[_Target])
             f += 1.0  # sign = 1 - 2 * bit, exactly +-1
             if perm.keep is not None:
                 perm.keep[lo : lo + m] = f
-            for j, d in enumerate(perm.vectors):
+            for j, d in enumerate(perm.fixed):
                 _gemv(f, d, perm.out[j, lo : lo + m])
 
 
@@ -293,7 +311,7 @@ def resample_sums(
     bits in every case.
     """
     seed &= _MASK32
-    # gemv wants contiguous float64 (a no-op for paired_differences' output)
+    # contiguous float64 (a no-op for paired_differences' output), written in fixed point once per call
     boot_vectors = [np.ascontiguousarray(v, dtype=np.float64) for v in boot_vectors]
     perm_vectors = [np.ascontiguousarray(v, dtype=np.float64) for v in perm_vectors]
     boot_out = np.empty((len(boot_vectors), n_resamples), dtype=np.float64)

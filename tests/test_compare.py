@@ -185,3 +185,20 @@ def test_response_relevancy_measured_with_two_embedders_is_left_out_with_the_rea
     older = compare_run_data(run("A", metrics_a), run("B", metrics_b, embedder="wordllama-l2-supercat-256"))
     assert "responseRelevancy" not in older.metrics
     assert "not recorded (hashing-v1 unless crucible_embedder was overridden) in A" in older.warnings[0]
+
+
+def test_a_pass_that_is_only_a_lack_of_power_says_so() -> None:
+    from pytest_crucible.verdict.gate import GateSettings, decide
+
+    # 16 items, a real but noisy drop of about 0.06: not significant, yet the interval allows a drop
+    # larger than these pairs could detect. The build passes (nothing was shown to regress) and says why
+    # that pass is weak; a metric whose interval is tight around 0 gets no such line.
+    noisy = {item: value - (0.25 if i % 3 == 0 else -0.02) for i, (item, value) in enumerate(BASE.items())}
+    result = decide(run("B", {"ndcgAt10": noisy, "mrr": BASE}), run("A", {"ndcgAt10": BASE, "mrr": BASE}), GateSettings(baseline="A"))
+    assert result.passed
+    m = result.comparison.metrics["ndcgAt10"]
+    assert not m.significant and -m.ci[0] > m.mde
+    [line] = [w for w in result.warnings if "underpowered" in w]
+    assert line.startswith(f"WARNING underpowered: ndcgAt10 is not significant, but a drop of up to {-m.ci[0]:.3f} is not ruled out")
+    assert "mrr" not in line
+    assert result.to_json()["warnings"] == result.warnings  # every surface reads the same lines

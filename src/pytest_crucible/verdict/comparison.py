@@ -390,6 +390,23 @@ def regression_reasons(comparison: Comparison, gated: Iterable[str] | None = Non
     ]
 
 
+def undetected_drops(comparison: Comparison, gated: Iterable[str] | None = None) -> list[str]:
+    """A pass that is only a lack of power: one line per gated metric that is not significant while its
+    interval still allows a drop larger than the smallest change these pairs can detect (its mde).
+    "Not significant" there is no evidence that nothing regressed."""
+    names = set(comparison.metrics) if gated is None else set(gated)
+    lines = []
+    for name, m in comparison.metrics.items():
+        if name not in names or m.significant or m.ci is None or m.mde is None or m.direction is None:
+            continue
+        drop = -m.ci[0] if m.higher_is_better else m.ci[1]  # the worst change the interval allows
+        if drop > m.mde:
+            more = f"; about {m.required_n} items would tell" if m.required_n else ""
+            lines.append(f"underpowered: {name} is not significant, but a drop of up to {drop:.3f} is not ruled out "
+                         f"(these {m.units} {'clusters' if m.n_clusters is not None else 'pairs'} detect {m.mde:.3f}{more})")
+    return lines
+
+
 def floor_failures(means: Mapping[str, float], floors: Mapping[str, float],
                    custom: Mapping[str, str | None] | None = None) -> list[str]:
     """Absolute floors (``--crucible-fail-under``): one reason per metric below its floor (above it, for a

@@ -289,7 +289,7 @@ def unreadable_baseline(reason: str, settings: GateSettings) -> GateResult:
 def decide(current: RunData, baseline: RunData | None, settings: GateSettings, notes: list[str] = ()) -> GateResult:
     """The verdict on ``current`` (the candidate) against ``baseline`` (None: floors only). ``notes``:
     what the caller learnt preparing the pair (``ruler.prepare_pair``), shown with the verdict."""
-    from .comparison import ComparisonRefused, compare_run_data, regression_reasons
+    from .comparison import ComparisonRefused, compare_run_data, regression_reasons, undetected_drops
 
     result = GateResult(PASSED, has_baseline=baseline is not None, has_floors=bool(settings.floors), gated=settings.gate,
                         baseline=baseline, baseline_ref=settings.baseline)
@@ -336,6 +336,7 @@ def decide(current: RunData, baseline: RunData | None, settings: GateSettings, n
         result.gated = tuple(name for name in measured if name in gated) + tuple(sorted(wanted - seen))
         result.failures.extend(f"gated metric {name} was not measured in either run" for name in sorted(wanted - seen))
         result.failures.extend(regression_reasons(comparison, gated))
+        result.warnings.extend(f"WARNING {line}" for line in undetected_drops(comparison, gated))
     result.failures.extend(kind_floor_failures(current, dict(settings.floors)))
     if result.failures:
         result.verdict = FAILED

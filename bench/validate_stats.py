@@ -20,7 +20,9 @@ draw from Mulberry32 with the package's default seed, as a comparison does). Sce
   ``crucible compare --multiple holm`` does);
 * (c) power against a known shift: the MDE at 80% power that ``stats.power`` predicts;
 * (d) the family-wise false-positive rate of the default gate: 12 null metrics, independent or
-  correlated (a shared item effect, rho 0.7), with and without Holm.
+  correlated (a shared item effect, rho 0.7), with and without Holm;
+* (e) non-inferiority margins: the rate at which a drop of exactly the margin passes, and the
+  rate at which no change passes.
 
 Prints the command, the settings and a markdown table; the last column is the Monte Carlo
 standard error of the rate (``sqrt(p (1 - p) / data sets)``). About 12 s for 1,000 data sets on
@@ -207,6 +209,16 @@ def main() -> None:
         scenario = f"null, {FAMILY} metrics, {label} (any passes)"
         row("false positives", scenario, "gate, --crucible-multiple=none", f"({FAMILY} tests)", rate(any_raw))
         row("false positives", scenario, "gate + Holm (the default)", "<= 0.05", rate(any_holm))
+
+    # (e) non-inferiority (--crucible-margin): how often the gate passes a metric that truly dropped by exactly
+    # the margin (the worst case: any larger drop passes less often), and how often it passes one that did
+    # not move at all (its power at these 100 items).
+    margin_rng = np.random.default_rng(DATA_SEED + 2)
+    margin = 0.05
+    for shift, label, target in ((-margin, "true drop = the margin 0.05", "<= 0.05"), (0.0, "no change, margin 0.05", "(power)")):
+        results = paired_tests([independent(margin_rng, shift) for _ in range(runs)], **opts)
+        row("non-inferiority", f"independent, 100 items, {label}", "margin gate passes", target,
+            rate(r.ci_low >= -margin for r in results))
 
     elapsed = time.perf_counter() - started
     print()

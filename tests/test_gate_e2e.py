@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from helpers import crucible_cli, write_project
+from helpers import crucible_cli, db_rows, write_project
 from pytest_crucible.cli import main as crucible_main
 
 N_ITEMS = 30
@@ -197,3 +197,36 @@ def test_cli_compare_takes_the_gates_options(project: pytest.Pytester) -> None:
     bad = crucible_cli("compare", base, degraded, "--db", db(project), "--fail-under", "ndcgAt10=NaN")
     assert bad.ret == 2
     bad.stderr.fnmatch_lines(["crucible: --fail-under 'ndcgAt10=NaN': the floor must be a finite number, got 'NaN'", "HINT: *"])
+
+
+def test_non_inferiority_margins_pass_only_on_evidence(project: pytest.Pytester, tmp_path) -> None:
+    assert project.runpytest("--crucible-config=base.json").ret == pytest.ExitCode.OK
+    # Unchanged: the interval is [0, 0], no drop beyond the margin is possible.
+    same = project.runpytest("--crucible-config=base.json", "--crucible-baseline=latest", "--crucible-margin=ndcgAt10=0.02")
+    assert same.ret == pytest.ExitCode.OK
+    same.stdout.fnmatch_lines(["*ndcgAt10 * +0.0000 [[]+0.000, +0.000[]] 1.000  non-inferior", "*margins: ndcgAt10 0.02",
+                               "gate passed: no significant regression"])
+    base = db_rows(project, "SELECT id FROM runs ORDER BY rowid")[0][0]
+    # Degraded by about 0.33: the whole interval is beyond a margin of 0.05 -> inferior, the build fails.
+    worse = project.runpytest("--crucible-config=degraded.json", f"--crucible-baseline={base}", "--crucible-margin=ndcgAt10=0.05")
+    assert worse.ret == pytest.ExitCode.TESTS_FAILED
+    worse.stdout.fnmatch_lines(["*ndcgAt10 * inferior",
+                                "GATE FAILED ndcgAt10 is inferior: it dropped by more than the margin 0.05 (*)"])
+    # A margin wider than anything these 30 items can rule out: neither shown -> inconclusive, with the items
+    # that would tell; also a failure (a green build needs the evidence). The ini key works the same way.
+    ini = (project.path / "tox.ini").read_text().rstrip("\n") + "\ncrucible_margins = ndcgAt10=0.4\n"
+    (project.path / "tox.ini").write_text(ini)
+    unsure = project.runpytest("--crucible-config=degraded.json", f"--crucible-baseline={base}")
+    assert unsure.ret == pytest.ExitCode.TESTS_FAILED
+    unsure.stdout.fnmatch_lines(["GATE FAILED ndcgAt10 is inconclusive against the margin 0.4: a drop of up to 0.* is not "
+                                 "ruled out (*); about * items would tell"])
+    # The same verdict from `crucible compare`, and a margin that is no number is a usage error.
+    current = db_rows(project, "SELECT id FROM runs ORDER BY rowid")[-1][0]
+    compared = crucible_cli("compare", base, current, "--db", db(project), "--margin", "ndcgAt10=0.4")
+    assert compared.ret == 1
+    compared.stderr.fnmatch_lines(["GATE FAILED ndcgAt10 is inconclusive against the margin 0.4*"])
+    for bad, message in (("ndcgAt10=nan", "the margin must be a finite number, got 'nan'"),
+                         ("ndcgAt10=0", "a margin is the largest drop that does not matter, above 0")):
+        result = project.runpytest(f"--crucible-margin={bad}")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines([f"ERROR: --crucible-margin *{message}"])

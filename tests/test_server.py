@@ -222,6 +222,13 @@ def test_invalid_requests_are_422_naming_the_field(api) -> None:
     for floor in ("ndcgAt10=NaN", "ndcgAt10=inf"):
         bad_floor = get(api, COMPARE, a=a, b=api["runs"]["b"], failUnder=floor)
         assert bad_floor.status_code == 422 and bad_floor.json()["fields"][0]["field"] == "failUnder", bad_floor.text
+    for field, value in (("margin", "ndcgAt10=NaN"), ("margin", "ndcgAt10=0")):
+        bad = get(api, COMPARE, a=a, b=api["runs"]["b"], **{field: value})
+        assert bad.status_code == 422 and bad.json()["fields"][0]["field"] == field, bad.text
+    # A margin reaches the verdict of every metric it names, as in the session and `crucible compare`.
+    judged = get(api, COMPARE, a=a, b=api["runs"]["b"], margin="ndcgAt10=0.5").json()
+    assert judged["metrics"]["ndcgAt10"]["margin"] == 0.5
+    assert judged["verdicts"]["ndcgAt10"] in ("improved", "non-inferior", "inferior", "inconclusive")
     cases = {
         "correctedAssertions": promote_body(a, correctedAssertions=[]),
         "errorClass": promote_body(a, errorClass="vibes"),
@@ -351,7 +358,7 @@ def test_the_committed_openapi_copy_is_what_the_server_serves(api) -> None:
     parameters = paths[COMPARE]["get"]["parameters"]
     # The spec's two required parameters, then the gate's options (the same as crucible compare's).
     assert [p["name"] for p in parameters if p["required"]] == ["a", "b"]
-    assert [p["name"] for p in parameters if not p["required"]] == ["gate", "failUnder", "seed", "multiple", "allowIncomplete", "rescore", "minPairs"]
+    assert [p["name"] for p in parameters if not p["required"]] == ["gate", "failUnder", "margin", "seed", "multiple", "allowIncomplete", "rescore", "minPairs"]
     assert served.json()["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
 
 

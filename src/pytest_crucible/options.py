@@ -36,6 +36,10 @@ def add_options(parser: pytest.Parser) -> None:
                     help="Compare this run with a baseline at session end and fail on a significant regression.")
     group.addoption("--crucible-gate", dest="crucible_gate", metavar="METRIC[,METRIC...]", default=None,
                     help="Metrics whose significant regression fails the session (default: every metric measured).")
+    group.addoption("--crucible-margin", dest="crucible_margin", metavar="METRIC=DROP", action="append", default=[],
+                    help="Non-inferiority margin, e.g. ndcgAt10=0.02: the metric passes only when its interval rules out "
+                         "a drop larger than DROP; otherwise it is inferior or inconclusive, and the gate fails "
+                         "(repeatable; adds to ini crucible_margins).")
     group.addoption("--crucible-fail-under", dest="crucible_fail_under", metavar="METRIC=VALUE", action="append", default=[],
                     help="Absolute floor on a run mean, e.g. ndcgAt10=0.6 (repeatable; a ceiling for lower-is-better metrics).")
     group.addoption("--crucible-multiple", dest="crucible_multiple", choices=list(MULTIPLE_CHOICES), default=MULTIPLE,
@@ -96,6 +100,8 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("crucible_judge", default="auto",
                   help="auto, lexical, anthropic, openai, a registered judge's name or package.module:ClassName.")
     parser.addini("crucible_judge_model", default="", help="Model of the anthropic or openai judge.")
+    parser.addini("crucible_margins", type="args", default=[],
+                  help="Non-inferiority margins, e.g. ndcgAt10=0.02 mrr=0.03 (see --crucible-margin).")
     parser.addini("crucible_judge_price_per_mtok", default="",
                   help="USD per million input and output tokens of the judge model, e.g. 0.40,1.60 (0 for a self-hosted "
                        "model): replaces the price table in cost estimates, --crucible-max-cost and the run's cost.")
@@ -417,11 +423,13 @@ def _run_id_option(config: pytest.Config, db_path: Path) -> str | None:
 
 def _gate_settings(config: pytest.Config, db_path: Path, k: int, custom: tuple[str, ...] = ()):
     """The gate options, with the baseline checked before any test runs (and before any judge call is paid for)."""
-    from .verdict.gate import GateSettings, baseline_refusal, parse_floors, parse_metric_list
+    from .verdict.gate import GateSettings, baseline_refusal, parse_floors, parse_margins, parse_metric_list
 
     baseline = config.getoption("crucible_baseline")
     try:
         floors = parse_floors(config.getoption("crucible_fail_under"), "--crucible-fail-under", k, custom)
+        margins = parse_margins(list(config.getini("crucible_margins")), "ini option crucible_margins", k, custom)
+        margins += parse_margins(config.getoption("crucible_margin"), "--crucible-margin", k, custom)
         gate = parse_metric_list(config.getoption("crucible_gate"), "--crucible-gate", k, custom)
         min_pairs = int(config.getini("crucible_min_pairs") or MIN_PAIRS)
         if min_pairs < 2:
@@ -434,6 +442,7 @@ def _gate_settings(config: pytest.Config, db_path: Path, k: int, custom: tuple[s
         gate=gate,
         min_pairs=min_pairs,
         floors=floors,
+        margins=tuple(dict(margins).items()),  # the command line's margin of a metric over the ini file's
         multiple=config.getoption("crucible_multiple"),
         seed=config.getoption("crucible_seed"),
         allow_incomplete=bool(config.getoption("crucible_allow_incomplete")),

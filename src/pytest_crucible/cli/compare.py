@@ -26,7 +26,7 @@ def _gate_settings(args: argparse.Namespace, baseline: str | None, k: int | None
     (``k``: the candidate's retrievalLimit, for metric names as the terminal shows them). ``runs``: the
     runs compared, whose custom metrics may be named; None: not read yet, so a name nothing built in
     defines waits for them (checked again once they are read) while every other bad flag fails now."""
-    from ..verdict.gate import GateSettings, parse_floors, parse_metric_list
+    from ..verdict.gate import GateSettings, parse_floors, parse_margins, parse_metric_list
     from ..metrics import UnknownMetric
 
     if args.min_pairs < 2:
@@ -45,6 +45,7 @@ def _gate_settings(args: argparse.Namespace, baseline: str | None, k: int | None
 
     return GateSettings(baseline=baseline, gate=parsed(parse_metric_list, args.gate, "--gate"),
                         floors=parsed(parse_floors, args.fail_under or [], "--fail-under") or (),
+                        margins=parsed(parse_margins, args.margin or [], "--margin") or (),
                         multiple=args.multiple, seed=args.seed, allow_incomplete=args.allow_incomplete,
                         metrics=parsed(parse_metric_list, getattr(args, "metrics", None), "--metrics"), min_pairs=args.min_pairs,
                         rescore=args.rescore, cluster=args.cluster)
@@ -59,6 +60,9 @@ def add_gate_flags(cmd: argparse.ArgumentParser) -> None:
                           "anywhere in the family stays at or below 0.05; none: each metric at full alpha)")
     cmd.add_argument("--gate", default=None, metavar="M1,M2",
                      help="metrics whose significant regression fails the gate (default every compared one, as --crucible-gate)")
+    cmd.add_argument("--margin", dest="margin", action="append", default=[], metavar="METRIC=DROP",
+                     help="non-inferiority margin, e.g. ndcgAt10=0.02: the metric passes only when its interval rules "
+                          "out a drop larger than DROP (repeatable, as --crucible-margin)")
     cmd.add_argument("--fail-under", dest="fail_under", action="append", default=[], metavar="METRIC=VALUE",
                      help="absolute floor on the candidate's mean, e.g. ndcgAt10=0.6 (repeatable, as --crucible-fail-under)")
     cmd.add_argument("--min-pairs", dest="min_pairs", type=int, default=MIN_PAIRS, metavar="N",

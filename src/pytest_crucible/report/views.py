@@ -155,6 +155,8 @@ def p_text(value: float | None) -> str:
     return "<.001" if value < 0.001 else f"{value:5.3f}"
 
 
+MARGIN_LEGEND = ("  with a margin: non-inferior = the CI rules out a drop larger than the margin; inferior = the",
+                 "  whole CI is beyond it; inconclusive = neither (the gate fails on both: more items tell)")
 COMPARISON_LEGEND = ("  ns = not significant (the CI holds 0 or p >= 0.05); mde = the smallest change these pairs",
                      "  can detect; need n = items needed to detect this delta; * = not gated")
 
@@ -223,6 +225,10 @@ def comparison_lines(comparison: Comparison, gated: set[str] | None = None) -> l
         lines.append(f"  {label:<22} {_fmt(m.a)} {_fmt(m.b)} {delta} {ci:>16} {p_text(m.p)}  {verdict}")
     if legend:
         lines.extend(COMPARISON_LEGEND)
+    margins = [f"{m.metric} {m.margin:g}" for m in comparison.metrics.values() if m.margin is not None]
+    if margins:
+        lines.extend(MARGIN_LEGEND)
+        lines.extend(list_lines("margins:", sorted(set(margins))))
     effects = [f"{name} {m.design_effect:.2f}" for name, m in comparison.metrics.items() if m.design_effect is not None]
     if effects:  # how much wider the clustered intervals are than independent items would make them (squared)
         lines.extend(list_lines("design effect (clustered / independent-items variance):", effects))

@@ -41,7 +41,7 @@ from .keys import READ_SCOPES, WRITE_FEEDBACK_SCOPE, ApiKey, authenticate, upgra
 from ..golden_set.promote import PromoteError, PromoteNotFound, PromoteRequest, parse_request, promote
 from ..report.views import run_metrics_document, run_summary_json
 from ..defaults import DEFAULT_SEED, MIN_PAIRS, MULTIPLE, ServerLimits
-from ..verdict.gate import GateSettings, decide_stored, parse_floors, parse_metric_list
+from ..verdict.gate import GateSettings, decide_stored, parse_floors, parse_margins, parse_metric_list
 from ..verdict.runs import load_run, metric_names
 from ..store import DatabaseError, Store, StoreError, is_locked
 from ..store.ledgers import ledger_marks
@@ -393,6 +393,8 @@ def create_app(db_path: str | Path, limits: ServerLimits = ServerLimits()) -> Fa
         b: str = Query(..., min_length=1, description="Candidate run id."),
         gate: str | None = Query(None, max_length=2000, description="M1,M2: the gated metrics (default every compared one)."),
         failUnder: list[str] = Query([], description="METRIC=VALUE: an absolute floor on b's mean (repeatable)."),  # noqa: N803
+        margin: list[str] = Query([], description="METRIC=DROP: a non-inferiority margin; the metric passes only when "
+                                                  "its interval rules out a drop larger than DROP (repeatable)."),
         seed: int = Query(DEFAULT_SEED, description="Seed of the bootstrap and the permutation test."),
         multiple: Literal["holm", "none"] = Query(MULTIPLE, description="p-value correction across the gated metrics "
                                                   "(default holm: family-wise error at or below alpha)."),
@@ -420,6 +422,7 @@ def create_app(db_path: str | Path, limits: ServerLimits = ServerLimits()) -> Fa
                     parsed = {}
                     custom = metric_names((baseline, candidate))
                     for field, parse in (("failUnder", lambda: parse_floors(failUnder, "failUnder", k, custom)),
+                                         ("margin", lambda: parse_margins(margin, "margin", k, custom)),
                                          ("gate", lambda: parse_metric_list(gate, "gate", k, custom))):
                         try:
                             parsed[field] = parse()
@@ -428,6 +431,7 @@ def create_app(db_path: str | Path, limits: ServerLimits = ServerLimits()) -> Fa
                             raise ApiError(422, "invalid_request", f"query: {message}", hint=hint,
                                            fields=[FieldProblem(location="query", field=field, message=message)]) from None
                     settings = GateSettings(baseline=a, gate=parsed["gate"], floors=parsed["failUnder"], seed=seed,
+                                            margins=parsed["margin"],
                                             multiple=multiple, allow_incomplete=allowIncomplete, min_pairs=minPairs,
                                             rescore=rescore)
                     result = decide_stored(store, candidate, baseline, settings)
@@ -439,7 +443,7 @@ def create_app(db_path: str | Path, limits: ServerLimits = ServerLimits()) -> Fa
 
         # Cheap, and first: a run of another workspace is a 404 whatever is kept or computed.
         identity = await run_in_threadpool(_comparison_identity, db_path, a, b, key.workspace)
-        remembered = None if identity is None else (identity, gate, tuple(failUnder), seed, multiple, allowIncomplete,
+        remembered = None if identity is None else (identity, gate, tuple(failUnder), tuple(margin), seed, multiple, allowIncomplete,
                                                      rescore, minPairs)
         answer = None if remembered is None else compare_answers.get(remembered)
         if answer is None:

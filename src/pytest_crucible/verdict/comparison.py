@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+import math
 from typing import Any, Iterable, Mapping
 
 from ..config import config_diff
@@ -24,6 +25,8 @@ from .runs import RunData
 from ..stats import DEFAULT_SEED, holm_adjust, min_pairs_for_alpha, paired_tests
 
 ALPHA = 0.05
+# The normal quantiles of the 95% interval and of 80% power (the comparison's mde is planned with them).
+Z_TWO_SIDED, Z_POWER = 1.959963984540054, 0.8416212335729143
 
 class ComparisonRefused(Exception):
     """Two runs that must not be compared (e.g. judged by different judge models)."""
@@ -53,6 +56,9 @@ class MetricComparison:
     # design effect (the clustered variance of the delta over the independent-items one). None: no clusters.
     n_clusters: int | None = None
     design_effect: float | None = None
+    # A non-inferiority margin (--crucible-margin): the largest drop that does not matter. With one, the
+    # verdict asks whether the interval rules out a drop larger than it (see ``verdict``).
+    margin: float | None = None
 
     @property
     def units(self) -> int:
@@ -64,7 +70,21 @@ class MetricComparison:
         return self.direction != "lower"
 
     @property
+    def drops(self) -> tuple[float, float] | None:
+        """(smallest, largest) drop the interval allows, in the metric's worse direction (negative: a gain)."""
+        if self.ci is None or self.direction is None:
+            return None
+        return (-self.ci[1], -self.ci[0]) if self.higher_is_better else (self.ci[0], self.ci[1])
+
+    @property
     def verdict(self) -> str:
+        drops = self.drops
+        if self.margin is not None and drops is not None and self.delta is not None:
+            if self.significant and (self.delta > 0) == self.higher_is_better:
+                return "improved"
+            if drops[1] <= self.margin:
+                return "non-inferior"  # no drop larger than the margin is left possible
+            return "inferior" if drops[0] > self.margin else "inconclusive"
         if not self.significant or self.delta is None:
             return "not significant"
         if self.direction is None:
@@ -105,7 +125,8 @@ class Comparison:
             "seed": self.seed,
             "metrics": {
                 name: {"a": m.a, "b": m.b, "delta": m.delta, "ci": list(m.ci) if m.ci else None, "p": m.p, "significant": m.significant,
-                       **({"metric": m.metric, "kind": m.kind} if m.kind else {})}
+                       **({"metric": m.metric, "kind": m.kind} if m.kind else {}),
+                       **({"margin": m.margin} if m.margin is not None else {})}
                 for name, m in self.metrics.items()
             },
             "verdicts": {name: m.verdict for name, m in self.metrics.items()},
@@ -152,6 +173,7 @@ def compare_run_data(
     cluster: str = "field",
     family: Iterable[str] | None = None,
     family_min_units: int = 0,
+    margins: Mapping[str, float] | None = None,
 ) -> Comparison:
     """Both significance gates per metric over the paired items. ``cluster``: how items are grouped
     (:func:`item_clusters`); when some cluster holds two items or more, each metric is tested by resampling
@@ -227,6 +249,9 @@ def compare_run_data(
             if test.n_clusters < min_pairs_for_alpha(alpha):  # k clusters: no p below 2 / 2**k
                 entry.note = f"ns: {test.n_clusters} clusters (need {min_pairs_for_alpha(alpha)})"
 
+    for m in results.values():
+        if margins and m.metric in margins:
+            m.margin = float(margins[m.metric])
     wanted = set(family) if family else None
     members = [key for key, m in results.items() if m.p is not None and m.direction is not None
                and (wanted is None or m.metric in wanted) and m.units >= family_min_units]
@@ -390,6 +415,33 @@ def regression_reasons(comparison: Comparison, gated: Iterable[str] | None = Non
     ]
 
 
+def margin_reasons(comparison: Comparison, gated: Iterable[str] | None = None) -> list[str]:
+    """One line per gated metric with a margin whose interval does not rule out a drop larger than it:
+    ``inferior`` (the whole interval is beyond the margin) or ``inconclusive`` (it straddles the margin),
+    with the items that would tell. Both fail the gate: with a margin, a pass needs the evidence."""
+    names = set(comparison.metrics) if gated is None else set(gated)
+    lines = []
+    for name, m in comparison.metrics.items():
+        if name not in names or m.verdict not in ("inferior", "inconclusive"):
+            continue
+        where = f"({m.a:.4f} -> {m.b:.4f}, delta {m.delta:+.4f}, 95% CI [{m.ci[0]:+.4f}, {m.ci[1]:+.4f}], n = {m.n})"
+        if m.verdict == "inferior":
+            lines.append(f"{name} is inferior: it dropped by more than the margin {m.margin:g} {where}")
+            continue
+        estimate = -m.delta if m.higher_is_better else m.delta  # the estimated drop
+        need = ""
+        if m.mde and estimate < m.margin:
+            # the items whose interval would clear the margin at this estimate and spread (the spread
+            # read back from the mde, which carries the design effect with clusters)
+            spread = m.mde * math.sqrt(m.n) / (Z_TWO_SIDED + Z_POWER)
+            need = f"; about {math.ceil((Z_TWO_SIDED * spread / (m.margin - estimate)) ** 2)} items would tell"
+        elif estimate >= m.margin:
+            need = "; the estimate itself is beyond the margin"
+        lines.append(f"{name} is inconclusive against the margin {m.margin:g}: a drop of up to {m.drops[1]:.4f} is "
+                     f"not ruled out {where}{need}")
+    return lines
+
+
 def undetected_drops(comparison: Comparison, gated: Iterable[str] | None = None) -> list[str]:
     """A pass that is only a lack of power: one line per gated metric that is not significant while its
     interval still allows a drop larger than the smallest change these pairs can detect (its mde).
@@ -397,7 +449,7 @@ def undetected_drops(comparison: Comparison, gated: Iterable[str] | None = None)
     names = set(comparison.metrics) if gated is None else set(gated)
     lines = []
     for name, m in comparison.metrics.items():
-        if name not in names or m.significant or m.ci is None or m.mde is None or m.direction is None:
+        if name not in names or m.significant or m.ci is None or m.mde is None or m.direction is None or m.margin is not None:
             continue
         drop = -m.ci[0] if m.higher_is_better else m.ci[1]  # the worst change the interval allows
         if drop > m.mde:

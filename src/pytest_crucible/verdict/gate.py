@@ -50,6 +50,7 @@ class GateSettings:
     baseline: str | None = None  # a run id, unique prefix, "latest", or an exported run (PATH.json)
     gate: tuple[str, ...] | None = None  # the gated metrics (None: every compared metric)
     floors: tuple[tuple[str, float], ...] = ()  # --crucible-fail-under METRIC=VALUE
+    margins: tuple[tuple[str, float], ...] = ()  # --crucible-margin METRIC=DROP: non-inferiority margins
     multiple: str = MULTIPLE  # "holm": adjust the p-values across the gated metrics (the family); "none": full alpha each
     seed: int = DEFAULT_SEED
     allow_incomplete: bool = False
@@ -126,7 +127,19 @@ def parse_metric_list(value: str | None, option: str = "--crucible-gate", k: int
     return tuple(dict.fromkeys(names)) or None
 
 
-def parse_floors(values: list[str], option: str, k: int | None = None, custom: Iterable[str] = ()) -> tuple[tuple[str, float], ...]:
+def parse_margins(values: list[str], option: str, k: int | None = None, custom: Iterable[str] = ()) -> tuple[tuple[str, float], ...]:
+    """``["ndcgAt10=0.02"]`` -> ((metric, margin), ...): the largest drop that does not matter, in the metric's
+    own units (a finite number above 0); ValueError with a HINT."""
+    margins = parse_floors(values, option, k, custom, what="margin", example="ndcgAt10=0.02")
+    for name, margin in margins:
+        if not margin > 0:
+            raise ValueError(f"{option} {name}={margin:g}: a margin is the largest drop that does not matter, above 0\n"
+                             f"HINT: e.g. {option} {name}=0.02")
+    return margins
+
+
+def parse_floors(values: list[str], option: str, k: int | None = None, custom: Iterable[str] = (), *,
+                 what: str = "floor", example: str = "ndcgAt10=0.6") -> tuple[tuple[str, float], ...]:
     """``["ndcgAt10=0.6", "recall@10=0.7"]`` -> ((metric, floor), ...); ValueError with a HINT."""
     from ..metrics import resolve_metric
 
@@ -139,10 +152,10 @@ def parse_floors(values: list[str], option: str, k: int | None = None, custom: I
                     raise ValueError
                 floor = float(number)
             except ValueError:
-                raise ValueError(f"{option} {part!r}: expected METRIC=VALUE\nHINT: e.g. {option} ndcgAt10=0.6") from None
-            if not math.isfinite(floor):  # a CI variable that expands to nan must not switch the floor off
-                raise ValueError(f"{option} {part!r}: the floor must be a finite number, got {number.strip()!r}\n"
-                                 f"HINT: e.g. {option} ndcgAt10=0.6; check the variable that set it")
+                raise ValueError(f"{option} {part!r}: expected METRIC=VALUE\nHINT: e.g. {option} {example}") from None
+            if not math.isfinite(floor):  # a CI variable that expands to nan must not switch the check off
+                raise ValueError(f"{option} {part!r}: the {what} must be a finite number, got {number.strip()!r}\n"
+                                 f"HINT: e.g. {option} {example}; check the variable that set it")
             try:
                 floors.append((resolve_metric(name, k, custom), floor))
             except ValueError as exc:
@@ -289,7 +302,7 @@ def unreadable_baseline(reason: str, settings: GateSettings) -> GateResult:
 def decide(current: RunData, baseline: RunData | None, settings: GateSettings, notes: list[str] = ()) -> GateResult:
     """The verdict on ``current`` (the candidate) against ``baseline`` (None: floors only). ``notes``:
     what the caller learnt preparing the pair (``ruler.prepare_pair``), shown with the verdict."""
-    from .comparison import ComparisonRefused, compare_run_data, regression_reasons, undetected_drops
+    from .comparison import ComparisonRefused, compare_run_data, margin_reasons, regression_reasons, undetected_drops
 
     result = GateResult(PASSED, has_baseline=baseline is not None, has_floors=bool(settings.floors), gated=settings.gate,
                         baseline=baseline, baseline_ref=settings.baseline)
@@ -312,7 +325,8 @@ def decide(current: RunData, baseline: RunData | None, settings: GateSettings, n
         try:
             comparison = compare_run_data(baseline, current, seed=settings.seed, multiple=settings.multiple,
                                           metrics=settings.metrics, cluster=settings.cluster,
-                                          family=settings.gate, family_min_units=settings.min_pairs)
+                                          family=settings.gate, family_min_units=settings.min_pairs,
+                                          margins=dict(settings.margins))
         except ComparisonRefused as exc:
             result.verdict, result.refusal = REFUSED, str(exc)
             return result
@@ -336,6 +350,7 @@ def decide(current: RunData, baseline: RunData | None, settings: GateSettings, n
         result.gated = tuple(name for name in measured if name in gated) + tuple(sorted(wanted - seen))
         result.failures.extend(f"gated metric {name} was not measured in either run" for name in sorted(wanted - seen))
         result.failures.extend(regression_reasons(comparison, gated))
+        result.failures.extend(margin_reasons(comparison, gated))
         result.warnings.extend(f"WARNING {line}" for line in undetected_drops(comparison, gated))
     result.failures.extend(kind_floor_failures(current, dict(settings.floors)))
     if result.failures:

@@ -22,7 +22,8 @@ draw from Mulberry32 with the package's default seed, as a comparison does). Sce
 * (d) the family-wise false-positive rate of the default gate: 12 null metrics, independent or
   correlated (a shared item effect, rho 0.7), with and without Holm;
 * (e) non-inferiority margins: the rate at which a drop of exactly the margin passes, and the
-  rate at which no change passes.
+  rate at which no change passes;
+* (f) PPI++ coverage at its minimum of 30 labelled answers, with t quantiles.
 
 Prints the command, the settings and a markdown table; the last column is the Monte Carlo
 standard error of the rate (``sqrt(p (1 - p) / data sets)``). About 12 s for 1,000 data sets on
@@ -219,6 +220,20 @@ def main() -> None:
         results = paired_tests([independent(margin_rng, shift) for _ in range(runs)], **opts)
         row("non-inferiority", f"independent, 100 items, {label}", "margin gate passes", target,
             rate(r.ci_low >= -margin for r in results))
+
+    # (f) PPI++ at the fewest labels it gives an interval from (labels.human.MIN_LABELLED = 30), with t quantiles:
+    # 30 labelled answers and 900 judged ones, an informative judge and a weak one.
+    ppi_rng = np.random.default_rng(DATA_SEED + 3)
+    for weight, noise, label in ((1.0, 0.3, "informative judge"), (0.5, 0.4, "weak judge")):
+        cover = []
+        for _ in range(runs):
+            y = (ppi_rng.random(30 + 900) < p_true).astype(float)
+            f = weight * y + 0.15 + ppi_rng.normal(0.0, noise, 30 + 900)
+            if np.var(y[:30]) == 0:  # refused (no variance): not an interval
+                continue
+            res = ppi_mean(y[:30], f[:30], f[30:])
+            cover.append(res.ci_low <= p_true <= res.ci_high)
+        row("coverage", f"PPI++ at its minimum: 30 labelled + 900, {label}", "PPI++ (t quantiles)", "0.94-0.96", rate(cover))
 
     elapsed = time.perf_counter() - started
     print()

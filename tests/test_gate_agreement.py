@@ -2,7 +2,7 @@
 report (`crucible report --against`) give the same verdict, failures and exit code on the same pair
 of runs with the same options. Hypothesis generates the pairs: random values, missing items and
 metrics, incomplete and interrupted runs, items whose judging failed, different judges, floors,
-gated metrics that were never measured.
+non-inferiority margins, the family-wise correction on or off, gated metrics that were never measured.
 """
 
 from __future__ import annotations
@@ -77,6 +77,7 @@ def pairs(draw):
         "floors": draw(st.lists(st.tuples(st.sampled_from(metrics), st.sampled_from((0.25, 0.5, 0.75))), max_size=2)),
         "allow_incomplete": draw(st.booleans()),
         "multiple": draw(st.sampled_from(("none", "holm"))),
+        "margins": draw(st.lists(st.tuples(st.sampled_from(metrics), st.sampled_from((0.1, 0.3))), max_size=1)),
     }
     return a, b, options
 
@@ -110,6 +111,8 @@ def gate_flags(options: dict) -> list[str]:
         flags += ["--gate", ",".join(options["gate"])]
     for metric, floor in options["floors"]:
         flags += ["--fail-under", f"{metric}={floor}"]
+    for metric, margin in options["margins"]:
+        flags += ["--margin", f"{metric}={margin}"]
     if options["allow_incomplete"]:
         flags.append("--allow-incomplete")
     return flags
@@ -124,7 +127,7 @@ def test_session_cli_api_and_html_give_one_verdict(served, tmp_path, pair) -> No
     a, b = store_run(db, a_side), store_run(db, b_side)
     gate_settings = GateSettings(baseline=a, gate=tuple(options["gate"]) if options["gate"] else None,
                                  floors=tuple(options["floors"]), multiple=options["multiple"],
-                                 allow_incomplete=options["allow_incomplete"])
+                                 margins=tuple(options["margins"]), allow_incomplete=options["allow_incomplete"])
 
     # The session gate, as the plugin runs it at session end (the run is this session's own).
     session = CrucibleSession(settings=Settings(params={}, resolved={"retrievalLimit": 10}, config_hash="c" * 64, config_path=None,
@@ -142,6 +145,7 @@ def test_session_cli_api_and_html_give_one_verdict(served, tmp_path, pair) -> No
     if options["gate"]:
         params.append(("gate", ",".join(options["gate"])))
     params += [("failUnder", f"{metric}={floor}") for metric, floor in options["floors"]]
+    params += [("margin", f"{metric}={margin}") for metric, margin in options["margins"]]
     response = httpx.get(f"{url}/api/v1/evals/runs/compare", params=params, headers={"Authorization": f"Bearer {key}"})
     assert response.status_code in (200, 409), response.text
     api = response.json()["gate"] if response.status_code == 200 else {"verdict": "refused", "exitCode": 3}

@@ -101,7 +101,7 @@ def test_a_bad_labels_file_is_one_error_naming_file_and_line(tmp_path: Path) -> 
 
 
 # -- a run whose judge over-grades ------------------------------------------------------------------
-N_ITEMS, N_LABELLED = 60, 20
+N_ITEMS, N_LABELLED = 60, 30
 TRUTH = ["acceptable", "missing", "perfect"]  # the grade people give item i: TRUTH[i % 3]
 SCORE = {"acceptable": 0.5, "missing": 0.0, "perfect": 1.0}
 
@@ -117,13 +117,17 @@ def record_run(store: Store, *, answer: str, truthfulness, faithfulness, config_
     return run_id
 
 
-def label_items(store: Store, answer: str, items) -> None:
+def label_items(store: Store, answer: str, items, *, vary: bool = False) -> None:
+    """People's labels of each item's answer; ``vary``: every fifth item is graded differently (another answer
+    of the same question is not graded the same by people every time)."""
     rows = []
     for i in items:
+        other = vary and i % 5 == 0
         digest = answer_hash(f"  {answer} {i}\n")  # the labeller's copy of the answer: whitespace aside, the same
-        rows.append({"item_id": f"q-{i:03d}", "answer_hash": digest, "kind": "crag", "value": TRUTH[i % 3], "source": "import"})
+        rows.append({"item_id": f"q-{i:03d}", "answer_hash": digest, "kind": "crag", "value": TRUTH[(i + other) % 3],
+                     "source": "import"})
         rows.append({"item_id": f"q-{i:03d}", "answer_hash": digest, "kind": "faithful",
-                     "value": "true" if i % 2 else "false", "source": "import"})
+                     "value": "true" if (i + other) % 2 else "false", "source": "import"})
     assert add_human_labels(store, rows) == 2 * len(items)
 
 
@@ -144,13 +148,13 @@ def test_the_summary_shows_the_judges_bias_and_the_corrected_mean(tmp_path: Path
     start = lines.index(HEADER)
     truth, faith = lines[start + 1], lines[start + 2]
     # People's mean over all 60 answers is 0.50; the judge says 1.00.
-    match = re.fullmatch(r"  truthfulness  judge 1\.00  ppi (\S+) \[(\S+), (\S+)\]  \(20 labelled, bias \+0\.50\)", truth)
+    match = re.fullmatch(r"  truthfulness  judge 1\.00  ppi (\S+) \[(\S+), (\S+)\]  \(30 labelled, bias \+0\.50\)", truth)
     assert match, truth
     estimate, low, high = map(float, match.groups())
     labels_mean = sum(SCORE[TRUTH[i % 3]] for i in range(N_LABELLED)) / N_LABELLED
     assert abs(estimate - labels_mean) <= 0.05 and low <= 0.5 <= high
     assert high < 0.9  # the judge's mean is far outside the corrected interval
-    assert re.fullmatch(r"  faithfulness  judge 0\.35  ppi 0\.50 \[\S+, \S+\]  \(20 labelled, bias -0\.15\)", faith), faith
+    assert re.fullmatch(r"  faithfulness  judge 0\.35  ppi 0\.50 \[\S+, \S+\]  \(30 labelled, bias -0\.15\)", faith), faith
     assert all(len(line) <= 100 for line in lines)
     # The lines sit after the abstention lines and before the error classes (when there are any).
     assert lines.index("items 60 (60 passed)") < start
@@ -166,15 +170,22 @@ def test_one_labelled_answer_says_how_many_more_are_needed_and_the_newest_label_
     metrics = {"truthfulness": {"a": 1.0, "b": 0.5, "c": 0.0}, "ndcgAt10": {"a": 1.0}}
     one = [{"item_id": "a", "answer_hash": answer_hash("x"), "kind": "crag", "value": "incorrect"}]
     assert ppi_summary_lines(results, metrics, one) == [
-        HEADER, "  truthfulness  1 labelled answer; PPI needs at least 2 (label 1 more)"]
+        HEADER, "  truthfulness  1 labelled answer; PPI needs at least 30 (label 29 more)"]
     assert ppi_summary_lines(results, metrics, []) == []
     # A faithful label of an item without a judged faithfulness (an abstention) is not a labelled answer.
     assert ppi_summary_lines(results, metrics, [{**one[0], "kind": "faithful", "value": "true"}]) == []
     relabelled = one + [{"item_id": "b", "answer_hash": answer_hash("y"), "kind": "crag", "value": "perfect"},
                         {"item_id": "a", "answer_hash": answer_hash("x"), "kind": "crag", "value": "perfect"}]  # newest last
     [line] = ppi_for_run(results, metrics, relabelled)
-    assert (line.metric, line.n_labelled, line.n_unlabelled) == ("truthfulness", 2, 1)
-    assert line.estimate.bias == pytest.approx(((1.0 - 1.0) + (0.5 - 1.0)) / 2)  # a: perfect (newest), not incorrect
+    assert (line.metric, line.n_labelled, line.n_unlabelled, line.estimate) == ("truthfulness", 2, 1, None)
+    # With 30 labelled answers, the newest label of "a" is the one read: perfect (1.0), not incorrect (-1.0).
+    many = [{"item_id": f"i{k}", "answer": f"answer {k}"} for k in range(40)]
+    judged = {"truthfulness": {f"i{k}": 1.0 for k in range(40)}}
+    labels = [{"item_id": f"i{k}", "answer_hash": answer_hash(f"answer {k}"), "kind": "crag",
+               "value": "perfect" if k % 2 else "incorrect"} for k in range(30)]
+    labels.append({"item_id": "i0", "answer_hash": answer_hash("answer 0"), "kind": "crag", "value": "perfect"})  # newest
+    [line] = ppi_for_run(many, judged, labels)
+    assert line.n_labelled == 30 and line.estimate.bias == pytest.approx((1.0 - (16 * 1.0 + 14 * -1.0) / 30))
 
 
 # -- crucible compare --ppi ---------------------------------------------------------------------------
@@ -187,8 +198,7 @@ def test_compare_ppi_prints_the_corrected_delta_and_never_changes_the_verdict(tm
     cand = record_run(store, answer="new", truthfulness=lambda i: SCORE[TRUTH[i % 3]], faithfulness=under_faithful,
                       config_hash="h2")
     label_items(store, "old", range(N_LABELLED))
-    label_items(store, "new", range(N_LABELLED))
-    label_items(store, "new", range(N_LABELLED, N_LABELLED + 5))  # labelled in B only: left out of the pairs
+    label_items(store, "new", range(N_LABELLED), vary=True)
     store.close()
 
     plain = crucible_cli("compare", base, cand, "--db", db)
@@ -199,11 +209,11 @@ def test_compare_ppi_prints_the_corrected_delta_and_never_changes_the_verdict(tm
     extra = ppi.outlines[len(plain.outlines):]
     assert extra[0] == "judge bias corrected with human labels (PPI++), B - A (never changes the gate's verdict):"
     match = re.fullmatch(r"  truthfulness  judge delta -0\.50  ppi delta ([+-]\d\.\d\d) \[([+-]\d\.\d\d), ([+-]\d\.\d\d)\]  "
-                         r"\(20 labelled pairs\)", extra[1])
+                         r"\(30 labelled pairs\)", extra[1])
     assert match, extra[1]
     delta, low, high = map(float, match.groups())
     assert abs(delta) <= 0.05 and low <= 0.0 <= high
-    assert re.fullmatch(r"  faithfulness  judge delta \+0\.00  ppi delta [+-]0\.00 \[\S+, \S+\]  \(20 labelled pairs\)",
+    assert re.fullmatch(r"  faithfulness  judge delta \+0\.00  ppi delta [+-]0\.00 \[\S+, \S+\]  \(30 labelled pairs\)",
                         extra[2]), extra[2]
 
     plain_json = crucible_cli("compare", base, cand, "--db", db, "--json")
@@ -212,7 +222,7 @@ def test_compare_ppi_prints_the_corrected_delta_and_never_changes_the_verdict(tm
     document = json.loads("\n".join(ppi_json.outlines))
     entry = document.pop("ppi")["metrics"]["truthfulness"]
     assert document == json.loads("\n".join(plain_json.outlines))  # the comparison and the gate are untouched
-    assert (entry["labelledPairs"], entry["unlabelledPairs"], entry["labelledInOneRun"]) == (20, 35, 5)
+    assert (entry["labelledPairs"], entry["unlabelledPairs"], entry["labelledInOneRun"], entry["inheritedLabels"]) == (30, 30, 0, 0)
     assert entry["judgeDelta"] == pytest.approx(-0.5) and entry["delta"] == pytest.approx(delta, abs=0.005)
     assert entry["ci"][0] <= 0.0 <= entry["ci"][1] and entry["bias"] == pytest.approx(-0.5)
     assert compare_ppi_lines({"metrics": {"truthfulness": entry}})[1] == extra[1]
@@ -223,6 +233,16 @@ def test_compare_ppi_prints_the_corrected_delta_and_never_changes_the_verdict(tm
     from_file = crucible_cli("compare", exported, cand, "--db", db, "--ppi")
     assert from_file.ret == 1 and extra[1] in from_file.outlines
 
+    # Items labelled in B only: their answers changed, so leaving them out would keep a sample chosen by
+    # the change itself. PPI refuses until both runs' answers of those items are labelled.
+    store = Store.open(db)
+    label_items(store, "new", range(N_LABELLED, N_LABELLED + 5))
+    store.close()
+    refused = crucible_cli("compare", base, cand, "--db", db, "--ppi")
+    assert refused.ret == 1
+    assert ("  truthfulness  judge delta -0.50  5 items labelled in one run only: label the other run's answer of each "
+            "(the same items must be labelled in both runs)") in refused.outlines
+
 
 def test_compare_ppi_without_enough_labelled_pairs_says_so() -> None:
     answers = {"a": "x", "b": "y", "c": "z"}
@@ -232,8 +252,9 @@ def test_compare_ppi_without_enough_labelled_pairs_says_so() -> None:
     assert document["metrics"]["truthfulness"]["delta"] is None
     assert document["metrics"]["faithfulness"]["note"] == "not judged in both runs"
     lines = compare_ppi_lines(document)
-    assert lines[1] == ("  truthfulness  judge delta -0.17  1 labelled pair; PPI needs at least 2 "
-                        "(label the answers of both runs: crucible judge labels import)")
+    assert lines[1] == ("  truthfulness  judge delta -0.17  1 labelled pair; PPI needs at least 30 "
+                        "(label 29 more, the answers of both runs: crucible judge labels import)")
+    assert document["metrics"]["truthfulness"]["inheritedLabels"] == 1  # one label, read through the unchanged answer
     assert lines[2] == "  faithfulness  not judged in both runs"
 
 
@@ -274,3 +295,16 @@ def test_the_shown_interval_stops_at_the_metric_bounds() -> None:
     text = PPILine("truthfulness", "crag", 3, 2, estimate).text()
     low, high = (float(x) for x in text.split("[")[1].split("]")[0].split(", "))
     assert -1.0 <= low < high <= 1.0
+
+
+def test_labels_without_variance_give_no_interval() -> None:
+    """Every label equal: the residuals' variance is 0 and the interval would have width 0, a certainty
+    no sample gives. PPI says why instead of printing ``1.0 [1.0, 1.0]``."""
+    results = [{"item_id": f"i{k}", "answer": f"answer {k}"} for k in range(40)]
+    judged = {"truthfulness": {f"i{k}": 0.5 + 0.01 * (k % 7) for k in range(40)}}
+    labels = [{"item_id": f"i{k}", "answer_hash": answer_hash(f"answer {k}"), "kind": "crag", "value": "perfect"}
+              for k in range(30)]
+    [line] = ppi_for_run(results, judged, labels)
+    assert line.estimate is None
+    assert line.text() == ("truthfulness  30 labelled answers; the labels have no variance (every one is 1): PPI cannot "
+                           "tell the judge's error from them; label a random sample of answers")

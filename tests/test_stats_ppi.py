@@ -40,14 +40,15 @@ def test_small_case_by_hand_with_a_fixed_lambda():
     var_u = ((0.3) ** 2 + (0.4) ** 2 + (0.1) ** 2) / 2  # 0.13
     se = math.sqrt(0.25 * var_u / 3 + var_resid / 4)
     assert res.se == pytest.approx(se, rel=1e-12)
-    assert res.ci == pytest.approx((0.65 - Z95 * se, 0.65 + Z95 * se), rel=1e-12)
+    t3 = 3.182446305284263  # Student's t, 3 degrees of freedom (4 labels), 97.5%: the interval's quantile
+    assert res.ci == pytest.approx((0.65 - t3 * se, 0.65 + t3 * se), rel=1e-12)
     assert res.lam == 0.5 and res.n_labelled == 4 and res.n_unlabelled == 3
     assert res.judge_mean == pytest.approx((2.8 + 1.5) / 7, rel=1e-12)
     assert res.bias == pytest.approx((0.9 - 1 + 0.2 + 0.7 - 1 + 1.0 - 1) / 4, rel=1e-12)  # -0.05
     assert res.classical == 0.75
     cse = math.sqrt(0.25 / 4)  # var([1, 0, 1, 1], ddof=1) = 0.25
     assert res.classical_se == pytest.approx(cse, rel=1e-12)
-    assert res.classical_ci == pytest.approx((0.75 - Z95 * cse, 0.75 + Z95 * cse), rel=1e-12)
+    assert res.classical_ci == pytest.approx((0.75 - t3 * cse, 0.75 + t3 * cse), rel=1e-12)
 
 
 def test_tuned_lambda_formula():

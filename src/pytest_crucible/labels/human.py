@@ -45,7 +45,10 @@ __all__ = ["KINDS", "METRIC_OF_KIND", "answer_hash", "label_number", "label_rows
 KINDS = ("crag", "faithful")
 # label kind -> the judged metric it is compared with
 METRIC_OF_KIND = {"crag": "truthfulness", "faithful": "faithfulness"}
-MIN_LABELLED = 2  # PPI++ needs a spread of the judge's error: at least two labelled answers
+# The fewest labelled answers PPI++ gives an interval from: with t quantiles its 95% interval covered 0.945 and
+# 0.942 at 30 labels in simulation (an informative and a weak judge; 0.93-0.94 at 20, 0.92-0.93 at 10), so
+# below 30 the number would claim more than the labels support (docs/statistics.md, the PPI rows).
+MIN_LABELLED = 30
 HEADER = "judge bias corrected with human labels (PPI++):"
 
 
@@ -142,8 +145,11 @@ class PPILine:
     n_labelled: int
     n_unlabelled: int
     estimate: "PPIEstimate | None"
+    note: str | None = None  # why there is no estimate, when it is not too few labels
 
     def text(self) -> str:
+        if self.estimate is None and self.note:
+            return f"{self.metric}  {self.n_labelled} labelled answers; {self.note}"
         if self.estimate is None:
             more = MIN_LABELLED - self.n_labelled
             return (f"{self.metric}  {self.n_labelled} labelled answer{'s' if self.n_labelled != 1 else ''}; "
@@ -155,6 +161,15 @@ class PPILine:
         return (f"{self.metric}  judge {_number(e.judge_mean)}  ppi {_number(e.estimate)} "
                 f"[{_number(max(low, e.ci_low))}, {_number(min(high, e.ci_high))}]  ({e.n_labelled} labelled, "
                 f"bias {_number(e.bias, True)})")
+
+
+def no_variance(values: Sequence[float]) -> str | None:
+    """Why labels with one value say nothing about the judge's error (None: they vary). Their variance is
+    0, so the interval would have width 0: a certainty no sample gives."""
+    if len(set(values)) == 1:
+        return (f"the labels have no variance (every one is {values[0]:g}): PPI cannot tell the judge's error from "
+                "them; label a random sample of answers")
+    return None
 
 
 def _answers(results_rows: Iterable[Mapping[str, Any]] | Mapping[str, str | None]) -> dict[str, str]:
@@ -190,12 +205,13 @@ def ppi_for_run(results_rows: Iterable[Mapping[str, Any]] | Mapping[str, str | N
                 labelled_f.append(float(judged[item_id]))
         if not labelled_y:
             continue
-        estimate = None
-        if len(labelled_y) >= MIN_LABELLED:
+        estimate, note = None, no_variance(labelled_y)
+        if len(labelled_y) >= MIN_LABELLED and note is None:
             from ..stats.ppi import ppi_mean
 
             estimate = ppi_mean(labelled_y, labelled_f, unlabelled_f, alpha=alpha)
-        lines.append(PPILine(metric, kind, len(labelled_y), len(unlabelled_f), estimate))
+        lines.append(PPILine(metric, kind, len(labelled_y), len(unlabelled_f), estimate,
+                             note if len(labelled_y) >= MIN_LABELLED else None))
     return lines
 
 
@@ -245,11 +261,12 @@ def compare_ppi(a_answers: Iterable[Mapping[str, Any]] | Mapping[str, str | None
         judged_a, judged_b = a_metrics.get(metric) or {}, b_metrics.get(metric) or {}
         paired = sorted(set(judged_a) & set(judged_b))
         ya, yb, fa, fb, ua, ub = [], [], [], [], [], []
-        one_sided = 0
+        one_sided = inherited = 0
         for item_id in paired:
             label_a = newest.get((item_id, hashes_a[item_id], kind)) if item_id in hashes_a else None
             label_b = newest.get((item_id, hashes_b[item_id], kind)) if item_id in hashes_b else None
             if label_a is not None and label_b is not None:
+                inherited += hashes_a.get(item_id) == hashes_b.get(item_id)  # one label, read through an unchanged answer
                 ya.append(label_a)
                 yb.append(label_b)
                 fa.append(float(judged_a[item_id]))
@@ -260,14 +277,23 @@ def compare_ppi(a_answers: Iterable[Mapping[str, Any]] | Mapping[str, str | None
             else:
                 one_sided += 1
         entry: dict[str, Any] = {"kind": kind, "pairs": len(paired), "labelledPairs": len(ya), "unlabelledPairs": len(ua),
-                                 "labelledInOneRun": one_sided, "judgeDelta": None, "delta": None, "ci": None, "note": None}
+                                 "labelledInOneRun": one_sided, "inheritedLabels": inherited, "judgeDelta": None,
+                                 "delta": None, "ci": None, "note": None}
+        if ua or fa:
+            entry["judgeDelta"] = (sum(fb) - sum(fa) + sum(ub) - sum(ua)) / (len(fa) + len(ua))
         if not paired:
             entry["note"] = "not judged in both runs"
+        elif one_sided:
+            # Items labelled in one run only: their answer changed (an unchanged one carries its label to the
+            # other run). Leaving them out keeps exactly the unchanged answers: a sample chosen by the change
+            # itself, whose corrected difference is biased towards 0. The design needs both answers labelled.
+            entry["note"] = (f"{one_sided} item{'s' if one_sided != 1 else ''} labelled in one run only: label the other "
+                             "run's answer of each (the same items must be labelled in both runs)")
         elif len(ya) < MIN_LABELLED:
             entry["note"] = (f"{len(ya)} labelled pair{'s' if len(ya) != 1 else ''}; PPI needs at least {MIN_LABELLED} "
-                             "(label the answers of both runs: crucible judge labels import)")
-            if ua or fa:
-                entry["judgeDelta"] = (sum(fb) - sum(fa) + sum(ub) - sum(ua)) / (len(fa) + len(ua))
+                             f"(label {MIN_LABELLED - len(ya)} more, the answers of both runs: crucible judge labels import)")
+        elif no_variance([b - a for a, b in zip(ya, yb)]):
+            entry["note"] = no_variance([b - a for a, b in zip(ya, yb)])
         else:
             from ..stats.ppi import ppi_paired_difference
 

@@ -55,7 +55,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
 import numpy as np
-from scipy.special import ndtri
+from scipy.special import stdtrit
 
 __all__ = ["PPIEstimate", "ppi_mean", "ppi_paired_difference"]
 
@@ -171,7 +171,9 @@ def ppi_mean(
         if big_n == 0 and lam != 0.0:
             raise ValueError("lam must be 0 when there are no unlabelled items (the estimate is the labelled mean)")
 
-    z = float(ndtri(1.0 - alpha / 2.0))
+    # Student's t on n - 1 degrees of freedom: the labelled residuals' variance is estimated from n labels,
+    # and with 20-30 of them the normal quantile under-covers (docs/statistics.md, the PPI rows).
+    z = float(stdtrit(n - 1, 1.0 - alpha / 2.0))
     classical = float(y.mean())
     classical_se = math.sqrt(_var(y) / n)
     classical_ci = (classical - z * classical_se, classical + z * classical_se)

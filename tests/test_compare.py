@@ -202,3 +202,21 @@ def test_a_pass_that_is_only_a_lack_of_power_says_so() -> None:
     assert line.startswith(f"WARNING underpowered: ndcgAt10 is not significant, but a drop of up to {-m.ci[0]:.3f} is not ruled out")
     assert "mrr" not in line
     assert result.to_json()["warnings"] == result.warnings  # every surface reads the same lines
+
+
+def test_metrics_at_k_measured_at_different_k_are_never_compared() -> None:
+    from pytest_crucible.verdict.gate import GateSettings, decide
+
+    better = {item: min(1.0, value + 0.3) for item, value in BASE.items()}
+    at_10 = run("A", {"precisionAtK": BASE, "ndcgAt10": BASE}, resolved={"retrievalLimit": 10})
+    at_1 = run("B", {"precisionAtK": better, "ndcgAt10": BASE}, resolved={"retrievalLimit": 1})
+    result = decide(at_1, at_10, GateSettings(baseline="A"))
+    # precision@1 against precision@10 is left out, said in the warnings every surface shows; nDCG@10 is compared.
+    assert set(result.comparison.metrics) == {"ndcgAt10"}
+    [warning] = [w for w in result.comparison.warnings if "ruler changed" in w]
+    assert "K = 10 in A and K = 1 in B" in warning and "precision@10 vs precision@1" in warning
+    assert result.comparison.to_json()["warnings"] == result.comparison.warnings
+    # Gating on it refuses (exit 3): the gate cannot judge a metric measured with two rulers.
+    gated = decide(at_1, at_10, GateSettings(baseline="A", gate=("precisionAtK",)))
+    assert gated.verdict == "refused" and gated.exit_code == 3
+    assert gated.refusal.startswith("refusing to gate precisionAtK: the metrics at K were cut off at K = 10 in A and K = 1 in B")

@@ -199,6 +199,10 @@ def compare_run_data(
     if other_ruler:
         names = [name for name in names if name != "responseRelevancy"]
         ruler_warnings = [*ruler_warnings, other_ruler]
+    cutoff = cutoff_change(a, b, names)
+    if cutoff:
+        names = [name for name in names if not name.endswith("AtK")]
+        ruler_warnings = [*ruler_warnings, cutoff]
     options = {"seed": seed, "n_resamples": n_resamples, "n_permutations": n_permutations, "alpha": alpha}
     results: dict[str, MetricComparison] = {}
     # A run that mixes kinds of question is compared kind by kind: no delta averages a retrieval
@@ -273,6 +277,22 @@ def compare_run_data(
                       config_changes=changes, warnings=warnings, multiple=multiple, excluded=excluded, cluster_by=cluster,
                       family=tuple(members),
                       clusters=len(set(labels.values())) if clustered else None)
+
+
+def cutoff_change(a: RunData, b: RunData, names: Iterable[str]) -> str | None:
+    """Why the metrics at K cannot be compared between the runs (they were cut off at different K), or None.
+    K is each run's retrievalLimit: precision at 10 against precision at 1 measures two different things,
+    so those rows are left out (a gate that names one of them is then blind to it and refuses)."""
+    at_k = sorted(name for name in names if name.endswith("AtK"))
+    k_a, k_b = a.resolved.get("retrievalLimit"), b.resolved.get("retrievalLimit")
+    if not at_k or k_a is None or k_b is None or k_a == k_b:
+        return None
+    from ..metrics import display_name
+
+    pairs = ", ".join(f"{display_name(name, k_a)} vs {display_name(name, k_b)}" for name in at_k)
+    return (f"the ruler changed: the metrics at K were cut off at K = {k_a} in {a.run_id} and K = {k_b} in {b.run_id} "
+            f"(retrievalLimit): {pairs}; left out of the comparison. Compare them at one K: run the baseline with "
+            f"retrievalLimit {k_b}")
 
 
 def embedder_change(a: RunData, b: RunData) -> str | None:

@@ -302,7 +302,8 @@ def unreadable_baseline(reason: str, settings: GateSettings) -> GateResult:
 def decide(current: RunData, baseline: RunData | None, settings: GateSettings, notes: list[str] = ()) -> GateResult:
     """The verdict on ``current`` (the candidate) against ``baseline`` (None: floors only). ``notes``:
     what the caller learnt preparing the pair (``ruler.prepare_pair``), shown with the verdict."""
-    from .comparison import ComparisonRefused, compare_run_data, margin_reasons, regression_reasons, undetected_drops
+    from .comparison import (ComparisonRefused, compare_run_data, cutoff_change, margin_reasons, regression_reasons,
+                             undetected_drops)
 
     result = GateResult(PASSED, has_baseline=baseline is not None, has_floors=bool(settings.floors), gated=settings.gate,
                         baseline=baseline, baseline_ref=settings.baseline)
@@ -331,6 +332,14 @@ def decide(current: RunData, baseline: RunData | None, settings: GateSettings, n
             result.verdict, result.refusal = REFUSED, str(exc)
             return result
         result.comparison = comparison
+        cutoff = cutoff_change(baseline, current, settings.gate or ())
+        if cutoff:  # a gated metric at K, measured at two different K: the gate cannot judge it
+            result.verdict = REFUSED
+            result.refusal = (f"refusing to gate {', '.join(m for m in settings.gate if m.endswith('AtK'))}: "
+                              f"{cutoff.removeprefix('the ruler changed: ')}\n"
+                              "HINT: run the baseline with the candidate's retrievalLimit, or gate metrics that do not "
+                              "depend on it (ndcgAt10, mrr)")
+            return result
         measured = comparison.metrics  # row name (a metric, per kind when the runs mix kinds) -> comparison
         wanted = set(settings.gate) if settings.gate else {m.metric for m in measured.values()}
         # A row is gated when its metric is wanted and it has enough pairs to see a regression; the

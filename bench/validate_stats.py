@@ -26,8 +26,8 @@ draw from Mulberry32 with the package's default seed, as a comparison does). Sce
 * (f) PPI++ coverage at its minimum of 30 labelled answers, with t quantiles.
 
 Prints the command, the settings and a markdown table; the last column is the Monte Carlo
-standard error of the rate (``sqrt(p (1 - p) / data sets)``). About 12 s for 1,000 data sets on
-2 cores; ``--datasets 5000`` (about a minute) is what docs/statistics.md shows.
+standard error of the rate (``sqrt(p (1 - p) / data sets)``). About 35 s for 1,000 data sets on
+2 cores; ``--datasets 5000`` (about three minutes) is what docs/statistics.md shows.
 """
 
 from __future__ import annotations

@@ -100,6 +100,9 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("crucible_judge", default="auto",
                   help="auto, lexical, anthropic, openai, a registered judge's name or package.module:ClassName.")
     parser.addini("crucible_judge_model", default="", help="Model of the anthropic or openai judge.")
+    parser.addini("crucible_gate", default="",
+                  help="The primary metrics the gate fails on, e.g. ndcgAt10, faithfulness (default every compared metric; "
+                       "the Holm family is these metrics: the fewer, the more power).")
     parser.addini("crucible_margins", type="args", default=[],
                   help="Non-inferiority margins, e.g. ndcgAt10=0.02 mrr=0.03 (see --crucible-margin).")
     parser.addini("crucible_judge_price_per_mtok", default="",
@@ -430,7 +433,8 @@ def _gate_settings(config: pytest.Config, db_path: Path, k: int, custom: tuple[s
         floors = parse_floors(config.getoption("crucible_fail_under"), "--crucible-fail-under", k, custom)
         margins = parse_margins(list(config.getini("crucible_margins")), "ini option crucible_margins", k, custom)
         margins += parse_margins(config.getoption("crucible_margin"), "--crucible-margin", k, custom)
-        gate = parse_metric_list(config.getoption("crucible_gate"), "--crucible-gate", k, custom)
+        gate = parse_metric_list(config.getoption("crucible_gate") or config.getini("crucible_gate"),
+                                 "--crucible-gate" if config.getoption("crucible_gate") else "ini option crucible_gate", k, custom)
         min_pairs = int(config.getini("crucible_min_pairs") or MIN_PAIRS)
         if min_pairs < 2:
             raise ValueError(f"ini option crucible_min_pairs = {min_pairs}: a paired test needs at least 2 pairs\n"

@@ -127,8 +127,10 @@ def run_ablation(config_path: str | None, layers: Sequence[str], *, db: str | Pa
         # With the golden items: attacks written from one source are clustered here as the gate clusters them.
         with_all = load_run(store, base, golden=True)
         for layer in layers:
+            # Each layer answers its own question (what does it do to the guardrail rates?), read one by one:
+            # an ablation report, not a gate, so the rates are tested at full alpha (--crucible-multiple=none).
             comparison = compare_run_data(with_all, load_run(store, run_ids[layer], golden=True), metrics=list(GUARDRAIL_METRICS),
-                                          seed=seed)
+                                          seed=seed, multiple="none")
             # The run itself recorded which changed config keys its pipeline never read.
             unread = f"guardrails.layers.{layer}=false" in store.unread_keys(run_ids[layer])
             ablation.layers.append(LayerResult(layer=layer, run_id=run_ids[layer], comparison=comparison, unread=unread))

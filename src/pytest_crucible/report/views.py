@@ -204,10 +204,10 @@ def comparison_lines(comparison: Comparison, gated: set[str] | None = None) -> l
     clusters = (f", {comparison.clusters} cluster{'s' if comparison.clusters != 1 else ''} "
                 f"(--crucible-cluster={comparison.cluster_by}: resampled by cluster)"
                 if comparison.clusters is not None else "")
+    about = f"  {comparison.paired_items} paired items{clusters}, seed {comparison.seed}" + family_note(comparison)
     lines = [
         f"baseline {comparison.a} -> this run {comparison.b}",
-        f"  {comparison.paired_items} paired items{clusters}, seed {comparison.seed}"
-        + family_note(comparison),
+        *textwrap.wrap(about, width=100, subsequent_indent="    ", break_on_hyphens=False),
         f"  {'metric':<22} {'a':>7} {'b':>7} {'delta':>8} {'95% CI':>16} {'p':>5}  verdict",
     ]
     lines.extend(excluded_lines(comparison.excluded))

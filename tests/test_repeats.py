@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import math
+
 import pytest
 
 from helpers import db_rows, write_project
@@ -130,3 +132,27 @@ def test_the_cost_estimate_multiplies_by_the_repeats() -> None:
 
     six = estimate_cost(items, replace(base, repeat=3, judge_repeat=2), Judge())
     assert six.requests == 6 * once.requests and six.cost_usd == pytest.approx(6 * once.cost_usd)
+
+
+def test_pass_rates_and_variance_components_plan_the_repeats() -> None:
+    from pytest_crucible.evaluation.repeats import pass_rates, variance_components
+
+    # 4 items x 3 repeats: a and b always pass, c passes once, d never.
+    outcomes = {"a": "PPP", "b": "PPP", "c": "PFF", "d": "FFF"}
+    rows = [{"item_id": item, "repeat": r, "outcome": "passed" if o == "P" else "failed", "metrics": {}}
+            for item, pattern in outcomes.items() for r, o in enumerate(pattern)]
+    assert pass_rates(rows) == (0.5, 0.75, 4)  # pass^3: a, b; pass@3: a, b, c
+    assert pass_rates([]) is None
+
+    # Items far apart with little wiggle: the items' own spread dominates, repeats cannot halve the noise.
+    steady = [{"item_id": f"i{i}", "outcome": "passed", "metrics": {"ndcgAt10": i / 10 + (0.01 if r else -0.01)}}
+              for i in range(10) for r in range(2)]
+    between, within, needed = variance_components(steady, 2)["ndcgAt10"]
+    assert within == pytest.approx(0.0002) and between > 100 * within and needed is None
+    # Items alike, calls noisy: within-item noise dominates; halving the variance of the mean takes
+    # within / (total / 2 - between) repeats.
+    noisy = [{"item_id": f"i{i}", "outcome": "passed", "metrics": {"faithfulness": (0.2, 0.8, 0.5)[r] + 0.001 * i}}
+             for i in range(10) for r in range(3)]
+    between, within, needed = variance_components(noisy, 3)["faithfulness"]
+    total = between + within / 3
+    assert within == pytest.approx(0.09) and needed == math.ceil(within / (total / 2 - between)) and needed >= 6

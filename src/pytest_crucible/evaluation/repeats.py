@@ -98,3 +98,47 @@ def wiggle(rows: Iterable[dict[str, Any]]) -> tuple[list[tuple[str, int, int]], 
                 mean = sum(series) / len(series)
                 spreads.setdefault(name, []).append(math.sqrt(sum((v - mean) ** 2 for v in series) / (len(series) - 1)))
     return flaky, {name: (sum(sds) / len(sds), len(sds)) for name, sds in spreads.items()}
+
+
+def pass_rates(rows: Iterable[dict[str, Any]]) -> tuple[float, float, int] | None:
+    """(pass^k, pass@k, items) under the strict outcomes of stored repeats: the share of items whose every
+    repeat passed (how reliably the pipeline gets an item right, as tau-bench reads it) and the share with
+    at least one passing repeat (what it can do at all). None without repeats."""
+    by_item: dict[str, list[bool]] = {}
+    for row in rows:
+        by_item.setdefault(row["item_id"], []).append(row["outcome"] == "passed")
+    if not by_item:
+        return None
+    every = sum(all(passed) for passed in by_item.values())
+    some = sum(any(passed) for passed in by_item.values())
+    return every / len(by_item), some / len(by_item), len(by_item)
+
+
+def variance_components(rows: Iterable[dict[str, Any]], repeats: int) -> dict[str, tuple[float, float, int | None]]:
+    """Per metric: (between-item variance, within-item variance, repeats that would halve the variance of
+    the run's mean; None when repeats cannot).
+
+    With k repeats an item's value is its mean, whose variance across items is ``between + within / k``
+    (one-way random effects, method of moments: ``within`` is the mean within-item variance, ``between``
+    the variance of the item means minus ``within / k``, at least 0). Repeats shrink only the second
+    part, so halving the total needs ``within / (total / 2 - between)`` repeats, and is out of reach
+    when the items themselves vary more than half the total: then only more items help."""
+    values: dict[str, dict[str, list[float]]] = {}
+    for row in rows:
+        for name, value in (row.get("metrics") or {}).items():
+            values.setdefault(name, {}).setdefault(row["item_id"], []).append(float(value))
+    out: dict[str, tuple[float, float, int | None]] = {}
+    for name, items in values.items():
+        series = [vs for vs in items.values() if len(vs) >= 2]
+        if len(series) < 2:
+            continue
+        within = sum(sum((v - sum(vs) / len(vs)) ** 2 for v in vs) / (len(vs) - 1) for vs in series) / len(series)
+        means = [sum(vs) / len(vs) for vs in series]
+        grand = sum(means) / len(means)
+        between = max(0.0, sum((m - grand) ** 2 for m in means) / (len(means) - 1) - within / repeats)
+        total = between + within / repeats
+        needed = None
+        if within > 0 and total / 2 > between:
+            needed = math.ceil(within / (total / 2 - between))
+        out[name] = (between, within, needed)
+    return out

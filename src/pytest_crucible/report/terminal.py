@@ -216,7 +216,7 @@ def repeat_lines(repeats: int, rows: list[dict], k: int | None) -> list[str]:
     within-item standard deviation (how much one item's value wiggles from call to call)."""
     import textwrap
 
-    from ..evaluation.repeats import wiggle
+    from ..evaluation.repeats import pass_rates, variance_components, wiggle
     from ..metrics import display_name, ordered_metrics
 
     flaky, spread = wiggle(rows)
@@ -224,11 +224,24 @@ def repeat_lines(repeats: int, rows: list[dict], k: int | None) -> list[str]:
     head = f"repeats {repeats} per item (item values are their means): "
     head += f"{len(flaky)} flaky item{'s' if len(flaky) != 1 else ''} ({shown})" if flaky else "no flaky item"
     lines = textwrap.wrap(head, width=100, subsequent_indent="  ")
+    from .views import list_lines
+
     if spread:
         parts = [f"{display_name(name, k)} {spread[name][0]:.4f}" for name in ordered_metrics(spread)]
-        from .views import list_lines
-
         lines.extend(list_lines("within-item sd:", parts))
+    rates = pass_rates(rows)
+    if rates:
+        every, some, n = rates
+        lines.append(f"  pass^{repeats} {every:.2f} (every repeat passed), pass@{repeats} {some:.2f} (at least one passed), "
+                     f"of {n} items")
+    components = variance_components(rows, repeats)
+    if components:
+        parts = [f"{display_name(name, k)} {between:.4f} / {within:.4f} "
+                 f"({'x2 with ' + str(needed) + ' repeats' if needed else 'not by repeats: more items'})"
+                 for name in ordered_metrics(components) for between, within, needed in [components[name]]
+                 if between or within]
+        if parts:
+            lines.extend(list_lines("variance between items / within an item (halving the mean's variance):", parts))
     return lines
 
 

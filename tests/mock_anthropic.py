@@ -210,7 +210,43 @@ def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat().replace("+00:00", "Z") if moment else None
 
 
-class MockAnthropic:
+class ScriptedFaults:
+    """Scripted responses, consumed in order per route: the same controls for every API double
+    (``MODEL_ROUTE``: the route of model calls, the default of the controls that take one)."""
+
+    MODEL_ROUTE = "messages"
+    faults: dict[str, Any]
+
+    def fail_status(self, status: int, times: int = 1, *, headers: dict[str, str] | None = None, body: Any = None,
+                    route: str | None = None) -> None:
+        """The next ``times`` responses on ``route`` are HTTP ``status`` (with ``retry-after-ms: 1`` unless headers say
+        otherwise; the API's error body unless ``body`` is given)."""
+        hdrs = {"retry-after-ms": "1"} if headers is None else dict(headers)
+        for _ in range(times):
+            self.faults[route or self.MODEL_ROUTE].append(Fault("status", status=status, headers=hdrs, body=body))
+
+    def fail_reset(self, times: int = 1, *, route: str | None = None) -> None:
+        """The next ``times`` requests on ``route`` get their connection reset without a response."""
+        for _ in range(times):
+            self.faults[route or self.MODEL_ROUTE].append(Fault("reset"))
+
+    def reply_text(self, text: str, times: int = 1) -> None:
+        """The next ``times`` model calls answer 200 with this raw text as the model's output (e.g. malformed JSON)."""
+        for _ in range(times):
+            self.faults[self.MODEL_ROUTE].append(Fault("text", body=text))
+
+    def reply_json(self, obj: Any, times: int = 1) -> None:
+        """The next ``times`` model calls answer 200 with this JSON as the model's output (e.g. schema-violating)."""
+        for _ in range(times):
+            self.faults[self.MODEL_ROUTE].append(Fault("json", body=obj))
+
+    def reply_raw_body(self, body: str, times: int = 1, *, route: str | None = None) -> None:
+        """The next ``times`` responses on ``route`` are 200 with this (not the API's shape) HTTP body."""
+        for _ in range(times):
+            self.faults[route or self.MODEL_ROUTE].append(Fault("raw_body", body=body))
+
+
+class MockAnthropic(ScriptedFaults):
     """The server plus its controls. Create through the ``mock_anthropic`` fixture."""
 
     def __init__(self) -> None:
@@ -265,36 +301,10 @@ class MockAnthropic:
             self._thread = None
 
     # -- fault controls ----------------------------------------------------------------------
-    def fail_status(self, status: int, times: int = 1, *, headers: dict[str, str] | None = None, body: Any = None, route: str = "messages") -> None:
-        """The next ``times`` responses on ``route`` are HTTP ``status`` (with ``retry-after-ms: 1`` unless headers say otherwise)."""
-        hdrs = {"retry-after-ms": "1"} if headers is None else dict(headers)
-        for _ in range(times):
-            self.faults[route].append(Fault("status", status=status, headers=hdrs, body=body))
-
-    def fail_reset(self, times: int = 1, *, route: str = "messages") -> None:
-        """The next ``times`` requests on ``route`` get their connection reset without a response."""
-        for _ in range(times):
-            self.faults[route].append(Fault("reset"))
-
-    def reply_text(self, text: str, times: int = 1) -> None:
-        """The next ``times`` messages answer 200 with this raw text as the model's output (e.g. malformed JSON)."""
-        for _ in range(times):
-            self.faults["messages"].append(Fault("text", body=text))
-
-    def reply_json(self, obj: Any, times: int = 1) -> None:
-        """The next ``times`` messages answer 200 with this JSON as the model's output (e.g. schema-violating)."""
-        for _ in range(times):
-            self.faults["messages"].append(Fault("json", body=obj))
-
     def reply_message(self, overrides: dict[str, Any], times: int = 1) -> None:
         """The next ``times`` messages answer 200 with a normal Message updated by ``overrides`` (e.g. a refusal)."""
         for _ in range(times):
             self.faults["messages"].append(Fault("message", body=overrides))
-
-    def reply_raw_body(self, body: str, times: int = 1, *, route: str = "messages") -> None:
-        """The next ``times`` responses on ``route`` are 200 with this (not-a-Message) HTTP body."""
-        for _ in range(times):
-            self.faults[route].append(Fault("raw_body", body=body))
 
     # -- what happened -----------------------------------------------------------------------
     def headers_received(self) -> list[dict[str, str]]:

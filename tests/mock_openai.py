@@ -41,7 +41,7 @@ from http.server import ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from mock_anthropic import MARKER_RE, Fault, MockRequest, _Handler, default_verdict
+from mock_anthropic import MARKER_RE, Fault, MockRequest, ScriptedFaults, _Handler, default_verdict
 
 __all__ = ["MARKER_RE", "SCHEMA_UNSUPPORTED", "Fault", "MockOpenAI", "OpenAIRequest", "default_verdict", "mock_openai",
            "openai_error", "parse_multipart"]
@@ -139,8 +139,10 @@ def parse_multipart(content_type: str, raw: bytes) -> tuple[dict[str, str], dict
     return fields, files
 
 
-class MockOpenAI:
+class MockOpenAI(ScriptedFaults):
     """The server plus its controls. Create through the ``mock_openai`` fixture."""
+
+    MODEL_ROUTE = "chat"
 
     def __init__(self) -> None:
         self.responder: Callable[[OpenAIRequest], dict[str, Any] | str] = default_verdict
@@ -207,38 +209,11 @@ class MockOpenAI:
             self._thread = None
 
     # -- fault controls ----------------------------------------------------------------------
-    def fail_status(self, status: int, times: int = 1, *, route: str = "chat", headers: dict[str, str] | None = None, body: Any = None) -> None:
-        """The next ``times`` responses on ``route`` are HTTP ``status`` (with ``retry-after-ms: 1`` unless
-        headers say otherwise) and an OpenAI error body unless ``body`` is given."""
-        hdrs = {"retry-after-ms": "1"} if headers is None else dict(headers)
-        for _ in range(times):
-            self.faults[route].append(Fault("status", status=status, headers=hdrs, body=body))
-
-    def fail_reset(self, times: int = 1, *, route: str = "chat") -> None:
-        """The next ``times`` requests on ``route`` get their connection reset without a response."""
-        for _ in range(times):
-            self.faults[route].append(Fault("reset"))
-
-    def reply_text(self, text: str, times: int = 1) -> None:
-        """The next ``times`` chat completions answer 200 with this raw text as the content (e.g. malformed JSON)."""
-        for _ in range(times):
-            self.faults["chat"].append(Fault("text", body=text))
-
-    def reply_json(self, obj: Any, times: int = 1) -> None:
-        """The next ``times`` chat completions answer 200 with this JSON as the content (e.g. schema-violating)."""
-        for _ in range(times):
-            self.faults["chat"].append(Fault("json", body=obj))
-
     def reply_completion(self, overrides: dict[str, Any], times: int = 1) -> None:
         """The next ``times`` chat completions answer 200 with a normal completion updated by ``overrides``
         (top-level keys, e.g. ``{"choices": [...]}`` for a refusal or ``finish_reason: "length"``)."""
         for _ in range(times):
             self.faults["chat"].append(Fault("message", body=overrides))
-
-    def reply_raw_body(self, body: str, times: int = 1, *, route: str = "chat") -> None:
-        """The next ``times`` responses on ``route`` are 200 with this (not-a-completion) HTTP body."""
-        for _ in range(times):
-            self.faults[route].append(Fault("raw_body", body=body))
 
     # -- what happened -----------------------------------------------------------------------
     def headers_received(self) -> list[dict[str, str]]:

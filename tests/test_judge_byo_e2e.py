@@ -12,25 +12,9 @@ from pathlib import Path
 import pytest
 
 from helpers import db_rows, write_golden
+from test_judge_e2e import CONFTEST, ITEMS  # the same small project as the Claude judge's tests
 
 OPENAI_KEY = "sk-proj-test-0000-not-a-real-key-CRUCIBLE"
-ITEMS = [
-    {"id": f"a-{i}", "question": f"What is the return window for product {i}?", "reference": "The return window is 30 days.",
-     "citations": [{"docId": "returns", "chunkId": "returns#p1"}]}
-    for i in range(4)
-]
-CONFTEST = """
-import pytest
-
-@pytest.fixture(scope="session")
-def crucible_pipeline():
-    def pipeline(question, *, item, config, mode):
-        chunks = [("returns#p1", "returns", "The return window is 30 days from delivery."),
-                  ("ship#p1", "ship", "Bikes ship within five working days.")]
-        retrieved = [{"chunk_id": c, "doc_id": d, "text": t} for c, d, t in chunks][: config["retrievalLimit"]]
-        return {"answer": "You can return it within 30 days [S1].", "retrieved": retrieved, "confidence": 0.9}
-    return pipeline
-"""
 # A judge of the team's own: every claim supported, every answer perfect; it counts its calls in a file.
 MY_JUDGE = '''
 import json, pathlib

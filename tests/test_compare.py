@@ -208,15 +208,67 @@ def test_metrics_at_k_measured_at_different_k_are_never_compared() -> None:
     from pytest_crucible.verdict.gate import GateSettings, decide
 
     better = {item: min(1.0, value + 0.3) for item, value in BASE.items()}
-    at_10 = run("A", {"precisionAtK": BASE, "ndcgAt10": BASE}, resolved={"retrievalLimit": 10})
-    at_1 = run("B", {"precisionAtK": better, "ndcgAt10": BASE}, resolved={"retrievalLimit": 1})
-    result = decide(at_1, at_10, GateSettings(baseline="A"))
+    at_10 = run("A", {"precisionAtK": BASE, "ndcgAt10": BASE}, eval_k=10)
+    at_1 = run("B", {"precisionAtK": better, "ndcgAt10": BASE}, eval_k=1)
+    result = decide(at_1, at_10, GateSettings(baseline="A", gate=("ndcgAt10",)))
     # precision@1 against precision@10 is left out, said in the warnings every surface shows; nDCG@10 is compared.
-    assert set(result.comparison.metrics) == {"ndcgAt10"}
+    assert result.passed and set(result.comparison.metrics) == {"ndcgAt10"}
     [warning] = [w for w in result.comparison.warnings if "ruler changed" in w]
-    assert "K = 10 in A and K = 1 in B" in warning and "precision@10 vs precision@1" in warning
+    assert "K = 10 in A and K = 1 in B (ini crucible_k)" in warning and "precision@10 vs precision@1" in warning
+    assert "--crucible-rescore" in warning
     assert result.comparison.to_json()["warnings"] == result.comparison.warnings
-    # Gating on it refuses (exit 3): the gate cannot judge a metric measured with two rulers.
-    gated = decide(at_1, at_10, GateSettings(baseline="A", gate=("precisionAtK",)))
-    assert gated.verdict == "refused" and gated.exit_code == 3
-    assert gated.refusal.startswith("refusing to gate precisionAtK: the metrics at K were cut off at K = 10 in A and K = 1 in B")
+    # Gating on it refuses (exit 3), named or through the default gate (every metric): the gate cannot
+    # judge a metric measured with two rulers, and a pass without it would be a pass nobody measured.
+    for gate in (("precisionAtK",), None):
+        gated = decide(at_1, at_10, GateSettings(baseline="A", gate=gate))
+        assert gated.verdict == "refused" and gated.exit_code == 3
+        assert gated.refusal.startswith("refusing to gate precisionAtK: the metrics at K were cut off at K = 10 in A and K = 1 in B")
+        assert "HINT: add --crucible-rescore to score both runs at K = 10" in gated.refusal
+
+
+def test_the_cutoff_is_the_rulers_not_the_pipelines() -> None:
+    """Two pipelines returning different numbers of chunks, measured at one K, are one ruler: their
+    precision@10 rows are compared (the retrievalLimit change is a config change, not a ruler change).
+    A run recorded before the cutoff was its own setting was measured at its retrievalLimit."""
+    better = {item: min(1.0, value + 0.3) for item, value in BASE.items()}
+    one = compare_run_data(run("A", {"precisionAtK": BASE}, {"retrievalLimit": 10}, eval_k=10),
+                           run("B", {"precisionAtK": better}, {"retrievalLimit": 1}, eval_k=10))
+    assert one.metrics["precisionAtK"].verdict == "improved"
+    assert not [w for w in one.warnings if "ruler" in w]
+    legacy = compare_run_data(run("A", {"precisionAtK": BASE}, {"retrievalLimit": 5}),
+                              run("B", {"precisionAtK": better}, {"retrievalLimit": 1}, eval_k=5))
+    assert legacy.metrics["precisionAtK"].verdict == "improved" and run("A", {}, {"retrievalLimit": 5}).k == 5
+
+
+def test_rescore_measures_both_runs_at_the_baselines_k(tmp_path) -> None:
+    """--crucible-rescore / crucible compare --rescore: the candidate's stored rankings are scored again at
+    the baseline's K, so precision@10 meets precision@10; the note says which K was used."""
+    from pytest_crucible.store import Store
+    from pytest_crucible.verdict.gate import GateSettings, decide
+    from pytest_crucible.verdict.ruler import prepare_pair
+    from pytest_crucible.verdict.runs import load_run
+
+    store = Store.open(tmp_path / "k.db")
+    ids = []
+    for k in (10, 2):
+        run_id = store.start_run(config_hash=f"h{k}", params={}, resolved={"retrievalLimit": 10}, mode="component",
+                                 outcome_mode="record", eval_k=k)
+        for i in range(12):
+            item = {"id": f"q{i}", "question": "q", "citations": [{"docId": "d", "chunkId": f"c{i}", "mode": "required"}]}
+            ranking = [{"chunk_id": f"x{j}", "doc_id": "x"} for j in range(i % 4)] + [{"chunk_id": f"c{i}", "doc_id": "d"}]
+            hit = i % 4 < k
+            store.record_score(run_id, {"item_id": item["id"], "question": "q", "item": item, "outcome": "passed",
+                                        "retrieved": ranking, "metrics": {"precisionAtK": (1 / k) if hit else 0.0}})
+        store.finish_run(run_id, status="complete", golden_hash=None)
+        ids.append(run_id)
+    baseline, current = (load_run(store, run_id, golden=True, rankings=True) for run_id in ids)
+    assert (baseline.k, current.k) == (10, 2)
+    assert decide(current, baseline, GateSettings(baseline=ids[0], gate=("precisionAtK",))).verdict == "refused"
+    current, baseline, notes = prepare_pair(store, current, baseline, rescore=True)
+    assert (baseline.k, current.k) == (10, 10)
+    assert "at the baseline's K = 10 (this run was measured at K = 2)" in notes[0]
+    # The same rankings at one K: precision@10 is 0.1 for every item in both runs.
+    assert set(current.metrics["precisionAtK"].values()) == {0.1} == set(baseline.metrics["precisionAtK"].values())
+    result = decide(current, baseline, GateSettings(baseline=ids[0], gate=("precisionAtK",)), notes)
+    assert result.passed and result.comparison.metrics["precisionAtK"].delta == 0.0
+    store.close()

@@ -128,4 +128,4 @@ def test_same_rows_as_one_at_a_time(project, pytester) -> None:
 def test_bad_concurrency_is_a_usage_error(project) -> None:
     result = project.runpytest("--crucible-concurrency=0")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: crucible concurrency 0: expected a positive integer*"])
+    result.stderr.fnmatch_lines(["ERROR: --crucible-concurrency=0: expected a positive integer", "HINT: --crucible-concurrency=16"])

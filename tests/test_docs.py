@@ -170,7 +170,7 @@ def test_the_quickstart_runs_as_written(pytester: pytest.Pytester, monkeypatch: 
     assert gated.ret == 3
     gate_page = page[page.index("$ pytest --crucible-config=configs/rerank.json"):]
     for line in gate_page[:gate_page.index("```")].splitlines():
-        if line.startswith(("GATE REFUSED", "HINT", "  5 paired", "  recallAtK", "  truthfulness", "  config")):
+        if line.startswith(("GATE REFUSED", "HINT", "  5 paired", "  recall@10", "  truthfulness", "  config")):
             assert line in gated.stdout.str(), f"docs/quickstart.md shows a line this run does not print: {line!r}"
     floor = pytester.runpytest("-p", "no:cacheprovider", "--crucible-outcome=record", "--crucible-fail-under", "ndcgAt10=0.8")
     assert floor.ret == 1 and "GATE FAILED ndcgAt10 = 0.7500 is below the floor 0.8" in floor.stdout.str()

@@ -58,7 +58,7 @@ def test_regression_fails_the_session_naming_the_metric(project: pytest.Pytester
         "GATE FAILED mrr regressed:*",
     ])
     # recall did not move (the document is still retrieved): not significant, so not a failure.
-    result.stdout.no_fnmatch_line("GATE FAILED recallAtK*")
+    result.stdout.no_fnmatch_line("GATE FAILED recall@*")
 
 
 def test_same_config_twice_passes_the_gate(project: pytest.Pytester) -> None:

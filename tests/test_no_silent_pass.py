@@ -84,7 +84,7 @@ def test_a_gate_with_too_few_pairs_refuses_and_names_the_items_left_out(project:
         "  9 items left out of the pairs:",
         "    q-00: errored in B: ValueError: index not built for q-00",
         "*... and 4 more (crucible compare --json lists every one)",
-        "GATE REFUSED no metric has 6 pairs (recallAtK 4, *; 4 paired items, 9 left out): *",
+        "GATE REFUSED no metric has 6 pairs (recall@10 4, *; 4 paired items, 9 left out): *",
         "HINT: *crucible_min_pairs*",
     ])
     result.stdout.no_fnmatch_line("gate passed*")
@@ -124,11 +124,11 @@ def test_metric_names_as_the_summary_shows_them_are_accepted(project: pytest.Pyt
 @pytest.mark.parametrize("option, message", [
     ("--crucible-gate=ndcg", "ERROR: --crucible-gate: unknown metric 'ndcg'"),
     ("--crucible-fail-under=recal@5=0.9", "ERROR: --crucible-fail-under 'recal@5=0.9': unknown metric 'recal@5'"),
-    ("--crucible-gate=recall@10", "ERROR: --crucible-gate: metric 'recall@10': this run's K is 5 (retrievalLimit)*"),
+    ("--crucible-gate=recall@10", "ERROR: --crucible-gate: metric 'recall@10': this run's K is 5 (ini crucible_k)*"),
 ])
 def test_an_unknown_metric_name_is_a_usage_error_before_any_pipeline_call(project: pytest.Pytester, option, message) -> None:
     (project.path / "k5.json").write_text('{"retrievalLimit": 5}')
-    result = project.runpytest("--crucible-config=k5.json", option)
+    result = project.runpytest("--crucible-config=k5.json", "--crucible-k=5", option)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message, "HINT: *"])
     assert not (project.path / ".crucible" / "crucible.db").exists()  # nothing ran

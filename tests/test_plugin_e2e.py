@@ -270,7 +270,7 @@ def test_outcome_modes(pytester: pytest.Pytester, outcome_flag, ini, expected_re
     if expected_ret == pytest.ExitCode.TESTS_FAILED:
         result.stdout.fnmatch_lines([
             "golden item miss: retrieval_miss: Required citation nowhere#p1 not retrieved within K*",
-            "retrieval_miss: required citation(s) nowhere#p1 not retrieved in the top 10 (retrievalLimit); retrieved: returns#p1, bikes#p2, battery#p1, faq#p9",
+            "retrieval_miss: required citation(s) nowhere#p1 not retrieved in the top 10 (K, ini crucible_k); retrieved: returns#p1, bikes#p2, battery#p1, faq#p9",
         ])
 
 

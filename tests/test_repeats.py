@@ -93,7 +93,7 @@ def test_the_judge_repeat_reports_self_agreement(project: pytest.Pytester) -> No
 
 
 @pytest.mark.parametrize(("args", "expected"), [
-    (["--crucible-repeat=0"], "ERROR: crucible repeat 0: expected a positive integer"),
+    (["--crucible-repeat=0"], "ERROR: --crucible-repeat=0: expected a positive integer"),
     (["--crucible-repeat=2", "--crucible-judge-batch"], "ERROR: --crucible-repeat / --crucible-judge-repeat cannot be combined with --crucible-judge-batch*"),
     (["-o", "crucible_repeat_pass=1.5"], "ERROR: ini option crucible_repeat_pass = '1.5': expected a share in (0, 1]"),
 ])

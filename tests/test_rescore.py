@@ -67,17 +67,17 @@ def test_a_judgment_between_two_runs_is_named_and_rescore_removes_it(project: py
         warning + "(q-00, q-01, q-02, q-03, q-04, ...): their retrieval deltas mix the system's change with the ruler's; "
         "--crucible-rescore (crucible compare --rescore) scores both runs against today's grades")
     assert all(len(line) <= 100 for line in lines[start:end])
-    moved = [line for line in result.stdout.lines if line.strip().startswith("precisionAtK")]
+    moved = [line for line in result.stdout.lines if line.strip().startswith("precision@10")]
     assert moved and "no item changed" not in moved[0]  # the ruler moved precision, not the system
 
     # The ruler alone made precision "improve" significantly; scored against today's grades, nothing changed.
-    result.stdout.fnmatch_lines(["  precisionAtK  * improved"])
+    result.stdout.fnmatch_lines(["  precision@10  * improved"])
     first = run_ids(project)[0]
     rescored_run = project.runpytest(f"--crucible-baseline={first}", "--crucible-rescore")
     assert rescored_run.ret == 0
     rescored_run.stdout.fnmatch_lines(["NOTE rescored: both runs' retrieval metrics recomputed from their stored rankings*",
                                        "  *grades (8 paired item(s) had changed)",
-                                       "  precisionAtK  * ns (no item changed)", "gate passed*"])
+                                       "  precision@10  * ns (no item changed)", "gate passed*"])
     third = run_ids(project)[2]
     cli = project.run(sys.executable, "-m", "pytest_crucible.cli", "compare", first, third, "--rescore", "--json", "--db", db(project))
     document = json.loads(cli.stdout.str())

@@ -18,7 +18,7 @@ from pytest_crucible.cli import main as crucible
 from pytest_crucible.store import SCHEMA_VERSION, Store
 
 DATA = Path(__file__).parent / "data"
-FIXTURES = {"v1": 1, "v2": 2, "v3": 3, "v4-42be2d4": 4, "v4": 4, "v5": 5, "v6": 6, "v7": 7, "v9": 9, "v10": 10, "v11": 11, "v12": 12}
+FIXTURES = {"v1": 1, "v2": 2, "v3": 3, "v4-42be2d4": 4, "v4": 4, "v5": 5, "v6": 6, "v7": 7, "v9": 9, "v10": 10, "v11": 11, "v12": 12, "v13": 13}
 
 # Compared before and after: every row of these, in columns every version has.
 CONTENT = {
@@ -88,6 +88,22 @@ def test_the_views_read_the_migrated_rows(migrated: tuple[str, Path, dict]) -> N
     assert conn.execute("SELECT COALESCE(SUM(n), 0) FROM run_error_classes").fetchone()[0] == \
         conn.execute("SELECT COUNT(*) FROM results WHERE error_class IS NOT NULL").fetchone()[0]
     conn.close()
+
+
+def test_runs_before_schema_14_were_measured_at_their_retrieval_limit(migrated: tuple[str, Path, dict]) -> None:
+    """Before ini crucible_k, the cutoff of the metrics at K was the pipeline's retrievalLimit: the migration
+    records it as each old run's K, so a comparison with a run measured at crucible_k sees the ruler."""
+    name, path, before = migrated
+    conn = sqlite3.connect(path)
+    recorded = dict(conn.execute("SELECT id, eval_k FROM runs").fetchall())
+    conn.close()
+    expected = {run[0]: json.loads(run[7]).get("retrievalLimit", 10) for run in before["content"]["runs"]}
+    assert recorded == expected, name
+    store = Store.open(path)
+    from pytest_crucible.verdict.runs import load_run
+
+    assert {run_id: load_run(store, run_id).k for run_id in expected} == expected
+    store.close()
 
 
 def test_the_ledgers_stay_append_only(migrated: tuple[str, Path, dict]) -> None:

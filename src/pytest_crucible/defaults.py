@@ -13,6 +13,10 @@ DEFAULT_SEED = 1337
 # working directory, workspace.default_db, and falls back to the working directory itself).
 DEFAULT_DB = ".crucible/crucible.db"
 
+# The evaluation cutoff K of the metrics at K (recall@K, precision@K, hit@K) unless ini crucible_k says
+# otherwise. Part of the ruler, not of the system: it does not follow the pipeline's retrievalLimit.
+DEFAULT_K = 10
+
 # Golden item kinds (the golden schema's ``kind`` field, --crucible-kind, crucible compare --kind).
 KINDS = ("retrieval", "aggregation", "adversarial")
 

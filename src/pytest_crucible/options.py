@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .defaults import DEFAULT_DB, DEFAULT_SEED, JUDGE_CHOICES, KINDS, MIN_PAIRS, MULTIPLE, MULTIPLE_CHOICES
+from .defaults import DEFAULT_DB, DEFAULT_K, DEFAULT_SEED, JUDGE_CHOICES, KINDS, MIN_PAIRS, MULTIPLE, MULTIPLE_CHOICES
 
 if TYPE_CHECKING:
     from .settings import Settings
@@ -93,10 +93,15 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--crucible-judge-repeat", dest="crucible_judge_repeat", type=int, metavar="N", default=1,
                     help="Judge every judge request N times (the repeats past the cache) and report the judge's "
                          "self-agreement per request kind (default 1).")
+    group.addoption("--crucible-k", dest="crucible_k", type=int, metavar="K", default=None,
+                    help="Cutoff of the metrics at K (recall@K, precision@K, hit@K), part of the ruler and never of the "
+                         "system: the pipeline's retrievalLimit may differ (default: ini crucible_k, else 10).")
     group.addoption("--crucible-workspace", dest="crucible_workspace", metavar="NAME", default=None,
                     help="Workspace the run belongs to (default: ini crucible_workspace, else the rootdir's name).")
     parser.addini("crucible_workspace", default="", help="Workspace of the runs (default: the rootdir's name).")
     parser.addini("crucible_concurrency", default="1", help="Pipeline calls in flight at once.")
+    parser.addini("crucible_k", default=str(DEFAULT_K),
+                  help=f"Cutoff of the metrics at K (default {DEFAULT_K}); runs measured at different K are not compared.")
     parser.addini("crucible_judge", default="auto",
                   help="auto, lexical, anthropic, openai, a registered judge's name or package.module:ClassName.")
     parser.addini("crucible_judge_model", default="", help="Model of the anthropic or openai judge.")
@@ -174,7 +179,7 @@ def build_settings(config: pytest.Config) -> "Settings":
     custom_metrics = find_custom_metrics(config, rubrics)
     custom_names = tuple(m.name for m in custom_metrics) + tuple(r.name for r in rubrics)
     registered_judges = find_registered_judges(config)
-    k = int(resolved["retrievalLimit"])
+    k = _positive_int(config, "crucible_k", DEFAULT_K)
     settings = Settings(
         params=params,
         resolved=resolved,
@@ -195,7 +200,7 @@ def build_settings(config: pytest.Config) -> "Settings":
         max_cost=config.getoption("crucible_max_cost"),
         label_pool=bool(config.getoption("crucible_label_pool")),
         run_id=_run_id_option(config, db_path.absolute()),
-        concurrency=_concurrency(config),
+        concurrency=_positive_int(config, "crucible_concurrency", 16),
         workspace=_workspace(config),
         labels=_labels(config, params, resolved),
         kinds=_kinds(config),
@@ -204,6 +209,7 @@ def build_settings(config: pytest.Config) -> "Settings":
         custom_metrics=custom_metrics,
         rubrics=rubrics,
         thresholds=_thresholds(config, k, custom_names),
+        k=k,
         **_repeats(config),
     )
     if settings.mode == "system" and settings.judge == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
@@ -322,14 +328,7 @@ def _thresholds(config: pytest.Config, k: int, custom: tuple[str, ...]) -> tuple
 
 def _repeats(config: pytest.Config) -> dict[str, Any]:
     """--crucible-repeat / crucible_repeat, crucible_repeat_pass, --crucible-judge-repeat, checked."""
-    raw = config.getoption("crucible_repeat")
-    raw = config.getini("crucible_repeat") if raw is None else raw
-    try:
-        repeat = int(raw)
-    except (TypeError, ValueError):
-        repeat = 0
-    if repeat < 1:
-        raise pytest.UsageError(f"crucible repeat {raw!r}: expected a positive integer\nHINT: --crucible-repeat=3")
+    repeat = _positive_int(config, "crucible_repeat", 3)
     judge_repeat = config.getoption("crucible_judge_repeat")
     if judge_repeat < 1:
         raise pytest.UsageError(f"--crucible-judge-repeat={judge_repeat}: expected a positive integer\nHINT: --crucible-judge-repeat=3")
@@ -394,16 +393,21 @@ def _labels(config: pytest.Config, params: dict[str, Any], resolved: dict[str, A
     return labels
 
 
-def _concurrency(config: pytest.Config) -> int:
-    raw = config.getoption("crucible_concurrency")
+def _positive_int(config: pytest.Config, name: str, example: int) -> int:
+    """A positive integer from the option ``--NAME`` (dashes), else the ini key ``name``, with one usage
+    error naming where the value came from."""
+    flag = "--" + name.replace("_", "-")
+    raw = config.getoption(name)
+    where = f"{flag}={raw}"
     if raw is None:
-        raw = config.getini("crucible_concurrency") or 1
+        raw = config.getini(name) or 1
+        where = f"ini option {name} = {raw!r}"
     try:
         value = int(raw)
     except (TypeError, ValueError):
         value = 0
     if value < 1:
-        raise pytest.UsageError(f"crucible concurrency {raw!r}: expected a positive integer\nHINT: --crucible-concurrency=16")
+        raise pytest.UsageError(f"{where}: expected a positive integer\nHINT: {flag}={example}")
     return value
 
 

@@ -33,8 +33,9 @@ CONFIG_KEY_HELP: dict[str, str] = {
     "retrieval.candidatePool": "Candidates fetched before reranking. Passed to your pipeline.",
     "policyMode": "Answer policy (e.g. when to abstain). Passed to your pipeline.",
     "promptVersion": "Prompt template version of the answer step. Passed to your pipeline.",
-    "retrievalLimit": "Chunks the pipeline returns, and **K of every @K metric** (`recallAtK`, `precisionAtK`, "
-                      "`hitAtK`, the pool labelled by `--crucible-label-pool`).",
+    "retrievalLimit": "Chunks the pipeline returns. Passed to your pipeline. Not the K of the @K metrics: that is "
+                      "the ruler's cutoff, ini `crucible_k` (default 10), so that changing retrievalLimit changes the "
+                      "system and never the ruler.",
     "chatModelSlot": "Which chat model the pipeline answers with. Also the default of the run's `model` label.",
 }
 

@@ -365,6 +365,7 @@ class CrucibleSession:
                 git_commit=git_commit(s.rootdir),
                 pytest_args=list(s.pytest_args),
                 repeats=s.repeat,
+                eval_k=s.k,
                 custom_metrics=definitions(s.custom_metrics, rubrics, judge_model=judge.model if rubrics else None,
                                            rubric_prompt_version=judge.prompt_version_for("rubric") if rubrics else None),
             )

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .defaults import DEFAULT_K
 from .verdict.gate import GateSettings
 
 if TYPE_CHECKING:
@@ -63,9 +64,12 @@ class Settings:
     custom_metrics: tuple["PythonMetric", ...] = ()
     rubrics: tuple["Rubric", ...] = ()
     thresholds: tuple["Threshold", ...] = ()
+    # The cutoff of the metrics at K (ini crucible_k): the ruler's, recorded with the run.
+    k: int = DEFAULT_K
 
     @property
     def retrieval_limit(self) -> int:
+        """Chunks the pipeline returns (its config): what the answer step reads, not the cutoff K."""
         return int(self.resolved["retrievalLimit"])
 
     @property

@@ -23,7 +23,7 @@ EXAMPLES: dict[str, str] = {
 
 def _gate_settings(args: argparse.Namespace, baseline: str | None, k: int | None = None, runs=None):
     """The gate's settings from compare/report flags: the same GateSettings the plugin builds
-    (``k``: the candidate's retrievalLimit, for metric names as the terminal shows them). ``runs``: the
+    (``k``: the candidate's cutoff K, for metric names as the terminal shows them). ``runs``: the
     runs compared, whose custom metrics may be named; None: not read yet, so a name nothing built in
     defines waits for them (checked again once they are read) while every other bad flag fails now."""
     from ..verdict.gate import GateSettings, parse_floors, parse_margins, parse_metric_list
@@ -107,7 +107,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         keep = items_in_facet(a.golden or b.golden, facet, value)
         a, b = a.restricted(keep), b.restricted(keep)
     try:  # metric names as the terminal shows them (recall@10) are read against the candidate's K
-        settings = _gate_settings(args, args.a, b.resolved.get("retrievalLimit"), runs=(a, b))
+        settings = _gate_settings(args, args.a, b.k, runs=(a, b))
     except ValueError as exc:
         print(f"crucible: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -164,7 +164,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
                     if args.against else None)
         current = load_run(store, run_id, golden=True, rankings=args.rescore)
         try:  # now that the runs are read, a custom metric's name is known
-            settings = _gate_settings(args, args.against, current.resolved.get("retrievalLimit"),
+            settings = _gate_settings(args, args.against, current.k,
                                       runs=[run for run in (current, baseline) if run is not None])
         except ValueError as exc:
             print(f"crucible: {exc}", file=sys.stderr)

@@ -68,8 +68,8 @@ def evaluate(golden: "GoldenItem", outcome: "Outcome", *, settings: "Settings", 
         from .pool import label_pool
         from .scoring import item_judgments
 
-        labelled, label_errors = label_pool(golden, result, settings.retrieval_limit, item_judgments(golden, ledger), engine)
-    score = score_item(golden, result, k=settings.retrieval_limit, latency_ms=latency, ledger_rows=[*ledger, *labelled])
+        labelled, label_errors = label_pool(golden, result, settings.k, item_judgments(golden, ledger), engine)
+    score = score_item(golden, result, k=settings.k, latency_ms=latency, ledger_rows=[*ledger, *labelled])
     score.qrels_rows, score.judge_errors = labelled, label_errors
     if settings.custom_metrics:
         from .custom_metrics import read_only, run_python_metrics
@@ -200,7 +200,7 @@ def judge_run_in_batch(store: "Store", run_id: str, engine: Any, embedder: Any, 
     for row, result in zip(rows, results):
         row.update(assertions=result.assertions, crag_grade=result.crag_grade, unsupported_claims=result.unsupported_claims,
                    supporting_chunk_ids=result.supporting_chunk_ids, verdicts=result.verdicts,
-                   missing_citations=missing_required_citations(row["item"], row["retrieved"], settings.retrieval_limit))
+                   missing_citations=missing_required_citations(row["item"], row["retrieved"], settings.k))
         error_class, evidence = (None, None) if result.errors else classify_score(row, mode=settings.mode)
         store.add_answer_scores(run_id, row["item_id"], result.metrics, result.errors, result.verdicts, result.assertions,
                                 error_class=error_class, error_evidence=evidence, crag_grade=result.crag_grade)

@@ -177,7 +177,7 @@ def score_item(item: GoldenItem, result: PipelineResult, *, k: int, latency_ms: 
         more = " ..." if len(result.retrieved) > 5 else ""
         score.failures.append(
             f"retrieval_miss: required citation(s) {', '.join(missing)} not retrieved in the top {k} "
-            f"(retrievalLimit); retrieved: {shown}{more}"
+            f"(K, ini crucible_k); retrieved: {shown}{more}"
         )
     return score
 

@@ -166,7 +166,7 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("percent", re.compile(rf"\b(?P<n>{_NUMBER})\s?(?:%|percent\b|per cent\b)", re.I)),
     ("half", re.compile(r"\bhalf\b(?!\s+(?:an?\s+)?(?:hour|day|week|month|year)s?\b)", re.I)),
     ("duration", re.compile(rf"\b(?P<n>{_NUMBER})(?:\s|-)(?:(?:business|working|calendar|full|whole|consecutive)[\s-])?{_UNIT}(?![a-z])", re.I)),
-    ("a unit", re.compile(rf"\b(?P<a>an?|one|per|each)\s+(?:(?:business|working|calendar|full|whole)\s+)?(?P<unit>minute|hour|day|night|week|fortnight|month|year)(?:'s|s')?(?![a-z])", re.I)),
+    ("a unit", re.compile(r"\b(?P<a>an?|one|per|each)\s+(?:(?:business|working|calendar|full|whole)\s+)?(?P<unit>minute|hour|day|night|week|fortnight|month|year)(?:'s|s')?(?![a-z])", re.I)),
     ("fortnight", re.compile(r"\bfortnight\b", re.I)),
     ("number", re.compile(rf"\b(?P<n>{_DIGITS})(?:st|nd|rd|th)?\b|\b(?P<w>{_WORD_NUMBER})\b", re.I)),
 ]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
+from ..defaults import DEFAULT_K
+
 # Metric families, in the order the spec's metrics JSON lists them, and the metrics
 # where lower is better (every other metric is higher-is-better). One list for the
 # comparison, the terminal and the JSON views.
@@ -57,6 +59,34 @@ OTHER_METRICS = ("conceptRecall", "nearMissRate", "assertionSatisfaction")
 KNOWN_METRICS = tuple(name for names in METRIC_FAMILIES.values() for name in names) + OTHER_METRICS + ("eAurc",)
 
 
+def depends_on_k(metric: str) -> bool:
+    """Whether a metric is measured over the top K of the ranking (the @K metrics, and nearMissRate: the
+    share of the top K that are near misses), so that two runs at different K measured it differently."""
+    return metric.endswith("AtK") or metric == "nearMissRate"
+
+
+def run_cutoff(run: Mapping) -> int:
+    """The cutoff K a run's metrics at K were measured at: its recorded ``eval_k``; a run recorded
+    before the cutoff was its own setting was measured at its pipeline's retrievalLimit."""
+    if run.get("eval_k"):
+        return int(run["eval_k"])
+    resolved = run.get("resolved") or {}
+    if isinstance(resolved, str):
+        import json
+
+        resolved = json.loads(resolved)
+    return int(resolved.get("retrievalLimit") or DEFAULT_K)
+
+
+def with_cutoff(name: str, k: int | None) -> str:
+    """A comparison row's name with its K: ``recallAtK`` -> ``recall@10`` (also ``recallAtK [retrieval]``,
+    a row of one kind); every other name as stored (``ndcgAt10`` carries its cutoff already)."""
+    metric, space, kind = name.partition(" ")
+    if not k or not metric.endswith("AtK"):
+        return name
+    return metric.removesuffix("AtK") + f"@{k}" + space + kind
+
+
 def display_name(metric: str, k: int | None = None) -> str:
     """How the terminal shows a metric: ``recall@10`` for recallAtK at k = 10, ``ndcg@10``."""
     if k and metric.endswith("AtK"):
@@ -87,8 +117,8 @@ def resolve_metric(name: str, k: int | None = None, custom: Iterable[str] = ()) 
         if metric is not None and (cutoff.lower() == "k" or k is None or cutoff == str(k)):
             return metric
         if metric is not None and cutoff.isdigit():
-            raise ValueError(f"metric {name!r}: this run's K is {k} (retrievalLimit), so it measures {display_name(metric, k)}"
-                             f"\nHINT: name it {metric} or {display_name(metric, k)}")
+            raise ValueError(f"metric {name!r}: this run's K is {k} (ini crucible_k), so it measures {display_name(metric, k)}"
+                             f"\nHINT: name it {metric} or {display_name(metric, k)}, or set crucible_k = {cutoff}")
     import difflib
 
     shown = list(known) + [display_name(metric, k or 10) for metric in KNOWN_METRICS if metric.endswith(("AtK", "At10"))]

@@ -417,7 +417,7 @@ def run_rankings(results: Iterable[Mapping[str, Any]], qrels: Mapping[str, Mappi
     ``results`` are ``Store.results`` rows (``item_id``, ``retrieved``: a JSON list or a
     list of ``{chunk_id, doc_id}``); ``qrels`` the run's effective qrels. The whole
     retrieved list is kept unless ``k`` is given (the plugin's MRR reads the whole
-    ranking and its nDCG@10 ten ranks, whatever the retrievalLimit). Results that
+    ranking and its nDCG@10 ten ranks, whatever the cutoff K). Results that
     retrieved nothing have no ranking and are left out.
     """
     rankings: dict[str, list[str]] = {}

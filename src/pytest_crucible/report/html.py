@@ -186,6 +186,8 @@ def _gate_context(gate: GateResult, run_id: str, k: int | None) -> dict[str, Any
         return context
     scale = ci_scale(comparison.metrics.values())
     gated = set(gate.gated) if gate.gated else None
+    # Rows at K were measured at the baseline's K in both runs (at two K they are left out; rescored, at its K).
+    k = gate.baseline.k if gate.baseline is not None else k
     for name, m in comparison.metrics.items():
         context["rows"].append({
             "metric": m.metric, "kind": m.kind or "",
@@ -318,7 +320,7 @@ def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any
     from ..metrics.facets import by_facet
     from ..metrics import ordered_metrics
     from ..metrics import METRIC_FAMILIES as FAMILIES
-    from ..metrics import family_of
+    from ..metrics import family_of, run_cutoff
     from ..verdict.runs import metric_means, selective_pairs
     from ..store.ledgers import latest_judge_calibration
     from .terminal import calibration_line, judge_line, pool_summary
@@ -331,7 +333,7 @@ def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any
     item_metrics = store.item_metrics(run_id)
     means = metric_means(item_metrics)
     resolved = _loads(run.get("resolved"), {}) or {}
-    k = resolved.get("retrievalLimit")
+    k = run_cutoff(run)
 
     outcomes: dict[str, int] = {}
     for row in results:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..metrics import display_name, ordered_metrics
+from ..metrics import display_name, ordered_metrics, run_cutoff
 
 
 def metric_table(means: dict[str, tuple[float, int]], k: int | None = None) -> list[str]:
@@ -179,7 +179,7 @@ ALERT_PREFIXES = ("WARNING", "FAULT", "GATE FAILED", "GATE REFUSED", "JUDGE ERRO
 def one_line_summary(store, run_id: str, *, gate: str | None = None) -> str:
     """The run in one line: id, status, items, the headline metrics (per kind) and the gate's result."""
     run = store.get_run(run_id)
-    k = json.loads(run["resolved"]).get("retrievalLimit")
+    k = run_cutoff(run)
     parts = []
     for kind, means in kind_means(store.item_kinds(run_id), store.item_metrics(run_id)):
         shown = " ".join(f"{display_name(name, k)} {means[name][0]:.3f}" for name in ONE_LINE_METRICS if name in means)
@@ -278,7 +278,7 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
     counts: dict[str, int] = {}
     for row in results:
         counts[row["outcome"]] = counts.get(row["outcome"], 0) + 1
-    k = json.loads(run["resolved"]).get("retrievalLimit")
+    k = run_cutoff(run)
     outcome_text = ", ".join(f"{n} {name}" for name, n in sorted(counts.items()))
     lines = run_header(run)
     if run.get("judge_model"):  # right under the judge lines: how far to trust its judged metrics

@@ -220,16 +220,16 @@ def comparison_lines(comparison: Comparison, gated: set[str] | None = None) -> l
         ci = f"[{m.ci[0]:+.3f}, {m.ci[1]:+.3f}]" if m.ci else "-"
         delta = f"{m.delta:+8.4f}" if m.delta is not None else f"{'-':>8}"
         verdict = verdict_text(m, compact=True)
-        label = m.metric + ("*" if gated is not None and name not in gated else "")
+        label = comparison.label(m.metric) + ("*" if gated is not None and name not in gated else "")
         legend = legend or verdict.startswith("ns") or label.endswith("*")
         lines.append(f"  {label:<22} {_fmt(m.a)} {_fmt(m.b)} {delta} {ci:>16} {p_text(m.p)}  {verdict}")
     if legend:
         lines.extend(COMPARISON_LEGEND)
-    margins = [f"{m.metric} {m.margin:g}" for m in comparison.metrics.values() if m.margin is not None]
+    margins = [f"{comparison.label(m.metric)} {m.margin:g}" for m in comparison.metrics.values() if m.margin is not None]
     if margins:
         lines.extend(MARGIN_LEGEND)
         lines.extend(list_lines("margins:", sorted(set(margins))))
-    effects = [f"{name} {m.design_effect:.2f}" for name, m in comparison.metrics.items() if m.design_effect is not None]
+    effects = [f"{comparison.label(name)} {m.design_effect:.2f}" for name, m in comparison.metrics.items() if m.design_effect is not None]
     if effects:  # how much wider the clustered intervals are than independent items would make them (squared)
         lines.extend(list_lines("design effect (clustered / independent-items variance):", effects))
     for key, (old, new) in comparison.config_changes.items():

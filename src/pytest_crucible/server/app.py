@@ -418,7 +418,7 @@ def create_app(db_path: str | Path, limits: ServerLimits = ServerLimits()) -> Fa
                 with _reading(db_path) as store:
                     baseline = load_run(store, _run_of_workspace(store, a, key.workspace), golden=True, rankings=rescore)
                     candidate = load_run(store, _run_of_workspace(store, b, key.workspace), golden=True, rankings=rescore)
-                    k = candidate.resolved.get("retrievalLimit")  # metric names as the terminal shows them (recall@10)
+                    k = candidate.k  # metric names as the terminal shows them (recall@10)
                     parsed = {}
                     custom = metric_names((baseline, candidate))
                     for field, parse in (("failUnder", lambda: parse_floors(failUnder, "failUnder", k, custom)),

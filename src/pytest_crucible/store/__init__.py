@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from ..defaults import DEFAULT_K
 from .schema import LATE_COLUMNS, MIGRATIONS, SCHEMA_VERSION
 from .ulid import new_ulid
 
@@ -251,8 +252,9 @@ class Store:
                   run_id: str | None = None, judge_model: str | None = None, judge_prompt_version: str | None = None,
                   judge_label: str | None = None, cost_estimate_usd: float | None = None,
                   workspace: str = "default", labels: dict[str, str] | None = None,
-                  kinds: list[str] | None = None, custom_metrics: list[dict[str, Any]] | None = None, repeats: int = 1) -> str:
-        """Open a run. ``custom_metrics``: the definitions of the custom metrics it measures (see
+                  kinds: list[str] | None = None, custom_metrics: list[dict[str, Any]] | None = None, repeats: int = 1,
+                  eval_k: int | None = None) -> str:
+        """Open a run. ``eval_k``: the cutoff its metrics at K are measured at (ini crucible_k). ``custom_metrics``: the definitions of the custom metrics it measures (see
         ``custom_metrics.definitions``), kept with the run so a comparison sees a changed ruler."""
         run_id = run_id or new_ulid()
         with self.db.conn:
@@ -281,6 +283,7 @@ class Store:
                     "kinds": json.dumps(sorted(kinds)) if kinds else None,
                     "custom_metrics": json.dumps(custom_metrics, sort_keys=True) if custom_metrics else None,
                     "repeats": repeats,
+                    "eval_k": int(eval_k or DEFAULT_K),
                 }
             )
         return run_id
@@ -733,7 +736,7 @@ _RUN_COLUMNS = ("id", "started_at", "finished_at", "status", "config_hash", "con
                 "outcome_mode", "golden_hash", "n_items", "git_commit", "pytest_args", "judge_model", "judge_prompt_version",
                 "host", "pid", "judge_label", "judge_stats", "cost_estimate_usd", "cost_usd", "input_tokens", "output_tokens",
                 "workspace", "labels", "kinds", "unread_keys", "n_scored", "n_errored", "n_skipped", "custom_metrics", "repeats",
-                "embedder")
+                "embedder", "eval_k")
 def _provenance_rows(run_id: str, item_id: str, item: dict[str, Any], item_json: str) -> list[dict[str, Any]]:
     """The qrels a golden item's citations are: free, deterministic judgments (required = 3, acceptable = 1).
     judge_model names the golden item version that produced them, so an edited citation appends a new
@@ -761,7 +764,7 @@ _RUN_TYPES = {
     **dict.fromkeys(("finished_at", "config_path", "golden_hash", "git_commit", "judge_model", "judge_prompt_version", "host",
                      "judge_label", "workspace", "embedder"), _TEXT),
     **dict.fromkeys(("params", "resolved", "pytest_args", "judge_stats", "labels", "kinds", "unread_keys", "custom_metrics"), _JSON_TEXT),
-    **dict.fromkeys(("n_items", "pid", "input_tokens", "output_tokens", "n_scored", "n_errored", "n_skipped", "repeats"), _INT),
+    **dict.fromkeys(("n_items", "pid", "input_tokens", "output_tokens", "n_scored", "n_errored", "n_skipped", "repeats", "eval_k"), _INT),
     **dict.fromkeys(("cost_estimate_usd", "cost_usd"), _NUMBER),
 }
 _RESULT_TYPES = {

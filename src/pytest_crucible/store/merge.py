@@ -25,7 +25,7 @@ from . import Store, StoreError, utc_now
 __all__ = ["MergeReport", "merge_shards"]
 
 # Columns every shard's run must agree on: a merged run is one experiment.
-_MUST_AGREE = ("config_hash", "judge_model", "judge_prompt_version", "mode", "custom_metrics", "embedder")
+_MUST_AGREE = ("config_hash", "judge_model", "judge_prompt_version", "mode", "custom_metrics", "embedder", "eval_k")
 _JUDGE_SUMS = ("cost_estimate_usd", "cost_usd", "input_tokens", "output_tokens")
 _SHOWN = 10  # item ids / run ids named in one message before "and N more"
 

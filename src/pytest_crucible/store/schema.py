@@ -397,6 +397,12 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE runs ADD COLUMN embedder TEXT;
     """,
+    # 14: the evaluation cutoff K a run's metrics at K were measured at (ini crucible_k). Before this
+    # version K was the pipeline's retrievalLimit, so older runs take it from their resolved config.
+    """
+    ALTER TABLE runs ADD COLUMN eval_k INTEGER;
+    UPDATE runs SET eval_k = COALESCE(CAST(json_extract(resolved, '$.retrievalLimit') AS INTEGER), 10);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -115,6 +115,14 @@ class Comparison:
     # every item is its own cluster, the independent-items tests ran).
     cluster_by: str = "field"
     clusters: int | None = None
+    # The cutoff K both runs' metrics at K were measured at (None: two different K, and no such row).
+    k: int | None = None
+
+    def label(self, name: str) -> str:
+        """A row as every surface names it: with its K (``recall@10``)."""
+        from ..metrics import with_cutoff
+
+        return with_cutoff(name, self.k)
 
     def to_json(self) -> dict[str, Any]:
         """The spec's compare shape, plus power, verdicts and the config difference beside it."""
@@ -138,6 +146,7 @@ class Comparison:
             "clusterBy": self.cluster_by,
             "clusters": self.clusters,
             "multiple": self.multiple,
+            "k": self.k,
             "family": list(self.family) if self.multiple == "holm" else None,
             "configChanges": {key: {"a": old, "b": new} for key, (old, new) in self.config_changes.items()},
             "warnings": list(self.warnings),
@@ -201,7 +210,9 @@ def compare_run_data(
         ruler_warnings = [*ruler_warnings, other_ruler]
     cutoff = cutoff_change(a, b, names)
     if cutoff:
-        names = [name for name in names if not name.endswith("AtK")]
+        from ..metrics import depends_on_k
+
+        names = [name for name in names if not depends_on_k(name)]
         ruler_warnings = [*ruler_warnings, cutoff]
     options = {"seed": seed, "n_resamples": n_resamples, "n_permutations": n_permutations, "alpha": alpha}
     results: dict[str, MetricComparison] = {}
@@ -275,24 +286,27 @@ def compare_run_data(
         )
     return Comparison(a=a.run_id, b=b.run_id, paired_items=len(shared), seed=seed, metrics=results,
                       config_changes=changes, warnings=warnings, multiple=multiple, excluded=excluded, cluster_by=cluster,
-                      family=tuple(members),
+                      family=tuple(members), k=a.k if a.k == b.k else None,
                       clusters=len(set(labels.values())) if clustered else None)
 
 
 def cutoff_change(a: RunData, b: RunData, names: Iterable[str]) -> str | None:
     """Why the metrics at K cannot be compared between the runs (they were cut off at different K), or None.
-    K is each run's retrievalLimit: precision at 10 against precision at 1 measures two different things,
-    so those rows are left out (a gate that names one of them is then blind to it and refuses)."""
-    at_k = sorted(name for name in names if name.endswith("AtK"))
-    k_a, k_b = a.resolved.get("retrievalLimit"), b.resolved.get("retrievalLimit")
-    if not at_k or k_a is None or k_b is None or k_a == k_b:
+    K is each run's recorded cutoff (ini crucible_k): precision at 10 against precision at 1 measures two
+    different things, so those rows are left out (a gate on one of them refuses: ``gate.decide``)."""
+    from ..metrics import depends_on_k
+
+    at_k = sorted(name for name in names if depends_on_k(name))
+    k_a, k_b = a.k, b.k
+    if not at_k or k_a == k_b:
         return None
     from ..metrics import display_name
 
     pairs = ", ".join(f"{display_name(name, k_a)} vs {display_name(name, k_b)}" for name in at_k)
     return (f"the ruler changed: the metrics at K were cut off at K = {k_a} in {a.run_id} and K = {k_b} in {b.run_id} "
-            f"(retrievalLimit): {pairs}; left out of the comparison. Compare them at one K: run the baseline with "
-            f"retrievalLimit {k_b}")
+            f"(ini crucible_k): {pairs}; left out of the comparison. Compare them at one K: rescore both runs from their "
+            f"stored rankings at K = {k_a} (--crucible-rescore, crucible compare --rescore), or measure both with "
+            f"crucible_k = {k_a}")
 
 
 def embedder_change(a: RunData, b: RunData) -> str | None:
@@ -428,7 +442,7 @@ def regression_reasons(comparison: Comparison, gated: Iterable[str] | None = Non
     """One line per gated metric (default: every compared one) that regressed significantly."""
     names = set(comparison.metrics) if gated is None else set(gated)
     return [
-        f"{name} regressed: {m.a:.4f} -> {m.b:.4f} (delta {m.delta:+.4f}, "
+        f"{comparison.label(name)} regressed: {m.a:.4f} -> {m.b:.4f} (delta {m.delta:+.4f}, "
         f"95% CI [{m.ci[0]:+.4f}, {m.ci[1]:+.4f}], p = {m.p:.4f}, n = {m.n})"
         for name, m in comparison.metrics.items()
         if name in names and m.regressed
@@ -446,7 +460,7 @@ def margin_reasons(comparison: Comparison, gated: Iterable[str] | None = None) -
             continue
         where = f"({m.a:.4f} -> {m.b:.4f}, delta {m.delta:+.4f}, 95% CI [{m.ci[0]:+.4f}, {m.ci[1]:+.4f}], n = {m.n})"
         if m.verdict == "inferior":
-            lines.append(f"{name} is inferior: it dropped by more than the margin {m.margin:g} {where}")
+            lines.append(f"{comparison.label(name)} is inferior: it dropped by more than the margin {m.margin:g} {where}")
             continue
         estimate = -m.delta if m.higher_is_better else m.delta  # the estimated drop
         need = ""
@@ -457,7 +471,7 @@ def margin_reasons(comparison: Comparison, gated: Iterable[str] | None = None) -
             need = f"; about {math.ceil((Z_TWO_SIDED * spread / (m.margin - estimate)) ** 2)} items would tell"
         elif estimate >= m.margin:
             need = "; the estimate itself is beyond the margin"
-        lines.append(f"{name} is inconclusive against the margin {m.margin:g}: a drop of up to {m.drops[1]:.4f} is "
+        lines.append(f"{comparison.label(name)} is inconclusive against the margin {m.margin:g}: a drop of up to {m.drops[1]:.4f} is "
                      f"not ruled out {where}{need}")
     return lines
 
@@ -474,7 +488,7 @@ def undetected_drops(comparison: Comparison, gated: Iterable[str] | None = None)
         drop = -m.ci[0] if m.higher_is_better else m.ci[1]  # the worst change the interval allows
         if drop > m.mde:
             more = f"; about {m.required_n} items would tell" if m.required_n else ""
-            lines.append(f"underpowered: {name} is not significant, but a drop of up to {drop:.3f} is not ruled out "
+            lines.append(f"underpowered: {comparison.label(name)} is not significant, but a drop of up to {drop:.3f} is not ruled out "
                          f"(these {m.units} {'clusters' if m.n_clusters is not None else 'pairs'} detect {m.mde:.3f}{more})")
     return lines
 

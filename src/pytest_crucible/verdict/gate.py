@@ -114,7 +114,7 @@ class GateResult:
 def parse_metric_list(value: str | None, option: str = "--crucible-gate", k: int | None = None,
                       custom: Iterable[str] = ()) -> tuple[str, ...] | None:
     """``ndcg@10, mrr`` -> ("ndcgAt10", "mrr"): stored names or the names the terminal shows (``k``: the
-    run's retrievalLimit; ``custom``: the custom metrics' names); None or empty: every metric. ValueError
+    run's cutoff K; ``custom``: the custom metrics' names); None or empty: every metric. ValueError
     with a did-you-mean for an unknown name."""
     from ..metrics import resolve_metric
 
@@ -216,7 +216,7 @@ def _blind_gate(comparison: "Comparison", blind: list[str], settings: GateSettin
     has fewer pairs than ``min_pairs`` (None: the gate can see)."""
     if not blind:
         return None
-    counts = ", ".join(f"{name} {comparison.metrics[name].units}" if name in comparison.metrics else name
+    counts = ", ".join(f"{comparison.label(name)} {comparison.metrics[name].units}" if name in comparison.metrics else name
                        for name in blind[:6]) + (", ..." if len(blind) > 6 else "")
     left_out = len(comparison.excluded)
     unit = "clusters of pairs" if any(m.n_clusters is not None for m in comparison.metrics.values()) else "pairs"
@@ -332,13 +332,17 @@ def decide(current: RunData, baseline: RunData | None, settings: GateSettings, n
             result.verdict, result.refusal = REFUSED, str(exc)
             return result
         result.comparison = comparison
-        cutoff = cutoff_change(baseline, current, settings.gate or ())
-        if cutoff:  # a gated metric at K, measured at two different K: the gate cannot judge it
+        # A gated metric at K (named, or every measured metric by default) measured at two different K:
+        # the gate cannot judge it, and passing without it would be a pass nobody measured.
+        from ..metrics import depends_on_k
+
+        wanted_at_k = sorted(m for m in (settings.gate or set(baseline.metrics) | set(current.metrics)) if depends_on_k(m))
+        cutoff = cutoff_change(baseline, current, wanted_at_k)
+        if cutoff:
             result.verdict = REFUSED
-            result.refusal = (f"refusing to gate {', '.join(m for m in settings.gate if m.endswith('AtK'))}: "
-                              f"{cutoff.removeprefix('the ruler changed: ')}\n"
-                              "HINT: run the baseline with the candidate's retrievalLimit, or gate metrics that do not "
-                              "depend on it (ndcgAt10, mrr)")
+            result.refusal = (f"refusing to gate {', '.join(wanted_at_k)}: {cutoff.removeprefix('the ruler changed: ')}\n"
+                              f"HINT: add --crucible-rescore to score both runs at K = {baseline.k} from their stored "
+                              f"rankings; or gate metrics that do not depend on K (crucible_gate = ndcgAt10, mrr)")
             return result
         measured = comparison.metrics  # row name (a metric, per kind when the runs mix kinds) -> comparison
         wanted = set(settings.gate) if settings.gate else {m.metric for m in measured.values()}

@@ -1,10 +1,11 @@
-"""The ruler of a comparison: the relevance grades both runs' retrieval metrics were measured against.
+"""The ruler of a comparison: the relevance grades both runs' retrieval metrics were measured against,
+and the cutoff K of their metrics at K.
 
 A judgment added to the qrels ledger between two runs (a human override, a pool label), or a golden
 item whose citations changed, moves the ruler: a retrieval delta then mixes the system's change with
 the ruler's. :func:`prepare_pair` says so, and with ``rescore`` recomputes both runs' retrieval
 metrics from their stored rankings against today's grades (the candidate's golden items and the
-whole ledger), so that only the system changed. The grades come from ``qrels.item_grades`` and the
+whole ledger), so that only the system changed; runs measured at different K are rescored at the baseline's K. The grades come from ``qrels.item_grades`` and the
 metrics from ``evaluation.scoring.score_ranking``: the same functions an item is scored with.
 """
 
@@ -45,21 +46,28 @@ def moved_items(a: RunData, b: RunData, ledger: dict[str, list[dict[str, Any]]])
     return moved
 
 
-def rescored(run: RunData, golden: dict[str, dict[str, Any]], ledger: dict[str, list[dict[str, Any]]]) -> RunData:
-    """The run with its retrieval metrics recomputed from its stored rankings against today's grades."""
+def rescored(run: RunData, golden: dict[str, dict[str, Any]], ledger: dict[str, list[dict[str, Any]]],
+             k: int | None = None) -> RunData:
+    """The run with its retrieval metrics recomputed from its stored rankings against today's grades, at
+    cutoff ``k`` (None: the run's own K); the run then records that K."""
     from ..evaluation.scoring import score_ranking
     from ..metrics.retrieval import RETRIEVAL_METRICS
     from ..qrels.grades import item_grades
 
-    k = int(run.resolved.get("retrievalLimit") or 10)
-    metrics = {name: dict(values) for name, values in run.metrics.items() if name not in RETRIEVAL_METRICS}
+    from ..metrics import depends_on_k
+
+    k = k or run.k
+    # A metric over the top K that rankings alone cannot recompute (nearMissRate reads chunk concepts)
+    # is dropped at another K rather than compared across two cutoffs.
+    metrics = {name: dict(values) for name, values in run.metrics.items()
+               if name not in RETRIEVAL_METRICS and not (k != run.k and depends_on_k(name))}
     for item, ranking in run.rankings.items():
         if item in run.errored:
             continue
         values, _ = score_ranking(ranking, item_grades(golden.get(item), ledger.get(item, [])), k)
         for name, value in values.items():
             metrics.setdefault(name, {})[item] = value
-    return replace(run, metrics={name: values for name, values in metrics.items() if values})
+    return replace(run, run={**run.run, "eval_k": k}, metrics={name: values for name, values in metrics.items() if values})
 
 
 def prepare_pair(store: "Store | None", current: RunData, baseline: RunData, *, rescore: bool) -> tuple[RunData, RunData, list[str]]:
@@ -79,6 +87,9 @@ def prepare_pair(store: "Store | None", current: RunData, baseline: RunData, *, 
             "(crucible compare --rescore) scores both runs against today's grades"]
     golden = {item.get("id"): item for item in baseline.golden}
     golden.update({item.get("id"): item for item in current.golden})  # the candidate's items are today's
+    k = baseline.k  # the baseline's cutoff is the ruler the candidate is measured against
     note = (f"NOTE rescored: both runs' retrieval metrics recomputed from their stored rankings against today's grades "
             f"({len(moved)} paired item(s) had changed)")
-    return rescored(current, golden, ledger), rescored(baseline, golden, ledger), [note]
+    if current.k != k:
+        note += f" at the baseline's K = {k} (this run was measured at K = {current.k})"
+    return rescored(current, golden, ledger, k), rescored(baseline, golden, ledger, k), [note]

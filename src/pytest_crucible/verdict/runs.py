@@ -56,6 +56,13 @@ class RunData:
         return value or {}
 
     @property
+    def k(self) -> int:
+        """The cutoff its metrics at K were measured at (``metrics.run_cutoff``)."""
+        from ..metrics import run_cutoff
+
+        return run_cutoff(self.run)
+
+    @property
     def directions(self) -> dict[str, str | None]:
         """The run's custom metrics and their directions ("higher", "lower", None), as it recorded them."""
         from ..evaluation.custom_metrics import directions

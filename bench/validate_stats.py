@@ -23,7 +23,10 @@ draw from Mulberry32 with the package's default seed, as a comparison does). Sce
   correlated (a shared item effect, rho 0.7), with and without Holm;
 * (e) non-inferiority margins: the rate at which a drop of exactly the margin passes, and the
   rate at which no change passes;
-* (f) PPI++ coverage at its minimum of 30 labelled answers, with t quantiles.
+* (f) PPI++ coverage at its minimum of 30 labelled answers, with t quantiles;
+* (g) paired PPI++ (``crucible compare --ppi``) under its sampling design: the same items labelled in
+  both runs (30, the minimum, and 60 of 300 paired items), for graded scores (``b = a + 0.15 + noise``)
+  and for correct/incorrect answers of which 15% flip to correct (sparse differences).
 
 Prints the command, the settings and a markdown table; the last column is the Monte Carlo
 standard error of the rate (``sqrt(p (1 - p) / data sets)``). About 35 s for 1,000 data sets on
@@ -50,6 +53,7 @@ from pytest_crucible.stats import (  # noqa: E402
     paired_cluster_tests,
     paired_tests,
     ppi_mean,
+    ppi_paired_difference,
 )
 
 DATA_SEED = 20250101
@@ -72,6 +76,24 @@ def clustered(rng: np.random.Generator, mu: float, sizes: np.ndarray) -> tuple[n
     n = labels.shape[0]
     a = rng.random(n)
     return a, a + mu + u[labels] + rng.normal(0.0, SD / math.sqrt(2.0), n), labels
+
+
+def paired_answers(rng: np.random.Generator, scenario: str, truth_graded: float) -> tuple[np.ndarray, np.ndarray, float]:
+    """Per-item scores of one answer in run A and one in run B for 300 paired items, and the true mean
+    difference: graded scores (b = a + 0.15 + noise, clipped to [0, 1]) or correct/incorrect answers
+    where B answers correctly wherever A did, and 15% more (differences of 0 or 1)."""
+    if scenario == "graded":
+        a = rng.beta(3, 2, 300)
+        return a, np.clip(a + 0.15 + rng.normal(0.0, 0.2, 300), 0.0, 1.0), truth_graded
+    u = rng.random(300)
+    return (u < 0.55).astype(float), (u < 0.70).astype(float), 0.15
+
+
+def graded_difference_truth() -> float:
+    """The true mean difference of the graded scenario (the clipping moves it off 0.15), from 2 million items."""
+    rng = np.random.default_rng(1)
+    a = rng.beta(3, 2, 2_000_000)
+    return float(np.mean(np.clip(a + 0.15 + rng.normal(0.0, 0.2, a.size), 0.0, 1.0) - a))
 
 
 def covers(results, truth: float) -> float:
@@ -234,6 +256,28 @@ def main() -> None:
             res = ppi_mean(y[:30], f[:30], f[30:])
             cover.append(res.ci_low <= p_true <= res.ci_high)
         row("coverage", f"PPI++ at its minimum: 30 labelled + 900, {label}", "PPI++ (t quantiles)", "0.94-0.96", rate(cover))
+
+    # (g) Paired PPI++ under its design: a random sample of the 300 paired items is labelled in both runs,
+    # the judge scores every answer of both runs. Labels of one run only are refused by crucible (an answer
+    # inherited only where it did not change would pair exactly the items that did not move).
+    paired_rng = np.random.default_rng(DATA_SEED + 4)
+    truth_graded = graded_difference_truth()
+    for n_labelled in (30, 60):
+        for scenario in ("graded", "binary"):
+            cover = []
+            for _ in range(runs):
+                a, b, truth = paired_answers(paired_rng, scenario, truth_graded)
+                fa = a + 0.1 + paired_rng.normal(0.0, 0.15 if scenario == "graded" else 0.3, a.size)
+                fb = b + 0.1 + paired_rng.normal(0.0, 0.15 if scenario == "graded" else 0.3, b.size)
+                labelled = paired_rng.choice(a.size, n_labelled, replace=False)
+                rest = np.setdiff1d(np.arange(a.size), labelled)
+                if np.var(b[labelled] - a[labelled]) == 0:  # refused (no variance): not an interval
+                    continue
+                res = ppi_paired_difference(a[labelled], b[labelled], fa[labelled], fb[labelled], fa[rest], fb[rest])
+                cover.append(res.ci_low <= truth <= res.ci_high)
+            what = "graded scores" if scenario == "graded" else "correct/incorrect, 15% flip"
+            row("coverage", f"paired PPI++: {n_labelled} of 300 items labelled in both runs, {what}",
+                "PPI++ difference", "0.94-0.96", rate(cover))
 
     elapsed = time.perf_counter() - started
     print()

@@ -223,7 +223,7 @@ def test_metrics_at_k_measured_at_different_k_are_never_compared() -> None:
         gated = decide(at_1, at_10, GateSettings(baseline="A", gate=gate))
         assert gated.verdict == "refused" and gated.exit_code == 3
         assert gated.refusal.startswith("refusing to gate precisionAtK: the metrics at K were cut off at K = 10 in A and K = 1 in B")
-        assert "HINT: add --crucible-rescore to score both runs at K = 10" in gated.refusal
+        assert "HINT: add --crucible-rescore (crucible compare --rescore) to score both runs at K = 10" in gated.refusal
 
 
 def test_the_cutoff_is_the_rulers_not_the_pipelines() -> None:

@@ -61,7 +61,7 @@ def test_two_cutoffs_are_refused_by_the_gate_or_rescored(project: pytest.Pyteste
     refused = project.runpytest("--crucible-baseline=latest", "-o", "crucible_k=3")
     assert refused.ret == 3, refused.stdout.str()[-3000:]
     refused.stdout.fnmatch_lines(["*refusing to gate precisionAtK, recallAtK: the metrics at K were cut off at K = 10 in * "
-                                  "and K = 3 in *", "*HINT: add --crucible-rescore to score both runs at K = 10*"])
+                                  "and K = 3 in *", "*HINT: add --crucible-rescore (crucible compare --rescore) to score both runs at K = 10*"])
     rescored = project.runpytest("--crucible-baseline=" + recorded_k(project)[0][0], "-o", "crucible_k=3", "--crucible-rescore")
     assert rescored.ret == pytest.ExitCode.OK, rescored.stdout.str()[-3000:]
     out = " ".join(rescored.stdout.str().split())  # the note wraps at 100 columns

@@ -337,12 +337,13 @@ def decide(current: RunData, baseline: RunData | None, settings: GateSettings, n
         from ..metrics import depends_on_k
 
         wanted_at_k = sorted(m for m in (settings.gate or set(baseline.metrics) | set(current.metrics)) if depends_on_k(m))
-        cutoff = cutoff_change(baseline, current, wanted_at_k)
-        if cutoff:
+        if cutoff_change(baseline, current, wanted_at_k):
             result.verdict = REFUSED
-            result.refusal = (f"refusing to gate {', '.join(wanted_at_k)}: {cutoff.removeprefix('the ruler changed: ')}\n"
-                              f"HINT: add --crucible-rescore to score both runs at K = {baseline.k} from their stored "
-                              f"rankings; or gate metrics that do not depend on K (crucible_gate = ndcgAt10, mrr)")
+            result.refusal = (f"refusing to gate {', '.join(wanted_at_k)}: the metrics at K were cut off at K = {baseline.k} "
+                              f"in {baseline.run_id} and K = {current.k} in {current.run_id} (ini crucible_k)\n"
+                              f"HINT: add --crucible-rescore (crucible compare --rescore) to score both runs at K = "
+                              f"{baseline.k} from their stored rankings; or gate only metrics that do not depend on K "
+                              f"(ndcgAt10, mrr)")
             return result
         measured = comparison.metrics  # row name (a metric, per kind when the runs mix kinds) -> comparison
         wanted = set(settings.gate) if settings.gate else {m.metric for m in measured.values()}

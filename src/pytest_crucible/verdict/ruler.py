@@ -88,8 +88,9 @@ def prepare_pair(store: "Store | None", current: RunData, baseline: RunData, *, 
     golden = {item.get("id"): item for item in baseline.golden}
     golden.update({item.get("id"): item for item in current.golden})  # the candidate's items are today's
     k = baseline.k  # the baseline's cutoff is the ruler the candidate is measured against
-    note = (f"NOTE rescored: both runs' retrieval metrics recomputed from their stored rankings against today's grades "
-            f"({len(moved)} paired item(s) had changed)")
+    note = "NOTE rescored: both runs' retrieval metrics recomputed from their stored rankings against today's grades"
+    if moved:
+        note += f" ({len(moved)} paired item(s) had changed)"
     if current.k != k:
         note += f" at the baseline's K = {k} (this run was measured at K = {current.k})"
     return rescored(current, golden, ledger, k), rescored(baseline, golden, ledger, k), [note]

@@ -2,7 +2,8 @@
 report (`crucible report --against`) give the same verdict, failures and exit code on the same pair
 of runs with the same options. Hypothesis generates the pairs: random values, missing items and
 metrics, incomplete and interrupted runs, items whose judging failed, different judges, floors,
-non-inferiority margins, the family-wise correction on or off, gated metrics that were never measured.
+non-inferiority margins, the family-wise correction on or off, gated metrics that were never measured,
+metrics at K measured at two different K.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pytest_crucible.settings import Settings
 from pytest_crucible.store import Store
 
 WORKSPACE = "agree"
-METRICS = ("ndcgAt10", "mrr", "faithfulness", "noiseSensitivity", "abstainRate")
+METRICS = ("ndcgAt10", "mrr", "faithfulness", "noiseSensitivity", "abstainRate", "precisionAtK")
 VALUES = (0.0, 0.25, 0.5, 0.75, 1.0)
 _ids = itertools.count()
 
@@ -72,6 +73,7 @@ def pairs(draw):
     a, b = side(False), side(True)
     b["judge"] = draw(st.sampled_from(("lexical-v1", "lexical-v1", "lexical-v1", "claude-haiku-5-5")))
     a["judge"] = "lexical-v1"
+    a["k"], b["k"] = 10, draw(st.sampled_from((10, 10, 5)))  # the cutoff each run measured its metrics at K at
     options = {
         "gate": draw(st.none() | st.lists(st.sampled_from(metrics + ["recallAtK"]), min_size=1, max_size=2, unique=True)),
         "floors": draw(st.lists(st.tuples(st.sampled_from(metrics), st.sampled_from((0.25, 0.5, 0.75))), max_size=2)),
@@ -87,7 +89,7 @@ def store_run(db: Path, side: dict) -> str:
     try:
         run_id = store.start_run(run_id=f"AGREE{next(_ids):06d}", config_hash="c" * 64, params={}, resolved={"retrievalLimit": 10},
                                  mode="system", outcome_mode="record", judge_model=side["judge"], judge_prompt_version="v1",
-                                 workspace=WORKSPACE)
+                                 workspace=WORKSPACE, eval_k=side["k"])
         store.record_scores(run_id, [
             {"item_id": item, "question": f"{item}?", "item": {"id": item, "question": f"{item}?"}, "outcome": "passed",
              "metrics": values, "judge_errors": ["timeout"] if item in side["judge_failed"] else []}

@@ -56,6 +56,12 @@ def pytest_runtest_teardown(item):
         conn = item.config.stash[SESSION_KEY].store.db.conn
         pages = conn.execute("PRAGMA page_count").fetchone()[0]
         conn.execute(f"PRAGMA max_page_count = {pages}")
+    if len(_done) == int(os.environ.get("IMMUTABLE_AFTER", 0)):  # the file turns unwritable under the run
+        import subprocess
+        subprocess.run(["chattr", "+i", str(item.config.stash[SESSION_KEY].settings.db_path)], check=True)
+    if len(_done) == int(os.environ.get("TRUNCATE_AFTER", 0)):  # the file loses its second half under the run
+        path = item.config.stash[SESSION_KEY].settings.db_path
+        os.truncate(path, os.path.getsize(path) // 2)
 """
 
 
@@ -163,6 +169,65 @@ def test_disk_full_without_a_gate_fails_the_session_and_its_junit(project: pytes
     suite, cases = junit_cases(project.path / "junit.xml")
     assert "gate" not in cases and suite.get("failures") == "1"
     assert [child.tag for child in cases["faults"]] == ["failure"]
+
+
+def test_a_database_corrupted_mid_run_still_gives_a_refused_verdict_in_the_terminal_and_junit(project, monkeypatch) -> None:
+    """The file is truncated under the running session: whichever step meets the damage (closing the run,
+    reading it back, the comparison), the gate is refused (exit 3) with its own line, its junit test case
+    and its junit property, never only a FAULT line and exit 1."""
+    good_run(project)
+    monkeypatch.setenv("TRUNCATE_AFTER", "12")
+    result = project.runpytest("--crucible-baseline=latest", "--junitxml=junit.xml")
+    assert result.ret == 3, result.outlines[-30:]
+    output = "\n".join(result.outlines)
+    assert "GATE REFUSED " in output and "malformed" in output and "Traceback" not in output
+    result.stdout.no_fnmatch_line("*gate passed*")
+    suite, cases = junit_cases(project.path / "junit.xml")
+    [refused] = list(cases["gate"])
+    assert refused.tag == "error" and "GATE REFUSED could not compare with the baseline" in refused.get("message")
+    properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert properties["crucible.verdict"] == "refused"
+
+
+def _can_make_immutable(tmp_path: Path) -> bool:
+    import shutil
+    import subprocess
+
+    probe = tmp_path / "probe"
+    probe.write_text("x")
+    if not shutil.which("chattr") or subprocess.run(["chattr", "+i", str(probe)], capture_output=True).returncode:
+        return False
+    subprocess.run(["chattr", "-i", str(probe)], check=True)
+    return True
+
+
+def test_a_file_that_turns_unwritable_mid_run_is_a_fault_and_the_wal_keeps_the_run(project, monkeypatch, tmp_path) -> None:
+    """The database file cannot be written any more (here: made immutable) while the session runs: SQLite
+    keeps writing into -wal, so the run is whole only with its -wal file. The session says so (FAULT, exit
+    1, never green); a copy that keeps both files holds every item. A normal session leaves the file alone
+    complete (its -wal emptied into it)."""
+    import shutil
+    import subprocess
+
+    if not _can_make_immutable(tmp_path):
+        pytest.skip("needs chattr +i (root with CAP_LINUX_IMMUTABLE on a file system that supports it)")
+    good_run(project)
+    copy = project.path / "copy.db"
+    shutil.copy(db_path(project), copy)  # the normal session: the file alone has the complete run
+    assert sqlite3.connect(copy).execute("SELECT COUNT(*) FROM results").fetchone() == (N_ITEMS,)
+    monkeypatch.setenv("IMMUTABLE_AFTER", "7")  # after the first write (every 5 items)
+    try:
+        result = project.runpytest()
+    finally:
+        subprocess.run(["chattr", "-i", str(db_path(project))], check=True)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["FAULT */crucible.db: the latest writes are only in crucible.db-wal, the database file "
+                                 "cannot take them (disk I/O error): keep crucible.db-wal with the database (copy or upload both)"])
+    both = project.path / "both"
+    both.mkdir()
+    for suffix in ("", "-wal"):
+        shutil.copy(str(db_path(project)) + suffix, both / ("crucible.db" + suffix))
+    assert sqlite3.connect(both / "crucible.db").execute("SELECT COUNT(*) FROM results").fetchone() == (2 * N_ITEMS,)
 
 
 # -- 2. unwritable database ---------------------------------------------------------------------------

@@ -75,6 +75,8 @@ class CrucibleSession:
     embedder: Any = None
     # The name of the embedder responseRelevancy was measured with (recorded with the run).
     embedder_name: str | None = None
+    # Why the database file alone does not hold the run yet (another connection reading), or None.
+    wal_note: str | None = None
     _run_order: list[tuple[str, "GoldenItem"]] = field(default_factory=list)
     _store: "Store | None" = None
     _tracked: TrackedConfig | None = None
@@ -396,6 +398,7 @@ class CrucibleSession:
         pending, self._pending = self._pending, []
         try:
             self.store.record_scores(self._ensure_run(), pending)
+            self.checkpoint()
         except Exception as exc:  # noqa: BLE001 - reported as a fault that fails the session
             ids = ", ".join(repr(score.get("item_id")) for score in pending[:5])
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__  # one line per fault
@@ -405,6 +408,19 @@ class CrucibleSession:
             # Ctrl-C landed in the write: its transaction rolled back, so keep the batch for finish() to write.
             self._pending = pending + self._pending
             raise
+
+    def checkpoint(self) -> None:
+        """Move what was written into the database file itself (a copy or CI upload of the file alone then
+        holds it, even after a SIGKILL). A file that cannot take it is a fault, said once: the run then
+        lives in the -wal file too, and a session must never end green on a file that lost it."""
+        from .store import StoreError
+
+        try:
+            self.wal_note = self.store.checkpoint()
+        except StoreError as exc:
+            reason = str(exc).splitlines()[0]
+            if reason not in self.faults:
+                self.faults.append(reason)
 
     def finish(self, interrupted: bool, progress: Callable[[str], None] | None = None) -> None:
         """Write what is pending, judge Message Batches, and close the run with its status.
@@ -441,6 +457,7 @@ class CrucibleSession:
                                        judge=judge, unread_keys=self.unread_config_keys(), skipped=self.skipped,
                                        unrecorded=self.unrecorded,  # a run that lost items is never complete
                                        embedder=self.embedder_name)
+        self.checkpoint()  # the closed run, status included, in the file itself
 
     # -- the gate ----------------------------------------------------------------------------
     def apply_gate(self) -> "GateResult | None":
@@ -449,13 +466,13 @@ class CrucibleSession:
         gate_settings = self.settings.gate
         if self.is_worker or not gate_settings.active or (self.status is None and not self.faults):
             return None  # no gate asked for, or nothing ran
-        from .verdict.gate import LOST_HINT, decide_stored, skipped, unreadable_baseline, unrecorded_run
+        from .verdict.gate import LOST_HINT, decide_stored, refused_by_fault, skipped, unreadable_baseline
         from .verdict.runs import load_run, read_run
         from .store import StoreError
 
         if self.status is None:  # the run was never stored, or never closed: nothing to judge it by, never a pass
             lost = f" ({self.unrecorded} items lost)" if self.unrecorded else ""
-            self.gate = unrecorded_run(f"this run could not be stored in {self.settings.db_path}{lost}: refusing to compare it\n"
+            self.gate = refused_by_fault(f"this run could not be stored in {self.settings.db_path}{lost}: refusing to compare it\n"
                                        f"HINT: {LOST_HINT}", gate_settings)
             return self.gate
         if self.status == "interrupted":  # the session already exits 2 (interrupted); nothing to judge by
@@ -490,7 +507,15 @@ class CrucibleSession:
         try:
             self.apply_gate()
         except Exception as exc:  # noqa: BLE001 - a comparison that cannot run is a fault, not a pass
-            self.faults.append(f"could not compare with the baseline: {type(exc).__name__}: {exc}")
+            reason = f"could not compare with the baseline: {type(exc).__name__}: {exc}"
+            self.faults.append(reason)
+            if self.settings.gate.active and not self.is_worker:
+                # Still a verdict (refused, exit 3) in the terminal and in junit, never only a FAULT line.
+                from .verdict.gate import refused_by_fault
+
+                self.gate = refused_by_fault(
+                    f"{reason}\nHINT: check the database ({self.settings.db_path}: `crucible runs` reads it), "
+                    "restore it or point --crucible-db at a sound copy, and run again", self.settings.gate)
         if html_path and self.run_id is not None:
             try:
                 from .report.html import render_report, write_report
@@ -566,6 +591,8 @@ class CrucibleSession:
             where = f"this run is {self.status}, never `latest`" if self.status else "the run was not stored"
             lines.append(f"WARNING {self.unrecorded} of {ran} items lost: the database could not record them "
                          f"(see the FAULT lines); {where}")
+        if self.wal_note:
+            lines.append(f"WARNING {self.wal_note}")
         if self.status == "incomplete" and self.judge_failed:
             lines.append("WARNING run incomplete: some items' judge requests failed after retries; their answer metrics are missing")
         return lines

@@ -155,6 +155,24 @@ class Store:
             conn.close()
             raise
 
+    def checkpoint(self) -> str | None:
+        """Copy the write-ahead log's pages into the database file, so that the file alone (a copy of it, a CI
+        upload of it) holds every run written so far. Never waits: None when every page is in the file; a
+        reason when another connection's read keeps some in ``-wal`` for now (the last connection to close
+        moves them). StoreError when the file cannot take them (it turned unwritable, the disk failed):
+        then the runs live only in ``-wal``, which must travel with the file."""
+        wal = self.path.with_name(self.path.name + "-wal")
+        try:
+            busy, pages, copied = self.db.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: the latest writes are only in {wal.name}, the database file cannot take them "
+                             f"({exc}): keep {wal.name} with the database (copy or upload both)\nHINT: make the file "
+                             "writable again, then open it once (e.g. `crucible runs --db FILE`) to move them in") from None
+        if busy or copied < pages:
+            return (f"{pages - max(copied, 0)} page(s) of {self.path.name} are still only in {wal.name} (another connection "
+                    f"is reading it): copy or upload both files, or `crucible export` the run")
+        return None
+
     def _migrate(self) -> None:
         conn = self.db.conn
         version = conn.execute("PRAGMA user_version").fetchone()[0]

@@ -287,9 +287,9 @@ def calibration_warnings(calibration: dict[str, Any] | None, judge: str, gated: 
     return warnings
 
 
-def unrecorded_run(reason: str, settings: GateSettings) -> GateResult:
-    """This run could not be stored (its database failed before the run was closed): nothing to compare, so
-    refused, never a pass."""
+def refused_by_fault(reason: str, settings: GateSettings) -> GateResult:
+    """A fault kept the gate from comparing (the run could not be stored, the database failed while the
+    comparison read it): refused, never a pass, and still a verdict in the terminal and in junit."""
     return GateResult(REFUSED, refusal=reason, has_baseline=bool(settings.baseline), has_floors=bool(settings.floors),
                       baseline_ref=settings.baseline)
 

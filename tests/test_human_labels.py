@@ -269,9 +269,10 @@ def test_import_from_feedback_labels_the_corrected_answers(tmp_path: Path) -> No
                             "--assertion", "The right answer.", "--error-class", "hallucination", "--by", "dana", "--db", db)
     assert promoted.ret == 0, promoted.errlines
     first = crucible_cli("judge", "labels", "import", "--from-feedback", "--db", db)
-    assert first.ret == 0 and first.outlines == ["imported 2 labels (0 already there) for 1 answers"]
+    assert first.ret == 0 and first.outlines == ["promoted corrections read: 1, of workspace 'default'",
+                                                 "imported 2 labels (0 already there) for 1 answers"]
     assert first.errlines == []  # the labelled answer is the run's own
-    assert crucible_cli("judge", "labels", "import", "--from-feedback", "--db", db).outlines == [
+    assert crucible_cli("judge", "labels", "import", "--from-feedback", "--db", db).outlines[1:] == [
         "imported 0 labels (2 already there) for 1 answers"]
     store = Store.open(db)
     rows = human_labels_for_items(store, ["q-004"])

@@ -51,7 +51,8 @@ def test_success_matches_the_spec_shape_and_writes_both_rows(tmp_path) -> None:
         "citations": [{"docId": "01KZDOC0000000000000000000", "mode": "required"}], "tags": ["topic:retention"],
     }
     assert feedback == {"id": feedback["id"], "runId": runs[0], "resultId": results[0], "errorClass": "incomplete",
-                        "correctedBy": "user_01KZ", "note": f"Correction promoted to golden item {item['id']}."}
+                        "correctedBy": "user_01KZ", "promotedBy": None,  # no API key: the command line
+                        "note": f"Correction promoted to golden item {item['id']}."}
     assert len(item["id"]) == 26 and len(feedback["id"]) == 26
     [draft] = draft_items(store)
     assert draft["id"] == item["id"] and draft["status"] == "draft"
@@ -135,3 +136,44 @@ def test_cli_promote_flags_and_json_body_then_export_drafts(tmp_path, capsys, mo
     assert [item.status for item in load_golden_file(target)] == ["draft", "draft"]
     assert main(["promote", "--db", db, "--run", "ZZZ", "--question", "q", "--assertion", "a", "--error-class", "incomplete"]) == 2
     assert "no run ZZZ" in capsys.readouterr().err
+
+
+def test_reviewer_names_that_pass_for_another_are_refused_on_the_command_line_too(tmp_path, capsys, monkeypatch) -> None:
+    """Issue 32 (4): the checks of the HTTP API's correctedBy hold wherever a reviewer is named: `crucible promote`
+    (--by and a --json body), `crucible judge labels import --by` and `crucible qrels import|override --by`."""
+    store, runs, _ = make_store(tmp_path)
+    store.close()
+    db = str(tmp_path / "c.db")
+    flags = ["promote", "--db", db, "--run", runs[0], "--question", "q", "--assertion", "a", "--error-class", "incomplete"]
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text(json.dumps({"id": "q1", "question": "Q?", "contexts": [], "answer": "A.",
+                                  "labels": {"crag": "perfect"}}) + "\n")
+    qrels = tmp_path / "q.txt"
+    qrels.write_text("q1 0 c1 2\n")
+    for name, problem in [("KEY:01ABC", "names an API key"), ("Key:01ABC", "names an API key"),
+                          (" key:01ABC", "names an API key"), ("key\uff1a01ABC", "names an API key"),
+                          ("k\u0435y:01ABC", "mixes Cyrillic and Latin letters"), ("", "is empty"), ("  ", "is empty"),
+                          ("x" * 10_000, "at most 100")]:
+        assert main([*flags, "--by", name]) == 2
+        assert "promote: field 'correctedBy': " in (err := capsys.readouterr().err) and problem in err, (name[:20], err)
+        monkeypatch.setattr("sys.stdin", __import__("io").StringIO(json.dumps(body(runs[0], correctedBy=name))))
+        assert main(["promote", "--db", db, "--json", "-"]) == 2
+        assert "stdin: field 'correctedBy': " in (err := capsys.readouterr().err) and problem in err
+        assert main(["judge", "labels", "import", str(labels), "--by", name, "--db", db]) == 2
+        assert "--by: " in (err := capsys.readouterr().err) and problem in err
+        assert main(["qrels", "import", str(qrels), "--by", name, "--db", db]) == 2
+        err = capsys.readouterr().err
+        assert ("field 'by': the name " in err and problem in err) if name else "field 'by': a human judgment needs" in err
+        assert main(["qrels", "override", "q1", "c1", "2", "--by", name, "--force", "--db", db]) == 2
+        assert "field '--by': the name " in (err := capsys.readouterr().err) and problem in err
+    conn = sqlite3.connect(db)
+    try:
+        written = [conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+                   for table in ("golden_drafts", "human_labels", "qrels")]
+    finally:
+        conn.close()
+    assert written == [0, 0, 0]  # nothing of any refused name
+    # A name is kept NFKC-normalised and trimmed; a local promote has no key (promotedBy null).
+    assert main([*flags, "--by", " \uff44\uff41\uff4e\uff41 "]) == 0
+    feedback = json.loads(capsys.readouterr().out)["feedback"]
+    assert (feedback["correctedBy"], feedback["promotedBy"]) == ("dana", None)

@@ -283,10 +283,11 @@ def test_promote_writes_the_draft_and_its_feedback_row(api, capsys) -> None:
     assert item == {"id": item["id"], "status": "draft", "question": "What is the approved retention period?",
                     "assertions": [{"text": "Audit exports are retained for seven years.", "kind": "must", "weight": 1}],
                     "citations": [{"docId": "01KZDOC0000000000000000000", "mode": "required"}], "tags": ["topic:retention"]}
-    assert feedback == {"id": feedback["id"], "runId": a, "resultId": result_id, "errorClass": "incomplete",
-                        "correctedBy": "user_01KZ", "note": f"Correction promoted to golden item {item['id']}."}
-    # Without a reviewer's name, the key that wrote it is on the audit row.
     key_id = api["keys"]["write"].split("_")[1]
+    assert feedback == {"id": feedback["id"], "runId": a, "resultId": result_id, "errorClass": "incomplete",
+                        "correctedBy": "user_01KZ", "promotedBy": f"key:{key_id}",
+                        "note": f"Correction promoted to golden item {item['id']}."}
+    # Without a reviewer's name, the key that wrote it is on the audit row.
     assert anonymous.json()["feedback"]["correctedBy"] == f"key:{key_id}"
     conn = sqlite3.connect(api["db"])
     assert conn.execute("SELECT golden_item_id, run_id, result_id, corrected_by FROM eval_feedback WHERE id = ?",

@@ -8,15 +8,20 @@ serialising it later, and YAML aliases can expand a small file into billions of
 values. The loaders (golden sets, qrels, configs, exported runs, promote bodies)
 turn each of these into their own one-message error, naming the field.
 
+A reviewer's name (a promote's ``correctedBy``, ``--by``) is checked by :func:`reviewer_name`
+wherever one is accepted, over HTTP and on the command line alike.
+
 This module never imports pytest.
 """
 
 from __future__ import annotations
 
 import json
+import unicodedata
 from typing import Any, Callable
 
-__all__ = ["MAX_DEPTH", "MAX_VALUES", "json_problem", "value_problem", "control_character_problem", "shown"]
+__all__ = ["MAX_DEPTH", "MAX_VALUES", "MAX_NAME_LENGTH", "KEY_AUTHOR", "json_problem", "value_problem",
+           "control_character_problem", "shown", "reviewer_name", "key_author"]
 
 #: Deepest nesting accepted in user data (an item's metadata, a config's own keys).
 MAX_DEPTH = 100
@@ -116,6 +121,72 @@ def shown(text: Any) -> str:
     """``text`` as it can appear inside a one-line message: control characters and lone surrogates escaped."""
     text = str(text)
     return text if text.isprintable() else json.dumps(text)[1:-1]
+
+
+# -- reviewers' names ----------------------------------------------------------------------------------
+#: Longest reviewer name accepted, in characters once NFKC-normalised.
+MAX_NAME_LENGTH = 100
+#: How an API key is named as an author (``key:<id>``): a name a caller chooses may not read as one.
+KEY_AUTHOR = "key:"
+# Letters of these scripts look alike (Latin e, Cyrillic U+0435, Greek U+03B5): a name mixing them may pass for another.
+_CONFUSABLE_SCRIPTS = ("LATIN", "CYRILLIC", "GREEK")
+# Look-alikes NFKC leaves as they are, of the letters and the colon of "key:" (after casefolding).
+_LOOKALIKES = str.maketrans({
+    "\u043a": "k", "\u03ba": "k", "\u0138": "k", "\u1d0b": "k", "\u049b": "k", "\u049d": "k", "\u04a1": "k",
+    "\u0435": "e", "\u0450": "e", "\u0451": "e", "\u03b5": "e", "\u0454": "e", "\u04bd": "e", "\u1d07": "e",
+    "\u0443": "y", "\u04af": "y", "\u04b1": "y", "\u03b3": "y", "\u03c5": "y", "\u028f": "y", "\u045e": "y",
+    "\u2236": ":", "\ua789": ":", "\u02f8": ":", "\u02d0": ":", "\u0589": ":", "\u05c3": ":", "\u16ec": ":",
+    "\u205a": ":", "\u1361": ":", "\u0703": ":", "\u0704": ":", "\u2806": ":", "\u22ee": ":",
+})
+# Characters no name needs, and which hide what a name shows: controls (tab and newline too), format
+# characters (zero-width spaces and joiners, direction overrides), private-use, unassigned, line and
+# paragraph separators.
+_INVISIBLE = {"Cc", "Cf", "Co", "Cn", "Cs", "Zl", "Zp"}
+
+
+def _skeleton(name: str) -> str:
+    """What ``name`` reads as: casefolded, accents, spaces and invisible characters dropped, look-alikes
+    of k, e, y and the colon mapped to them. Only ever compared with :data:`KEY_AUTHOR`."""
+    text = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", name).casefold())
+    kept = "".join(c for c in text if not c.isspace() and unicodedata.category(c) not in _INVISIBLE | {"Mn", "Me"})
+    return kept.translate(_LOOKALIKES)
+
+
+def key_author(key_id: str) -> str:
+    """How the API key ``key_id`` is named as an author: ``key:<id>``."""
+    return f"{KEY_AUTHOR}{key_id}"
+
+
+def reviewer_name(text: str, *, acting_key_id: str | None = None) -> str:
+    """``text`` as a reviewer's name is kept: NFKC-normalised, surrounding whitespace removed.
+
+    Raises ValueError (the problem, one line) for a name that could not tell people apart or passes for
+    another: empty or only whitespace; longer than :data:`MAX_NAME_LENGTH` characters; holding an
+    invisible character (a control, tab or newline included, a zero-width or direction mark); mixing
+    Latin with Cyrillic or Greek letters (look-alikes: ``key`` with a Cyrillic e); or reading as an API key's name,
+    ``key:...``, in any case, width, spacing or look-alike letters. Only the key that is sending the
+    request (``acting_key_id``) may be named that way, and is then kept as exactly ``key:<its id>``.
+    """
+    name = unicodedata.normalize("NFKC", text).strip()
+    if not name:
+        raise ValueError("is empty: name the reviewer")
+    if len(name) > MAX_NAME_LENGTH:
+        raise ValueError(f"is {len(name)} characters long; a reviewer's name has at most {MAX_NAME_LENGTH}")
+    hidden = next((c for c in name if unicodedata.category(c) in _INVISIBLE), None)
+    if hidden is not None:
+        what = unicodedata.name(hidden, "a control character")
+        raise ValueError(f"holds the invisible character U+{ord(hidden):04X} ({what}); a name is one line of visible text")
+    scripts = sorted({script for c in name if c.isalpha()
+                      for script in [unicodedata.name(c, "").split(" ")[0]] if script in _CONFUSABLE_SCRIPTS})
+    if len(scripts) > 1:
+        raise ValueError(f"mixes {' and '.join(s.title() for s in scripts)} letters (letters that look alike "
+                         "could pass for another name); write it in one script")
+    if _skeleton(name).startswith(KEY_AUTHOR):
+        if acting_key_id is not None and _skeleton(name) == _skeleton(key_author(acting_key_id)):
+            return key_author(acting_key_id)
+        what = "names another API key" if acting_key_id is not None else "names an API key"
+        raise ValueError(f"{what} ({shown(name)}): {KEY_AUTHOR}<id> is how the key that sent a promote is recorded")
+    return name
 
 
 def jsonl_object(text: str, fail: Callable[[str, str, str], Exception], *, example: str, object_hint: str,

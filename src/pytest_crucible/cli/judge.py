@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from .common import EXIT_OK, EXIT_USAGE, add_workspace_flag, open_store, resolve_run, with_db, write_output
+from .common import EXIT_OK, EXIT_USAGE, add_workspace_flag, open_store, resolve_run, with_db, workspace_of, write_output
 
 
 EXAMPLES: dict[str, str] = {
@@ -18,7 +18,9 @@ EXAMPLES: dict[str, str] = {
     "judge labels": "crucible judge labels export -o labels.jsonl\n"
                     "crucible judge labels import labels.jsonl --by dana",
     "judge labels import": "crucible judge labels import labels.jsonl --by dana   # keyed by itemId (else id) and the answer\n"
-                           "crucible judge labels import --from-feedback          # the promoted corrections' labels\n"
+                           "crucible judge labels import --from-feedback          # this workspace's promoted corrections' "
+                           "labels, by the keys that sent them\n"
+                           "crucible judge labels import --from-feedback --all-workspaces  # every workspace's (says which)\n"
                            "crucible compare baselines/main.json latest --ppi     # the judged deltas corrected with them",
     "judge labels export": "crucible judge labels export -o labels.jsonl               # the promoted corrections\n"
                            "crucible judge labels export --run latest -o labels.jsonl  # a run's items, its judge's "
@@ -104,14 +106,35 @@ def _cmd_judge_labels_export(args: argparse.Namespace) -> int:
     if args.run is not None:
         return _export_run_cases(args)
     from ..labels.calibration import labels_from_corrections
-    from ..store.ledgers import promoted_corrections
 
-    lines, skipped = labels_from_corrections(promoted_corrections(open_store(args)))
+    store = open_store(args)
+    corrections, read = _corrections_of_workspace(store, args)
+    lines, skipped = labels_from_corrections(corrections)
     text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
     note = f" ({skipped} correction(s) without a result skipped)" if skipped else ""
     write_output(args.output, text, f"wrote {len(lines)} labelled case(s) from promoted corrections to {args.output}{note}; "
                                      "check each label, then: crucible judge calibrate " + args.output)
+    print(read, file=sys.stderr if args.output == "-" else sys.stdout)
     return EXIT_OK
+
+
+def _corrections_of_workspace(store, args: argparse.Namespace) -> tuple[list[dict], str]:
+    """(the promoted corrections to read, the line saying whose): those of the current project's workspace
+    (--workspace NAME: of another), or of every workspace with --all-workspaces. A correction belongs to
+    the workspace of the run it corrects: another workspace's key holders wrote the others."""
+    from ..store.ledgers import promoted_corrections
+
+    workspace = workspace_of(args, store)
+    corrections = promoted_corrections(store, workspace=workspace)
+    if workspace is None:
+        counts: dict[str, int] = {}
+        for row in corrections:
+            counts[row["workspace"]] = counts.get(row["workspace"], 0) + 1
+        each = ", ".join(f"'{name}' {n}" for name, n in sorted(counts.items())) or "none"
+        return corrections, f"promoted corrections read: {len(corrections)}, of every workspace (--all-workspaces): {each}"
+    others = len(promoted_corrections(store)) - len(corrections)
+    left = f"; {others} of other workspaces left out (--all-workspaces reads them)" if others else ""
+    return corrections, f"promoted corrections read: {len(corrections)}, of workspace '{workspace}'{left}"
 
 
 def _export_run_cases(args: argparse.Namespace) -> int:
@@ -134,25 +157,40 @@ def _export_run_cases(args: argparse.Namespace) -> int:
 
 
 def _cmd_judge_labels_import(args: argparse.Namespace) -> int:
+    from ..json_input import reviewer_name
     from ..labels.calibration import read_labels_file
     from ..labels.human import answer_hash, label_rows_from_cases, label_rows_from_corrections
     from ..store import Store
-    from ..store.ledgers import add_human_labels, promoted_corrections, stored_answers
+    from ..store.ledgers import add_human_labels, stored_answers
 
     if (args.labels is None) == (not args.from_feedback):
         print("crucible: judge labels import reads a labels file or the promoted corrections (--from-feedback), one of the two\n"
               "HINT: crucible judge labels import LABELS.jsonl, or crucible judge labels import --from-feedback", file=sys.stderr)
         return EXIT_USAGE
-    skipped = 0
+    if args.labels is not None and (args.workspace or args.all_workspaces):
+        print(f"crucible: {'--workspace' if args.workspace else '--all-workspaces'} chooses whose promoted corrections "
+              "--from-feedback reads; a labels file is yours as it is\n"
+              "HINT: crucible judge labels import --from-feedback --all-workspaces, or drop the flag", file=sys.stderr)
+        return EXIT_USAGE
+    if args.by is not None:
+        try:
+            args.by = reviewer_name(args.by)
+        except ValueError as exc:
+            print(f"crucible: --by: {exc}\nHINT: --by NAME, the person who labelled", file=sys.stderr)
+            return EXIT_USAGE
+    skipped, read = 0, None
     if args.labels is not None:
         # A bad file is one error naming file:line before the database is touched.
         rows = label_rows_from_cases(read_labels_file(args.labels), source="import", created_by=args.by, note=args.note)
         store = Store.open(args.db)
     else:
         store = open_store(args)  # the corrections live in an existing database
-        rows, skipped = label_rows_from_corrections(promoted_corrections(store), created_by=args.by)
+        corrections, read = _corrections_of_workspace(store, args)
+        rows, skipped = label_rows_from_corrections(corrections, created_by=args.by)
     added = add_human_labels(store, rows)
     answers = {(row["item_id"], row["answer_hash"]) for row in rows}
+    if read is not None:
+        print(read)
     print(f"imported {added} labels ({len(rows) - added} already there) for {len(answers)} answers")
     if skipped:
         print(f"{skipped} correction(s) without a result (no answer to label) skipped")
@@ -196,6 +234,9 @@ def add_judge(sub) -> None:
                                     "with its question, retrieved texts, answer, reference, assertions and answerable, "
                                     "labelled with the judge's own verdicts for you to check")
     add_workspace_flag(labels_export)
+    labels_export.add_argument("--all-workspaces", dest="all_workspaces", action="store_true",
+                               help="the promoted corrections of every workspace (default: the current project's "
+                                    "workspace's; --workspace NAME: another's)")
     labels_export.set_defaults(func=_cmd_judge_labels_export)
     labels_import = with_db(judge_labels_sub.add_parser(
         "import", help="append human labels of answers to the database's append-only ledger (what `compare --ppi` and "
@@ -204,8 +245,16 @@ def add_judge(sub) -> None:
                                help="a labels file (the `crucible judge calibrate` format); each case labels the answer "
                                     "`answer` of the golden item `itemId`, else of the golden item whose id is `id`")
     labels_import.add_argument("--from-feedback", dest="from_feedback", action="store_true",
-                               help="instead of a file: the labels of the promoted corrections (as `crucible judge labels "
-                                    "export` writes them; source feedback)")
-    labels_import.add_argument("--by", default=None, metavar="NAME", help="who labelled (kept with every label)")
+                               help="instead of a file: the labels of the current project's workspace's promoted "
+                                    "corrections (as `crucible judge labels export` writes them; source feedback), each "
+                                    "authored by the API key that promoted it (key:<id>; the claimed reviewer is noted)")
+    labels_import.add_argument("--workspace", default=None, metavar="NAME",
+                               help="with --from-feedback: the corrections of this workspace (default: the current "
+                                    "project's: CRUCIBLE_WORKSPACE, ini crucible_workspace, else the project directory's name)")
+    labels_import.add_argument("--all-workspaces", dest="all_workspaces", action="store_true",
+                               help="with --from-feedback: the corrections of every workspace (says which it read)")
+    labels_import.add_argument("--by", default=None, metavar="NAME",
+                               help="who labelled (kept with every label; with --from-feedback, of the corrections "
+                                    "promoted from the command line without --by)")
     labels_import.add_argument("--note", default=None, metavar="TEXT", help="a note stamped on every imported label")
     labels_import.set_defaults(func=_cmd_judge_labels_import)

@@ -141,14 +141,17 @@ def _unknown_judgment_target(store, query: str, unit: str, *, doc: bool) -> tupl
 
 def _cmd_qrels_override(args: argparse.Namespace) -> int:
     from ..qrels.grades import unit_key
+    from ..json_input import reviewer_name
     from ..qrels.formats import QrelsFormatError, grade_problem, parse_grade
 
     grade = parse_grade(args.grade)
     if grade is None:
         problem, hint = grade_problem(args.grade)
         raise QrelsFormatError(None, None, "GRADE", problem, hint)
-    if not args.by.strip():
-        raise QrelsFormatError(None, None, "--by", "a human judgment needs the name of who made it", "pass --by NAME")
+    try:
+        args.by = reviewer_name(args.by)
+    except ValueError as exc:
+        raise QrelsFormatError(None, None, "--by", f"the name {exc}", "pass --by NAME, the person who judged") from None
     store = open_store(args)
     unknown = _unknown_judgment_target(store, args.query, args.unit, doc=args.doc)
     if unknown and not args.force:

@@ -92,10 +92,22 @@ def promote(store: Store, request: PromoteRequest | dict[str, Any], *, source: s
     the key's). A run of another workspace is then refused exactly as a run that does not
     exist, and a result of another run exactly as one that does not exist, so ids of other
     workspaces cannot be probed. ``api_key_id``: the key that is writing (the HTTP API's), kept on
-    the feedback row apart from ``correctedBy``, the reviewer the body names. The draft belongs
-    to the run's workspace."""
+    the feedback row apart from ``correctedBy``, the reviewer the body names, and returned as
+    ``promotedBy`` (``key:<id>``; None without a key: the command line). ``correctedBy`` is checked
+    and kept as ``json_input.reviewer_name`` says: a name that reads as an API key's is refused unless
+    it is the writing key's own. The draft belongs to the run's workspace."""
+    from ..json_input import key_author, reviewer_name
+
     if not isinstance(request, PromoteRequest):
         request = parse_request(request, source)
+    if request.corrected_by is not None:
+        try:
+            name = reviewer_name(request.corrected_by, acting_key_id=api_key_id)
+        except ValueError as exc:
+            hint = ("name the reviewer, or leave correctedBy out: the key that sends the request is recorded"
+                    if api_key_id is not None else "name the reviewer (--by NAME, or correctedBy in the body)")
+            raise PromoteError(f"{source}: field 'correctedBy': {exc}\nHINT: {hint}") from None
+        request = request.model_copy(update={"corrected_by": name})
     if not store.has_run(request.run_id, workspace=workspace):
         where = f"workspace '{workspace}'" if workspace is not None else str(store.path)
         raise PromoteNotFound(f"{source}: field 'runId': no run {request.run_id} in {where}\nHINT: `crucible runs` lists the runs")
@@ -142,6 +154,7 @@ def promote(store: Store, request: PromoteRequest | dict[str, Any], *, source: s
             "resultId": request.result_id,
             "errorClass": request.error_class,
             "correctedBy": request.corrected_by,
+            "promotedBy": None if api_key_id is None else key_author(api_key_id),
             "note": note,
         },
     }

@@ -20,6 +20,10 @@ How a label becomes a number comparable with the judged metric of the item:
   answers people call faithful, and the judge's partial credit (0.8: four claims of five supported)
   is part of the bias it measures.
 
+A label made from a promoted correction (``crucible judge labels import --from-feedback``) is authored
+by who really wrote the correction: the API key that promoted it over HTTP (``key:<id>``), its
+``correctedBy`` kept in the note as a claim (:func:`correction_author`).
+
 When two labels of one kind for the same answer disagree (a relabelling, an import and a review),
 the newest one counts (the ledger is append-only: the older one stays there). This module holds no
 SQL (the ledger's statements are in ``store/ledgers.py``) and never imports pytest; numpy and scipy
@@ -39,7 +43,7 @@ if TYPE_CHECKING:
     from ..store import Store
 
 __all__ = ["KINDS", "METRIC_OF_KIND", "answer_hash", "label_number", "label_rows_from_cases", "label_rows_from_corrections",
-           "PPILine", "ppi_for_run", "ppi_summary_lines", "run_ppi_lines", "compare_ppi", "compare_ppi_lines",
+           "correction_author", "PPILine", "ppi_for_run", "ppi_summary_lines", "run_ppi_lines", "compare_ppi", "compare_ppi_lines",
            "compare_ppi_for_runs", "MIN_LABELLED"]
 
 KINDS = ("crag", "faithful")
@@ -100,20 +104,39 @@ def label_rows_from_corrections(corrections: Sequence[dict[str, Any]], *,
                                 created_by: str | None = None) -> tuple[list[dict[str, Any]], int]:
     """(ledger rows, corrections skipped) from promoted corrections (``store.ledgers.promoted_corrections``),
     labelled as ``crucible judge labels export`` labels them (``calibration.labels_from_corrections``),
-    source ``feedback``, by the correction's reviewer (else ``created_by``). A correction that names no
-    result (no answer, no item) is skipped."""
+    source ``feedback``, authored by :func:`correction_author`. A correction that names no result (no
+    answer, no item) is skipped."""
     from .calibration import labels_from_corrections
 
     lines, skipped = labels_from_corrections(corrections)
-    reviewers = {row["id"]: row.get("corrected_by") for row in corrections}
+    by_id = {row["id"]: row for row in corrections}
     rows = []
     for line in lines:
         if not line.get("itemId"):
             skipped += 1
             continue
-        rows.extend(_rows(line["itemId"], line["answer"], line["labels"], source="feedback",
-                          created_by=reviewers.get(line["id"]) or created_by, note=f"feedback {line['id']}"))
+        author, note = correction_author(by_id[line["id"]], created_by=created_by)
+        rows.extend(_rows(line["itemId"], line["answer"], line["labels"], source="feedback", created_by=author, note=note))
     return rows, skipped
+
+
+def correction_author(correction: Mapping[str, Any], *, created_by: str | None = None) -> tuple[str | None, str]:
+    """(author, note) of the labels of a promoted correction. Promoted over HTTP: the API key that sent it,
+    ``key:<id>`` (its name, when it has one, and the reviewer ``correctedBy`` claimed go in the note, as
+    claims: any key holder could write any ``correctedBy``). From the command line (no key): the reviewer it
+    names, else ``created_by``. The note starts with ``feedback <id>``, the eval_feedback row."""
+    from ..json_input import key_author
+
+    note = f"feedback {correction['id']}"
+    key_id, claimed = correction.get("api_key_id"), correction.get("corrected_by")
+    if not key_id:
+        return claimed or created_by, note
+    author = key_author(key_id)
+    if correction.get("api_key_name"):
+        note += f"; promoted by {author} ({correction['api_key_name']})"
+    if claimed and claimed != author:
+        note += f"; claimed by {claimed}"
+    return author, note
 
 
 def _number(value: float, sign: bool = False) -> str:

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..json_input import jsonl_object, shown
+from ..json_input import jsonl_object, reviewer_name, shown
 from ..metrics.retrieval import ranking_units
 
 __all__ = [
@@ -190,6 +190,11 @@ def _row(path: Path, line: int, *, query_id: str, chunk_id: str | None, doc_id: 
         if not by:
             raise QrelsFormatError(path, line, "by", "a human judgment needs the name of who made it",
                                    "pass --by NAME (or give a 'by' key on each JSONL line)")
+        try:
+            by = reviewer_name(str(by))
+        except ValueError as exc:
+            raise QrelsFormatError(path, line, "by", f"the name {exc}",
+                                   "pass --by NAME (or a 'by' key on the JSONL line): the person who judged") from None
         if judge_model:
             raise QrelsFormatError(path, line, "judgeModel", f"a human judgment has no judge model, got {judge_model!r}",
                                    "is this an llm judgment? then its source is 'llm'")

@@ -175,7 +175,10 @@ class FeedbackRow(_Open):
     runId: str
     resultId: str | None = None
     errorClass: str
-    correctedBy: str | None = None
+    correctedBy: str | None = Field(default=None, description="the reviewer the caller names (a claim; key:<id> when "
+                                                                 "left out), NFKC-normalised and trimmed")
+    promotedBy: str | None = Field(default=None, description="the API key that sent the promote, as key:<id>: who "
+                                                                "really wrote it")
     note: str
 
 

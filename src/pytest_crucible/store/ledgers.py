@@ -100,17 +100,22 @@ def ledger_marks(store: Store) -> tuple[Any, ...]:
         " (SELECT count(*) FROM judge_calibrations), (SELECT max(created_at) FROM judge_calibrations)").fetchone())
 
 
-def promoted_corrections(store: Store) -> list[dict[str, Any]]:
-    """Every promoted correction (a feedback row linked to its draft golden item), oldest first, with the
-    result it came from (question, answer, abstained, retrieved as stored JSON; None when the correction
-    names no result) and the golden item as that run ran it (JSON text, or None)."""
+def promoted_corrections(store: Store, *, workspace: str | None = None) -> list[dict[str, Any]]:
+    """The promoted corrections (a feedback row linked to its draft golden item) of ``workspace`` (the
+    workspace of the run corrected; None: of every workspace), oldest first, with the result it came from
+    (question, answer, abstained, retrieved as stored JSON; None when the correction names no result),
+    the golden item as that run ran it (JSON text, or None), who wrote it (``api_key_id``, the key that
+    promoted it over HTTP, and that key's ``api_key_name``; None from the command line) and the
+    ``workspace``. ``corrected_by`` is the reviewer the promote named: a claim, not an identity."""
     cursor = store.db.conn.execute(
-        "SELECT f.id, f.run_id, f.item_id, f.error_class, f.corrected_by, d.item AS draft_item,"
-        " r.question, r.answer, r.abstained, r.retrieved, g.item AS golden_item"
+        "SELECT f.id, f.run_id, f.item_id, f.error_class, f.corrected_by, f.api_key_id, k.name AS api_key_name,"
+        " d.workspace, d.item AS draft_item, r.question, r.answer, r.abstained, r.retrieved, g.item AS golden_item"
         " FROM eval_feedback f JOIN golden_drafts d ON d.id = f.golden_item_id"
+        " LEFT JOIN api_keys k ON k.id = f.api_key_id"
         " LEFT JOIN results r ON r.result_id = f.result_id"
         " LEFT JOIN golden_items g ON g.run_id = r.run_id AND g.item_id = r.item_id"
-        " ORDER BY f.created_at, f.id")
+        " WHERE ? IS NULL OR d.workspace = ?"
+        " ORDER BY f.created_at, f.id", [workspace, workspace])
     names = [column[0] for column in cursor.description]
     return [dict(zip(names, row)) for row in cursor.fetchall()]
 

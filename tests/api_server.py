@@ -8,7 +8,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import httpx
 
@@ -49,13 +49,22 @@ def new_key(db: Path, workspace: str, *scopes: str, name: str | None = None) -> 
 
 
 @contextmanager
-def serve_in_thread(db: Path, limits: ServerLimits = ServerLimits()) -> Iterator[str]:
+def serve_in_thread(db: Path, limits: ServerLimits = ServerLimits(), *, forwarded_allow_ips: tuple[str, ...] = ()) -> Iterator[str]:
     """Serve ``db`` as `crucible serve` does (``serving.build_server``) until the block ends; yields the base URL."""
+    with server_in_thread(db, limits, forwarded_allow_ips=forwarded_allow_ips) as (url, _):
+        yield url
+
+
+@contextmanager
+def server_in_thread(db: Path, limits: ServerLimits = ServerLimits(), *,
+                     forwarded_allow_ips: tuple[str, ...] = ()) -> Iterator[tuple[str, Any]]:
+    """As serve_in_thread, yielding the base URL and the ``uvicorn.Server`` (its ``server_state`` holds the
+    open connections)."""
     from pytest_crucible.server import listen
     from pytest_crucible.server.serving import build_server
 
     listener = listen("127.0.0.1", 0, active_keys=1, db=db)
-    server = build_server(db, limits, log_level="warning", lifespan="off")
+    server = build_server(db, limits, log_level="warning", lifespan="off", forwarded_allow_ips=forwarded_allow_ips)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener.sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60  # a start-up bound, not a speed assertion
@@ -64,7 +73,7 @@ def serve_in_thread(db: Path, limits: ServerLimits = ServerLimits()) -> Iterator
             raise RuntimeError("the test server did not start")
         time.sleep(0.01)
     try:
-        yield listener.url
+        yield listener.url, server
     finally:
         server.should_exit = True
         thread.join(timeout=30)

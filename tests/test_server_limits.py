@@ -120,7 +120,8 @@ def test_compares_beyond_the_bound_are_turned_away_and_a_list_is_not_held_up(tmp
         with client(url, key) as http:
             return http.get(COMPARE, params={"a": a, "b": b, "seed": seed})  # a seed each: nothing kept to answer from
 
-    with serve_in_thread(db, ServerLimits(max_compares=2)) as url, ThreadPoolExecutor(45) as pool:
+    # One key sends them all: its own bound on requests in flight is raised, so the compare bound is what is tested.
+    with serve_in_thread(db, ServerLimits(max_compares=2, key_in_flight=64)) as url, ThreadPoolExecutor(45) as pool:
         futures = [pool.submit(compare, seed) for seed in range(45)]
         try:
             deadline = time.monotonic() + 30  # the ones turned away answer at once; wait for them, boundedly
@@ -343,6 +344,89 @@ def test_promote_records_the_acting_key_apart_from_the_claimed_reviewer(tmp_path
                         " ORDER BY created_at, id").fetchall()
     conn.close()
     assert rows == [(f"key:{writer_id}", writer_id), ("dana", writer_id)]  # the forged one wrote nothing
+
+
+def test_a_correctedBy_that_passes_for_another_name_is_refused_and_the_sending_key_is_returned(tmp_path) -> None:
+    """Issue 32 (4): another key's key:<id> in any case, spacing, width or look-alike letters, an empty name and
+    a 10,000-character one were all stored; the response never said which key sent it."""
+    db, runs = make_db(tmp_path)
+    run_id = runs["shop"][0]
+    writer, other = new_key(db, "shop", "feedback:write"), new_key(db, "shop", "feedback:write")
+    writer_id, other_id = parse_key(writer)[0], parse_key(other)[0]
+    dodges = {
+        f"KEY:{other_id}": "names another API key", f"Key:{other_id}": "names another API key",
+        f" key:{other_id}": "names another API key", f"key\uff1a{other_id}": "names another API key",  # full-width colon
+        f"\u043a\u0435\u0443:{other_id.lower()}": "mixes Cyrillic and Latin letters",  # Cyrillic ka, ie, u
+        "\u043a\u0435\u0443:12": "names another API key",  # all Cyrillic: one script, but it reads as key:
+        "al\u0456ce": "mixes Cyrillic and Latin letters",  # a Cyrillic i in a Latin name
+        "": "is empty", "   ": "is empty", "x" * 10_000: "at most 100",
+        "dana\u200b": "invisible character U+200B",
+    }
+    with serve_in_thread(db) as url, client(url, writer) as http:
+        refused = {name: http.post(PROMOTE.format("shop"), json=promote_body(run_id, correctedBy=name)) for name in dodges}
+        own = http.post(PROMOTE.format("shop"), json=promote_body(run_id, correctedBy=f"kEy : {writer_id.lower()}"))
+        wide = http.post(PROMOTE.format("shop"), json=promote_body(run_id, correctedBy=" \uff44\uff41\uff4e\uff41 "))
+        left_out = http.post(PROMOTE.format("shop"), json=promote_body(run_id))
+    for name, problem in dodges.items():
+        response = refused[name]
+        assert response.status_code == 422, (name[:20], response.text[:300])
+        assert response.json()["message"].startswith("body: field 'correctedBy': ") and problem in response.json()["message"]
+    assert [r.status_code for r in (own, wide, left_out)] == [201, 201, 201]
+    assert [r.json()["feedback"]["correctedBy"] for r in (own, wide, left_out)] == [f"key:{writer_id}", "dana", f"key:{writer_id}"]
+    assert {r.json()["feedback"]["promotedBy"] for r in (own, wide, left_out)} == {f"key:{writer_id}"}
+    conn = sqlite3.connect(db)
+    rows = conn.execute("SELECT corrected_by, api_key_id FROM eval_feedback WHERE golden_item_id IS NOT NULL"
+                        " ORDER BY created_at, id").fetchall()
+    conn.close()
+    assert rows == [(f"key:{writer_id}", writer_id), ("dana", writer_id), (f"key:{writer_id}", writer_id)]  # no refused one
+
+
+def test_labels_from_feedback_are_the_workspaces_own_and_authored_by_the_promoting_key(tmp_path, monkeypatch, capsys) -> None:
+    """Issue 32 (3): a wsB key promoted a correction claiming a wsA reviewer, and `crucible judge labels import
+    --from-feedback` in a wsA project turned it into labels of wsA's identical answer, authored by that claim."""
+    db, runs = make_db(tmp_path, "wsA", "wsB")
+    intruder, reviewer = new_key(db, "wsB", "feedback:write", name="intruder"), new_key(db, "wsA", "feedback:write")
+    conn = sqlite3.connect(db)
+    result_of = {workspace: conn.execute("SELECT result_id FROM results WHERE run_id = ? AND item_id = 'q00'",
+                                         [runs[workspace][0]]).fetchone()[0] for workspace in ("wsA", "wsB")}
+    conn.close()
+    with serve_in_thread(db) as url:
+        with client(url, intruder) as http:
+            forged = http.post(PROMOTE.format("wsB"), json=promote_body(
+                runs["wsB"][0], resultId=result_of["wsB"], errorClass="hallucination", correctedBy="alice (wsA reviewer)"))
+        with client(url, reviewer) as http:
+            own = http.post(PROMOTE.format("wsA"), json=promote_body(
+                runs["wsA"][0], resultId=result_of["wsA"], errorClass="incomplete", correctedBy="bob"))
+    assert forged.status_code == own.status_code == 201
+    intruder_id, reviewer_id = parse_key(intruder)[0], parse_key(reviewer)[0]
+
+    def labels() -> list[tuple]:
+        conn = sqlite3.connect(db)
+        try:
+            return conn.execute("SELECT kind, value, created_by, note FROM human_labels ORDER BY id").fetchall()
+        finally:
+            conn.close()
+
+    monkeypatch.setenv("CRUCIBLE_WORKSPACE", "wsA")  # a wsA project
+    assert main(["judge", "labels", "import", "--from-feedback", "--db", str(db)]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == (
+        "promoted corrections read: 1, of workspace 'wsA'; 1 of other workspaces left out (--all-workspaces reads them)")
+    # Only wsA's own correction: an incomplete answer is crag incorrect (no faithful label), by the key that sent it.
+    assert labels() == [("crag", "incorrect", f"key:{reviewer_id}", f"feedback {own.json()['feedback']['id']}; claimed by bob")]
+    assert main(["judge", "labels", "import", "--from-feedback", "--all-workspaces", "--db", str(db)]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == (
+        "promoted corrections read: 2, of every workspace (--all-workspaces): 'wsA' 1, 'wsB' 1")
+    added = labels()[1:]
+    # Its crag label (incorrect, of the same item and answer text) is already in the ledger: only faithful is new.
+    assert [(kind, value, by) for kind, value, by, _ in added] == [("faithful", "false", f"key:{intruder_id}")]
+    assert added[0][3] == (f"feedback {forged.json()['feedback']['id']}; promoted by key:{intruder_id} (intruder); "
+                           "claimed by alice (wsA reviewer)")
+    assert not [row for row in labels() if "alice" in (row[2] or "")]  # the claim never became an author
+    # The labels export reads the same workspace's corrections.
+    assert main(["judge", "labels", "export", "-o", "-", "--db", str(db)]) == 0
+    exported = capsys.readouterr()
+    assert [json.loads(line)["id"] for line in exported.out.splitlines()] == [own.json()["feedback"]["id"]]
+    assert "1 of other workspaces left out" in exported.err
 
 
 def test_golden_export_writes_the_drafts_of_one_workspace(tmp_path, monkeypatch, capsys) -> None:

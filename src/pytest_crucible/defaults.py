@@ -51,15 +51,27 @@ class ServerLimits:
 
     #: Compares computed at once (each is CPU-bound: ~1 s for two 169-item runs); beyond, 503 + Retry-After.
     max_compares: int = 2
+    #: Metrics documents computed at once (~25 ms each for a 169-item run, CPU-bound); beyond, 503 + Retry-After.
+    #: Twice key_in_flight: one key never holds them all.
+    max_metrics: int = 8
+    #: Requests one key may have in flight at once, on any /api/ endpoint (its key check included); beyond,
+    #: 429 + Retry-After.
+    key_in_flight: int = 4
     #: Open connections (uvicorn's limit_concurrency); a request beyond it gets uvicorn's plain 503.
     max_connections: int = 512
     #: Seconds a client has to send a request's line and headers, and again its body.
     read_timeout: float = 10.0
+    #: Seconds a response may wait on a client that reads none of it (the connection's send buffer full);
+    #: beyond, the connection is closed.
+    write_timeout: float = 10.0
     #: Requests with a wrong key per client address per minute; beyond, 429 without checking any key.
     auth_failures: int = 30
     #: Promotes per key per minute; beyond, 429.
     promotes_per_minute: int = 30
     #: Compare answers kept in memory (answers about complete runs only: those never change).
     compare_cache: int = 256
+    #: Of those, the most one key's compares may hold: a key asking new compares replaces its own oldest
+    #: answers first, so it can push out at most this many of the other keys' answers.
+    compare_cache_per_key: int = 32
     #: Seconds an idle keep-alive connection stays open between requests.
     keep_alive: float = 5.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import sys
 
@@ -61,10 +62,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     elif not is_loopback(listener.host):
         print("crucible: warning: plain HTTP on an address other machines can reach; put TLS in front of it "
               "(a reverse proxy)", file=sys.stderr, flush=True)
-    limits = ServerLimits(max_compares=args.max_compares, max_connections=args.max_connections,
-                          read_timeout=args.read_timeout, auth_failures=args.max_auth_failures,
+    limits = ServerLimits(max_compares=args.max_compares, max_metrics=args.max_metrics, key_in_flight=args.max_key_in_flight,
+                          max_connections=args.max_connections, read_timeout=args.read_timeout,
+                          write_timeout=args.write_timeout, auth_failures=args.max_auth_failures,
                           promotes_per_minute=args.max_promotes)
-    build_server(args.db, limits).run(sockets=[listener.sock])
+    build_server(args.db, limits, forwarded_allow_ips=args.forwarded_allow_ips).run(sockets=[listener.sock])
     return EXIT_OK
 
 
@@ -113,6 +115,18 @@ def _cmd_keys_revoke(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def proxy_addresses(text: str) -> tuple[str, ...]:
+    """An argparse type: a comma list of IP addresses or networks (the proxies whose X-Forwarded-For is believed)."""
+    addresses = tuple(part.strip() for part in text.split(",") if part.strip())
+    for address in addresses:
+        try:
+            ipaddress.ip_network(address, strict=False) if "/" in address else ipaddress.ip_address(address)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{address!r} is not an IP address or network "
+                                             "(e.g. 127.0.0.1 or 10.0.0.0/24; a comma list for several)") from None
+    return addresses
+
+
 def add_serve(sub) -> None:
     serve = with_db(sub.add_parser("serve", help="serve the HTTP API over the database (needs pytest-crucible[server])"))
     serve.add_argument("--host", default="127.0.0.1",
@@ -122,16 +136,27 @@ def add_serve(sub) -> None:
     limits = ServerLimits()
     serve.add_argument("--max-compares", dest="max_compares", type=at_least(1), default=limits.max_compares, metavar="N",
                        help=f"compares computed at once; more answer 503 with Retry-After (default {limits.max_compares})")
+    serve.add_argument("--max-metrics", dest="max_metrics", type=at_least(1), default=limits.max_metrics, metavar="N",
+                       help=f"metrics documents computed at once; more answer 503 with Retry-After (default {limits.max_metrics})")
+    serve.add_argument("--max-key-in-flight", dest="max_key_in_flight", type=at_least(1), default=limits.key_in_flight,
+                       metavar="N", help="requests one key may have in flight at once; more answer 429 with Retry-After "
+                                         f"(default {limits.key_in_flight})")
     serve.add_argument("--max-connections", dest="max_connections", type=at_least(1), default=limits.max_connections,
                        metavar="N", help=f"open connections; a request beyond them answers 503 (default {limits.max_connections})")
     serve.add_argument("--read-timeout", dest="read_timeout", type=at_least(0.1, float), default=limits.read_timeout,
                        metavar="SECONDS", help="seconds a client has to send a request's headers, and again its body "
                                                f"(default {limits.read_timeout:g})")
+    serve.add_argument("--write-timeout", dest="write_timeout", type=at_least(0.1, float), default=limits.write_timeout,
+                       metavar="SECONDS", help="seconds an answer may wait on a client that reads none of it; then its "
+                                               f"connection is closed (default {limits.write_timeout:g})")
     serve.add_argument("--max-auth-failures", dest="max_auth_failures", type=at_least(1), default=limits.auth_failures,
                        metavar="N", help="requests with a wrong key per client address per minute; more answer 429 "
                                          f"(default {limits.auth_failures})")
     serve.add_argument("--max-promotes", dest="max_promotes", type=at_least(1), default=limits.promotes_per_minute,
                        metavar="N", help=f"promotes per key per minute; more answer 429 (default {limits.promotes_per_minute})")
+    serve.add_argument("--forwarded-allow-ips", dest="forwarded_allow_ips", type=proxy_addresses, default=(), metavar="IPS",
+                       help="the reverse proxies (IP addresses or networks, comma-separated) whose X-Forwarded-For header "
+                            "names the client; default none: the client is the connection's peer, whatever it sends")
     serve.set_defaults(func=_cmd_serve)
 
 

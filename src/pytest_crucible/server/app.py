@@ -16,6 +16,7 @@ from memory the second time.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
@@ -46,7 +47,7 @@ from ..verdict.runs import load_run, metric_names
 from ..store import DatabaseError, Store, StoreError, is_locked
 from ..store.ledgers import ledger_marks
 from ..workspace import parse_label_filters
-from .limits import AnswerCache, ConcurrencyBound, WindowLimit
+from .limits import AnswerCache, ConcurrencyBound, InFlightPerSubject, WindowLimit
 from .models import ComparisonDocument, ErrorBody, FieldProblem, PromoteResponse, RunList, RunMetrics
 
 log = logging.getLogger("pytest_crucible.server")
@@ -56,6 +57,8 @@ MAX_BODY_BYTES = 64 * 1024
 MAX_LABEL_FILTERS = 20
 #: Seconds a client turned away by the compare bound is asked to wait (a compare takes about one).
 COMPARE_RETRY_AFTER = 2
+#: Seconds a client turned away by the metrics bound, or by its key's requests in flight, is asked to wait.
+BUSY_RETRY_AFTER = 1
 #: Threads checking keys: a pool of their own, so a key check never waits behind other work.
 AUTH_THREADS = 4
 REALM = 'Bearer realm="crucible"'
@@ -162,7 +165,8 @@ def bearer_token(headers: Headers) -> str | None:
 
 
 def client_address(scope: Scope) -> str:
-    """The client's address: the peer's, or the X-Forwarded-For of a proxy uvicorn trusts (FORWARDED_ALLOW_IPS)."""
+    """The client's address: the socket peer's, or, from a proxy named by ``crucible serve --forwarded-allow-ips``,
+    its X-Forwarded-For (an IP address, or ``invalid``: ``serving.ClientAddressCheck``)."""
     client = scope.get("client")
     return str(client[0]) if client else "unknown"
 
@@ -225,6 +229,35 @@ class BearerAuth:
             log.warning("cannot re-hash API key %s (it keeps working, checked the slow way): %s", key.id, exc)
         finally:
             store.close()
+
+
+class KeyInFlight:
+    """At most ``in_flight.limit`` requests of one key at once, on every ``/api/`` endpoint: beyond, 429 with
+    Retry-After at once, before any work, the key check included. One client (a key) can then hold only so
+    many of the key-checking threads, the metrics and compare slots and the database connections, however
+    many requests it sends. Counted by the key as sent, before BearerAuth checks it: a wrong key only
+    shares its count with the same wrong key (and is capped per address by BearerAuth)."""
+
+    def __init__(self, app: ASGIApp, in_flight: InFlightPerSubject):
+        self.app, self.in_flight = app, in_flight
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        token = bearer_token(Headers(scope=scope)) if scope["type"] == "http" and scope["path"].startswith("/api/") else None
+        if token is None:  # not an /api/ request, or no key (BearerAuth answers 401)
+            await self.app(scope, receive, send)
+            return
+        subject = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()  # no secret kept, even in memory
+        if not self.in_flight.try_acquire(subject):
+            await ApiError(429, "too_many_requests", f"this key has {self.in_flight.limit} requests in flight, as many as "
+                                                     "one key may; nothing was done for this one",
+                           hint=f"wait for an answer before sending more; retry after {BUSY_RETRY_AFTER} s (the operator "
+                                "can raise crucible serve --max-key-in-flight)",
+                           headers={"Retry-After": str(BUSY_RETRY_AFTER)}).response()(scope, receive, send)
+            return
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight.release(subject)
 
 
 @contextmanager
@@ -297,8 +330,9 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
                  404: "no such run in the key's workspace", 408: "the request body did not arrive in time",
                  409: "the runs cannot be compared", 413: "request body over 64 KiB",
                  422: "a parameter or the body is invalid",
-                 429: "too many wrong keys from this address (every endpoint), or promotes by this key; see Retry-After",
-                 503: "the results database cannot be read, or (compare) the server computes as many compares as it "
+                 429: "too many wrong keys from this address (every endpoint), as many requests in flight as one key "
+                      "may have (every endpoint), or promotes by this key; see Retry-After",
+                 503: "the results database cannot be read, or (compare, metrics) the server computes as many as it "
                       "takes at once; see Retry-After"}
     return {status: {"model": ErrorBody, "description": described[status]} for status in statuses}
 
@@ -317,10 +351,13 @@ def create_app(db_path: str | Path, limits: ServerLimits = ServerLimits()) -> Fa
     )
     compare_bound = ConcurrencyBound(limits.max_compares)
     compare_pool = ThreadPoolExecutor(max(1, limits.max_compares), thread_name_prefix="crucible-compare")
-    compare_answers: AnswerCache[tuple[Any, ...]] = AnswerCache(limits.compare_cache)
+    compare_answers: AnswerCache[tuple[Any, ...]] = AnswerCache(limits.compare_cache, per_owner=limits.compare_cache_per_key)
+    metrics_bound = ConcurrencyBound(limits.max_metrics)
+    metrics_pool = ThreadPoolExecutor(max(1, limits.max_metrics), thread_name_prefix="crucible-metrics")
     promotes = WindowLimit(limits.promotes_per_minute)
     app.add_middleware(BearerAuth, db_path=db_path, failures=WindowLimit(limits.auth_failures),
                        pool=ThreadPoolExecutor(AUTH_THREADS, thread_name_prefix="crucible-auth"))
+    app.add_middleware(KeyInFlight, in_flight=InFlightPerSubject(limits.key_in_flight))  # runs before BearerAuth
     app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES, read_timeout=limits.read_timeout)  # added last: runs first
 
     @app.exception_handler(ApiError)
@@ -453,8 +490,8 @@ def create_app(db_path: str | Path, limits: ServerLimits = ServerLimits()) -> Fa
                                hint=f"retry after {COMPARE_RETRY_AFTER} s (the operator can raise crucible serve --max-compares)",
                                headers={"Retry-After": str(COMPARE_RETRY_AFTER)})
             answer = await _in_pool(compare_pool, compute)
-            if remembered is not None:
-                compare_answers.put(remembered, answer)
+            if remembered is not None:  # in the key's share: one key cannot push out every other key's answers
+                compare_answers.put(remembered, answer, owner=key.id)
         if answer[0] == "refused":
             raise ApiError(409, "conflict", answer[1], hint=answer[2])
         return answer[1]
@@ -462,11 +499,24 @@ def create_app(db_path: str | Path, limits: ServerLimits = ServerLimits()) -> Fa
     @app.get("/api/v1/evals/runs/{id}/metrics", response_model=RunMetrics, response_model_exclude_unset=True,
              responses=_errors(401, 403, 404, 408, 422, 429, 503), tags=["runs"], operation_id="getRunMetrics",
              summary="A run's metrics")
-    def run_metrics(id: str, key: ApiKey = Depends(read_key)) -> Any:  # noqa: A002 (the spec's name)
+    async def run_metrics(id: str, key: ApiKey = Depends(read_key)) -> Any:  # noqa: A002 (the spec's name)
         """Retrieval, RAGAS and abstention metrics for one run, overall and by question facet.
-        Judge-based metrics name the judge model and prompt version. Bearer · kb:read or runs:read."""
-        with _reading(db_path) as store:
-            return run_metrics_document(store, _run_of_workspace(store, id, key.workspace))
+        Judge-based metrics name the judge model and prompt version. The server computes a bounded number
+        at once, and answers 503 with Retry-After beyond it. Bearer · kb:read or runs:read."""
+
+        def compute() -> Any:
+            try:
+                with _reading(db_path) as store:
+                    return run_metrics_document(store, _run_of_workspace(store, id, key.workspace))
+            finally:
+                metrics_bound.release()  # here: the work ends when this thread is done
+
+        if not metrics_bound.try_acquire():
+            raise ApiError(503, "busy", f"the server is computing {limits.max_metrics} metrics document(s), as many as it "
+                                        "takes at once; nothing was computed for this request",
+                           hint=f"retry after {BUSY_RETRY_AFTER} s (the operator can raise crucible serve --max-metrics)",
+                           headers={"Retry-After": str(BUSY_RETRY_AFTER)})
+        return await _in_pool(metrics_pool, compute)
 
     @app.post("/api/w/{workspaceId}/evals/feedback/promote", status_code=201, response_model=PromoteResponse,
               response_model_exclude_unset=True, responses=_errors(401, 403, 404, 408, 413, 422, 429, 503), tags=["feedback"],
@@ -476,8 +526,11 @@ def create_app(db_path: str | Path, limits: ServerLimits = ServerLimits()) -> Fa
         """Creates the draft golden item (must-assertions, citation anchors, tags) and the linked eval_feedback
         row in one transaction; a validation or write failure leaves both out. The run must belong to the
         workspace, and resultId (when given) to the run. The feedback row records the key that wrote it,
-        apart from correctedBy (the reviewer; the key, as key:<id>, when left out). A key promotes at most a
-        set number of corrections a minute (429 beyond). Calls no model. Bearer · feedback:write."""
+        apart from correctedBy (the reviewer the caller claims; the key, as key:<id>, when left out), and the
+        response returns it as promotedBy (key:<id>). correctedBy is NFKC-normalised and trimmed; an empty name,
+        one over 100 characters, one mixing Latin with Cyrillic or Greek letters, or one reading as another
+        key's key:<id> (any case, width or look-alike) is a 422. A key promotes at most a set number of
+        corrections a minute (429 beyond). Calls no model. Bearer · feedback:write."""
         wait = promotes.take(key.id)
         if wait is not None:
             raise ApiError(429, "too_many_requests", f"this key sent {limits.promotes_per_minute} promotes within a minute; "
@@ -490,13 +543,10 @@ def create_app(db_path: str | Path, limits: ServerLimits = ServerLimits()) -> Fa
         except PromoteError as exc:
             message, hint = _split_hint(str(exc))
             raise ApiError(422, "invalid_request", message, hint=hint) from None
-        own = f"key:{key.id}"
         if body.corrected_by is None:
-            body = body.model_copy(update={"corrected_by": own})
-        elif body.corrected_by.startswith("key:") and body.corrected_by != own:
-            # key:<id> is how the server names the writing key; a body may not name another one.
-            raise ApiError(422, "invalid_request", f"body: field 'correctedBy': names another API key ({shown(body.corrected_by)})",
-                           hint="name the reviewer, or leave correctedBy out: the key that sends the request is recorded")
+            body = body.model_copy(update={"corrected_by": f"key:{key.id}"})
+        # promote() checks correctedBy (json_input.reviewer_name: no other key's key:<id>, in any case, width or
+        # look-alike letters; not empty, not over 100 characters, not mixing scripts) and returns promotedBy.
         try:
             store = Store.open(db_path, create=False)
         except StoreError as exc:

@@ -1,7 +1,8 @@
 """The counters that bound what a client of `crucible serve` may cost: events per subject per
-window (failed keys per address, promotes per key), work in flight (compares), and answers kept
-(compares of complete runs). Plain Python and thread-safe: the event loop and the worker threads
-both call them. Which limit applies where is decided in ``app``; the defaults in ``ServerLimits``.
+window (failed keys per address, promotes per key), work in flight (compares, metrics; requests per
+key), and answers kept (compares of complete runs, with a share per key). Plain Python and
+thread-safe: the event loop and the worker threads both call them. Which limit applies where is
+decided in ``app``; the defaults in ``ServerLimits``.
 """
 
 from __future__ import annotations
@@ -86,12 +87,45 @@ class ConcurrencyBound:
             self._in_flight -= 1
 
 
-class AnswerCache(Generic[Answer]):
-    """The ``size`` most recently used answers, by key (least recently used forgotten first)."""
+class InFlightPerSubject:
+    """At most ``limit`` pieces of work at once per subject (requests per key); a caller over it is
+    turned away. Only subjects with work in flight are remembered."""
 
-    def __init__(self, size: int):
-        self.size = size
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._in_flight: dict[Hashable, int] = {}
+        self._lock = threading.Lock()
+
+    def try_acquire(self, subject: Hashable) -> bool:
+        with self._lock:
+            count = self._in_flight.get(subject, 0)
+            if count >= self.limit:
+                return False
+            self._in_flight[subject] = count + 1
+            return True
+
+    def release(self, subject: Hashable) -> None:
+        with self._lock:
+            count = self._in_flight.get(subject, 0) - 1
+            if count > 0:
+                self._in_flight[subject] = count
+            else:
+                self._in_flight.pop(subject, None)
+
+
+class AnswerCache(Generic[Answer]):
+    """The ``size`` most recently used answers, by key (least recently used forgotten first).
+
+    An answer may name the owner that asked for it (``put(..., owner=)``): an owner holding
+    ``per_owner`` answers replaces its own least recently used one with a new one, so it can never
+    push out more than ``per_owner`` answers of the others, however many new keys it invents. Any
+    owner's ``get`` finds every answer (the owner only decides whose share a new answer counts in)."""
+
+    def __init__(self, size: int, per_owner: int | None = None):
+        self.size, self.per_owner = size, per_owner
         self._answers: OrderedDict[Hashable, Answer] = OrderedDict()
+        self._owner_of: dict[Hashable, Hashable] = {}
+        self._owned: dict[Hashable, OrderedDict[Hashable, None]] = {}
         self._lock = threading.Lock()
 
     def get(self, key: Hashable) -> Answer | None:
@@ -99,11 +133,29 @@ class AnswerCache(Generic[Answer]):
             answer = self._answers.get(key)
             if answer is not None:
                 self._answers.move_to_end(key)
+                owner = self._owner_of.get(key)
+                if owner is not None:
+                    self._owned[owner].move_to_end(key)
             return answer
 
-    def put(self, key: Hashable, answer: Answer) -> None:
+    def put(self, key: Hashable, answer: Answer, owner: Hashable | None = None) -> None:
         with self._lock:
+            if key not in self._answers and owner is not None:
+                owned = self._owned.setdefault(owner, OrderedDict())
+                while self.per_owner is not None and len(owned) >= max(1, self.per_owner):
+                    self._forget(next(iter(owned)))
+                owned[key] = None
+                self._owner_of[key] = owner
             self._answers[key] = answer
             self._answers.move_to_end(key)
             while len(self._answers) > self.size:
-                self._answers.popitem(last=False)
+                self._forget(next(iter(self._answers)))
+
+    def _forget(self, key: Hashable) -> None:
+        del self._answers[key]
+        owner = self._owner_of.pop(key, None)
+        if owner is not None:
+            owned = self._owned[owner]
+            del owned[key]
+            if not owned:
+                del self._owned[owner]

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import time
 import sqlite3
 from pathlib import Path
 
@@ -292,3 +295,98 @@ def test_a_failed_shard_or_lost_items_never_merge_into_a_complete_run(tmp_path: 
     report = merge_shards([whole, lossy], tmp_path / "out2.db")
     assert (report.status, report.items) == ("incomplete", 5)
     assert rows(tmp_path / "out2.db", "SELECT n_items, n_scored FROM runs") == [(5, 3)]
+
+
+# A pipeline that waits for the file `go` (at most 60 s) before it answers: a session held mid-run. With
+# HOLD_AFTER_CONFIGURE set, a session that has passed its configure-time check of the run id waits there until
+# the other session holds the id: the two meet where both have checked and neither has started.
+HELD_CONFTEST = CONFTEST.replace("    def pipeline(question, *, item, config, mode):\n",
+                                 "    def pipeline(question, *, item, config, mode):\n"
+                                 "        wait_for(lambda: pathlib.Path('go').exists())\n") + """
+import os, pathlib, sqlite3, time
+
+def wait_for(condition):
+    deadline = time.monotonic() + 60
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+def holds_run(db):
+    try:
+        return bool(sqlite3.connect(db).execute("SELECT 1 FROM runs").fetchall())
+    except sqlite3.Error:
+        return False
+
+def pytest_sessionstart(session):
+    if os.environ.get("HOLD_AFTER_CONFIGURE") and not hasattr(session.config, "workerinput"):
+        pathlib.Path("configured").write_text("")
+        wait_for(lambda: holds_run(os.environ["HOLD_AFTER_CONFIGURE"]))
+"""
+
+
+def _session(project: pytest.Pytester, db: Path, *args: str, hold_after_configure: bool = False) -> subprocess.Popen:
+    env = {**os.environ, "HOLD_AFTER_CONFIGURE": str(db) if hold_after_configure else ""}
+    return subprocess.Popen([*project._getpytestargs(), "-p", "no:cacheprovider", "--crucible-run-id=ci-42",
+                             f"--crucible-db={db}", *args], cwd=project.path, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+
+
+def _wait_for(condition) -> None:
+    deadline = time.monotonic() + 60
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert condition()
+
+
+@pytest.mark.parametrize("extra", [(), ("-n", "2")], ids=["one-process", "xdist"])
+def test_two_sessions_with_one_run_id_at_once_the_second_is_refused_before_its_tests_run(
+        project: pytest.Pytester, extra: tuple[str, ...]) -> None:
+    project.makeconftest(HELD_CONFTEST)
+    db = project.path / "shard.db"
+    # The second session passes its configure-time check (the id is free), then waits; the first takes the id.
+    second = _session(project, db, *extra, hold_after_configure=True)
+    _wait_for(lambda: (project.path / "configured").exists())
+    first = _session(project, db)
+    try:
+        out, err = second.communicate(timeout=120)
+        assert second.returncode == pytest.ExitCode.USAGE_ERROR, out + err
+        assert "--crucible-run-id=ci-42" in err and "another session (pid " in err and "is writing a run with this id right now" in err
+        assert "HINT: give each session its own id, or its own database" in err
+        assert "INTERNALERROR" not in out + err and "Traceback" not in out + err
+        assert " passed" not in out and " failed" not in out  # refused before any test ran
+
+        # A third session started now is refused by the configure-time check, with the same message.
+        third = project.runpytest("--crucible-run-id=ci-42", f"--crucible-db={db}")
+        assert third.ret == pytest.ExitCode.USAGE_ERROR
+        assert "is writing a run with this id right now" in third.stderr.str()
+    finally:
+        (project.path / "go").write_text("")
+        out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, out + err
+    assert rows(db, "SELECT id, status, n_items FROM runs") == [("ci-42", "complete", 12)]
+    [(resolved, eval_k)] = rows(db, "SELECT resolved, eval_k FROM runs")
+    assert json.loads(resolved)["retrievalLimit"] >= 1 and eval_k == 10
+
+
+def _has_run(db: Path, run_id: str) -> bool:
+    try:
+        return bool(rows(db, "SELECT 1 FROM runs WHERE id = ?", [run_id]))
+    except sqlite3.Error:  # the file is being created
+        return False
+
+
+def test_a_run_id_whose_session_recorded_nothing_can_be_used_again(project: pytest.Pytester) -> None:
+    db = project.path / "shard.db"
+    nothing = project.runpytest("--crucible-run-id=ci-7", f"--crucible-db={db}", "-k", "no-such-item")
+    assert nothing.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    (project.path / "golden_broken.jsonl").write_text('{"id": "x", "question": ')
+    broken = project.runpytest("--crucible-run-id=ci-7", f"--crucible-db={db}")
+    assert broken.ret != pytest.ExitCode.OK
+    (project.path / "golden_broken.jsonl").unlink()
+    assert not _has_run(db, "ci-7")  # neither session kept the id it reserved
+
+    again = project.runpytest("--crucible-run-id=ci-7", f"--crucible-db={db}")
+    assert again.ret == pytest.ExitCode.OK, again.stdout.str()
+    assert rows(db, "SELECT id, status, n_items FROM runs") == [("ci-7", "complete", 12)]
+    reused = project.runpytest("--crucible-run-id=ci-7", f"--crucible-db={db}")  # sequential reuse: refused up front
+    assert reused.ret == pytest.ExitCode.USAGE_ERROR
+    assert "already has a run with this id" in reused.stderr.str()

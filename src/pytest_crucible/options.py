@@ -160,11 +160,22 @@ def _choice(config: pytest.Config, option: str, ini: str, allowed: tuple[str, ..
     return value
 
 
+def _check_file_mode() -> None:
+    """CRUCIBLE_FILE_MODE is read by every write; a bad value is one usage error before anything runs."""
+    from .store.files import FileModeError, file_mode
+
+    try:
+        file_mode()
+    except FileModeError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
 def build_settings(config: pytest.Config) -> "Settings":
     from .config import ConfigError, config_hash, load_config_file, resolve_config
     from .settings import Settings
 
     rootdir = config.rootpath
+    _check_file_mode()
     config_path = config.getoption("crucible_config")
     if not config_path and config.getini("crucible_config"):
         config_path = str(rootdir / config.getini("crucible_config"))
@@ -420,11 +431,11 @@ def _run_id_option(config: pytest.Config, db_path: Path) -> str | None:
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}", run_id):
         raise pytest.UsageError(f"--crucible-run-id={run_id!r}: use letters, digits and . _ : - (at most 64)\n"
                                 "HINT: e.g. --crucible-run-id=$CI_PIPELINE_ID")
-    from .store import run_exists
+    from .store import run_id_taken
 
-    if run_exists(db_path, run_id):
-        raise pytest.UsageError(f"--crucible-run-id={run_id}: {db_path} already has a run with this id\n"
-                                "HINT: each shard writes its own database; join them with `crucible merge SHARD.db ... -o RUN.db`")
+    taken = run_id_taken(db_path, run_id)  # a session writing it right now is refused again at sessionstart
+    if taken:
+        raise pytest.UsageError(taken)
     return run_id
 
 

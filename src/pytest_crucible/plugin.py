@@ -98,6 +98,29 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if not crucible.is_worker and crucible.settings.uses_judge and run:
         _check_judge_cost(session.config, crucible, [golden for _, golden in run])
     crucible.plan(run, skipped=len(golden) - len(run))
+    if run:
+        from .store import RunIdTaken
+
+        try:  # a fixed --crucible-run-id is written before any test runs (see CrucibleSession.reserve_run)
+            crucible.reserve_run()
+        except RunIdTaken as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:
+    # The xdist controller collects nothing itself: a worker's collection is where it learns that tests
+    # will run (none has started yet: the scheduler waits for every worker's collection).
+    crucible = node.config.stash.get(SESSION_KEY, None)
+    if crucible is None or not ids:
+        return
+    from .store import RunIdTaken
+
+    try:
+        crucible.reserve_run()
+    except RunIdTaken as exc:
+        node.config.stash[USAGE_ERROR_KEY] = str(exc)
+        pytest.exit(str(exc).splitlines()[0], returncode=pytest.ExitCode.USAGE_ERROR)
 
 
 def _check_judge_cost(config: pytest.Config, crucible: "CrucibleSession", golden: list) -> None:
@@ -264,6 +287,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if USAGE_ERROR_KEY in session.config.stash:  # under xdist: a worker stopped on a usage error
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
     report_to_junit(session, crucible)  # the gate's test case and the properties, before junitxml writes its file
+    junit = next((getattr(plugin, "logfile", None) for plugin in session.config.pluginmanager.get_plugins()
+                  if hasattr(plugin, "add_global_property")), None)
+    if junit:  # it holds the questions and verdicts too: junitxml's truncating open keeps this file's mode
+        from .store.files import restrict
+
+        try:
+            restrict(Path(junit))
+        except OSError:
+            pass  # junitxml reports its own error when it cannot write there
 
 
 def _markup(line: str) -> dict[str, bool]:

@@ -77,6 +77,8 @@ class CrucibleSession:
     embedder_name: str | None = None
     # Why the database file alone does not hold the run yet (another connection reading), or None.
     wal_note: str | None = None
+    # A fixed --crucible-run-id's row, written before any test runs (see reserve_run), until the first result.
+    reserved_run_id: str | None = None
     _run_order: list[tuple[str, "GoldenItem"]] = field(default_factory=list)
     _store: "Store | None" = None
     _tracked: TrackedConfig | None = None
@@ -342,35 +344,51 @@ class CrucibleSession:
             self._store = Store.open(self.settings.db_path)
         return self._store
 
+    def _run_fields(self) -> dict[str, Any]:
+        """What a run's row says of its settings (known before any test is collected)."""
+        s = self.settings
+        return dict(workspace=s.workspace, labels=s.labels, kinds=list(s.kinds) if s.kinds else None,
+                    config_hash=s.config_hash, params=s.params, resolved=s.resolved, mode=s.mode,
+                    outcome_mode=s.outcome_mode, config_path=s.config_path, git_commit=git_commit(s.rootdir),
+                    pytest_args=list(s.pytest_args), repeats=s.repeat, eval_k=s.k)
+
+    def _late_run_fields(self) -> dict[str, Any]:
+        """What a run's row learns once its tests are collected: the judge, the cost estimate, the custom metrics."""
+        from .evaluation.custom_metrics import definitions
+
+        s = self.settings
+        judge = self.engine.judge if s.uses_judge else None
+        rubrics = self.graded_rubrics
+        return dict(judge_model=judge.model if judge else None,
+                    judge_prompt_version=judge.prompt_version if judge else None,
+                    judge_label=judge.label if judge else None,
+                    cost_estimate_usd=self.cost_estimate.cost_usd if self.cost_estimate else None,
+                    custom_metrics=definitions(s.custom_metrics, rubrics, judge_model=judge.model if rubrics else None,
+                                               rubric_prompt_version=judge.prompt_version_for("rubric") if rubrics else None))
+
+    def reserve_run(self) -> None:
+        """Write a fixed ``--crucible-run-id``'s row before any test runs. Two sessions given one id at
+        once then meet here, and the second is refused up front (``store.RunIdTaken``) instead of losing
+        every result at its first write. Released again if the session records nothing (see close)."""
+        from .store import DatabaseError, RunIdTaken, StoreError
+
+        if self.is_worker or not self.settings.run_id or self.run_id or self.reserved_run_id:
+            return
+        try:
+            self.reserved_run_id = self.store.start_run(run_id=self.settings.run_id, **self._run_fields())
+        except RunIdTaken:
+            raise
+        except (StoreError, DatabaseError):
+            pass  # a database that cannot be written: the first flush reports it as a fault, as without an id
+
     def _ensure_run(self) -> str:
         if self.run_id is None:
-            from .evaluation.custom_metrics import definitions
-
-            s = self.settings
-            judge = self.engine.judge if s.uses_judge else None
-            rubrics = self.graded_rubrics
-            self.run_id = self.store.start_run(
-                run_id=s.run_id,
-                workspace=s.workspace,
-                labels=s.labels,
-                kinds=list(s.kinds) if s.kinds else None,
-                judge_model=judge.model if judge else None,
-                judge_prompt_version=judge.prompt_version if judge else None,
-                judge_label=judge.label if judge else None,
-                cost_estimate_usd=self.cost_estimate.cost_usd if self.cost_estimate else None,
-                config_hash=s.config_hash,
-                params=s.params,
-                resolved=s.resolved,
-                mode=s.mode,
-                outcome_mode=s.outcome_mode,
-                config_path=s.config_path,
-                git_commit=git_commit(s.rootdir),
-                pytest_args=list(s.pytest_args),
-                repeats=s.repeat,
-                eval_k=s.k,
-                custom_metrics=definitions(s.custom_metrics, rubrics, judge_model=judge.model if rubrics else None,
-                                           rubric_prompt_version=judge.prompt_version_for("rubric") if rubrics else None),
-            )
+            if self.reserved_run_id is not None:
+                self.store.complete_run_start(self.reserved_run_id, **self._late_run_fields())
+                self.run_id = self.reserved_run_id
+            else:
+                self.run_id = self.store.start_run(run_id=self.settings.run_id, **self._run_fields(),
+                                                   **self._late_run_fields())
         return self.run_id
 
     def record(self, score: dict[str, Any]) -> None:
@@ -546,6 +564,12 @@ class CrucibleSession:
             self._async_runner.close()
         if self._engine is not None:
             self._engine.judge.close()
+        if self.reserved_run_id is not None and self.run_id is None:
+            try:  # nothing recorded (a usage error, an empty selection): the id is free again
+                self.store.release_run(self.reserved_run_id)
+            except Exception:  # noqa: BLE001 - a stale reservation only blocks its own id; never mask the session's own error
+                pass
+            self.reserved_run_id = None
         if self._store is not None:
             self._store.close()
             self._store = None

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from ..defaults import DEFAULT_K
+from .files import create_empty
 from .schema import LATE_COLUMNS, MIGRATIONS, SCHEMA_VERSION
 from .ulid import new_ulid
 
@@ -41,18 +42,12 @@ class RunNotFound(StoreError):
     pass
 
 
+class RunIdTaken(StoreError):
+    """A fixed run id (``--crucible-run-id``) that the database already holds, or that another session holds."""
+
+
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _create_owner_only(path: Path) -> None:
-    """Create the empty database file readable and writable by its owner only (0600): it holds the
-    runs' questions and answers, and the API keys' hashes. SQLite gives its -wal and -shm files the
-    same mode. A file another process created first is left as it is."""
-    try:
-        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-    except FileExistsError:
-        pass
 
 
 def _pid_alive(pid: int) -> bool:
@@ -112,8 +107,7 @@ class Store:
         if not path.exists():
             if not create:
                 raise StoreError(f"{path}: no crucible database here\nHINT: run the golden set once first, or point at the database (pytest: --crucible-db, crucible: --db)")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            _create_owner_only(path)
+            create_empty(path)  # 0600 (CRUCIBLE_FILE_MODE) in a 0700 folder: SQLite gives -wal and -shm its mode
         for attempt in range(_OPEN_ATTEMPTS):
             started = time.monotonic()
             try:
@@ -274,11 +268,11 @@ class Store:
                   eval_k: int | None = None) -> str:
         """Open a run. ``eval_k``: the cutoff its metrics at K are measured at (ini crucible_k). ``custom_metrics``: the definitions of the custom metrics it measures (see
         ``custom_metrics.definitions``), kept with the run so a comparison sees a changed ruler."""
+        fixed_id = run_id
         run_id = run_id or new_ulid()
-        with self.db.conn:
-            self._insert(
-                "runs",
-                {
+        try:
+            with self.db.conn:
+                self._insert("runs", {
                     "id": run_id,
                     "started_at": utc_now(),
                     "status": "running",
@@ -302,9 +296,40 @@ class Store:
                     "custom_metrics": json.dumps(custom_metrics, sort_keys=True) if custom_metrics else None,
                     "repeats": repeats,
                     "eval_k": int(eval_k or DEFAULT_K),
-                }
-            )
+                })
+        except sqlite3.IntegrityError:
+            if fixed_id is None:
+                raise
+            raise RunIdTaken(self._taken_message(fixed_id)) from None
         return run_id
+
+    def _taken_message(self, run_id: str) -> str:
+        row = self.db.conn.execute("SELECT status, host, pid, started_at FROM runs WHERE id = ?", [run_id]).fetchone()
+        return _run_id_taken_message(self.path, run_id, row)
+
+    def complete_run_start(self, run_id: str, *, judge_model: str | None = None, judge_prompt_version: str | None = None,
+                           judge_label: str | None = None, cost_estimate_usd: float | None = None,
+                           custom_metrics: list[dict[str, Any]] | None = None) -> None:
+        """Fill in what a reserved run (``start_run`` before collection) learns only once its tests are
+        collected: the judge, the cost estimate, the custom metrics of conftest files below the root."""
+        with self.db.conn:
+            self._update_run(run_id, {
+                "judge_model": judge_model,
+                "judge_prompt_version": judge_prompt_version,
+                "judge_label": judge_label,
+                "cost_estimate_usd": cost_estimate_usd,
+                "custom_metrics": json.dumps(custom_metrics, sort_keys=True) if custom_metrics else None,
+            })
+
+    def release_run(self, run_id: str) -> bool:
+        """Delete a reserved run that recorded nothing (its session stopped before its first result), so
+        its id can be used again. Only this process's own row, still running and empty, is ever deleted."""
+        with self.db.conn:
+            deleted = self.db.conn.execute(
+                "DELETE FROM runs WHERE id = ? AND status = 'running' AND host = ? AND pid = ? "
+                "AND NOT EXISTS (SELECT 1 FROM results WHERE run_id = ?)",
+                [run_id, socket.gethostname(), os.getpid(), run_id]).rowcount
+        return bool(deleted)
 
     def finish_run(self, run_id: str, *, status: str, golden_hash: str | None, judge: dict[str, Any] | None = None,
                    unread_keys: list[str] | None = None, skipped: int = 0, unrecorded: int = 0,
@@ -957,9 +982,26 @@ def check_before_writing(path: str | Path) -> None:
         Store.open(path, verify=True).close()
 
 
-def run_exists(db_path: str | Path, run_id: str) -> bool:
-    """Whether the database (if it exists yet) holds a run with this id; never writes."""
-    return bool(read_only_rows(db_path, "SELECT id FROM runs WHERE id = ?", [run_id]))
+def run_id_taken(db_path: str | Path, run_id: str) -> str | None:
+    """Why the database (if it exists yet) cannot take a run with this fixed id, or None; never writes."""
+    rows = read_only_rows(db_path, "SELECT status, host, pid, started_at FROM runs WHERE id = ?", [run_id])
+    return _run_id_taken_message(Path(db_path), run_id, rows[0]) if rows else None
+
+
+def _run_id_taken_message(path: Path, run_id: str, row: Any) -> str:
+    """One message for a fixed run id the database holds: a finished run, or a session writing it now."""
+    if row is None:
+        return f"--crucible-run-id={run_id}: {path} refused the run id"
+    status, host, pid, started = (row[key] for key in ("status", "host", "pid", "started_at")) if isinstance(row, dict) else row
+    if status == "running" and host == socket.gethostname() and pid is not None and _pid_alive(pid):
+        who = f"another session (pid {pid}, started {started}) is writing a run with this id right now"
+    elif status == "running":
+        who = f"a session on {host} (pid {pid}, started {started}) is writing a run with this id"
+    else:
+        who = f"it already has a run with this id ({status}, started {started})"
+    return (f"--crucible-run-id={run_id}: {path}: {who}\n"
+            "HINT: give each session its own id, or its own database (one per shard; join them with "
+            "`crucible merge SHARD.db ... -o RUN.db`)")
 
 
 def read_judgment_ledger(db_path: str | Path) -> dict[str, list[dict[str, Any]]]:

@@ -184,14 +184,14 @@ def test_errors_are_one_line_and_a_hint_with_exit_2(tmp_path, capsys) -> None:
         ["show", "ZZZZ", "--db", str(db)],
         ["compare", base, "latest", "--facet", "colour=red", "--db", str(db)],
         ["compare", base, str(tmp_path / "missing.json"), "--db", str(db)],
-        ["export", base, "-o", str(tmp_path / "no-such-dir" / "run.json"), "--db", str(db)],
+        ["export", base, "-o", str(db / "sub" / "run.json"), "--db", str(db)],  # a missing folder is made; not under a file
         ["report", base, "-o", str(db / "r.html"), "--db", str(db)],  # a file where a directory should be
         ["import", str(tmp_path / "missing.json"), "--db", str(db)],
         ["promote", "--question", "Q", "--db", str(db)],
         ["promote", "--json", str(tmp_path / "missing.json"), "--db", str(db)],
         ["qrels", "override", "q1", "c1", "7", "--by", "ann", "--db", str(db)],
         ["qrels", "import", str(tmp_path / "missing.jsonl"), "--by", "ann", "--db", str(db)],
-        ["golden", "export", "-o", str(tmp_path / "no-such-dir" / "g.jsonl"), "--db", str(db)],
+        ["golden", "export", "-o", str(db / "g.jsonl"), "--db", str(db)],
     ]
     for argv in bad:
         assert main(argv) == 2, argv

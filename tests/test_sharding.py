@@ -152,9 +152,9 @@ def play(job: dict, pytester: pytest.Pytester, artifacts: Path, context: dict[st
         if uses.startswith("actions/upload-artifact@"):
             target = artifacts / expand(options["name"], context)
             target.mkdir(parents=True, exist_ok=True)
-            for path in expand(options["path"], context).split():
-                if (pytester.path / path).exists():  # only the named file: a database must be whole in it
-                    shutil.copy(pytester.path / path, target / Path(path).name)
+            for pattern in expand(options["path"], context).split():  # upload-artifact's paths are globs
+                for path in sorted(pytester.path.glob(pattern)):
+                    shutil.copy(path, target / path.name)
             done.steps.append(Step(uses, 0))
             continue
         if uses.startswith("actions/download-artifact@"):
@@ -237,7 +237,8 @@ def test_the_recipe_is_a_github_matrix_with_a_merge_job() -> None:
         assert flag in pytest_line
     assert any("pytest-split" in step.get("run", "") for step in shard["steps"] if step.get("run", "").startswith("pip install"))
     uploads = [step for step in shard["steps"] if step.get("uses", "").startswith("actions/upload-artifact@")]
-    assert [step["with"]["path"] for step in uploads] == ["shard-${{ matrix.group }}.db"] and uploads[0]["if"] == "always()"
+    # The database and its -wal file, if one is left (a killed shard): the run is whole only with both.
+    assert [step["with"]["path"] for step in uploads] == ["shard-${{ matrix.group }}.db*"] and uploads[0]["if"] == "always()"
     # The merge names every shard: a missing one is an error, never a smaller "complete" run.
     [merge_line] = [step["run"] for step in merge["steps"] if step.get("run", "").startswith("crucible merge")]
     assert "*" not in merge_line and all(f"shards/shard-{n}.db" in merge_line for n in (1, 2, 3))

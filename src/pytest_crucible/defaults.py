@@ -16,6 +16,9 @@ DEFAULT_DB = ".crucible/crucible.db"
 # The evaluation cutoff K of the metrics at K (recall@K, precision@K, hit@K) unless ini crucible_k says
 # otherwise. Part of the ruler, not of the system: it does not follow the pipeline's retrievalLimit.
 DEFAULT_K = 10
+#: The mode of every file crucible creates (the database, reports, junit XML, exports): owner only.
+#: CRUCIBLE_FILE_MODE overrides it (files.file_mode).
+DEFAULT_FILE_MODE = 0o600
 
 # Golden item kinds (the golden schema's ``kind`` field, --crucible-kind, crucible compare --kind).
 KINDS = ("retrieval", "aggregation", "adversarial")

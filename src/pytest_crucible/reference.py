@@ -272,6 +272,11 @@ def render() -> str:
         "| `CRUCIBLE_WORKSPACE` | the workspace the `crucible` command reads when `--workspace` is not given (default: the "
         "project's `crucible_workspace` ini value, else its directory's name); the plugin itself uses "
         "`--crucible-workspace` and the ini key |",
+        "| `CRUCIBLE_FILE_MODE` | the mode of every file crucible creates, whatever the umask: the database (SQLite "
+        "gives its `-wal` and `-shm` the same), the HTML report, junit XML, the CLI's exports. Default `0600` (owner "
+        "only: they hold the questions and answers); `0640` lets the group read them. A folder crucible creates for "
+        "them gets the matching mode (`0700`, `0750`). Octal, owner read and write, no execute bits; anything else is "
+        "a usage error |",
         "",
     ]
     return "\n".join(lines)

@@ -70,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from ..store.files import FileModeError
     from ..qrels.formats import QrelsFormatError
     from ..store import StoreError
 
@@ -80,14 +81,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.db = str(default_db())  # the project's database, found from the current directory
     try:
         return args.func(args)
-    except (StoreError, QrelsFormatError) as exc:
+    except (StoreError, QrelsFormatError, FileModeError) as exc:
         print(f"crucible: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
         return EXIT_OK
     except OSError as exc:  # a file named on the command line that cannot be read or written
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"crucible: {where}{exc.strerror or exc}\nHINT: check the path (an output's directory must exist)", file=sys.stderr)
+        print(f"crucible: {where}{exc.strerror or exc}\nHINT: check the path (an output cannot go under a file, or where you cannot write)", file=sys.stderr)
         return EXIT_USAGE
 
 

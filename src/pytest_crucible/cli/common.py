@@ -80,23 +80,24 @@ def read_run_ref(store, args: argparse.Namespace, ref: str, **options):
 
 def write_output(output: str, text: str, message: str) -> None:
     """Write ``text`` to stdout when ``output`` is ``-``, else to the file, and say so."""
+    from ..store.files import write_output_file
+
     if output == "-":
         sys.stdout.write(text)
     else:
-        with open(output, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        write_output_file(output, text)
         print(message)
 
 
 def write_text(output: str, text: str) -> None:
+    from ..store.files import write_output_file
     from ..qrels.formats import QrelsFormatError
 
     if output == "-":
         sys.stdout.write(text)
         return
     try:
-        with open(output, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        write_output_file(output, text)
     except OSError as exc:
         raise QrelsFormatError(output, None, None, f"cannot write: {exc.strerror or exc}", "check the -o path") from None
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
 import tempfile
 import textwrap
 from dataclasses import dataclass, field
@@ -302,20 +301,8 @@ def _check_only_status_changed(path: Path, new_data: bytes, before: Iterable[Gol
 
 
 def write_atomically(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data``: a temporary file beside it, flushed, then renamed over it
-    (the file's permission bits kept). A failure leaves the original as it was."""
-    mode = path.stat().st_mode & 0o7777
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Replace the golden file ``path`` with ``data`` whole, keeping its permission bits (it is the
+    user's file, not an output). A failure leaves the original as it was."""
+    from ..store.files import write_output_file
+
+    write_output_file(path, data, mode=path.stat().st_mode & 0o7777)

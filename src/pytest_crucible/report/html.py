@@ -426,8 +426,7 @@ def render_report(store, run_id: str, *, gate: GateResult | None = None) -> str:
 
 
 def write_report(path: str | Path, html: str) -> Path:
-    path = Path(path)
-    if path.parent and not path.parent.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(html, encoding="utf-8")
-    return path
+    """The report, written whole (a full disk leaves the previous one, never half a page) and owner-only."""
+    from ..store.files import write_output_file
+
+    return write_output_file(path, html)

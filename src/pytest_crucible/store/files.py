@@ -1,0 +1,111 @@
+"""The files crucible writes: owner-only by default, and whole or not at all.
+
+Every file crucible creates holds the golden set's questions and the pipeline's answers (the database,
+the HTML report, junit XML, exports), so each one gets the same mode whatever the umask says: 0600
+unless ``CRUCIBLE_FILE_MODE`` names another (``0640`` to let a group read them). A folder crucible
+creates for them gets the matching folder mode (0700 for 0600, 0750 for 0640). Folders and files
+that already exist and are not crucible's output keep their modes.
+
+An output file is written beside itself under a temporary name, flushed and renamed over the old one,
+so a full disk or a kill half way leaves the previous file (or none), never a truncated report.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Mapping
+
+from ..defaults import DEFAULT_FILE_MODE
+
+ENV_VAR = "CRUCIBLE_FILE_MODE"
+
+
+class FileModeError(ValueError):
+    """``CRUCIBLE_FILE_MODE`` is not a mode crucible can use; ``str()`` is the user-facing message."""
+
+
+def file_mode(environ: Mapping[str, str] | None = None) -> int:
+    """The mode of the files crucible creates: ``CRUCIBLE_FILE_MODE`` (octal, e.g. ``0640``) or 0600.
+    The owner must be able to read and write (crucible reads its database back); nothing may be
+    executable or set-id."""
+    raw = (os.environ if environ is None else environ).get(ENV_VAR, "").strip()
+    if not raw:
+        return DEFAULT_FILE_MODE
+    try:
+        mode = int(raw, 8)
+    except ValueError:
+        mode = -1
+    if mode < 0 or mode & ~0o666 or mode & 0o600 != 0o600:
+        raise FileModeError(f"{ENV_VAR}={raw!r}: expected an octal file mode that the owner can read and write, "
+                            "with no execute bits\nHINT: CRUCIBLE_FILE_MODE=0600 (the default, owner only) or 0640 (and the group)")
+    return mode
+
+
+def folder_mode(mode: int) -> int:
+    """The mode of a folder holding files of ``mode``: whoever may read the files may enter it."""
+    return mode | ((mode & 0o444) >> 2)
+
+
+def make_folders(folder: Path) -> None:
+    """Create ``folder`` and any missing parent with the folder mode (the umask does not widen it);
+    folders that exist are left as they are."""
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    mode = folder_mode(file_mode())
+    for path in reversed(missing):
+        try:
+            path.mkdir(mode=mode)
+        except FileExistsError:  # another process made it first: theirs, as they made it
+            continue
+        os.chmod(path, mode)  # mkdir's mode passes through the umask
+
+
+def create_empty(path: Path) -> None:
+    """Create ``path`` empty with the file mode if it does not exist yet (a file another process
+    created first is left as it is)."""
+    make_folders(path.parent)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, file_mode())
+    except FileExistsError:
+        return
+    os.fchmod(fd, file_mode())  # os.open's mode passes through the umask too
+    os.close(fd)
+
+
+def restrict(path: Path) -> None:
+    """Make sure the output file that another program will write at ``path`` (pytest's junit XML) gets
+    the file mode: create it empty, or narrow an older one, so the writer's truncating open keeps it."""
+    create_empty(path)
+    mode = file_mode()
+    if path.stat().st_mode & 0o777 != mode:
+        os.chmod(path, mode)
+
+
+def write_output_file(path: str | Path, data: str | bytes, *, mode: int | None = None) -> Path:
+    """Write an output file whole: a temporary file beside it, flushed and given the file mode (or
+    ``mode``), then renamed over ``path``. On any failure (a full disk) the temporary file is removed
+    and ``path`` is as it was."""
+    path = Path(path)
+    make_folders(path.parent)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, file_mode() if mode is None else mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path

@@ -31,6 +31,10 @@ USAGE_ERROR = 4
 # Scores are written in batches of this many items, or at least this often.
 FLUSH_ITEMS = 50
 FLUSH_SECONDS = 2.0
+# The written batches are moved from -wal into the database file at most this often (and when the run
+# closes): each move syncs the file, about 7 ms here, which after every 50-item batch cost 0.1-0.2x of a
+# bare pytest run (bench/bench_overhead.py); a copy of the file alone after a SIGKILL misses at most this much.
+CHECKPOINT_SECONDS = 5.0
 
 
 def git_commit(directory) -> str | None:
@@ -92,6 +96,7 @@ class CrucibleSession:
     _async_runner: "AsyncRunner | None" = None
     _pending: list[dict[str, Any]] = field(default_factory=list)
     _flushed_at: float = field(default_factory=time.monotonic)
+    _checkpointed_at: float = field(default_factory=time.monotonic)
     # The judge's newest calibration row (None: never calibrated), read on first use.
     _calibration: Any = _UNREAD
 
@@ -416,7 +421,8 @@ class CrucibleSession:
         pending, self._pending = self._pending, []
         try:
             self.store.record_scores(self._ensure_run(), pending)
-            self.checkpoint()
+            if time.monotonic() - self._checkpointed_at >= CHECKPOINT_SECONDS:
+                self.checkpoint()
         except Exception as exc:  # noqa: BLE001 - reported as a fault that fails the session
             ids = ", ".join(repr(score.get("item_id")) for score in pending[:5])
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__  # one line per fault
@@ -429,10 +435,11 @@ class CrucibleSession:
 
     def checkpoint(self) -> None:
         """Move what was written into the database file itself (a copy or CI upload of the file alone then
-        holds it, even after a SIGKILL). A file that cannot take it is a fault, said once: the run then
+        holds it; after a SIGKILL, all but the last CHECKPOINT_SECONDS). A file that cannot take it is a fault, said once: the run then
         lives in the -wal file too, and a session must never end green on a file that lost it."""
         from .store import StoreError
 
+        self._checkpointed_at = time.monotonic()
         try:
             self.wal_note = self.store.checkpoint()
         except StoreError as exc:
@@ -581,7 +588,7 @@ class CrucibleSession:
         errors = [line for error in self.usage_errors for line in error.splitlines()]  # last, with their HINT, always
         if self.run_id is None and not self.faults:
             return errors
-        from .report.terminal import ALERT_PREFIXES, one_line_summary
+        from .report.terminal import alerts_only, one_line_summary
         from .report.views import gate_lines
 
         lines = self._run_lines(verbose)
@@ -592,7 +599,7 @@ class CrucibleSession:
             if self.gate is not None and self.gate.verdict != "skipped":
                 gate = {"passed": "gate passed", "failed": "GATE FAILED", "refused": "GATE REFUSED"}[self.gate.verdict]
             head = [one_line_summary(self.store, self.run_id, gate=gate)] if self.run_id is not None else []
-            return head + [line for line in lines if line.startswith(ALERT_PREFIXES)] + errors
+            return head + alerts_only(lines) + errors
         return lines + errors
 
     def _run_lines(self, verbose: int) -> list[str]:

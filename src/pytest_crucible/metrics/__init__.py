@@ -103,7 +103,7 @@ def resolve_metric(name: str, k: int | None = None, custom: Iterable[str] = ()) 
     (``ndcg@10``, ``recall@10``, ``recall@k``); ``custom``: the custom metrics' names. ValueError with a
     did-you-mean for an unknown name, and for ``recall@5`` when the run's K is 10."""
     text = name.strip()
-    known = KNOWN_METRICS + tuple(custom)
+    known = tuple(dict.fromkeys(KNOWN_METRICS + tuple(custom)))  # a caller may pass a run's metrics, built-ins included
     if text in known:
         return text
     lowered = {metric.lower(): metric for metric in known}
@@ -121,8 +121,12 @@ def resolve_metric(name: str, k: int | None = None, custom: Iterable[str] = ()) 
                              f"\nHINT: name it {metric} or {display_name(metric, k)}, or set crucible_k = {cutoff}")
     import difflib
 
-    shown = list(known) + [display_name(metric, k or 10) for metric in KNOWN_METRICS if metric.endswith(("AtK", "At10"))]
-    close = difflib.get_close_matches(text, shown, n=3, cutoff=0.5) or difflib.get_close_matches(text.lower(), [m.lower() for m in shown], n=3)
+    shown = list(dict.fromkeys(list(known) + [display_name(metric, k or 10) for metric in KNOWN_METRICS
+                                              if metric.endswith(("AtK", "At10"))]))
+    by_lower = {metric.lower(): metric for metric in reversed(shown)}  # the first spelling of each wins
+    close = difflib.get_close_matches(text, shown, n=3, cutoff=0.5) or [
+        by_lower[match] for match in difflib.get_close_matches(text.lower(), list(by_lower), n=3)]
+    close = list(dict.fromkeys(close))
     hint = f"did you mean {', '.join(close)}?" if close else "the metrics are " + ", ".join(known)
     if not close and text[:1].isalpha():
         hint += " (a custom metric is known once it is defined: docs/custom-metrics.md)"

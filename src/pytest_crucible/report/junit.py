@@ -39,7 +39,8 @@ class CaseCrash:
 
 class CaseRepr:
     """The longrepr of a crucible test case's report: junit's message is the first line (``reprcrash``), its
-    text every line (``str``); the terminal prints one pointer (its crucible section lists the lines)."""
+    text every line (``str``); the terminal prints one pointer to those lines, which the crucible summary at
+    the end prints at every verbosity (they are alerts: never hidden by -q or -qq)."""
 
     def __init__(self, lines: list[str], pointer: str, nodeid: str = GATE_NODEID):
         self.lines, self.pointer = lines, pointer
@@ -58,10 +59,10 @@ def gate_case(gate: "GateResult") -> tuple[str, str, Any]:
     if gate.verdict == "failed":
         n = len(gate.failures)
         lines = [f"GATE FAILED {reason}" for reason in gate.failures] or [gate.summary()]
-        return "failed", "call", CaseRepr(lines, f"the gate failed ({n} reason{'s' if n != 1 else ''}): see the crucible section below")
+        return "failed", "call", CaseRepr(lines, f"the gate failed ({n} reason{'s' if n != 1 else ''}): see the GATE FAILED lines at the end")
     if gate.verdict == "refused":
         first, *rest = (gate.refusal or "").splitlines() or [""]
-        return "failed", "setup", CaseRepr([f"GATE REFUSED {first}", *rest], "the gate refused to compare: see the crucible section below")
+        return "failed", "setup", CaseRepr([f"GATE REFUSED {first}", *rest], "the gate refused to compare: see the GATE REFUSED line at the end")
     if gate.verdict == "skipped":
         return "skipped", "call", (GATE_LOCATION[0], 0, f"Skipped: {gate.summary()}")
     return "passed", "call", None
@@ -72,7 +73,7 @@ def faults_case(faults: list[str]) -> tuple[str, str, Any]:
     from .terminal import fault_lines  # here: plugin.py imports this module in every pytest session
 
     n = len(faults)
-    pointer = f"{n} fault{'s' if n != 1 else ''}: the run was not recorded or reported whole, see the crucible section below"
+    pointer = f"{n} fault{'s' if n != 1 else ''}: the run was not recorded or reported whole, see the FAULT lines at the end"
     return "failed", "call", CaseRepr(fault_lines(faults), pointer, FAULTS_NODEID)
 
 

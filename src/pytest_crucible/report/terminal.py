@@ -176,6 +176,20 @@ ONE_LINE_METRICS = ("ndcgAt10", "recallAtK", "faithfulness", "truthfulness", "at
 ALERT_PREFIXES = ("WARNING", "FAULT", "GATE FAILED", "GATE REFUSED", "JUDGE ERROR", "ERROR")
 
 
+def alerts_only(lines: list[str]) -> list[str]:
+    """What -q keeps of the summary: every alert whole, with the lines that continue it (a wrapped
+    warning's indented rest, a refusal's HINT), and nothing else."""
+    kept, keeping = [], False
+    for line in lines:
+        if line.startswith(ALERT_PREFIXES):
+            keeping = True
+        elif not (keeping and line.startswith((" ", "HINT:"))):
+            keeping = False
+        if keeping:
+            kept.append(line)
+    return kept
+
+
 def one_line_summary(store, run_id: str, *, gate: str | None = None) -> str:
     """The run in one line: id, status, items, the headline metrics (per kind) and the gate's result."""
     run = store.get_run(run_id)

@@ -25,7 +25,21 @@ def test_by_facet_means_and_counts() -> None:
     assert table["answerable"]["false"] == {"n": 1, "truthfulness": 0.0}
     assert table["tag"]["topic:returns"] == {"n": 2, "truthfulness": 0.0, "ndcgAt10": 0.375}
     # ties on the mean are ordered by facet name, then value
-    assert worst_facets(table, "truthfulness", count=2) == [("popularity", "tail", -0.5, 2), ("questionType", "multi_hop", -0.5, 2)]
+    counted = by_facet(ITEMS, METRICS, counts=True)
+    assert worst_facets(counted, "truthfulness", count=2) == [("popularity", "tail", -0.5, 2), ("questionType", "multi_hop", -0.5, 2)]
+
+
+def test_a_facet_mean_is_counted_by_the_items_that_have_the_metric() -> None:
+    """An errored item is in the facet's n and not in a metric's mean: the worst-facet line says what the
+    mean rests on, and a facet whose metric rests on one item is not ranked."""
+    metrics = {"truthfulness": {"a": 1.0, "b": -1.0}, "ndcgAt10": {"a": 0.5, "b": 0.25, "c": 0.0}}  # c errored in answers
+    table = by_facet(ITEMS, metrics, counts=True)
+    assert table["answerable"]["true"]["counts"] == {"truthfulness": 2, "ndcgAt10": 2}
+    assert table["questionType"]["multi_hop"] == {"n": 2, "truthfulness": -1.0, "ndcgAt10": 0.125,
+                                                  "counts": {"truthfulness": 1, "ndcgAt10": 2}}
+    # multi_hop (-1.0 on one item) is left out; kind=retrieval has 3 items but its mean rests on 2.
+    assert worst_facets(table, "truthfulness", count=10) == [("answerable", "true", 0.0, 2), ("kind", "retrieval", 0.0, 2),
+                                                             ("tag", "topic:returns", 0.0, 2)]
 
 
 def test_facet_filters() -> None:

@@ -35,6 +35,8 @@ def display_path(config: pytest.Config, path: Path) -> str:
 # Files pytest walked past (only where it was pointed: its args or testpaths, never hidden dirs or
 # virtualenvs) whose names look like golden files but match no crucible_golden_files pattern.
 _NEAR_MISSES_KEY = pytest.StashKey[list]()
+# Golden files that matched a pattern and hold no item (empty, or only blank lines): named in the summary.
+_EMPTY_GOLDEN_KEY = pytest.StashKey[list]()
 _GOLDEN_SEEN_KEY = pytest.StashKey[bool]()
 NEAR_MISS_CAP = 20
 NEAR_MISS_SHOWN = 5
@@ -68,6 +70,19 @@ def note_unmatched_file(config: pytest.Config, path: Path) -> None:
         near = config.stash.setdefault(_NEAR_MISSES_KEY, [])
         if len(near) < NEAR_MISS_CAP:
             near.append(path)
+
+
+def collection_lines(config: pytest.Config) -> list[str]:
+    """What collection noticed, said once at the end: golden files that hold no item, and files named
+    like golden files that no pattern matched."""
+    empty = config.stash.get(_EMPTY_GOLDEN_KEY, [])
+    lines = []
+    if empty:
+        shown = ", ".join(empty[:NEAR_MISS_SHOWN]) + (f" (+{len(empty) - NEAR_MISS_SHOWN} more)" if len(empty) > NEAR_MISS_SHOWN else "")
+        lines = [f"WARNING {len(empty)} golden file(s) hold no items, so no test came from them: {shown}",
+                 'HINT: one JSON object per line, e.g. {"id": "q1", "question": "...", "citations": '
+                 '[{"docId": "doc-1", "mode": "required"}]} (docs/golden-format.md)']
+    return lines + near_miss_lines(config)
 
 
 def near_miss_lines(config: pytest.Config) -> list[str]:
@@ -119,6 +134,8 @@ class GoldenFile(pytest.File):
             raise self.CollectError(str(exc)) from None
         include_drafts = self.config.stash[SESSION_KEY].settings.include_drafts
         shown = display_path(self.config, self.path)
+        if not items:
+            self.config.stash.setdefault(_EMPTY_GOLDEN_KEY, []).append(shown)
         for golden in items:
             claim_item_id(self.config, golden, shown, self.CollectError)
             test = GoldenItemTest.from_parent(self, name=golden.id, callobj=golden_file_test)

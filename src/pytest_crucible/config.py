@@ -13,7 +13,7 @@ import copy
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from .json_input import json_problem, shown, value_problem
 
@@ -279,9 +279,29 @@ def unread_changed_keys(resolved: Mapping[str, Any], reads: set[str]) -> list[st
     ]
 
 
-def unread_key_message(key: str) -> str:
-    """The CrucibleWarning's text for one unread key (``key=value``, as :func:`unread_changed_keys` gives it)."""
-    return f"config key {key} was never read by the pipeline: is the config applied?"
+def unread_key_message(key: str, known: Iterable[str] = ()) -> str:
+    """The CrucibleWarning's text for one unread key (``key=value``, as :func:`unread_changed_keys` gives it);
+    ``known``: keys it may be a typo of (what the pipeline read, the baseline's keys), for a did-you-mean.
+    The default config's keys are always among them."""
+    name = key.split("=", 1)[0]
+    guess = closest_key(name, [*known, *(path for path, _ in leaf_paths(DEFAULT_CONFIG))])
+    return (f"config key {key} was never read by the pipeline: is the config applied?"
+            + (f" (did you mean {guess}?)" if guess else ""))
+
+
+def closest_key(name: str, known: Iterable[str]) -> str | None:
+    """The dotted key ``name`` is most likely a typo of: the whole path, else its last part among the
+    known keys' last parts under the same parent (``retrieval.rernak`` -> ``retrieval.rerank``)."""
+    import difflib
+
+    candidates = sorted(set(known) - {name})
+    whole = difflib.get_close_matches(name, candidates, n=1, cutoff=0.8)
+    if whole:
+        return whole[0]
+    parent, _, leaf = name.rpartition(".")
+    siblings = {key.rpartition(".")[2]: key for key in candidates if key.rpartition(".")[0] == parent}
+    close = difflib.get_close_matches(leaf, list(siblings), n=1, cutoff=0.75)
+    return siblings[close[0]] if close else None
 
 
 def unread_keys_error(keys: list[str], why: str, config_path: str | None) -> str:

@@ -191,6 +191,7 @@ def build_settings(config: pytest.Config) -> "Settings":
     custom_names = tuple(m.name for m in custom_metrics) + tuple(r.name for r in rubrics)
     registered_judges = find_registered_judges(config)
     k = _positive_int(config, "crucible_k", DEFAULT_K)
+    gate, baseline_keys = _gate_settings(config, db_path.absolute(), k, custom_names)
     settings = Settings(
         params=params,
         resolved=resolved,
@@ -216,7 +217,8 @@ def build_settings(config: pytest.Config) -> "Settings":
         labels=_labels(config, params, resolved),
         kinds=_kinds(config),
         strict_config=bool(config.getini("crucible_strict_config")),
-        gate=_gate_settings(config, db_path.absolute(), k, custom_names),
+        gate=gate,
+        baseline_config_keys=baseline_keys,
         custom_metrics=custom_metrics,
         rubrics=rubrics,
         thresholds=_thresholds(config, k, custom_names),
@@ -440,7 +442,8 @@ def _run_id_option(config: pytest.Config, db_path: Path) -> str | None:
 
 
 def _gate_settings(config: pytest.Config, db_path: Path, k: int, custom: tuple[str, ...] = ()):
-    """The gate options, with the baseline checked before any test runs (and before any judge call is paid for)."""
+    """The gate options, with the baseline checked before any test runs (and before any judge call is paid
+    for), and the baseline's config keys (a did-you-mean for a config key the pipeline never read)."""
     from .verdict.gate import GateSettings, baseline_refusal, parse_floors, parse_margins, parse_metric_list
 
     baseline = config.getoption("crucible_baseline")
@@ -467,6 +470,9 @@ def _gate_settings(config: pytest.Config, db_path: Path, k: int, custom: tuple[s
         allow_incomplete=bool(config.getoption("crucible_allow_incomplete")),
         rescore=bool(config.getoption("crucible_rescore")),
         cluster=config.getoption("crucible_cluster"),
+        asked_without_baseline=None if baseline else ", ".join(
+            [f"--crucible-gate={config.getoption('crucible_gate')}"] * bool(config.getoption("crucible_gate"))
+            + [f"--crucible-margin={margin}" for margin in config.getoption("crucible_margin") or ()]) or None,
     )
     if baseline and not hasattr(config, "workerinput"):
         from .verdict.runs import is_export_path, read_run
@@ -484,4 +490,7 @@ def _gate_settings(config: pytest.Config, db_path: Path, k: int, custom: tuple[s
         refusal = None if settings.allow_incomplete else baseline_refusal(run)
         if refusal:
             raise pytest.UsageError(f"--crucible-baseline={baseline}: {refusal}")
-    return settings
+        from .config import leaf_paths
+
+        return settings, tuple(key for key, _ in leaf_paths(run.resolved))
+    return settings, ()

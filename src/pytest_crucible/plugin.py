@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from .collection import (GOLDEN_ITEM_KEY, SCORE_KEY, SESSION_KEY, USAGE_ERROR_KEY, GoldenFile, deselect_unwanted, evaluate_node,
-                         golden_of, marker_params, near_miss_lines, note_golden_source, note_unmatched_file, stop_with_usage_error)
+                         collection_lines, golden_of, marker_params, note_golden_source, note_unmatched_file, stop_with_usage_error)
 from .options import add_options, build_settings, find_custom_metrics
 from .report.junit import report_to_junit
 from .warning import warn
@@ -317,7 +317,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         lines = crucible.summary_lines(verbose=config.get_verbosity())
     except Exception as exc:  # noqa: BLE001 - the summary must never crash pytest
         lines = [f"crucible: could not read the run back from {crucible.settings.db_path}: {exc}"]
-    lines = near_miss_lines(config) + lines
+    lines = collection_lines(config) + lines
     if not lines:
         return
     if config.get_verbosity() >= 0:

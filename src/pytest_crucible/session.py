@@ -188,6 +188,10 @@ class CrucibleSession:
             return []
         return unread_changed_keys(self.settings.resolved, self.config_reads)
 
+    def known_config_keys(self) -> set[str]:
+        """Config keys an unread key may be a typo of: what the pipeline read, and the baseline's keys."""
+        return set(self.config_reads) | set(self.settings.baseline_config_keys)
+
     def check_unread_keys(self, warn: Callable[[str, str | None, int], bool] | None) -> None:
         """Changed config keys the pipeline never read: a usage error (exit 4) under crucible_strict_config;
         else each one goes through ``warn(message, config file, line)`` (the plugin's CrucibleWarning, under
@@ -200,7 +204,7 @@ class CrucibleSession:
             why = "crucible_strict_config = true"
         else:
             why = "a warning filter makes CrucibleWarning an error"
-            keys = [key for key in keys if not warn(unread_key_message(key), path, key_line(path, key))]
+            keys = [key for key in keys if not warn(unread_key_message(key, self.known_config_keys()), path, key_line(path, key))]
         if keys:
             self.usage_errors.append(unread_keys_error(keys, why, path))
 
@@ -489,9 +493,14 @@ class CrucibleSession:
         """Decide this run's verdict once (comparison, floors, refusals); the summary, the HTML report
         and the exit status all read ``self.gate``."""
         gate_settings = self.settings.gate
-        if self.is_worker or not gate_settings.active or (self.status is None and not self.faults):
-            return None  # no gate asked for, or nothing ran
-        from .verdict.gate import LOST_HINT, decide_stored, refused_by_fault, skipped, unreadable_baseline
+        if self.is_worker or (self.status is None and not self.faults):
+            return None  # nothing ran
+        from .verdict.gate import LOST_HINT, decide_stored, no_baseline, refused_by_fault, skipped, unreadable_baseline
+
+        if not gate_settings.active:  # no baseline and no floor: nothing to judge by
+            if gate_settings.asked_without_baseline and self.status not in (None, "interrupted"):
+                self.gate = no_baseline(gate_settings, strict=self.settings.strict_config)
+            return self.gate
         from .verdict.runs import load_run, read_run
         from .store import StoreError
 
@@ -514,6 +523,8 @@ class CrucibleSession:
                 self.gate = unreadable_baseline(str(exc), gate_settings)
                 return self.gate
         self.gate = decide_stored(self.store, current, baseline, gate_settings)
+        if gate_settings.asked_without_baseline:  # the floors were judged; the comparison asked for was not
+            self.gate.warnings.append("WARNING " + no_baseline(gate_settings, strict=False).refusal.splitlines()[0])
         return self.gate
 
     def end(self, *, interrupted: bool, html_path: str | None = None, progress: Callable[[str], None] | None = None,
@@ -599,7 +610,8 @@ class CrucibleSession:
             if self.gate is not None and self.gate.verdict != "skipped":
                 gate = {"passed": "gate passed", "failed": "GATE FAILED", "refused": "GATE REFUSED"}[self.gate.verdict]
             head = [one_line_summary(self.store, self.run_id, gate=gate)] if self.run_id is not None else []
-            return head + alerts_only(lines) + errors
+            skipped = self.gate.summary().splitlines() if self.gate is not None and self.gate.verdict == "skipped" else []
+            return head + alerts_only(lines) + skipped + errors
         return lines + errors
 
     def _run_lines(self, verbose: int) -> list[str]:
@@ -612,6 +624,7 @@ class CrucibleSession:
         else:
             try:
                 lines = run_summary_lines(self.store, self.run_id, unread_keys=self.unread_config_keys(), faults=self.faults,
+                                          known_keys=self.known_config_keys(),
                                           verbose=verbose)
             except Exception as exc:  # noqa: BLE001 - a database that broke during the run
                 lines = fault_lines([f"could not read the run back from {self.settings.db_path}: {exc}", *self.faults])

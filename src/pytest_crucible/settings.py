@@ -53,6 +53,8 @@ class Settings:
     kinds: tuple[str, ...] | None = None
     # crucible_strict_config: a changed config key the pipeline never read fails the session (exit 4).
     strict_config: bool = False
+    # The baseline's config keys (dotted), for the did-you-mean of a config key the pipeline never read.
+    baseline_config_keys: tuple[str, ...] = ()
     # Your own metrics (docs/custom-metrics.md): Python metrics, rubric metrics (judged by a model judge),
     # and crucible_thresholds, which fail an item in strict mode.
     # Repeats (docs/statistics.md): the pipeline is called ``repeat`` times per item and each answer judged;

@@ -103,10 +103,26 @@ def _unknown_keys(errors: list[Any]) -> tuple[list[str], list[str]]:
     return paths, described
 
 
+#: The most problems of one result listed (a result with a bad field in each of 500 chunks lists these and a count).
+MAX_PROBLEMS_SHOWN = 10
+
+
+def _problem_lines(errors: list[Any]) -> list[str]:
+    """Each validation problem as ``field 'path': message (got ...)``, at most MAX_PROBLEMS_SHOWN and a count."""
+    lines = []
+    for error in errors[:MAX_PROBLEMS_SHOWN]:
+        shown = repr(error.get("input"))
+        got = "" if error["type"] == "missing" else f" (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
+        lines.append(f"field '{field_path(error['loc'], rename=to_snake)}': {error['msg']}{got}")
+    if len(errors) > MAX_PROBLEMS_SHOWN:
+        lines.append(f"... and {len(errors) - MAX_PROBLEMS_SHOWN} more")
+    return lines
+
+
 def coerce_result(value: Any, *, explain_keys: bool = True) -> PipelineResult:
-    """Validate what the pipeline returned; the error names the first bad field. An unknown key comes first,
-    with a did-you-mean; ``explain_keys`` adds the accepted keys (else a one-line reference to the first
-    failure that listed them)."""
+    """Validate what the pipeline returned; the error names every bad field, one per line (at most
+    MAX_PROBLEMS_SHOWN). Unknown keys come first, with a did-you-mean; ``explain_keys`` adds the accepted
+    keys (else a one-line reference to the first failure that listed them)."""
     if isinstance(value, PipelineResult):
         return value
     if value is None:
@@ -119,22 +135,26 @@ def coerce_result(value: Any, *, explain_keys: bool = True) -> PipelineResult:
         # Python users write snake_case: name fields that way, whatever spelling came in.
         errors = exc.errors(include_url=False)
         unknown, described = _unknown_keys(errors)
+        others = [error for error in errors if error["type"] != "extra_forbidden" or not error["loc"]]
+        listed = _problem_lines(others)
         if unknown:
-            more = f"; {len(errors) - len(unknown)} more problem(s)" if len(errors) > len(unknown) else ""
+            more = f"; {len(others)} more problem(s)" if others else ""
             word = "key" if len(unknown) == 1 else "keys"
             problem = f"crucible_pipeline returned an invalid result: unknown {word} {', '.join(described)}{more}"
+            shown = problem + (":" if others else "")
             if not explain_keys:
-                raise PipelineResultError(f"{problem}; the accepted keys are listed at the first such failure",
+                raise PipelineResultError("\n    ".join([f"{problem}; the accepted keys are listed at the first such failure"
+                                                       + (":" if others else ""), *listed]),
                                           problem=problem, unknown_keys=tuple(unknown)) from None
             raise PipelineResultError(
-                f"{problem}\n"
+                "\n    ".join([shown, *listed]) + "\n"
                 f"    a result accepts: {_accepted(PipelineResult)} (snake_case or camelCase)\n"
                 f"    a retrieved chunk accepts: {_accepted(Retrieved)}\n"
                 "HINT: build the result as crucible.PipelineResult(...) to have its keys checked where you write them",
                 problem=problem, unknown_keys=tuple(unknown)) from None
-        first = errors[0]
-        got = "" if first["type"] == "missing" else f" (got {str(first.get('input'))[:60]!r})"
-        more = f"; {len(errors) - 1} more problem(s)" if len(errors) > 1 else ""
-        raise PipelineResultError(
-            f"crucible_pipeline returned an invalid result: field '{field_path(first['loc'], rename=to_snake)}': {first['msg']}{got}{more}"
-        ) from None
+        head = "crucible_pipeline returned an invalid result: "
+        if len(others) == 1:
+            raise PipelineResultError(head + listed[0]) from None
+        # Every problem, one per line (a user fixes them all at once); the stored problem stays one line.
+        problem = head + f"{len(others)} problems: " + "; ".join(listed[:2]) + ("; ..." if len(others) > 2 else "")
+        raise PipelineResultError("\n    ".join([f"{head}{len(others)} problems:", *listed]), problem=problem) from None

@@ -38,8 +38,11 @@ def items_in_facet(items: Iterable[Mapping[str, Any]], facet: str, value: str) -
     return {item["id"] for item in items if (facet, value) in facet_values(item)}
 
 
-def by_facet(items: Iterable[Mapping[str, Any]], metrics: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, dict[str, Any]]]:
-    """facet -> value -> {"n": items, metric: mean over the items that have it}."""
+def by_facet(items: Iterable[Mapping[str, Any]], metrics: Mapping[str, Mapping[str, float]], *,
+             counts: bool = False) -> dict[str, dict[str, dict[str, Any]]]:
+    """facet -> value -> {"n": items, metric: mean over the items that have it}; with ``counts``, also
+    "counts": {metric: how many items have it} (an errored item, or one the metric does not apply to, is
+    in "n" and not in the metric's mean: its count is what the mean rests on)."""
     groups: dict[tuple[str, str], list[str]] = {}
     for item in items:
         for pair in facet_values(item):
@@ -47,20 +50,25 @@ def by_facet(items: Iterable[Mapping[str, Any]], metrics: Mapping[str, Mapping[s
     table: dict[str, dict[str, dict[str, Any]]] = {}
     for (facet, value), ids in sorted(groups.items()):
         entry: dict[str, Any] = {"n": len(ids)}
+        having: dict[str, int] = {}
         for metric, values in metrics.items():
             present = [values[i] for i in ids if i in values]
             if present:
                 entry[metric] = sum(present) / len(present)
+                having[metric] = len(present)
+        if counts:
+            entry["counts"] = having
         table.setdefault(facet, {})[value] = entry
     return table
 
 
 def worst_facets(table: Mapping[str, Mapping[str, Mapping[str, Any]]], metric: str, count: int = 3, min_items: int = 2) -> list[tuple[str, str, float, int]]:
-    """The facet values with the lowest mean ``metric`` (at least ``min_items`` items each)."""
+    """The facet values with the lowest mean ``metric`` (at least ``min_items`` items having it each), as
+    (facet, value, mean, the items it rests on). ``table``: :func:`by_facet` with ``counts``."""
     rows = [
-        (facet, value, entry[metric], entry["n"])
+        (facet, value, entry[metric], entry["counts"][metric])
         for facet, values in table.items()
         for value, entry in values.items()
-        if metric in entry and entry["n"] >= min_items
+        if metric in entry and entry["counts"][metric] >= min_items
     ]
     return sorted(rows, key=lambda row: (row[2], row[0], row[1]))[:count]

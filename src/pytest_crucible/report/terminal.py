@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Iterable
 
 from ..metrics import display_name, ordered_metrics, run_cutoff
 
@@ -117,18 +117,27 @@ FACET_COLUMNS = ("ndcgAt10", "recallAtK", "faithfulness", "truthfulness")
 
 
 def facet_lines(items, metrics) -> list[str]:
-    """One row per facet value (the ``-v`` view): n and the headline metrics."""
+    """One row per facet value (the ``-v`` view): n (the facet's items) and the headline metrics; a mean
+    that rests on fewer items (errored ones, items a metric does not apply to) shows how many, ``0.5000 (4)``."""
     from ..metrics.facets import by_facet
 
-    table = by_facet(items, metrics)
+    table = by_facet(items, metrics, counts=True)
     columns = [c for c in FACET_COLUMNS if any(c in entry for values in table.values() for entry in values.values())]
     lines = [f"  {'facet':<34} {'n':>4} " + " ".join(f"{c:>13}" for c in columns)]
     for facet, values in table.items():
         for value, entry in values.items():
-            cells = " ".join(f"{entry[c]:>13.4f}" if c in entry else f"{'-':>13}" for c in columns)
+            cells = " ".join(_facet_cell(entry, c) for c in columns)
             lines.append(f"  {(facet + '=' + value)[:34]:<34} {entry['n']:>4} {cells}")
     return lines
 
+
+
+def _facet_cell(entry: dict, metric: str) -> str:
+    if metric not in entry:
+        return f"{'-':>13}"
+    having = entry["counts"][metric]
+    text = f"{entry[metric]:.4f}" + ("" if having == entry["n"] else f" ({having})")
+    return f"{text:>13}"
 
 
 def kind_means(item_kinds: dict[str, str], item_metrics: dict[str, dict[str, float]]) -> list[tuple[str | None, dict]]:
@@ -286,7 +295,10 @@ def custom_metric_lines(run: dict, results: list[dict]) -> list[str]:
     return lines
 
 
-def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults: list[str] = (), verbose: int = 0) -> list[str]:
+def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults: list[str] = (), verbose: int = 0,
+                      known_keys: Iterable[str] = ()) -> list[str]:
+    """The run's summary (the session's crucible section, `crucible show`); ``known_keys``: config keys an
+    unread key may be a typo of (see ``config.unread_key_message``)."""
     run = store.get_run(run_id)
     results = store.results(run_id)
     counts: dict[str, int] = {}
@@ -351,7 +363,7 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
     if "truthfulness" in means:
         from ..metrics.facets import by_facet, worst_facets
 
-        worst = worst_facets(by_facet(items, item_metrics), "truthfulness")
+        worst = worst_facets(by_facet(items, item_metrics, counts=True), "truthfulness")
         if worst:
             line = "worst truthfulness by facet:"
             for index, (facet, value, mean, n) in enumerate(worst):
@@ -369,7 +381,7 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
     from ..config import unread_key_message
 
     for key in unread_keys:
-        lines.append(f"WARNING CrucibleWarning: {unread_key_message(key)}")
+        lines.append(f"WARNING CrucibleWarning: {unread_key_message(key, known_keys)}")
     textless = textless_chunks_line(run, results)
     if textless:
         lines.append(textless)

@@ -210,7 +210,6 @@ def comparison_lines(comparison: Comparison, gated: set[str] | None = None) -> l
         *textwrap.wrap(about, width=100, subsequent_indent="    ", break_on_hyphens=False),
         f"  {'metric':<22} {'a':>7} {'b':>7} {'delta':>8} {'95% CI':>16} {'p':>5}  verdict",
     ]
-    lines.extend(excluded_lines(comparison.excluded))
     legend = False
     kind = None
     for name, m in comparison.metrics.items():
@@ -225,6 +224,7 @@ def comparison_lines(comparison: Comparison, gated: set[str] | None = None) -> l
         lines.append(f"  {label:<22} {_fmt(m.a)} {_fmt(m.b)} {delta} {ci:>16} {p_text(m.p)}  {verdict}")
     if legend:
         lines.extend(COMPARISON_LEGEND)
+    lines.extend(excluded_lines(comparison.excluded))  # after the table: the header stays over its rows
     margins = [f"{comparison.label(m.metric)} {m.margin:g}" for m in comparison.metrics.values() if m.margin is not None]
     if margins:
         lines.extend(MARGIN_LEGEND)

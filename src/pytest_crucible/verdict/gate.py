@@ -58,6 +58,9 @@ class GateSettings:
     min_pairs: int = MIN_PAIRS  # a gated metric with fewer pairs refuses the gate (it could not see a regression)
     rescore: bool = False  # score both runs' retrieval against today's grades (see verdict/ruler.py)
     cluster: str = "field"  # how items are clustered for the comparison: field, doc or none (comparison.item_clusters)
+    # The command line's comparison options given with no baseline (e.g. "--crucible-gate=ndcgAt10"): said once
+    # (see no_baseline), never silently ignored. The ini file's gate and margins only shape a gate that runs.
+    asked_without_baseline: str | None = None
 
     @property
     def active(self) -> bool:
@@ -292,6 +295,17 @@ def refused_by_fault(reason: str, settings: GateSettings) -> GateResult:
     comparison read it): refused, never a pass, and still a verdict in the terminal and in junit."""
     return GateResult(REFUSED, refusal=reason, has_baseline=bool(settings.baseline), has_floors=bool(settings.floors),
                       baseline_ref=settings.baseline)
+
+
+def no_baseline(settings: GateSettings, *, strict: bool) -> GateResult:
+    """A comparison asked for on the command line with no baseline to compare with: the gate did not look
+    at the run, and says so once (skipped); under crucible_strict_config that is a refusal (exit 3)."""
+    reason = (f"{settings.asked_without_baseline} asks for a comparison, but no baseline was given: the gate "
+              "did not compare this run" + (" (crucible_strict_config = true: refused)" if strict else "") +
+              "\nHINT: add --crucible-baseline=latest (the latest complete run of this workspace), a run id, or an "
+              "exported run (`crucible export RUN -o baselines/main.json`)")
+    result = GateResult(REFUSED if strict else SKIPPED, refusal=reason, has_floors=bool(settings.floors))
+    return result
 
 
 def unreadable_baseline(reason: str, settings: GateSettings) -> GateResult:

@@ -35,7 +35,9 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--crucible-baseline", dest="crucible_baseline", metavar="RUN|latest|PATH.json", default=None,
                     help="Compare this run with a baseline at session end and fail on a significant regression.")
     group.addoption("--crucible-gate", dest="crucible_gate", metavar="METRIC[,METRIC...]", default=None,
-                    help="Metrics whose significant regression fails the session (default: every metric measured).")
+                    help="Metrics whose significant regression fails the session (default: every metric measured). "
+                         "Needs --crucible-baseline: without one the session says the gate was not evaluated "
+                         "(refused, exit 3, under ini crucible_strict_config).")
     group.addoption("--crucible-margin", dest="crucible_margin", metavar="METRIC=DROP", action="append", default=[],
                     help="Non-inferiority margin, e.g. ndcgAt10=0.02: the metric passes only when its interval rules out "
                          "a drop larger than DROP; otherwise it is inferior or inconclusive, and the gate fails "
@@ -136,7 +138,8 @@ def add_options(parser: pytest.Parser) -> None:
                        "pass (default 1.0: every repeat).")
     parser.addini("crucible_strict_config", type="bool", default=False,
                   help="true: a changed config key the pipeline never read fails the session (exit 4, usage error) "
-                       "instead of a CrucibleWarning.")
+                       "instead of a CrucibleWarning, and --crucible-gate or --crucible-margin without a baseline "
+                       "refuses the gate (exit 3).")
 
 
 def _usd(text: str) -> float:

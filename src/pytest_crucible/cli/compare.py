@@ -8,14 +8,15 @@ import json
 import sys
 
 from ..defaults import DEFAULT_SEED, KINDS, MIN_PAIRS, MULTIPLE, MULTIPLE_CHOICES
-from .common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, add_workspace_flag, open_store, read_run_ref, resolve_run, with_db
+from .common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, add_workspace_flag, open_store, read_run_ref, resolve_run, with_db, workspace_of
 
 
 EXAMPLES: dict[str, str] = {
     "compare": "crucible compare baselines/main.json latest\n"
                "crucible compare 01J9Z3 latest --metrics ndcgAt10,mrr --json\n"
                "crucible compare 01J9Z3 latest --facet questionType=multi_hop\n"
-               "crucible compare 01J9Z3 latest --ppi              # judged deltas corrected with human labels",
+               "crucible compare 01J9Z3 latest --ppi              # judged deltas corrected with human labels\n"
+               "crucible compare baselines/main.json latest --item hd-002   # one item: answers, rankings, metrics",
     "report": "crucible report latest -o report.html\n"
               "crucible report latest --against baselines/main.json -o report.html",
 }
@@ -79,11 +80,35 @@ def add_gate_flags(cmd: argparse.ArgumentParser) -> None:
                           "(the first required citation's document) or none (as --crucible-cluster)")
 
 
+def _compare_item(args: argparse.Namespace) -> int:
+    """`compare A B --item ID`: one item in both runs, side by side (no verdict: exit 0)."""
+    from ..report import item_view
+
+    other = [flag for flag, given in (("--metrics", args.metrics), ("--facet", args.facet), ("--kind", args.kind),
+                                      ("--ppi", args.ppi)) if given]
+    if other:
+        print(f"crucible: --item shows one item; {' and '.join(other)} select{'s' if len(other) == 1 else ''} "
+              "what the comparison of the runs covers\nHINT: leave out --item to compare the runs, or the other flags",
+              file=sys.stderr)
+        return EXIT_USAGE
+    store = open_store(args)
+    a, b = (item_view.read_items(ref, store, workspace=workspace_of(args, store)) for ref in (args.a, args.b))
+    try:
+        change = item_view.item_change(a, b, args.item)
+    except item_view.UnknownItem as exc:
+        print(f"crucible: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(json.dumps(change, indent=2) if args.json else "\n".join(item_view.change_lines(change)))
+    return EXIT_OK
+
+
 def _cmd_compare(args: argparse.Namespace) -> int:
     from ..metrics.facets import items_in_facet, parse_facet
     from ..verdict.gate import decide_stored
     from ..report.views import gate_lines
 
+    if args.item is not None:
+        return _compare_item(args)
     try:
         _gate_settings(args, args.a)  # bad flags are a usage error before any file is read
     except ValueError as exc:
@@ -205,6 +230,10 @@ def add_compare(sub) -> None:
                               "(--json: under \"ppi\"); never changes the gate's verdict or the exit code")
     compare.add_argument("--kind", default=None, choices=KINDS,
                          help="compare only the items of one kind (the same as --facet kind=KIND)")
+    compare.add_argument("--item", default=None, metavar="ID",
+                         help="instead of the comparison, one item in both runs side by side: the answers, the "
+                              "rankings (chunks that entered or left the top K, with their grades), each metric in a "
+                              "and b and the difference, the outcomes (--json: the item's document); exit 0")
     compare.set_defaults(func=_cmd_compare)
     add_workspace_flag(compare)
 

@@ -14,7 +14,10 @@ EXAMPLES: dict[str, str] = {
             "crucible runs --json --db example_project/.crucible/crucible.db\n"
             "crucible runs --all-workspaces --label model:claude-haiku-5-5",
     "show": "crucible show latest\n"
-            "crucible show 01J9Z3 --json      # a unique prefix of the run id",
+            "crucible show 01J9Z3 --json          # a unique prefix of the run id\n"
+            "crucible show latest --item hd-002   # one item: answer, ranking with grades, metrics, evidence\n"
+            "crucible show latest --failed        # the failed items, one line each\n"
+            "crucible show latest --class hallucination --json",
     "metrics": "crucible metrics latest\n"
                "crucible metrics latest --json   # runId, configHash, n, one block per family, byFacet",
 }
@@ -75,6 +78,36 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_show(args: argparse.Namespace) -> int:
+    if args.item is None and not args.failed and args.error_class is None:
+        return _cmd_metrics(args)
+    from ..report import item_view
+
+    if args.item is not None and (args.failed or args.error_class is not None):
+        print("crucible: --item shows one item; --failed and --class list several\n"
+              "HINT: give --item ID alone, or --failed and/or --class CLASS", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        error_class = item_view.check_error_class(args.error_class) if args.error_class is not None else None
+    except ValueError as exc:
+        print(f"crucible: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    store = open_store(args)
+    items = item_view.load_items(store, resolve_run(store, args, args.run))
+    if args.item is not None:
+        try:
+            document = item_view.item_detail(items, args.item)
+        except item_view.UnknownItem as exc:
+            print(f"crucible: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        lines = item_view.item_lines(document)
+    else:
+        document = item_view.listed_items(items, failed=args.failed, error_class=error_class)
+        lines = item_view.listing_lines(document)
+    print(json.dumps(document, indent=2) if args.json else "\n".join(lines))
+    return 0
+
+
 def add_runs(sub) -> None:
     runs = with_db(sub.add_parser("runs", help="list the runs of the current workspace (--all-workspaces: of every one)"))
     runs.add_argument("--limit", type=int, default=None, metavar="N", help="only the N newest runs")
@@ -89,10 +122,21 @@ def add_runs(sub) -> None:
 
 
 def add_show(sub) -> None:
-    show = with_db(sub.add_parser("show", help="summarise one run (the same as metrics)"))
+    show = with_db(sub.add_parser("show", help="summarise one run (the same as metrics), or show one item of it, "
+                                                "or list its failed items"))
     show.add_argument("run", help="run id, unique prefix, or latest")
-    show.add_argument("--json", action="store_true", help="print the metrics as JSON (as `crucible metrics --json`)")
-    show.set_defaults(func=_cmd_metrics)
+    show.add_argument("--json", action="store_true", help="print JSON: the metrics (as `crucible metrics --json`); "
+                                                           "with --item the item's document, with --failed/--class the list")
+    show.add_argument("--item", default=None, metavar="ID",
+                      help="one item: its question, reference, answer, retrieved chunks with their grades, metrics, "
+                           "outcome, error class and the evidence stored for it")
+    show.add_argument("--failed", action="store_true",
+                      help="list the items that failed, one line each: an error class other than correct, a failed "
+                           "or errored test, or a guardrail miss (an attack let through, a clean question blocked)")
+    show.add_argument("--class", dest="error_class", default=None, metavar="CLASS",
+                      help="list the items of one error class (retrieval_miss, stale, conflict_mishandled, "
+                           "hallucination, citation_error, incomplete, correct)")
+    show.set_defaults(func=_cmd_show)
     add_workspace_flag(show)
 
 

@@ -353,14 +353,19 @@ def test_report_in_a_real_browser(example_html, tmp_path) -> None:
             curve_box = curve.bounding_box()
             assert curve_box["width"] > 50
 
-            # An item opens to its retrieved chunks.
-            first = page.locator("details.item").first
-            chunks = first.locator("table.chunks")
+            # An item opens to its retrieved chunks: a click anywhere on its row (here on its question) opens
+            # its details, and the row below it shows them.
+            group = page.locator("#items-table > tbody").first
+            first, chunks = group.locator("details.item"), group.locator("table.chunks")
             assert not chunks.is_visible()
-            first.locator("summary").click()
+            group.locator("td.q").scroll_into_view_if_needed()
+            question = group.locator("td.q").bounding_box()
+            page.mouse.click(question["x"] + question["width"] / 2, question["y"] + question["height"] / 2)
             assert first.evaluate("details => details.open") is True
             assert chunks.is_visible()
             assert chunks.locator("tr").count() >= 2
+            first.locator("summary").click()  # and the item's id closes it
+            assert first.evaluate("details => details.open") is False and not chunks.is_visible()
             assert page.locator("details.item").count() == page.locator("details.item[data-item]").count() > 0
 
             # The comparison's intervals are drawn.
@@ -370,8 +375,8 @@ def test_report_in_a_real_browser(example_html, tmp_path) -> None:
             wilson = page.locator("#guardrails svg.wilson")
             assert wilson.count() >= 2 and wilson.first.bounding_box()["width"] > 100
             page.locator("#guardrails").screenshot(path=str(tmp_path / "guardrails.png"))
-            blocked = page.locator("details.item:has([data-blocked])").first
-            blocked.evaluate("details => { details.open = true; }")  # it may be the item opened above
+            blocked = page.locator("#items-table > tbody:has([data-blocked])").first
+            blocked.locator("details.item").evaluate("details => { details.open = true; }")
             assert blocked.locator("[data-blocked]").inner_text().startswith("blocked by ")
 
             # Screenshots: the plot is not one flat colour, the page is not blank.

@@ -170,6 +170,55 @@ def test_an_empty_folder_and_a_bad_mix_are_usage_errors(tmp_path: Path, corpus: 
 
 
 # -- the plan and the filters, as pure functions -----------------------------------------------------------
+# -- whose chunks the citations name ---------------------------------------------------------------------
+CHUNKING_NOTE = ("note: the citations follow crucible's chunking of docs/ (ids like batteries/pb500#p1: split at headings "
+                 "and blank lines, short paragraphs merged), not your pipeline's, so an id your retriever also uses may "
+                 "name other text; to cite your pipeline's own chunks, give --corpus a .jsonl of them (chunk_id, doc_id, "
+                 "text on each line)")
+
+
+def test_generating_from_a_folder_says_the_citations_follow_crucibles_chunking(corpus: Path, monkeypatch,
+                                                                                tmp_path: Path) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.chdir(tmp_path)
+    result = crucible_cli("golden", "generate", "--corpus", "docs/", "--n", "4", "--generator", "lexical", "--db", "gen.db")
+    assert result.ret == 0, result.errlines
+    assert result.outlines[:2] == [
+        "corpus docs/: 8 chunk(s) of 4 document(s); 0 existing question(s) from 0 golden file(s) to avoid", CHUNKING_NOTE]
+    # docs/golden-generation.md's first example shows these two lines as printed.
+    page = (Path(__file__).resolve().parents[1] / "docs" / "golden-generation.md").read_text(encoding="utf-8")
+    assert f"\n{result.outlines[0]}\n{CHUNKING_NOTE}\n" in page
+    # One Markdown file is split by crucible too; with the items on stdout, the note goes to stderr.
+    result = crucible_cli("golden", "generate", "--corpus", "docs/returns.md", "--n", "2", "--generator", "lexical",
+                          "--db", "gen.db", "-o", "-")
+    assert result.ret == 0, result.errlines
+    assert result.errlines[1] == CHUNKING_NOTE.replace("docs/ (ids like batteries/pb500#p1", "docs/returns.md (ids like returns#p1")
+
+
+def test_the_documented_chunk_export_is_a_corpus_whose_citations_are_the_pipelines(monkeypatch, tmp_path: Path) -> None:
+    """The three-line recipe of docs/golden-generation.md, run on a pipeline's chunks: the generator reads its file,
+    says nothing of crucible's chunking, and cites the pipeline's own ids."""
+    from collections import namedtuple
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "golden-generation.md").read_text(encoding="utf-8")
+    [recipe] = [block for block in re.findall(r"```python\n(.*?)```", page, flags=re.S) if "chunks.jsonl" in block]
+    assert len(recipe.strip().splitlines()) == 3
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.chdir(tmp_path)
+    PipelineChunk = namedtuple("PipelineChunk", "id doc_id text")
+    my_chunks = [PipelineChunk(f"returns#p{number}", "returns", text) for number, text in enumerate(
+        [" ".join(paragraph.split()) for paragraph in DOCS["returns.md"].split("\n\n")[1:]], start=1)]
+    my_chunks += [PipelineChunk("pb500-1", "batteries/pb500", "Batteries must be stored between 10 and 25 \"degrees\" Celsius.\nOr warmer.")]
+    exec(recipe, {"my_chunks": my_chunks})
+    assert load_corpus("chunks.jsonl") == [Chunk(c.id, c.doc_id, c.text) for c in my_chunks]
+    result = crucible_cli("golden", "generate", "--corpus", "chunks.jsonl", "--n", "3", "--generator", "lexical", "--db", "gen.db")
+    assert result.ret == 0, result.errlines
+    assert result.outlines[0].startswith("corpus chunks.jsonl: 3 chunk(s) of 2 document(s);")
+    assert not any(line.startswith("note: the citations") for line in result.outlines + result.errlines)
+    cited = {citation["chunkId"] for item in read_items() for citation in item["citations"]}
+    assert cited and cited <= {c.id for c in my_chunks}
+
+
 def test_plan_respects_the_mix_and_the_seed(corpus: Path) -> None:
     assert plan_counts(10, parse_mix(None)) == {"simple": 5, "multi_hop": 2, "comparison": 1, "false_premise": 1, "unanswerable": 1}
     assert sum(plan_counts(7, parse_mix(None)).values()) == 7
@@ -232,8 +281,9 @@ def test_generation_prompts_are_versioned_and_fill_every_field() -> None:
 def test_generate_writes_valid_draft_items_from_real_chunks(api, corpus: Path) -> None:
     result = generate(corpus)
     assert result.ret == 0, result.errlines
+    assert result.outlines[1].startswith(f"note: the citations follow crucible's chunking of {corpus} (ids like ")
     assert re.fullmatch(r"estimated cost \$\d+\.\d{4}: 10 generation request\(s\) and up to 10 answer check\(s\) "
-                        r"\(0 of 10 generations cached; .*\)", result.outlines[1]), result.outlines
+                        r"\(0 of 10 generations cached; .*\)", result.outlines[2]), result.outlines
     assert summary(result) == "generated 10 items: kept 10; dropped: verbatim 0, duplicate 0, answer not found again 0, invalid 0"
     assert result.outlines[-1] == "wrote 10 draft item(s) to golden_generated.jsonl; review each one: crucible golden review golden_generated.jsonl"
     items = read_items()
@@ -265,7 +315,7 @@ def test_a_rerun_with_the_same_arguments_sends_nothing(api, corpus: Path) -> Non
     first, sent = Path("golden_generated.jsonl").read_text(), api.counts["messages"]
     result = generate(corpus)
     assert result.ret == 0 and api.counts["messages"] == sent == 20
-    assert "(10 of 10 generations cached" in result.outlines[1] and "estimated cost $0.0000" in result.outlines[1]
+    assert "(10 of 10 generations cached" in result.outlines[2] and "estimated cost $0.0000" in result.outlines[2]
     # Every generation is served by the cache, and each is a duplicate of the file's own items: no check is asked.
     assert any(line.startswith("judge work: 10 requests, 10 cached, 0 judged, 0 failed") for line in result.outlines)
     assert summary(result) == "generated 10 items: kept 0; dropped: verbatim 0, duplicate 10, answer not found again 0, invalid 0"
@@ -331,7 +381,7 @@ def test_batch_mode_sends_message_batches_only(api, corpus: Path, monkeypatch) -
     api.polls_until_ended = 1
     result = generate(corpus, "--batch")
     assert result.ret == 0, result.errlines
-    assert "Message Batches" in result.outlines[1]
+    assert "Message Batches" in result.outlines[2]
     assert api.counts["batches_create"] == 2 and api.counts["messages"] == 0  # the questions, then the answer checks
     [questions, checks] = [entry["body"]["requests"] for entry in api.received if entry["route"] == "batches_create"]
     assert len(questions) == 10 and len(checks) == 10
@@ -341,7 +391,7 @@ def test_batch_mode_sends_message_batches_only(api, corpus: Path, monkeypatch) -
 def test_max_cost_refuses_before_any_request(api, corpus: Path) -> None:
     result = generate(corpus, "--max-cost", "0.0001")
     assert result.ret == 2
-    assert result.outlines[1].startswith("estimated cost $")
+    assert result.outlines[2].startswith("estimated cost $")
     assert "--max-cost 0.0001: the estimated cost $" in result.errlines[0] and "nothing was sent" in result.errlines[0]
     assert result.errlines[1].startswith("HINT: ")
     assert api.received == [] and not Path("gen.db").exists() and not Path("golden_generated.jsonl").exists()

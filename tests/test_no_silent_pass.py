@@ -80,7 +80,7 @@ def test_a_gate_with_too_few_pairs_refuses_and_names_the_items_left_out(project:
     result = project.runpytest("--crucible-baseline=latest")
     assert result.ret == 3
     result.stdout.fnmatch_lines([
-        "  4 paired items, seed 1337, p Holm-adjusted over *",
+        "  4 paired items, seed 1337, no gated metric has a p-value to adjust",
         "  9 items left out of the pairs:",
         "    q-00: errored in B: ValueError: index not built for q-00",
         "*... and 4 more (crucible compare --json lists every one)",

@@ -141,8 +141,8 @@ def _cmd_golden_generate(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..golden_set.corpus import CorpusError, load_corpus
-    from ..golden_set.generate import (GenerateError, default_against, estimate_requests, finish_drafts, generate_items,
-                                  items_jsonl, parse_mix, plan_generation, questions_of_golden_files)
+    from ..golden_set.generate import (GenerateError, chunking_note, default_against, estimate_requests, finish_drafts,
+                                       generate_items, items_jsonl, parse_mix, plan_generation, questions_of_golden_files)
     from ..golden_set.schema import GoldenFileError
 
     info = sys.stderr if args.output == "-" else sys.stdout  # with the items on stdout, the rest goes to stderr
@@ -165,6 +165,9 @@ def _cmd_golden_generate(args: argparse.Namespace) -> int:
     docs = len({chunk.doc_id for chunk in chunks})
     print(f"corpus {args.corpus}: {len(chunks)} chunk(s) of {docs} document(s); "
           f"{len(existing)} existing question(s) from {len(against)} golden file(s) to avoid", file=info)
+    note = chunking_note(args.corpus, chunks)  # citations of crucible's chunks, not of the pipeline's
+    if note:
+        print(note, file=info)
     if args.generator == "lexical":
         try:
             from ..golden_set.lexical import lexical_drafts

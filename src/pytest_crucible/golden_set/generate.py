@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 __all__ = [
     "GENERATION_TYPES", "DEFAULT_MIX", "GenerateError", "PlannedItem", "GenerateReport", "parse_mix", "plan_counts",
     "plan_generation", "estimate_requests", "generate_items", "finish_drafts", "is_verbatim", "answers_agree",
-    "DuplicateFilter", "default_against", "questions_of_golden_files", "items_jsonl",
+    "DuplicateFilter", "default_against", "questions_of_golden_files", "items_jsonl", "chunking_note",
 ]
 
 GENERATION_TYPES: tuple[str, ...] = ("simple", "multi_hop", "comparison", "false_premise", "unanswerable")
@@ -504,3 +504,17 @@ def questions_of_golden_files(paths: Iterable[str | Path]) -> list[str]:
 def items_jsonl(items: Iterable[Mapping[str, Any]]) -> str:
     """Golden file text: one item per line, keys in the order given."""
     return "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in items)
+
+
+# -- whose chunks the citations name ----------------------------------------------------------------
+def chunking_note(corpus: str | Path, chunks: Sequence[Chunk]) -> str | None:
+    """The line `golden generate` prints when it split the corpus into passages itself (a folder, or one
+    Markdown or text file): the citations then name crucible's chunks (``<doc>#p1``, ...), which a pipeline
+    with its own chunking may number alike for other text. None for a ``.jsonl`` corpus, the pipeline's own chunks."""
+    path = Path(corpus)
+    if not chunks or (path.suffix.lower() == ".jsonl" and not path.is_dir()):
+        return None
+    return (f"note: the citations follow crucible's chunking of {corpus} (ids like {chunks[0].chunk_id}: split at "
+            "headings and blank lines, short paragraphs merged), not your pipeline's, so an id your retriever also "
+            "uses may name other text; to cite your pipeline's own chunks, give --corpus a .jsonl of them "
+            "(chunk_id, doc_id, text on each line)")

@@ -196,6 +196,8 @@ def family_note(comparison: Comparison) -> str:
     if comparison.multiple != "holm":
         return ", p not adjusted across metrics (--crucible-multiple=none)"
     size = len(comparison.family)
+    if not size:
+        return ", no gated metric has a p-value to adjust"  # too few pairs, or none measured
     return f", p Holm-adjusted over {size} gated metric{'s' if size != 1 else ''}"
 
 

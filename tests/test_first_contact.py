@@ -148,3 +148,21 @@ def test_the_items_left_out_come_after_the_comparison_table(project: pytest.Pyte
     rows = [i for i, line in enumerate(lines) if line.lstrip().startswith(("recall@10", "ndcgAt10", "mrr "))]
     left_out = next(i for i, line in enumerate(lines) if "3 items left out of the pairs:" in line)
     assert header < min(rows) and max(rows) < left_out, "\n".join(lines)
+
+
+def test_a_facet_mean_says_how_many_items_it_rests_on_in_the_terminal_and_the_report(project: pytest.Pytester) -> None:
+    project.makeconftest(RANKED_CONFTEST.replace(
+        "    def pipeline(question, *, item, config, mode):\n",
+        "    def pipeline(question, *, item, config, mode):\n"
+        "        if item.id == 'q-05':\n"
+        "            raise RuntimeError('index not built')\n"))
+    result = project.runpytest("-v", "--crucible-html=report.html")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    # answerable=true holds 8 items; q-05 errored, so its means rest on 7.
+    result.stdout.re_match_lines([r"  answerable=true\s+8\s+\d\.\d{4} \(7\)\s+.*"])
+    result.stdout.re_match_lines([r"  answerable=false\s+4\s+\d\.\d{4}\s+\d\.\d{4}.*"])  # all 4 have it: no count
+    page = (project.path / "report.html").read_text()
+    table = page[page.index('data-facet="answerable"'):]
+    table = table[:table.index("</table>")]
+    assert '<small title="the mean rests on 7 of the 8 items">(7)</small>' in table
+    assert "of the 4 items" not in table

@@ -367,10 +367,14 @@ def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any
     class_total = sum(classes.values()) or 1
     error_classes = [{"name": name, "n": n, "share": n / class_total} for name, n in classes.items()]
 
-    facet_table = by_facet(golden, item_metrics) if golden else {}
-    facet_metrics = ordered_metrics({m for values in facet_table.values() for entry in values.values() for m in entry if m != "n"})
+    facet_table = by_facet(golden, item_metrics, counts=True) if golden else {}
+    facet_metrics = ordered_metrics({m for values in facet_table.values() for entry in values.values() for m in entry["counts"]})
+    # A cell's count is shown when its mean rests on fewer items than the facet has (errored ones, or items
+    # the metric does not apply to): (mean, count or None).
     facets = [{"name": facet, "metrics": [{"name": m, "label": _metric_label(m, k)} for m in facet_metrics],
-               "rows": [{"value": value, "n": entry["n"], "cells": [entry.get(m) for m in facet_metrics]}
+               "rows": [{"value": value, "n": entry["n"],
+                         "cells": [(entry.get(m), entry["counts"][m] if entry["counts"].get(m, entry["n"]) < entry["n"] else None)
+                                   for m in facet_metrics]}
                         for value, entry in values.items()]}
               for facet, values in facet_table.items()]
 

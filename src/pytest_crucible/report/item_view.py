@@ -376,7 +376,8 @@ def item_lines(detail: dict[str, Any]) -> list[str]:
     if detail["guardrail"]:
         lines.extend(_wrapped("guardrail", _guardrail_text(detail["guardrail"])))
     lines.extend(_wrapped("failed", ", ".join(detail["failedBecause"]) if detail["failedBecause"] else "no"))
-    lines.append(f"retrieved ({len(detail['retrieved'])} chunks in rank order; relevant = grade {RELEVANCE_LEVEL} or more; "
+    count = len(detail['retrieved'])
+    lines.append(f"retrieved ({count} chunk{'s' if count != 1 else ''} in rank order; relevant = grade {RELEVANCE_LEVEL} or more; "
                  f"K = {k}):")
     lines.extend(ranking_lines(detail["retrieved"], k))
     missed = detail["relevantNotRetrieved"]

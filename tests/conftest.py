@@ -9,6 +9,7 @@ the snapshot drops the module: the next session would then see two PipelineResul
 classes. So a preloaded package's submodules that inner sessions use are preloaded too.
 """
 
+import pytest
 import anthropic  # noqa: F401
 import openai  # noqa: F401
 import numpy  # noqa: F401
@@ -27,3 +28,23 @@ import pytest_crucible.report.html  # noqa: F401
 import pytest_crucible.store  # noqa: F401
 from mock_anthropic import mock_anthropic  # noqa: E402,F401  (fixture: a local Messages API server)
 from mock_openai import mock_openai  # noqa: E402,F401  (fixture: a local OpenAI-compatible API server)
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A throwaway PostgreSQL cluster for this test session (tests/postgres_server.py); skipped without one."""
+    from postgres_server import start_or_skip
+
+    server = start_or_skip()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database(request, tmp_path):
+    """A new, empty database on each backend: a SQLite file path, or a PostgreSQL URL of a database of its own."""
+    if request.param == "sqlite":
+        return tmp_path / "crucible.db"
+    return request.getfixturevalue("postgres_server").create_database()

@@ -16,6 +16,7 @@ from .defaults import DEFAULT_DB, DEFAULT_K, DEFAULT_SEED, JUDGE_CHOICES, KINDS,
 
 if TYPE_CHECKING:
     from .settings import Settings
+    from .store.postgres import DatabaseURL
 
 DEFAULT_GOLDEN_PATTERNS = ["golden_*.jsonl", "*.golden.jsonl"]
 
@@ -24,16 +25,20 @@ def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("crucible", "crucible: RAG golden sets as test suites")
     group.addoption("--crucible-config", dest="crucible_config", metavar="PATH", default=None,
                     help="JSON pipeline config the runner applies ({} = defaults); its hash identifies the run.")
-    group.addoption("--crucible-db", dest="crucible_db", metavar="PATH", default=None,
-                    help=f"SQLite results file (default: ini crucible_db, else {DEFAULT_DB} under the rootdir).")
+    group.addoption("--crucible-db", dest="crucible_db", metavar="PATH|URL", default=None,
+                    help="The results database: a SQLite file, or a PostgreSQL URL (postgresql://USER[:PASSWORD]@HOST[:PORT]/DB; "
+                         f"needs the postgres extra). Default: CRUCIBLE_DB, else ini crucible_db, else {DEFAULT_DB} under the rootdir.")
     group.addoption("--crucible-mode", dest="crucible_mode", choices=["system", "component"], default=None,
                     help="system: full answers (default); component: retrieval only, no generation.")
     group.addoption("--crucible-outcome", dest="crucible_outcome", choices=["strict", "record"], default=None,
                     help="strict: an item fails on a missed required citation (default); record: only on pipeline errors.")
     group.addoption("--crucible-include-drafts", dest="crucible_include_drafts", action="store_true", default=False,
                     help="Run golden items whose status is draft (skipped by default).")
-    group.addoption("--crucible-baseline", dest="crucible_baseline", metavar="RUN|latest|PATH.json", default=None,
-                    help="Compare this run with a baseline at session end and fail on a significant regression.")
+    group.addoption("--crucible-baseline", dest="crucible_baseline", metavar="RUN|latest[:KEY=VALUE,...]|PATH.json", default=None,
+                    help="Compare this run with a baseline at session end and fail on a significant regression: a run id, "
+                         "latest (the newest complete run of the workspace), latest:KEY=VALUE[,KEY=VALUE...] (the newest "
+                         "complete run with those labels, e.g. latest:branch=main; workspace=NAME reads that workspace), "
+                         "or an exported run.")
     group.addoption("--crucible-gate", dest="crucible_gate", metavar="METRIC[,METRIC...]", default=None,
                     help="Metrics whose significant regression fails the session (default: every metric measured). "
                          "Needs --crucible-baseline: without one the session says the gate was not evaluated "
@@ -84,8 +89,9 @@ def add_options(parser: pytest.Parser) -> None:
                     help="Run only golden items of these kinds: retrieval, aggregation, adversarial (repeatable; "
                          "default every kind). The others are deselected and never reach the pipeline.")
     group.addoption("--crucible-label", dest="crucible_label", metavar="KEY=VALUE", action="append", default=[],
-                    help="Tag the run, e.g. model=claude-haiku, collection=helpdesk, mode=hybrid (repeatable; "
-                         "overrides the config's \"labels\"; never part of the configHash).")
+                    help="Tag the run, e.g. model=claude-haiku, collection=helpdesk, mode=hybrid, or in CI "
+                         "branch=$GITHUB_REF_NAME (repeatable; overrides the config's \"labels\"; never part of the "
+                         "configHash). --crucible-baseline=latest:branch=main compares with the newest run so labelled.")
     group.addoption("--crucible-cluster", dest="crucible_cluster", choices=["field", "doc", "none"], default="field",
                     help="How the gate clusters items that move together: field (the golden item's cluster, default), doc "
                          "(the first required citation's document) or none; clustered items are resampled by cluster.")
@@ -117,7 +123,8 @@ def add_options(parser: pytest.Parser) -> None:
                        "model): replaces the price table in cost estimates, --crucible-max-cost and the run's cost.")
     parser.addini("crucible_golden_files", type="args", default=DEFAULT_GOLDEN_PATTERNS,
                   help="Glob patterns of golden files collected as tests.")
-    parser.addini("crucible_db", default="", help=f"SQLite results file, relative to the rootdir (default {DEFAULT_DB}).")
+    parser.addini("crucible_db", default="", help=f"The results database: a SQLite file relative to the rootdir (default {DEFAULT_DB}), "
+                                                  "or a PostgreSQL URL (better passed as CRUCIBLE_DB: it keeps a password out of files).")
     parser.addini("crucible_config", default="", help="Default pipeline config file, relative to the rootdir.")
     parser.addini("crucible_mode", default="system", help="system or component.")
     parser.addini("crucible_min_pairs", default=str(MIN_PAIRS),
@@ -186,26 +193,26 @@ def build_settings(config: pytest.Config) -> "Settings":
         params, resolved = load_config_file(config_path) if config_path else ({}, resolve_config({}))
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
-    db_option = config.getoption("crucible_db")
-    db_path = Path(db_option) if db_option else rootdir / (config.getini("crucible_db") or DEFAULT_DB)
-    _check_database(config, db_path.absolute(), named=bool(db_option or config.getini("crucible_db")))
+    db_path = _database(config, rootdir)
+    _check_database(config, db_path, named=bool(config.getoption("crucible_db") or os.environ.get("CRUCIBLE_DB", "").strip()
+                                                 or config.getini("crucible_db")))
     rubrics = _rubrics(config, params, config_path)
     custom_metrics = find_custom_metrics(config, rubrics)
     custom_names = tuple(m.name for m in custom_metrics) + tuple(r.name for r in rubrics)
     registered_judges = find_registered_judges(config)
     k = _positive_int(config, "crucible_k", DEFAULT_K)
-    gate, baseline_keys = _gate_settings(config, db_path.absolute(), k, custom_names)
+    gate, baseline_keys = _gate_settings(config, db_path, k, custom_names)
     settings = Settings(
         params=params,
         resolved=resolved,
         config_hash=config_hash(resolved),
         config_path=config_path,
-        db_path=db_path.absolute(),
+        db_path=db_path,
         mode=_choice(config, "crucible_mode", "crucible_mode", ("system", "component")),
         outcome_mode=_choice(config, "crucible_outcome", "crucible_outcome", ("strict", "record")),
         include_drafts=bool(config.getoption("crucible_include_drafts")),
         rootdir=rootdir,
-        pytest_args=tuple(str(arg) for arg in config.invocation_params.args),
+        pytest_args=tuple(_redacted(str(arg)) for arg in config.invocation_params.args),  # stored with the run: no password
         judge=_judge_name(config, registered_judges),
         judge_price=_judge_price(config),
         registered_judges=registered_judges,
@@ -214,7 +221,7 @@ def build_settings(config: pytest.Config) -> "Settings":
         judge_cache=config.getoption("crucible_judge_cache"),
         max_cost=config.getoption("crucible_max_cost"),
         label_pool=bool(config.getoption("crucible_label_pool")),
-        run_id=_run_id_option(config, db_path.absolute()),
+        run_id=_run_id_option(config, db_path),
         concurrency=_positive_int(config, "crucible_concurrency", 16),
         workspace=_workspace(config),
         labels=_labels(config, params, resolved),
@@ -362,12 +369,33 @@ def _repeats(config: pytest.Config) -> dict[str, Any]:
     return {"repeat": repeat, "repeat_pass": repeat_pass, "judge_repeat": judge_repeat}
 
 
-def _check_database(config: pytest.Config, db_path: Path, *, named: bool) -> None:
+def _redacted(arg: str) -> str:
+    """A command-line argument as a run stores it: a database URL without its password."""
+    if "://" not in arg:
+        return arg
+    from .store.postgres import redact_urls
+
+    return redact_urls(arg)
+
+
+def _database(config: pytest.Config, rootdir: Path) -> "Path | DatabaseURL":
+    """Where the session writes: --crucible-db, else CRUCIBLE_DB (a CI secret: a PostgreSQL URL with its
+    password), else ini crucible_db (relative to the rootdir), else the default file under the rootdir."""
+    from .store import locate
+    from .store.postgres import DB_ENV_VAR, is_database_url
+
+    named = config.getoption("crucible_db") or os.environ.get(DB_ENV_VAR, "").strip()
+    ini = config.getini("crucible_db")
+    db = locate(named) if named else locate(ini) if is_database_url(ini) else rootdir / (ini or DEFAULT_DB)
+    return db.absolute() if isinstance(db, Path) else db
+
+
+def _check_database(config: pytest.Config, db_path: "Path | DatabaseURL", *, named: bool) -> None:
     """A database that cannot be written, or that SQLite cannot read, is one usage error before any test runs,
     not a run that records nothing (or part of it) and a build that looks green. Only the process that writes
     checks (the controller under xdist). The default path whose folder does not exist yet is left alone: the
     project may not use crucible at all, and a session that does not must import and create nothing."""
-    if hasattr(config, "workerinput") or not (named or db_path.parent.exists()):
+    if hasattr(config, "workerinput") or not (named or not isinstance(db_path, Path) or db_path.parent.exists()):
         return
     from .store import StoreError, check_before_writing
 
@@ -478,11 +506,11 @@ def _gate_settings(config: pytest.Config, db_path: Path, k: int, custom: tuple[s
             + [f"--crucible-margin={margin}" for margin in config.getoption("crucible_margin") or ()]) or None,
     )
     if baseline and not hasattr(config, "workerinput"):
-        from .verdict.runs import is_export_path, read_run
+        from .verdict.runs import parse_run_ref, read_run
         from .store import Store, StoreError
 
         try:
-            store = None if is_export_path(baseline) else Store.open(db_path, create=False)
+            store = None if parse_run_ref(baseline).export else Store.open(db_path, create=False)
             try:
                 run = read_run(baseline, store, workspace=_workspace(config))  # "latest": of this workspace
             finally:

@@ -272,6 +272,9 @@ def render() -> str:
         "| `CRUCIBLE_WORKSPACE` | the workspace the `crucible` command reads when `--workspace` is not given (default: the "
         "project's `crucible_workspace` ini value, else its directory's name); the plugin itself uses "
         "`--crucible-workspace` and the ini key |",
+        "| `CRUCIBLE_DB` | the results database when no option names one (the plugin's `--crucible-db`, the `crucible` "
+        "command's `--db`): a SQLite file, or a PostgreSQL URL `postgresql://USER:PASSWORD@HOST:PORT/DB` (the `postgres` "
+        "extra). Meant for CI secrets: a password never reaches a run, a log, junit or the HTML report (`***`) |",
         "| `CRUCIBLE_FILE_MODE` | the mode of every file crucible creates, whatever the umask: the database (SQLite "
         "gives its `-wal` and `-shm` the same), the HTML report, junit XML, the CLI's exports. Default `0600` (owner "
         "only: they hold the questions and answers); `0640` lets the group read them. A folder crucible creates for "

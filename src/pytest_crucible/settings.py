@@ -27,7 +27,7 @@ class Settings:
     resolved: dict[str, Any]
     config_hash: str
     config_path: str | None
-    db_path: Path
+    db_path: Path  # or a store.postgres.DatabaseURL (--crucible-db=postgresql://...)
     mode: str = SYSTEM
     outcome_mode: str = STRICT
     include_drafts: bool = False

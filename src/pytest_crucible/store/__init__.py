@@ -14,12 +14,15 @@ import sqlite3
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from ..defaults import DEFAULT_K
 from .files import create_empty
 from .schema import LATE_COLUMNS, MIGRATIONS, SCHEMA_VERSION
 from .ulid import new_ulid
+
+if TYPE_CHECKING:
+    from .postgres import DatabaseURL
 
 __all__ = ["Store", "StoreError", "RunNotFound", "new_ulid", "SCHEMA_VERSION"]
 
@@ -82,8 +85,9 @@ class Database:
     needs, in a few lines of its own: a wrapper library cost 0.4-0.8 s of imports (numpy among them) at
     the start of every session."""
 
-    def __init__(self, conn: sqlite3.Connection):
-        self.conn = conn
+    def __init__(self, conn: Any):
+        self.conn = conn  # sqlite3.Connection, or postgres.PgConnection (the same shape)
+        self.dialect = getattr(conn, "dialect", "sqlite")
 
     def query(self, sql: str, params: Iterable[Any] = ()) -> Iterator[dict[str, Any]]:
         cursor = self.conn.execute(sql, list(params))
@@ -92,10 +96,24 @@ class Database:
             yield dict(zip(columns, row))
 
 
+def locate(database: "str | Path | DatabaseURL") -> "Path | DatabaseURL":
+    """Where a database lives: a SQLite file (a path), or a PostgreSQL database (``postgresql://...``)."""
+    from .postgres import DatabaseURL, is_database_url
+
+    if isinstance(database, DatabaseURL):
+        return database
+    return DatabaseURL(database) if is_database_url(database) else Path(database)
+
+
+def is_file(database: Any) -> bool:
+    """Whether ``database`` names a SQLite file (else a PostgreSQL database)."""
+    return isinstance(locate(database), Path)
+
+
 class Store:
-    def __init__(self, db: Database, path: Path):
+    def __init__(self, db: Database, path: "Path | DatabaseURL"):
         self.db = db
-        self.path = path
+        self.path = path  # str() of a PostgreSQL URL never shows its password
 
     # -- opening ---------------------------------------------------------------
     @classmethod
@@ -103,7 +121,9 @@ class Store:
         """Open (and migrate) the database; ``create``: a missing file is a new database. ``verify``: read
         every page first (``PRAGMA quick_check``, about 0.15 s per 100 MB), so damage that opening alone
         does not reach is refused up front rather than found by a write half way through a run."""
-        path = Path(path)
+        path = locate(path)
+        if not isinstance(path, Path):
+            return cls._open_postgres(path)
         if not path.exists():
             if not create:
                 raise StoreError(f"{path}: no crucible database here\nHINT: run the golden set once first, or point at the database (pytest: --crucible-db, crucible: --db)")
@@ -126,6 +146,37 @@ class Store:
                 raise StoreError(f"{path}: cannot open the crucible database: {exc}\nHINT: is it a crucible SQLite file? To start a new one, {_DAMAGED_HINT}") from None
         store.mark_dead_runs_interrupted()
         return store
+
+    @classmethod
+    def _open_postgres(cls, url: "DatabaseURL", *, read_only: bool = False) -> "Store":
+        """Open a PostgreSQL database, creating the schema in an empty one (one session at a time: an
+        advisory lock serialises processes that meet an empty database at once)."""
+        from .postgres import connect, schema_statements
+
+        conn = connect(url, read_only=read_only)
+        try:
+            store = cls(Database(conn), url)
+            with conn:
+                if not read_only:
+                    conn.execute("SELECT pg_advisory_xact_lock(7310437)")  # any constant: crucible's schema lock
+                exists = conn.execute("SELECT to_regclass('crucible_schema') IS NOT NULL").fetchone()[0]
+                if not exists and read_only:
+                    raise StoreError(f"{url}: no crucible database here\nHINT: run the golden set once first, or point at the database")
+                if not exists:
+                    conn.execute_script([*schema_statements(), "CREATE TABLE crucible_schema (version INTEGER NOT NULL)",
+                                         f"INSERT INTO crucible_schema VALUES ({SCHEMA_VERSION})"])
+                version = conn.execute("SELECT version FROM crucible_schema").fetchone()[0]
+            if version != SCHEMA_VERSION:
+                newer = version > SCHEMA_VERSION
+                raise StoreError(f"{url}: schema {version}, this pytest-crucible knows {SCHEMA_VERSION}\nHINT: "
+                                 + ("upgrade pytest-crucible; databases are never migrated backwards" if newer else
+                                    "this version has no PostgreSQL migration from it (schema.POSTGRES_MIGRATIONS)"))
+            if not read_only:
+                store.mark_dead_runs_interrupted()
+            return store
+        except BaseException:
+            conn.close()
+            raise
 
     @classmethod
     def _connect(cls, path: Path, verify: bool) -> "Store":
@@ -155,6 +206,8 @@ class Store:
         reason when another connection's read keeps some in ``-wal`` for now (the last connection to close
         moves them). StoreError when the file cannot take them (it turned unwritable, the disk failed):
         then the runs live only in ``-wal``, which must travel with the file."""
+        if not isinstance(self.path, Path):
+            return None  # PostgreSQL: a commit is in the database
         wal = self.path.with_name(self.path.name + "-wal")
         try:
             busy, pages, copied = self.db.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
@@ -227,7 +280,9 @@ class Store:
     def open_read_only(cls, path: str | Path) -> "Store":
         """Open an existing database for reading only (SQLite ``mode=ro``): nothing is migrated,
         no run is marked interrupted, and any write fails. The schema must be this version's."""
-        path = Path(path)
+        path = locate(path)
+        if not isinstance(path, Path):
+            return cls._open_postgres(path, read_only=True)
         if not path.is_file():
             raise StoreError(f"{path}: no crucible database here\nHINT: run the golden set once first, or point at the database")
         # check_same_thread off: a web request may hand the connection between worker threads, never share it.
@@ -924,7 +979,18 @@ def read_only_rows(db_path: str | Path, sql: str, params: Iterable[Any] = ()) ->
 
     A missing file, or an older file without the table, reads as no rows.
     """
-    db_path = Path(db_path)
+    db_path = locate(db_path)
+    if not isinstance(db_path, Path):
+        try:
+            store = Store.open_read_only(db_path)
+        except StoreError:
+            return []
+        try:
+            return list(store.db.query(sql, params))
+        except sqlite3.Error:
+            return []
+        finally:
+            store.close()
     if not db_path.exists():
         return []
     try:
@@ -947,6 +1013,8 @@ def check_writable(path: str | Path) -> None:
     writing without changing it, and an anonymous temporary file in the folder."""
     import tempfile
 
+    if not is_file(path):
+        return  # PostgreSQL: opening it (check_before_writing) is the check
     path = Path(path).absolute()
 
     def refuse(cause: str) -> StoreError:
@@ -978,14 +1046,14 @@ def check_before_writing(path: str | Path) -> None:
     every page of it when it exists (``Store.open(verify=True)``; an empty file is a new database).
     Raises StoreError with the message the CLI gives for the same file."""
     check_writable(path)
-    if Path(path).exists():
+    if not is_file(path) or Path(path).exists():
         Store.open(path, verify=True).close()
 
 
 def run_id_taken(db_path: str | Path, run_id: str) -> str | None:
     """Why the database (if it exists yet) cannot take a run with this fixed id, or None; never writes."""
     rows = read_only_rows(db_path, "SELECT status, host, pid, started_at FROM runs WHERE id = ?", [run_id])
-    return _run_id_taken_message(Path(db_path), run_id, rows[0]) if rows else None
+    return _run_id_taken_message(locate(db_path), run_id, rows[0]) if rows else None
 
 
 def _run_id_taken_message(path: Path, run_id: str, row: Any) -> str:

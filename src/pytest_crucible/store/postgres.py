@@ -1,0 +1,342 @@
+"""PostgreSQL behind the same Store: one team's results in one database.
+
+The store's SQL is written once, in SQLite's dialect. This module is the one place that says how it reads
+in PostgreSQL:
+
+- :func:`translate` rewrites a statement: ``?`` placeholders, ``INSERT OR IGNORE`` / ``INSERT OR REPLACE``
+  (``ON CONFLICT``), the JSON functions, ``LIKE`` (case-insensitive in SQLite), ``ifnull``;
+- :class:`PgConnection` gives a psycopg connection the shape of the ``sqlite3`` connection the store uses
+  (``execute``, ``executemany``, one transaction per ``with``), and raises the ``sqlite3`` exception classes
+  the store already handles (a unique violation is an ``IntegrityError`` on either backend);
+- :func:`schema_statements` builds the same schema: ``schema.MIGRATIONS`` run in an in-memory SQLite
+  database, read back and translated, with the ledgers' triggers written in PL/pgSQL. A PostgreSQL database
+  starts at the current schema version; a later migration adds its PostgreSQL form to
+  ``schema.POSTGRES_MIGRATIONS``.
+
+``runs`` and ``results`` get a hidden ``rowid`` column (an identity): the store orders by insertion, as
+SQLite's rowid does. Reads never show it.
+
+psycopg (3) is an optional dependency: ``pip install 'pytest-crucible[postgres]'``.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sqlite3
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+from urllib.parse import urlsplit, urlunsplit
+
+URL_SCHEMES = ("postgresql://", "postgres://")
+#: Names the database when no option does (the plugin's --crucible-db, the CLI's --db): a CI secret.
+DB_ENV_VAR = "CRUCIBLE_DB"
+#: Tables the store reads in insertion order (``ORDER BY rowid``): they get an identity column of that name.
+ROWID_TABLES = ("runs", "results")
+#: The primary key of each table an ``INSERT OR REPLACE`` writes (its conflict target in PostgreSQL).
+PRIMARY_KEYS = {
+    "runs": ("id",), "results": ("run_id", "item_id"), "item_metrics": ("run_id", "item_id", "metric"),
+    "golden_items": ("run_id", "item_id"), "golden_concepts": ("run_id", "item_id", "concept_id"),
+    "item_repeats": ("run_id", "item_id", "repeat"), "judge_cache": ("key",), "api_keys": ("id",),
+    "judge_calibrations": ("id",), "golden_drafts": ("id",),
+}
+INSTALL_HINT = "pip install 'pytest-crucible[postgres]' (psycopg 3)"
+
+
+def is_database_url(text: Any) -> bool:
+    return isinstance(text, str) and text.startswith(URL_SCHEMES)
+
+
+@dataclass(frozen=True)
+class DatabaseURL:
+    """A PostgreSQL database named by URL. ``str()`` never shows the password: it is what every message,
+    log line and stored field holds."""
+
+    url: str
+
+    def __str__(self) -> str:
+        return redact_url(self.url)
+
+
+def redact_url(url: str) -> str:
+    """``postgresql://user:secret@host/db`` -> ``postgresql://user:***@host/db`` (no password: unchanged)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return re.sub(r"//([^/@:]*):[^/@]*@", r"//\1:***@", url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username or ''}:***@{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def redact_urls(text: str) -> str:
+    """Every database URL in ``text`` without its password (a command line, an error message)."""
+    return re.sub(r"postgres(?:ql)?://[^\s'\"]+", lambda match: redact_url(match.group()), text)
+
+
+# -- statements ------------------------------------------------------------------------------------------
+_JSON_PATH = re.compile(r"json_extract\(([\w.]+), '\$\.(\w+)'\)")
+_JSON_DYNAMIC = re.compile(r"json_extract\((\w+), '\$\.' \|\| json_quote\(\?\)\)")
+_JSON_EACH_PATH = re.compile(r"json_each\(([\w.]+), '\$\.(\w+)'\) AS (\w+)")
+_JSON_EACH = re.compile(r"json_each\(([\w.]+)\) AS (\w+)")
+_JSON_EACH_PARAM = re.compile(r"FROM json_each\(\?\)")
+_REPLACE = re.compile(r"^\s*INSERT OR REPLACE INTO (\w+) \(([^)]*)\)", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=512)
+def translate(sql: str) -> str:
+    """One SQLite statement of the store as PostgreSQL reads it (psycopg's ``%s`` placeholders)."""
+    suffix = ""
+    replace = _REPLACE.match(sql)
+    if replace:
+        table, columns = replace.group(1), [c.strip() for c in replace.group(2).split(",")]
+        keys = PRIMARY_KEYS[table]
+        updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns if c not in keys)
+        suffix = f" ON CONFLICT ({', '.join(keys)}) " + (f"DO UPDATE SET {updates}" if updates else "DO NOTHING")
+        sql = re.sub(r"INSERT OR REPLACE INTO", "INSERT INTO", sql, count=1, flags=re.IGNORECASE)
+    elif re.match(r"^\s*INSERT OR IGNORE INTO", sql, re.IGNORECASE):
+        suffix = " ON CONFLICT DO NOTHING"
+        sql = re.sub(r"INSERT OR IGNORE INTO", "INSERT INTO", sql, count=1, flags=re.IGNORECASE)
+    sql = _JSON_DYNAMIC.sub(r"((\1)::jsonb ->> ?)", sql)
+    sql = _JSON_EACH_PATH.sub(r"jsonb_array_elements((\1)::jsonb -> '\2') AS \3(value)", sql)
+    sql = _JSON_EACH.sub(r"jsonb_array_elements((\1)::jsonb) AS \2(value)", sql)
+    sql = _JSON_EACH_PARAM.sub("FROM jsonb_array_elements_text(?::jsonb) AS listed(value)", sql)
+    sql = _JSON_PATH.sub(r"((\1)::jsonb ->> '\2')", sql)
+    sql = re.sub(r"\bifnull\(", "coalesce(", sql, flags=re.IGNORECASE)
+    sql = re.sub(r" LIKE ", " ILIKE ", sql)
+    return _placeholders(sql.rstrip().rstrip(";") + suffix)
+
+
+def _placeholders(sql: str) -> str:
+    """``?`` outside string literals -> ``%s``; every ``%`` doubled (psycopg reads ``%`` everywhere)."""
+    out, quoted = [], False
+    for char in sql:
+        if char == "'":
+            quoted = not quoted
+        if char == "%":
+            out.append("%%")
+        elif char == "?" and not quoted:
+            out.append("%s")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def _value(value: Any) -> Any:
+    return int(value) if isinstance(value, bool) else value  # booleans are INTEGER columns, as in SQLite
+
+
+def _params(params: Iterable[Any]) -> list[Any]:
+    return [_value(value) for value in params]
+
+
+# -- the connection --------------------------------------------------------------------------------------
+def _mapped(exc: Exception) -> sqlite3.Error:
+    """The sqlite3 exception the store already handles for a psycopg error (its message kept, URLs redacted)."""
+    import psycopg
+
+    message = redact_urls(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+    if isinstance(exc, psycopg.IntegrityError):
+        return sqlite3.IntegrityError(message)
+    if isinstance(exc, (psycopg.OperationalError, psycopg.errors.QueryCanceled)):
+        return sqlite3.OperationalError(message)
+    return sqlite3.DatabaseError(message)
+
+
+class PgCursor:
+    """The rows of one statement, read as the store reads a sqlite3 cursor."""
+
+    def __init__(self, cursor: Any):
+        self._cursor = cursor
+        self.rowcount = cursor.rowcount
+        self._hidden = [i for i, column in enumerate(cursor.description or ()) if column.name == "rowid"]
+        self.description = ([(column.name,) for i, column in enumerate(cursor.description) if i not in self._hidden]
+                            if cursor.description else None)
+
+    def _row(self, row: Sequence[Any] | None) -> tuple | None:
+        if row is None or not self._hidden:
+            return None if row is None else tuple(row)
+        return tuple(value for i, value in enumerate(row) if i not in self._hidden)
+
+    def fetchone(self) -> tuple | None:
+        return self._row(self._cursor.fetchone()) if self.description else None
+
+    def fetchall(self) -> list[tuple]:
+        return [self._row(row) for row in self._cursor.fetchall()] if self.description else []
+
+    def __iter__(self):
+        return iter(self.fetchall())
+
+
+class PgConnection:
+    """A psycopg connection with the sqlite3 connection's shape: statements outside a ``with`` commit on
+    their own; ``with conn:`` is one transaction (nested: a savepoint)."""
+
+    dialect = "postgres"
+
+    def __init__(self, raw: Any, url: DatabaseURL):
+        self.raw, self.url = raw, url
+        self._transactions: list[Any] = []
+
+    def execute(self, sql: str, params: Iterable[Any] = ()) -> PgCursor:
+        import psycopg
+
+        cursor = self.raw.cursor()
+        try:
+            cursor.execute(translate(sql), _params(params))
+        except psycopg.Error as exc:
+            raise _mapped(exc) from None
+        return PgCursor(cursor)
+
+    def executemany(self, sql: str, rows: Iterable[Iterable[Any]]) -> PgCursor:
+        import psycopg
+
+        cursor = self.raw.cursor()
+        try:
+            cursor.executemany(translate(sql), [_params(row) for row in rows])
+        except psycopg.Error as exc:
+            raise _mapped(exc) from None
+        return PgCursor(cursor)
+
+    def execute_script(self, statements: Iterable[str]) -> None:
+        """Statements as written (the schema's DDL: no placeholders, no translation)."""
+        import psycopg
+
+        for statement in statements:
+            try:
+                self.raw.execute(statement)
+            except psycopg.Error as exc:
+                raise _mapped(exc) from None
+
+    @property
+    def in_transaction(self) -> bool:
+        return bool(self._transactions)
+
+    def __enter__(self) -> "PgConnection":
+        transaction = self.raw.transaction()
+        transaction.__enter__()
+        self._transactions.append(transaction)
+        return self
+
+    def __exit__(self, kind, exc, traceback) -> bool:
+        import psycopg
+
+        transaction = self._transactions.pop()
+        try:
+            transaction.__exit__(kind, exc, traceback)
+        except psycopg.Error as error:  # the commit itself failed (the server went away)
+            raise _mapped(error) from None
+        return False
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+def connect(url: DatabaseURL, *, read_only: bool = False) -> PgConnection:
+    """A connection to the database at ``url``; StoreError (no traceback, no password) when it cannot be had."""
+    from . import StoreError
+
+    try:
+        import psycopg
+    except ImportError:
+        raise StoreError(f"{url}: a PostgreSQL database needs the psycopg driver, which is not installed\n"
+                         f"HINT: {INSTALL_HINT}") from None
+    try:
+        raw = psycopg.connect(url.url, autocommit=True, cursor_factory=psycopg.ClientCursor, connect_timeout=10,
+                              application_name="pytest-crucible")
+    except psycopg.Error as exc:
+        reason = redact_urls(" ".join(str(exc).split()))
+        raise StoreError(f"{url}: cannot connect to the crucible database: {reason}\n"
+                         "HINT: check the URL (postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE), that the server "
+                         "runs and takes connections from here, and the credentials") from None
+    if read_only:
+        raw.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+    return PgConnection(raw, url)
+
+
+# -- the schema ------------------------------------------------------------------------------------------
+_REFUSE = """
+CREATE OR REPLACE FUNCTION crucible_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION '%', TG_ARGV[0] USING ERRCODE = 'raise_exception';
+END $$
+"""
+_KEEP_FIRST_FEEDBACK = """
+CREATE OR REPLACE FUNCTION crucible_feedback_keep_first() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM eval_feedback WHERE id = NEW.id) THEN RETURN NULL; END IF;
+    RETURN NEW;
+END $$
+"""
+_KEEP_FIRST_QRELS = """
+CREATE OR REPLACE FUNCTION crucible_qrels_keep_first() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM qrels WHERE id = NEW.id)
+       OR (NEW.source <> 'human' AND EXISTS (
+           SELECT 1 FROM qrels WHERE source = NEW.source AND query_id = NEW.query_id
+             AND coalesce(chunk_id, '') = coalesce(NEW.chunk_id, '') AND coalesce(doc_id, '') = coalesce(NEW.doc_id, '')
+             AND judge_model = NEW.judge_model)) THEN
+        RETURN NULL;
+    END IF;
+    RETURN NEW;
+END $$
+"""
+#: (table, what it is): the ledgers that refuse UPDATE, DELETE and TRUNCATE, with SQLite's messages.
+LEDGERS = (("qrels", "an append-only ledger", "append a new judgment instead"),
+           ("eval_feedback", "an append-only queue", "append a new row instead"),
+           ("human_labels", "an append-only ledger", "append a new label instead"))
+
+
+def _trigger_statements() -> list[str]:
+    statements = [_REFUSE, _KEEP_FIRST_FEEDBACK, _KEEP_FIRST_QRELS]
+    for table, what, instead in LEDGERS:
+        for action in ("UPDATE", "DELETE"):
+            message = f"{table} is {what}: {action} is refused" + (f"; {instead}" if action == "UPDATE" or table != "eval_feedback" else "")
+            statements.append(f"CREATE TRIGGER {table}_no_{action.lower()} BEFORE {action} ON {table} FOR EACH ROW "
+                              f"EXECUTE FUNCTION crucible_refuse('{message}')")
+        statements.append(f"CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table} FOR EACH STATEMENT "
+                          f"EXECUTE FUNCTION crucible_refuse('{table} is {what}: TRUNCATE is refused')")
+    statements.append("CREATE TRIGGER eval_feedback_no_replace BEFORE INSERT ON eval_feedback FOR EACH ROW "
+                      "EXECUTE FUNCTION crucible_feedback_keep_first()")
+    statements.append("CREATE TRIGGER qrels_no_replace BEFORE INSERT ON qrels FOR EACH ROW "
+                      "EXECUTE FUNCTION crucible_qrels_keep_first()")
+    return statements
+
+
+def _ddl(sql: str) -> str:
+    sql = re.sub(r"\bINTEGER PRIMARY KEY\b", "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY", sql)
+    sql = re.sub(r"\bINTEGER\b", "BIGINT", sql)
+    sql = re.sub(r"\bREAL\b", "DOUBLE PRECISION", sql)
+    return re.sub(r"\bifnull\(", "coalesce(", sql, flags=re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=1)
+def schema_statements() -> tuple[str, ...]:
+    """The current schema as PostgreSQL statements, in an order it can create them."""
+    from . import _statements
+    from .schema import MIGRATIONS
+
+    conn = sqlite3.connect(":memory:")
+    try:
+        for script in MIGRATIONS:
+            for statement in _statements(script):
+                conn.execute(statement)
+        objects = conn.execute("SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY rowid").fetchall()
+    finally:
+        conn.close()
+    tables = {name: sql for kind, name, sql in objects if kind == "table"}
+    created: list[str] = []
+    statements: list[str] = []
+    while len(created) < len(tables):  # a table after the tables it references
+        for name, sql in tables.items():
+            needs = set(re.findall(r"REFERENCES (\w+)", sql)) - {name}
+            if name not in created and needs <= set(created):
+                statements.append(_ddl(sql))
+                if name in ROWID_TABLES:
+                    statements.append(f"ALTER TABLE {name} ADD COLUMN rowid BIGINT GENERATED ALWAYS AS IDENTITY")
+                created.append(name)
+    statements += [_ddl(sql) for kind, _, sql in objects if kind == "index"]
+    statements += [sql for kind, _, sql in objects if kind == "view"]
+    statements += _trigger_statements()
+    return tuple(statements)

@@ -1,0 +1,196 @@
+"""The store on both backends: a SQLite file and a PostgreSQL database (a real server, tests/postgres_server.py).
+
+The same Store, the same statements: runs and results read back the same, the ledgers refuse rewrites in the
+database itself whoever connects, a fixed run id is taken once, and the plugin and the CLI write and read a
+PostgreSQL database named by URL (``--crucible-db``, ``CRUCIBLE_DB``, ``--db``) without ever printing its password.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+
+import pytest
+
+from helpers import COMPONENT_RECORD, RANKED_CONFTEST, crucible_cli, write_golden
+
+from pytest_crucible.store import RunIdTaken, RunNotFound, Store, StoreError, read_only_rows
+from pytest_crucible.verdict.runs import metric_means
+
+SCORE = {
+    "item_id": "q1", "question": "Q?", "item": {"id": "q1", "question": "Q?", "kind": "retrieval",
+                                                "citations": [{"docId": "d", "chunkId": "d#1", "mode": "required"}]},
+    "source": "golden_x.jsonl", "line": 1, "answer": "A", "retrieved": [{"chunk_id": "d#1", "doc_id": "d"}], "citations": ["d#1"],
+    "confidence": 0.5, "abstained": False, "blocked": False, "detected_concepts": [], "latency_ms": 1.0,
+    "metrics": {"ndcgAt10": 1.0, "recallAtK": 1.0}, "failures": [], "error": None, "outcome": "passed",
+}
+
+
+def new_run(store: Store, **fields) -> str:
+    return store.start_run(config_hash="h" * 64, params={}, resolved={"retrievalLimit": 10}, mode="system",
+                           outcome_mode="strict", **fields)
+
+
+def raw_client(database):
+    """A client of the database that is not the store (sqlite3 or psycopg, autocommit)."""
+    if isinstance(database, str):
+        import psycopg
+
+        return psycopg.connect(database, autocommit=True)
+    return sqlite3.connect(database, isolation_level=None)
+
+
+def test_runs_results_and_metrics_read_back_the_same(database) -> None:
+    store = Store.open(database)
+    run_id = new_run(store, labels={"branch": "main"})
+    store.record_score(run_id, SCORE)
+    store.record_score(run_id, {**SCORE, "item_id": "q2", "item": {**SCORE["item"], "id": "q2"}, "metrics": {"ndcgAt10": 0.5},
+                                "abstained": True})
+    assert store.finish_run(run_id, status="complete", golden_hash="g") == "complete"
+    run = store.get_run(run_id)
+    assert (run["n_items"], run["n_scored"], run["status"], json.loads(run["labels"])) == (2, 2, "complete", {"branch": "main"})
+    assert "rowid" not in run
+    assert store.item_metrics(run_id) == {"ndcgAt10": {"q1": 1.0, "q2": 0.5}, "recallAtK": {"q1": 1.0}}
+    view = {row["metric"]: (row["mean"], row["n"]) for row in store.db.query("SELECT * FROM run_metrics WHERE run_id = ?", [run_id])}
+    assert view == metric_means(store.item_metrics(run_id)) == {"ndcgAt10": (0.75, 2), "recallAtK": (1.0, 1)}
+    results = store.results(run_id)
+    assert [row["item_id"] for row in results] == ["q1", "q2"]  # in the order they were recorded
+    assert [row["abstained"] for row in results] == [0, 1]
+    assert store.item_kinds(run_id) == {"q1": "retrieval", "q2": "retrieval"}
+    # Recording an item again replaces its metrics instead of mixing old and new.
+    store.record_score(run_id, {**SCORE, "metrics": {"ndcgAt10": 0.0}})
+    assert store.item_metrics(run_id)["ndcgAt10"] == {"q1": 0.0, "q2": 0.5}
+    assert [r["id"] for r in store.list_runs(labels={"branch": "main"})] == [run_id]
+    assert store.list_runs(labels={"branch": "other"}) == []
+    # Reading without the store's connection (xdist workers, the session's checks).
+    assert read_only_rows(database, "SELECT id, status FROM runs") == [{"id": run_id, "status": "complete"}]
+    store.close()
+
+
+def test_latest_and_prefixes_resolve_alike(database) -> None:
+    store = Store.open(database)
+    with pytest.raises(RunNotFound, match="no complete run"):
+        store.resolve_run("latest")
+    first = new_run(store)
+    store.record_score(first, SCORE)
+    store.finish_run(first, status="complete", golden_hash=None)
+    second = new_run(store)
+    assert store.resolve_run("latest") == first  # the running one is not a baseline
+    store.record_score(second, SCORE)
+    store.finish_run(second, status="complete", golden_hash=None)
+    assert store.resolve_run("latest") == second
+    assert store.resolve_run("latest", exclude=second) == first
+    assert store.resolve_run(second.lower()) == second  # ULID prefixes in either case
+    with pytest.raises(StoreError, match="matches 2 runs"):
+        store.resolve_run(first[:2])
+    with pytest.raises(RunNotFound):
+        store.resolve_run("ZZZZ")
+    store.close()
+
+
+def test_a_fixed_run_id_is_taken_once(database) -> None:
+    store = Store.open(database)
+    new_run(store, run_id="ci-42")
+    with pytest.raises(RunIdTaken, match="--crucible-run-id=ci-42: .*is writing a run with this id right now"):
+        new_run(store, run_id="ci-42")
+    store.close()
+
+
+@pytest.mark.parametrize("sql, refusal", [
+    ("UPDATE qrels SET grade = 0", "qrels is an append-only ledger: UPDATE is refused"),
+    ("DELETE FROM qrels", "qrels is an append-only ledger: DELETE is refused"),
+    ("UPDATE eval_feedback SET error_class = 'correct'", "eval_feedback is an append-only queue: UPDATE is refused"),
+    ("DELETE FROM eval_feedback", "eval_feedback is an append-only queue: DELETE is refused"),
+    ("UPDATE human_labels SET value = 'x'", "human_labels is an append-only ledger: UPDATE is refused"),
+])
+def test_the_ledgers_refuse_rewrites_whoever_connects(database, sql: str, refusal: str) -> None:
+    store = Store.open(database)
+    run_id = new_run(store)
+    store.record_score(run_id, SCORE)
+    store.record_score(run_id, SCORE)  # idempotent: no duplicate provenance rows
+    with store.db.conn:
+        store.db.conn.execute("INSERT INTO eval_feedback (id, run_id, error_class, created_at) VALUES ('f1', ?, 'hallucination', 'now')",
+                              [run_id])
+        store.db.conn.execute("INSERT INTO human_labels (item_id, answer_hash, kind, value, source, created_at) "
+                              "VALUES ('q1', 'h', 'crag', 'correct', 'ann', 'now')")
+    snapshot = [store.db.conn.execute(f"SELECT * FROM {table} ORDER BY id").fetchall()
+                for table in ("qrels", "eval_feedback", "human_labels")]
+    assert [len(rows) for rows in snapshot] == [1, 1, 1]
+    with pytest.raises(sqlite3.DatabaseError, match=refusal), store.db.conn:  # the store's own connection
+        store.db.conn.execute(sql)
+    client = raw_client(database)  # and any other client
+    with pytest.raises(Exception, match=refusal):
+        client.execute(sql)
+    client.close()
+    assert [store.db.conn.execute(f"SELECT * FROM {table} ORDER BY id").fetchall()
+            for table in ("qrels", "eval_feedback", "human_labels")] == snapshot
+    # A second row with the id of a ledger row is dropped, never a replacement.
+    with store.db.conn:
+        store.db.conn.execute("INSERT INTO eval_feedback (id, run_id, error_class, created_at) VALUES ('f1', ?, 'correct', 'later')",
+                              [run_id])
+    assert store.db.conn.execute("SELECT error_class FROM eval_feedback").fetchall() == [("hallucination",)]
+    store.close()
+
+
+def test_postgres_truncate_is_refused_too(postgres_server) -> None:
+    url = postgres_server.create_database()
+    Store.open(url).close()
+    client = raw_client(url)
+    for table in ("qrels", "eval_feedback", "human_labels"):
+        with pytest.raises(Exception, match=f"{table} is an append-only .*: TRUNCATE is refused"):
+            client.execute(f"TRUNCATE {table} CASCADE")
+    client.close()
+
+
+# -- the plugin and the CLI on a PostgreSQL URL ------------------------------------------------------------
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    write_golden(pytester.path / "golden_set.jsonl", [
+        {"id": f"q-{n:02d}", "question": f"question {n}",
+         "citations": [{"docId": d, "chunkId": c, "mode": "required"}]}
+        for n, (c, d) in enumerate([("returns#p1", "returns"), ("bikes#p2", "bikes"), ("battery#p1", "battery"), ("faq#p9", "faq")] * 2)])
+    pytester.makeconftest(RANKED_CONFTEST)
+    pytester.makeini(f"[pytest]\n{COMPONENT_RECORD}\n")
+    return pytester
+
+
+def test_a_session_and_the_cli_on_postgres_never_show_the_password(project, postgres_server, monkeypatch) -> None:
+    name = postgres_server.create_database().rsplit("/", 1)[1]
+    url = postgres_server.url(name, password="s3cret-pw")  # the test cluster trusts local connections: any password works
+    first = project.runpytest(f"--crucible-db={url}", "--junitxml=junit.xml", "--crucible-html=report.html")
+    assert first.ret == pytest.ExitCode.OK, first.outlines
+    monkeypatch.setenv("CRUCIBLE_DB", url)  # the same database, named by the environment (a CI secret)
+    second = project.runpytest("--crucible-baseline=latest")
+    assert second.ret == pytest.ExitCode.OK, second.outlines
+    second.stdout.fnmatch_lines(["baseline * -> this run *", "gate passed: no significant regression"])
+    second.stdout.fnmatch_lines([f"db postgresql://postgres:***@127.0.0.1:{postgres_server.port}/{name}"])
+
+    listed = crucible_cli("runs", "--db", url)
+    assert listed.ret == 0 and len([line for line in listed.stdout.lines if line.startswith("01")]) == 2
+    exported = crucible_cli("export", "latest", "--db", url, "-o", project.path / "export.json")
+    assert exported.ret == 0
+    store = Store.open(url)
+    runs = store.list_runs()
+    store.close()
+    assert [run["status"] for run in runs] == ["complete", "complete"]
+    seen = "\n".join([*first.outlines, *first.errlines, *second.outlines, *second.errlines, *listed.outlines, *exported.outlines,
+                      (project.path / "junit.xml").read_text(), (project.path / "report.html").read_text(),
+                      (project.path / "export.json").read_text(), json.dumps(runs)])
+    assert "s3cret-pw" not in seen
+
+
+def test_postgres_errors_are_one_line_and_a_hint(project, postgres_server, monkeypatch) -> None:
+    closed = f"postgresql://postgres:s3cret-pw@127.0.0.1:{postgres_server.port + 1}/nowhere"  # no server there
+    result = project.runpytest(f"--crucible-db={closed}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert "cannot connect to the crucible database" in err and "HINT: check the URL" in err
+    assert "s3cret-pw" not in err + result.stdout.str() and "Traceback" not in err
+    cli = crucible_cli("runs", "--db", closed)
+    assert cli.ret == 2 and "cannot connect" in cli.stderr.str() and "s3cret-pw" not in cli.stderr.str()
+    # Without the driver: what to install.
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    missing = crucible_cli("runs", "--db", postgres_server.url())
+    assert missing.ret == 2
+    assert "HINT: pip install 'pytest-crucible[postgres]' (psycopg 3)" in missing.stderr.str()

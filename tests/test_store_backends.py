@@ -194,3 +194,35 @@ def test_postgres_errors_are_one_line_and_a_hint(project, postgres_server, monke
     missing = crucible_cli("runs", "--db", postgres_server.url())
     assert missing.ret == 2
     assert "HINT: pip install 'pytest-crucible[postgres]' (psycopg 3)" in missing.stderr.str()
+
+
+def test_the_http_api_serves_a_postgres_database(postgres_server) -> None:
+    """`crucible serve` over a team's PostgreSQL database: keys, runs, metrics and a comparison read the same."""
+    from api_server import add_run, client, new_key, serve_in_thread
+
+    url = postgres_server.create_database()
+    store = Store.open(url)
+    first = add_run(store, workspace="team")
+    second = add_run(store, workspace="team", shift=0.2)
+    store.close()
+    key = new_key(url, "team", "runs:read")
+    with serve_in_thread(url) as base, client(base, key) as http:
+        runs = http.get("/api/v1/evals/runs")
+        assert runs.status_code == 200, runs.text
+        assert {run["id"] for run in runs.json()["runs"]} == {first, second}
+        metrics = http.get(f"/api/v1/evals/runs/{second}/metrics")
+        assert metrics.status_code == 200, metrics.text
+        assert metrics.json()["n"] == 12 and metrics.json()["byFacet"]["questionType"]["simple"]["n"] == 6
+        compared = http.get("/api/v1/evals/runs/compare", params={"a": first, "b": second})
+        assert compared.status_code == 200, compared.text
+        ndcg = compared.json()["metrics"]["ndcgAt10"]
+        assert ndcg["significant"] is True and ndcg["delta"] == pytest.approx(0.2)
+        assert http.get("/api/v1/evals/runs", headers={"Authorization": "Bearer crk_wrong_key"}).status_code == 401
+
+
+def test_merge_names_what_it_cannot_join(tmp_path, postgres_server) -> None:
+    url = postgres_server.url("nowhere", password="s3cret-pw")
+    result = crucible_cli("merge", tmp_path / "a.db", "-o", url)
+    assert result.ret == 2
+    assert result.stderr.lines[0] == (f"crucible: postgresql://postgres:***@127.0.0.1:{postgres_server.port}/nowhere: "
+                                      "crucible merge joins SQLite shard files into one SQLite file")

@@ -36,8 +36,6 @@ def _server_extra_missing(exc: ModuleNotFoundError) -> bool:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from ..server.keys import active_key_count
     from ..server import is_loopback, listen
 
@@ -54,8 +52,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     store = open_store(args)  # a normal open migrates the file; read endpoints then open it read-only
     keys = active_key_count(store)
     store.close()
-    listener = listen(args.host, args.port, active_keys=keys, db=Path(args.db))
-    print(f"serving {args.db} on {listener.url} (OpenAPI document: {listener.url}/openapi.json); Ctrl+C stops", flush=True)
+    listener = listen(args.host, args.port, active_keys=keys, db=store.path)  # a URL's str() hides its password
+    print(f"serving {store.path} on {listener.url} (OpenAPI document: {listener.url}/openapi.json); Ctrl+C stops", flush=True)
     if keys == 0:
         print("crucible: no API key yet, so every request gets 401\n"
               "HINT: crucible keys create --workspace NAME --scope runs:read", file=sys.stderr, flush=True)

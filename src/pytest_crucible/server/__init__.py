@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
 
 from ..store import StoreError
 
@@ -42,7 +42,7 @@ def is_loopback(address: str) -> bool:
         return False
 
 
-def listen(host: str, port: int, *, active_keys: int, db: Path) -> Listener:
+def listen(host: str, port: int, *, active_keys: int, db: Any) -> Listener:
     """Bind ``host:port`` (0 picks a free port). A socket reachable from other machines is
     refused while the database holds no live key: nobody could use it but it would be open."""
     refusal = ServeRefused(f"refusing to serve {db} on {host}, reachable from other machines, with no API key in it\n"

@@ -43,8 +43,8 @@ from ..golden_set.promote import PromoteError, PromoteNotFound, PromoteRequest, 
 from ..report.views import run_metrics_document, run_summary_json
 from ..defaults import DEFAULT_SEED, MIN_PAIRS, MULTIPLE, ServerLimits
 from ..verdict.gate import GateSettings, decide_stored, parse_floors, parse_margins, parse_metric_list
-from ..verdict.runs import load_run, metric_names
-from ..store import DatabaseError, Store, StoreError, is_locked
+from ..verdict.runs import load_run, metric_names, parse_run_ref, resolve_run_ref
+from ..store import DatabaseError, RunNotFound, Store, StoreError, is_locked
 from ..store.ledgers import ledger_marks
 from ..workspace import parse_label_filters
 from .limits import AnswerCache, ConcurrencyBound, InFlightPerSubject, WindowLimit
@@ -313,6 +313,37 @@ def _run_of_workspace(store: Store, run_id: str, workspace: str) -> str:
     return run_id
 
 
+def _resolve_refs(db_path: Path, refs: dict[str, str], workspace: str) -> list[str]:
+    """The run ids the query's run references name (field -> reference): a run id of the key's workspace,
+    or ``latest`` / ``latest:KEY=VALUE,...`` in it (``verdict.runs.resolve_run_ref``, as the CLI and the plugin).
+    A malformed reference is a 422, another workspace's a 403, no matching run a 404."""
+    ids = []
+    with _reading(db_path) as store:
+        for field, ref in refs.items():
+            try:
+                parsed = parse_run_ref(ref)
+            except StoreError as exc:
+                message, hint = _split_hint(str(exc))
+                raise ApiError(422, "invalid_request", f"query: {message}", hint=hint,
+                               fields=[FieldProblem(location="query", field=field, message=message)]) from None
+            if not parsed.latest:
+                ids.append(ref)  # a run id, checked with the comparison's identity
+                continue
+            if len(parsed.labels) > MAX_LABEL_FILTERS:
+                message = f"{field}: {len(parsed.labels)} labels, at most {MAX_LABEL_FILTERS}"
+                raise ApiError(422, "invalid_request", f"query: {message}", hint="name fewer labels",
+                               fields=[FieldProblem(location="query", field=field, message=message)])
+            if parsed.workspace not in (None, workspace):
+                raise ApiError(403, "forbidden", f"this key reads workspace '{workspace}' only",
+                               hint=f"leave out workspace= in {field}, or use a key of that workspace")
+            try:
+                ids.append(resolve_run_ref(store, parsed, workspace=workspace, place=f"workspace '{workspace}'"))
+            except RunNotFound as exc:
+                message, hint = _split_hint(str(exc))
+                raise ApiError(404, "not_found", message, hint=hint or RUNS_HINT) from None
+    return ids
+
+
 def _comparison_identity(db_path: Path, a: str, b: str, workspace: str) -> tuple[Any, ...] | None:
     """What a comparison of runs ``a`` and ``b`` depends on besides its options, when both are complete
     (None otherwise: a running, incomplete or interrupted run may still change, so its comparison is
@@ -339,7 +370,9 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 # -- the application ---------------------------------------------------------------------------
 def create_app(db_path: str | Path, limits: ServerLimits = ServerLimits()) -> FastAPI:
-    db_path = Path(db_path)
+    from ..store import locate
+
+    db_path = locate(db_path)  # a SQLite file or a PostgreSQL URL
     app = FastAPI(
         title="pytest-crucible",
         version=__version__,
@@ -426,8 +459,11 @@ def create_app(db_path: str | Path, limits: ServerLimits = ServerLimits()) -> Fa
              responses=_errors(401, 403, 404, 408, 409, 422, 429, 503), tags=["runs"], operation_id="compareRuns",
              summary="Paired comparison of two runs")
     async def compare_two_runs(
-        a: str = Query(..., min_length=1, description="Baseline run id."),
-        b: str = Query(..., min_length=1, description="Candidate run id."),
+        a: str = Query(..., min_length=1, max_length=2000, description="Baseline: a run id, latest (the newest complete "
+                       "run of the key's workspace) or latest:KEY=VALUE[,KEY=VALUE...] (the newest complete run with "
+                       "those labels, e.g. latest:branch=main)."),
+        b: str = Query(..., min_length=1, max_length=2000, description="Candidate: a run id, latest or "
+                       "latest:KEY=VALUE[,KEY=VALUE...]."),
         gate: str | None = Query(None, max_length=2000, description="M1,M2: the gated metrics (default every compared one)."),
         failUnder: list[str] = Query([], description="METRIC=VALUE: an absolute floor on b's mean (repeatable)."),  # noqa: N803
         margin: list[str] = Query([], description="METRIC=DROP: a non-inferiority margin; the metric passes only when "
@@ -478,7 +514,9 @@ def create_app(db_path: str | Path, limits: ServerLimits = ServerLimits()) -> Fa
                 return ("refused", *_split_hint(result.refusal or "the runs cannot be compared"))
             return ("compared", {**result.comparison.to_json(), "gate": result.to_json()})
 
-        # Cheap, and first: a run of another workspace is a 404 whatever is kept or computed.
+        # Cheap, and first: a run of another workspace is a 404 whatever is kept or computed. A reference
+        # (latest:branch=main) is resolved once, here: what is kept and computed is the pair of runs it named now.
+        a, b = await run_in_threadpool(_resolve_refs, db_path, {"a": a, "b": b}, key.workspace)
         identity = await run_in_threadpool(_comparison_identity, db_path, a, b, key.workspace)
         remembered = None if identity is None else (identity, gate, tuple(failUnder), tuple(margin), seed, multiple, allowIncomplete,
                                                      rescore, minPairs)

@@ -249,7 +249,12 @@ def merge_shards(shard_paths: Sequence[str | Path], output_path: str | Path, *, 
     shards, or a run id already in the output.
     """
     from ..golden_set.schema import golden_set_hash
+    from . import is_file, locate
 
+    named = [locate(path) for path in [*shard_paths, output_path] if not is_file(path)]
+    if named:  # the shards' files are read (and the output written) as SQLite files, page by page
+        raise StoreError(f"{named[0]}: crucible merge joins SQLite shard files into one SQLite file\n"
+                         "HINT: merge the shard files into a SQLite file (-o run.db) and compare there")
     output_path = Path(output_path)
     paths = _check_paths(shard_paths, output_path)
     stores: list[Store] = []

@@ -226,3 +226,30 @@ def test_merge_names_what_it_cannot_join(tmp_path, postgres_server) -> None:
     assert result.ret == 2
     assert result.stderr.lines[0] == (f"crucible: postgresql://postgres:***@127.0.0.1:{postgres_server.port}/nowhere: "
                                       "crucible merge joins SQLite shard files into one SQLite file")
+
+
+@pytest.mark.slow
+def test_eight_sessions_write_one_new_postgres_database_at_once(project, postgres_server) -> None:
+    """Eight pytest processes meet one empty database: one creates the schema while the others wait for it,
+    then all eight write their runs side by side; every row is there, every run complete, and the provenance
+    judgments of the shared golden items are appended once."""
+    import os
+    import subprocess
+
+    url = postgres_server.create_database()
+    env = {**os.environ, "CRUCIBLE_DB": url}
+    sessions = [subprocess.Popen([*project._getpytestargs(), "-p", "no:cacheprovider", "-q", f"--crucible-label=shard={n}"],
+                                 cwd=project.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                for n in range(8)]
+    outputs = [session.communicate(timeout=300)[0] for session in sessions]
+    assert [session.returncode for session in sessions] == [0] * 8, "\n".join(outputs)
+    store = Store.open(url)
+    try:
+        runs = store.list_runs()
+        assert sorted(json.loads(run["labels"])["shard"] for run in runs) == [str(n) for n in range(8)]
+        assert {(run["status"], run["n_items"], run["n_scored"]) for run in runs} == {("complete", 8, 8)}
+        assert store.db.conn.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 64
+        assert store.db.conn.execute("SELECT COUNT(*) FROM item_metrics").fetchone()[0] == 64 * 5
+        assert store.db.conn.execute("SELECT COUNT(*) FROM qrels").fetchone()[0] == 8  # one per golden citation
+    finally:
+        store.close()

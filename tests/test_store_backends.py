@@ -166,8 +166,10 @@ def test_a_session_and_the_cli_on_postgres_never_show_the_password(project, post
     second.stdout.fnmatch_lines(["baseline * -> this run *", "gate passed: no significant regression"])
     second.stdout.fnmatch_lines([f"db postgresql://postgres:***@127.0.0.1:{postgres_server.port}/{name}"])
 
-    listed = crucible_cli("runs", "--db", url)
-    assert listed.ret == 0 and len([line for line in listed.stdout.lines if line.startswith("01")]) == 2
+    monkeypatch.chdir(project.path)
+    listed = crucible_cli("runs")  # CRUCIBLE_DB names the database for the CLI too
+    assert listed.ret == 0 and len([line for line in listed.stdout.lines if line.startswith("01")]) == 2, listed.outlines
+    assert not (project.path / ".crucible").exists()  # nothing went to the default file
     exported = crucible_cli("export", "latest", "--db", url, "-o", project.path / "export.json")
     assert exported.ret == 0
     store = Store.open(url)

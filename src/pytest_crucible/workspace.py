@@ -78,14 +78,8 @@ def default_workspace(cwd: str | Path | None = None, environ: Mapping[str, str] 
     environ = os.environ if environ is None else environ
     if environ.get(ENV_VAR, "").strip():
         return environ[ENV_VAR].strip()
-    from .store.postgres import DB_ENV_VAR, is_database_url
-
-    if os.environ.get(DB_ENV_VAR, "").strip():  # a team's database (a PostgreSQL URL), as the plugin reads it
-        return os.environ[DB_ENV_VAR].strip()
     cwd = Path(cwd or os.getcwd()).absolute()
     project = find_project(cwd)
-    if project is not None and is_database_url(project.value(DB_INI_KEY)):
-        return project.value(DB_INI_KEY)
     if project is None:
         return cwd.name or FALLBACK
     return project.value(INI_KEY) or project.root.name or FALLBACK
@@ -94,9 +88,16 @@ def default_workspace(cwd: str | Path | None = None, environ: Mapping[str, str] 
 def default_db(cwd: str | Path | None = None) -> "Path | str":
     """The database the plugin writes for the project ``cwd`` belongs to: its ini ``crucible_db``,
     else ``.crucible/crucible.db``, relative to the project's root; without a project, the nearest
-    existing ``.crucible/crucible.db`` from ``cwd`` up, else the one in ``cwd``. Relative to ``cwd`` when it lies under it (so messages stay short), else absolute."""
+    existing ``.crucible/crucible.db`` from ``cwd`` up, else the one in ``cwd``. Relative to ``cwd`` when it lies under it (so messages stay short), else absolute.
+    ``CRUCIBLE_DB``, or an ini ``crucible_db`` that is a PostgreSQL URL, names it outright (as for the plugin)."""
+    from .store.postgres import DB_ENV_VAR, is_database_url
+
+    if os.environ.get(DB_ENV_VAR, "").strip():  # a team's database (a PostgreSQL URL), as the plugin reads it
+        return os.environ[DB_ENV_VAR].strip()
     cwd = Path(cwd or os.getcwd()).absolute()
     project = find_project(cwd)
+    if project is not None and is_database_url(project.value(DB_INI_KEY)):
+        return project.value(DB_INI_KEY)
     if project is None:
         # No pytest configuration up the tree: the nearest existing database from here up (pytest
         # rooted the run where it was started), else the default here.

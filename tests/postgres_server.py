@@ -54,8 +54,18 @@ class PostgresServer:
 
     def start(self) -> None:
         self._run(str(self.bindir / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8")
+        subprocess.run(self.command("start"), check=True, capture_output=True, timeout=120)
+
+    def command(self, action: str) -> list[str]:
+        """The command line that stops or starts this cluster (``action``: stop or start), as a pipeline runs it."""
         options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100"
-        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(self.root / "log"), "-w", "start")
+        if action == "stop":
+            return [*self.as_user, str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop"]
+        return [*self.as_user, str(self.bindir / "pg_ctl"), "-D", str(self.data), "-o", options, "-l",
+                str(self.root / "log"), "-w", "start"]
+
+    def start_again(self) -> None:
+        subprocess.run(self.command("start"), check=True, capture_output=True, timeout=120)
 
     def stop(self) -> None:
         try:

@@ -255,3 +255,80 @@ def test_eight_sessions_write_one_new_postgres_database_at_once(project, postgre
         assert store.db.conn.execute("SELECT COUNT(*) FROM qrels").fetchone()[0] == 8  # one per golden citation
     finally:
         store.close()
+
+
+# The pipeline stops the database server after item STOP_AT and starts it again after item START_AT (0: never):
+# a server that goes away mid-run, for good or for a restart.
+FLAKY_SERVER_CONFTEST = RANKED_CONFTEST.replace(
+    "    def pipeline(question, *, item, config, mode):\n",
+    "    def pipeline(question, *, item, config, mode):\n"
+    "        import json, os, subprocess\n"
+    "        n = int(item.id.split('-')[1]) + 1\n"
+    "        if n == int(os.environ.get('STOP_AT', 0)):\n"
+    "            subprocess.run(json.loads(os.environ['STOP_COMMAND']), check=True, capture_output=True)\n"
+    "        if n == int(os.environ.get('START_AT', 0)):\n"
+    "            subprocess.run(json.loads(os.environ['START_COMMAND']), check=True, capture_output=True)\n")
+
+
+@pytest.fixture
+def own_server():
+    """A PostgreSQL server of this test's own (it is stopped under the running session)."""
+    from postgres_server import start_or_skip
+
+    server = start_or_skip()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _server_gone_project(project, own_server, monkeypatch, *, stop_at: int, start_at: int = 0):
+    import pytest_crucible.session
+
+    project.makeconftest(FLAKY_SERVER_CONFTEST)
+    write_golden(project.path / "golden_set.jsonl", [
+        {"id": f"q-{n:02d}", "question": f"question {n}", "citations": [{"docId": "returns", "chunkId": "returns#p1", "mode": "required"}]}
+        for n in range(20)])
+    monkeypatch.setattr(pytest_crucible.session, "FLUSH_ITEMS", 5)  # written every 5 items, never on a timer
+    monkeypatch.setattr(pytest_crucible.session, "FLUSH_SECONDS", 1e9)
+    monkeypatch.setenv("STOP_AT", str(stop_at))
+    monkeypatch.setenv("START_AT", str(start_at))
+    monkeypatch.setenv("STOP_COMMAND", json.dumps(own_server.command("stop")))
+    monkeypatch.setenv("START_COMMAND", json.dumps(own_server.command("start")))
+    return own_server.create_database()
+
+
+@pytest.mark.slow
+def test_a_database_server_that_goes_away_mid_run_never_gives_a_pass(project, own_server, monkeypatch) -> None:
+    url = _server_gone_project(project, own_server, monkeypatch, stop_at=0)
+    assert project.runpytest(f"--crucible-db={url}").ret == pytest.ExitCode.OK  # the baseline, before any fault
+    monkeypatch.setenv("STOP_AT", "12")  # after two batches are in: gone for good
+    result = project.runpytest(f"--crucible-db={url}", "--crucible-baseline=latest", "--junitxml=junit.xml")
+    output = "\n".join(result.outlines + result.errlines)
+    assert result.ret == 3, output  # the gate is refused: never a pass on a run the database did not get
+    assert "FAULT could not record 5 item(s)" in output and "GATE REFUSED" in output and "gate passed" not in output
+    assert "Traceback" not in output and "INTERNALERROR" not in output
+    assert 'name="crucible.verdict" value="refused"' in (project.path / "junit.xml").read_text()
+    own_server.start_again()
+    store = Store.open(url)
+    try:
+        runs = {run["id"]: run for run in store.list_runs()}
+        statuses = sorted(run["status"] for run in runs.values())
+        assert statuses in (["complete", "running"], ["complete", "interrupted"]), statuses  # never complete twice
+        [partial] = [run_id for run_id, run in runs.items() if run["status"] != "complete"]
+        assert store.db.conn.execute("SELECT COUNT(*) FROM results WHERE run_id = ?", [partial]).fetchone()[0] == 10
+    finally:
+        store.close()
+
+
+@pytest.mark.slow
+def test_a_database_server_that_restarts_mid_run_is_reached_again(project, own_server, monkeypatch) -> None:
+    url = _server_gone_project(project, own_server, monkeypatch, stop_at=7, start_at=8)  # down between two batches
+    result = project.runpytest(f"--crucible-db={url}")
+    assert result.ret == pytest.ExitCode.OK, result.outlines
+    store = Store.open(url)
+    try:
+        [run] = store.list_runs()
+        assert (run["status"], run["n_items"], run["n_scored"]) == ("complete", 20, 20)
+    finally:
+        store.close()

@@ -169,35 +169,72 @@ class PgCursor:
         return iter(self.fetchall())
 
 
+#: Waits (seconds) between attempts to reach a server that went away, before a statement gives up: about
+#: 7 s in all, enough for a restart or a failover; once they are spent, the next statement tries once.
+RECONNECT_WAITS = (0.2, 0.5, 1.0, 2.0, 3.5)
+
+
 class PgConnection:
     """A psycopg connection with the sqlite3 connection's shape: statements outside a ``with`` commit on
-    their own; ``with conn:`` is one transaction (nested: a savepoint)."""
+    their own; ``with conn:`` is one transaction (nested: a savepoint).
+
+    A server that goes away is reached again with backoff (RECONNECT_WAITS) before a statement or a
+    transaction begins; a transaction it interrupts fails whole (its rows were never committed), and
+    the caller reports it as it reports a full disk."""
 
     dialect = "postgres"
 
-    def __init__(self, raw: Any, url: DatabaseURL):
-        self.raw, self.url = raw, url
+    def __init__(self, raw: Any, url: DatabaseURL, *, read_only: bool = False):
+        self.raw, self.url, self.read_only = raw, url, read_only
         self._transactions: list[Any] = []
+        self._gave_up = False  # the last reconnection failed: try once, not with the whole backoff
+
+    def _reachable(self) -> None:
+        """Reconnect when the connection is gone (outside a transaction only: one cannot resume)."""
+        if not (self.raw.broken or self.raw.closed) or self._transactions:
+            return
+        import time
+
+        waits = (0.0,) if self._gave_up else (0.0, *RECONNECT_WAITS)
+        failure: Exception | None = None
+        for wait in waits:
+            time.sleep(wait)
+            try:
+                self.raw = _raw_connection(self.url, read_only=self.read_only)
+                self._gave_up = False
+                return
+            except Exception as exc:  # noqa: BLE001 - kept, raised as the store's error below
+                failure = exc
+        self._gave_up = True
+        raise _mapped(failure) if failure is not None else sqlite3.OperationalError("the database server went away")
+
+    def _run(self, action) -> PgCursor:
+        import psycopg
+
+        self._reachable()
+        cursor = self.raw.cursor()
+        try:
+            action(cursor)
+        except psycopg.OperationalError as exc:
+            if self._transactions or not (self.raw.broken or self.raw.closed):
+                raise _mapped(exc) from None
+            self._reachable()  # lost between statements: once more on a new connection
+            cursor = self.raw.cursor()
+            try:
+                action(cursor)
+            except psycopg.Error as again:
+                raise _mapped(again) from None
+        except psycopg.Error as exc:
+            raise _mapped(exc) from None
+        return PgCursor(cursor)
 
     def execute(self, sql: str, params: Iterable[Any] = ()) -> PgCursor:
-        import psycopg
-
-        cursor = self.raw.cursor()
-        try:
-            cursor.execute(translate(sql), _params(params))
-        except psycopg.Error as exc:
-            raise _mapped(exc) from None
-        return PgCursor(cursor)
+        statement, values = translate(sql), _params(params)
+        return self._run(lambda cursor: cursor.execute(statement, values))
 
     def executemany(self, sql: str, rows: Iterable[Iterable[Any]]) -> PgCursor:
-        import psycopg
-
-        cursor = self.raw.cursor()
-        try:
-            cursor.executemany(translate(sql), [_params(row) for row in rows])
-        except psycopg.Error as exc:
-            raise _mapped(exc) from None
-        return PgCursor(cursor)
+        statement, values = translate(sql), [_params(row) for row in rows]
+        return self._run(lambda cursor: cursor.executemany(statement, values))
 
     def execute_script(self, statements: Iterable[str]) -> None:
         """Statements as written (the schema's DDL: no placeholders, no translation)."""
@@ -214,8 +251,19 @@ class PgConnection:
         return bool(self._transactions)
 
     def __enter__(self) -> "PgConnection":
-        transaction = self.raw.transaction()
-        transaction.__enter__()
+        import psycopg
+
+        for attempt in range(2):
+            self._reachable()
+            transaction = self.raw.transaction()
+            try:
+                transaction.__enter__()
+                break
+            except psycopg.OperationalError as exc:  # the server went away since the last statement: nothing begun
+                if attempt or not (self.raw.broken or self.raw.closed):
+                    raise _mapped(exc) from None
+            except psycopg.Error as exc:
+                raise _mapped(exc) from None
         self._transactions.append(transaction)
         return self
 
@@ -243,16 +291,23 @@ def connect(url: DatabaseURL, *, read_only: bool = False) -> PgConnection:
         raise StoreError(f"{url}: a PostgreSQL database needs the psycopg driver, which is not installed\n"
                          f"HINT: {INSTALL_HINT}") from None
     try:
-        raw = psycopg.connect(url.url, autocommit=True, cursor_factory=psycopg.ClientCursor, connect_timeout=10,
-                              application_name="pytest-crucible")
+        raw = _raw_connection(url, read_only=read_only)
     except psycopg.Error as exc:
         reason = redact_urls(" ".join(str(exc).split()))
         raise StoreError(f"{url}: cannot connect to the crucible database: {reason}\n"
                          "HINT: check the URL (postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE), that the server "
                          "runs and takes connections from here, and the credentials") from None
+    return PgConnection(raw, url, read_only=read_only)
+
+
+def _raw_connection(url: DatabaseURL, *, read_only: bool) -> Any:
+    import psycopg
+
+    raw = psycopg.connect(url.url, autocommit=True, cursor_factory=psycopg.ClientCursor, connect_timeout=10,
+                          application_name="pytest-crucible")
     if read_only:
         raw.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
-    return PgConnection(raw, url)
+    return raw
 
 
 # -- the schema ------------------------------------------------------------------------------------------

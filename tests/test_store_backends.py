@@ -332,3 +332,44 @@ def test_a_database_server_that_restarts_mid_run_is_reached_again(project, own_s
         assert (run["status"], run["n_items"], run["n_scored"]) == ("complete", 20, 20)
     finally:
         store.close()
+
+
+def _table(database, sql: str) -> list[tuple]:
+    store = Store.open(database, create=False)
+    try:
+        return sorted(tuple(row) for row in store.db.conn.execute(sql).fetchall())
+    finally:
+        store.close()
+
+
+def test_copy_moves_history_between_a_file_and_a_server_and_twice_adds_nothing(project, postgres_server, tmp_path) -> None:
+    file_db = project.path / ".crucible" / "crucible.db"
+    assert project.runpytest().ret == pytest.ExitCode.OK
+    assert project.runpytest().ret == pytest.ExitCode.OK
+    assert crucible_cli("qrels", "override", "q-01", "bikes#p2", "0", "--by", "ann", "--db", file_db).ret == 0
+    assert crucible_cli("qrels", "override", "q-01", "bikes#p2", "0", "--by", "ann", "--db", file_db).ret == 0  # twice: history
+    url = postgres_server.create_database()
+
+    first = crucible_cli("copy", file_db, url)
+    assert first.ret == 0, first.errlines
+    assert first.stdout.lines == [f"copied 2 run(s) from {file_db} to {url}; ledger rows added: qrels 10"]
+    again = crucible_cli("copy", file_db, url)
+    assert again.stdout.lines == [f"copied 0 run(s) from {file_db} to {url} (2 already there); ledger rows added: none"]
+    for sql in ("SELECT id, status, n_items, config_hash, labels FROM runs", "SELECT run_id, item_id, metric, value FROM item_metrics",
+                "SELECT run_id, item_id, answer, retrieved, outcome FROM results", "SELECT query_id, chunk_id, doc_id, grade, source FROM qrels"):
+        assert _table(file_db, sql) == _table(url, sql), sql
+    # And back into a new file: the same, item order included.
+    back = tmp_path / "back.db"
+    assert crucible_cli("copy", url, back).ret == 0
+    assert _table(back, "SELECT query_id, chunk_id, grade, source, created_by FROM qrels") == _table(
+        file_db, "SELECT query_id, chunk_id, grade, source, created_by FROM qrels")
+    store = Store.open(back)
+    [newest, _] = store.list_runs()
+    assert [row["item_id"] for row in store.results(newest["id"])] == [f"q-{n:02d}" for n in range(8)]
+    store.close()
+    # A run already there under another identity is refused, naming it.
+    other = Store.open(tmp_path / "other.db")
+    new_run(other, run_id=newest["id"])
+    other.close()
+    clash = crucible_cli("copy", url, tmp_path / "other.db")
+    assert clash.ret == 2 and f"run {newest['id']}: " in clash.stderr.str() and "holds another run with this id" in clash.stderr.str()

@@ -20,7 +20,7 @@ from .common import EXIT_OK, EXIT_USAGE, CrucibleParser
 # Every command, in the order `crucible --help` lists them.
 COMMANDS = (golden.add_schema, qrels.add_trec, runs.add_runs, runs.add_show, runs.add_metrics, compare.add_compare,
             transfer.add_export, compare.add_report, golden.add_promote, golden.add_golden, transfer.add_import,
-            transfer.add_merge, qrels.add_qrels, judge.add_judge, ablate.add_ablate, serve.add_serve, serve.add_keys)
+            transfer.add_merge, transfer.add_copy, qrels.add_qrels, judge.add_judge, ablate.add_ablate, serve.add_serve, serve.add_keys)
 
 # The example at the end of every command's --help, keyed by the command path ("" is `crucible`
 # itself, "qrels override" a nested command). A command without one fails tests/test_cli.py: add

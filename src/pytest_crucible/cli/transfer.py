@@ -1,5 +1,5 @@
-"""Runs in and out of a database: `crucible export` (JSON or a TREC run file), `crucible import`, and
-`crucible merge` (the shards of one sharded run)."""
+"""Runs in and out of a database: `crucible export` (JSON or a TREC run file), `crucible import`,
+`crucible merge` (the shards of one sharded run), and `crucible copy` (from one store into another)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ EXAMPLES: dict[str, str] = {
     "import": "crucible import baselines/main.json --db .crucible/crucible.db",
     "merge": "crucible merge shard-1.db shard-2.db -o run.db\n"
              "crucible compare baselines/main.json latest --db run.db",
+    "copy": "crucible copy .crucible/crucible.db \"$CRUCIBLE_DB\"      # a file's history into the team's database\n"
+            "crucible copy \"$CRUCIBLE_DB\" local.db --run latest   # one run back into a file",
 }
 
 
@@ -69,6 +71,21 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_copy(args: argparse.Namespace) -> int:
+    from ..store import locate
+    from ..store.copy import copy_store
+
+    report = copy_store(args.source, args.destination, run_ids=args.run or None)
+    added = ", ".join(f"{table} {count}" for table, count in report.rows_added.items() if count)
+    print(f"copied {len(report.runs_copied)} run(s) from {locate(args.source)} to {locate(args.destination)}"
+          + (f" ({len(report.runs_present)} already there)" if report.runs_present else "")
+          + f"; ledger rows added: {added or 'none'}")
+    if report.runs_running:
+        print(f"crucible: left out {len(report.runs_running)} run(s) still running ({', '.join(report.runs_running[:3])}"
+              f"{', ...' if len(report.runs_running) > 3 else ''}): copy them once they finish", file=sys.stderr)
+    return 0
+
+
 def add_export(sub) -> None:
     export = with_db(sub.add_parser("export", help="write one run as JSON (commit it as a CI baseline)"))
     export.add_argument("run", help="run id, unique prefix, or latest")
@@ -94,3 +111,13 @@ def add_merge(sub) -> None:
     merge.add_argument("--run-id", dest="run_id", default=None, metavar="ID",
                        help="the run to merge (default: the one run id every shard holds)")
     merge.set_defaults(func=_cmd_merge)
+
+
+def add_copy(sub) -> None:
+    copy = sub.add_parser("copy", help="copy runs and ledgers from one database into another (SQLite or PostgreSQL "
+                                       "either way); copying twice adds nothing")
+    copy.add_argument("source", metavar="SOURCE", help="the database to read: a SQLite file or a postgresql:// URL")
+    copy.add_argument("destination", metavar="DEST", help="the database to add to (created if missing)")
+    copy.add_argument("--run", action="append", default=[], metavar="RUN",
+                      help="copy only this run (id, unique prefix or latest; repeatable); the ledgers are copied whole")
+    copy.set_defaults(func=_cmd_copy)

@@ -496,7 +496,8 @@ class Store:
             rows.append(values)
         self._insert_many("results", rows, replace=replace)
         if replace and rows:
-            self.db.conn.executemany("DELETE FROM item_metrics WHERE run_id = ? AND item_id = ?", [[run_id, row["item_id"]] for row in rows])
+            self.db.conn.execute("DELETE FROM item_metrics WHERE run_id = ? AND item_id IN (SELECT value FROM json_each(?))",
+                                 [run_id, json.dumps([row["item_id"] for row in rows])])  # one statement for the batch
         self._insert_many("item_metrics", [{"run_id": run_id, "item_id": item_id, "metric": metric, "value": float(value)}
                                            for item_id, metric, value in metrics])
 

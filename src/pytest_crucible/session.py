@@ -600,7 +600,7 @@ class CrucibleSession:
         if self.run_id is None and not self.faults:
             return errors
         from .report.terminal import alerts_only, one_line_summary
-        from .report.views import gate_lines
+        from .report.views import chosen_baseline, gate_lines
 
         lines = self._run_lines(verbose)
         if self.gate is not None:
@@ -609,6 +609,8 @@ class CrucibleSession:
             gate = None
             if self.gate is not None and self.gate.verdict != "skipped":
                 gate = {"passed": "gate passed", "failed": "GATE FAILED", "refused": "GATE REFUSED"}[self.gate.verdict]
+                chosen = chosen_baseline(self.gate)  # the run a baseline named by its labels turned out to be
+                gate = f"{chosen}; {gate}" if chosen else gate  # the verdict stays last (the line's colour)
             head = [one_line_summary(self.store, self.run_id, gate=gate)] if self.run_id is not None else []
             skipped = self.gate.summary().splitlines() if self.gate is not None and self.gate.verdict == "skipped" else []
             return head + alerts_only(lines) + skipped + errors

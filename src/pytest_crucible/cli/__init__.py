@@ -1,7 +1,7 @@
 """The ``crucible`` command: a thin door onto the same functions the plugin uses.
 
 This module only assembles the parser and dispatches. Each command group lives in a module of its
-own that owns its parsers and handlers: ``runs`` (runs, show, metrics), ``compare`` (compare,
+own that owns its parsers and handlers: ``runs`` (runs, show, metrics, trend), ``compare`` (compare,
 report), ``transfer`` (export, import, merge), ``golden`` (golden ..., promote, schema), ``qrels``
 (qrels ..., trec-eval), ``judge`` (judge calibrate, judge labels ...), ``serve`` (serve, keys ...)
 and ``ablate``. A handler imports what it needs inside its function: ``crucible --help`` loads no
@@ -18,7 +18,7 @@ from . import ablate, compare, golden, judge, qrels, runs, serve, transfer
 from .common import EXIT_OK, EXIT_USAGE, CrucibleParser
 
 # Every command, in the order `crucible --help` lists them.
-COMMANDS = (golden.add_schema, qrels.add_trec, runs.add_runs, runs.add_show, runs.add_metrics, compare.add_compare,
+COMMANDS = (golden.add_schema, qrels.add_trec, runs.add_runs, runs.add_show, runs.add_metrics, runs.add_trend, compare.add_compare,
             transfer.add_export, compare.add_report, golden.add_promote, golden.add_golden, transfer.add_import,
             transfer.add_merge, transfer.add_copy, qrels.add_qrels, judge.add_judge, ablate.add_ablate, serve.add_serve, serve.add_keys)
 

@@ -25,8 +25,9 @@ class CrucibleParser(argparse.ArgumentParser):
 
 def with_db(cmd: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The `--db` flag of a command that reads or writes the results database."""
-    cmd.add_argument("--db", default=None, metavar="PATH",
-                     help=f"SQLite results file (default: the one the plugin writes: ini crucible_db, else {DEFAULT_DB}, "
+    cmd.add_argument("--db", default=None, metavar="PATH|URL",
+                     help="the results database, a SQLite file or a PostgreSQL URL (default: CRUCIBLE_DB, else the one "
+                          f"the plugin writes: ini crucible_db, else {DEFAULT_DB}, "
                           "under pytest's rootdir, the nearest directory up from here whose pytest.ini, pyproject.toml, "
                           f"tox.ini or setup.cfg configures pytest; without one, {DEFAULT_DB} here)")
     return cmd
@@ -61,20 +62,28 @@ def workspace_of(args: argparse.Namespace, store, *, announce: bool = False) -> 
     return workspace
 
 
+def _reading_workspace(store, args: argparse.Namespace, ref: str) -> str | None:
+    """The workspace a `latest` reference reads when it names none: the one being read."""
+    from ..verdict.runs import parse_run_ref
+
+    parsed = parse_run_ref(ref)
+    return workspace_of(args, store) if parsed.latest and parsed.workspace is None else None
+
+
 def resolve_run(store, args: argparse.Namespace, ref: str, **options) -> str:
-    """A run named on the command line: ids and prefixes in any workspace (the file is the
-    user's own), `latest` in the workspace being read."""
-    if ref == "latest":
-        return store.resolve_run(ref, workspace=workspace_of(args, store), **options)
-    return store.resolve_run(ref, **options)
+    """A run named on the command line (`verdict.runs.resolve_run_ref`): ids and prefixes in any
+    workspace (the file is the user's own), `latest` and `latest:KEY=VALUE,...` in the workspace being read."""
+    from ..verdict.runs import resolve_run_ref
+
+    return resolve_run_ref(store, ref, workspace=_reading_workspace(store, args, ref), **options)
 
 
 def read_run_ref(store, args: argparse.Namespace, ref: str, **options):
     """A run named on the command line: an exported .json, an id or prefix (any workspace), or
-    `latest` (of the workspace being read)."""
+    `latest` / `latest:KEY=VALUE,...` (of the workspace being read)."""
     from ..verdict.runs import is_export_path, read_run
 
-    workspace = None if is_export_path(ref) or ref != "latest" else workspace_of(args, store)
+    workspace = None if is_export_path(ref) else _reading_workspace(store, args, ref)
     return read_run(ref, store, workspace=workspace, **options)
 
 

@@ -13,12 +13,14 @@ from .common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, add_workspace_flag, open_
 
 EXAMPLES: dict[str, str] = {
     "compare": "crucible compare baselines/main.json latest\n"
+               "crucible compare latest:branch=main latest     # the newest run labelled branch=main\n"
                "crucible compare 01J9Z3 latest --metrics ndcgAt10,mrr --json\n"
                "crucible compare 01J9Z3 latest --facet questionType=multi_hop\n"
                "crucible compare 01J9Z3 latest --ppi              # judged deltas corrected with human labels\n"
                "crucible compare baselines/main.json latest --item hd-002   # one item: answers, rankings, metrics",
     "report": "crucible report latest -o report.html\n"
-              "crucible report latest --against baselines/main.json -o report.html",
+              "crucible report latest --against baselines/main.json -o report.html\n"
+              "crucible report latest --against latest:branch=main -o report.html",
 }
 
 
@@ -179,7 +181,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
             return EXIT_USAGE
     store = open_store(args)
     run_id = resolve_run(store, args, args.run)
-    gate = None
+    gate = baseline = None
     if gated:
         from ..verdict.gate import decide_stored
         from ..verdict.runs import load_run
@@ -207,7 +209,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         print(f"crucible: {args.output}: cannot write the report: {exc.strerror or exc}\n"
               "HINT: check the -o path; its directory must exist", file=sys.stderr)
         return EXIT_USAGE
-    print(f"wrote the report of run {run_id}" + (f" against {args.against}" if args.against else "") + f" to {path}")
+    chosen = f" (run {baseline.run_id})" if baseline is not None and args.against.startswith("latest") else ""
+    print(f"wrote the report of run {run_id}" + (f" against {args.against}{chosen}" if args.against else "") + f" to {path}")
     if gate is not None:
         print(gate.summary())
     return code
@@ -216,8 +219,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def add_compare(sub) -> None:
     compare = with_db(sub.add_parser("compare", help="paired comparison of two runs behind two significance gates; "
                                                       "exit 1 when B regressed significantly or missed a floor, 3 when the comparison is refused"))
-    compare.add_argument("a", help="baseline: run id, prefix, latest, or an exported run .json")
-    compare.add_argument("b", help="candidate: run id, prefix, latest, or an exported run .json")
+    compare.add_argument("a", help="baseline: run id, prefix, latest, latest:KEY=VALUE[,...] (the newest complete run "
+                                   "with those labels, e.g. latest:branch=main), or an exported run .json")
+    compare.add_argument("b", help="candidate: run id, prefix, latest, latest:KEY=VALUE[,...], or an exported run .json")
     compare.add_argument("--json", action="store_true",
                          help="print JSON: a, b, pairedItems, seed, metrics (delta, ci, p, significant), verdicts, power")
     compare.add_argument("--metrics", default=None, metavar="M1,M2", help="only these metrics")
@@ -240,9 +244,11 @@ def add_compare(sub) -> None:
 
 def add_report(sub) -> None:
     report = with_db(sub.add_parser("report", help="write one run as a self-contained HTML report"))
-    report.add_argument("run", help="run id, unique prefix, or latest")
+    report.add_argument("run", help="run id, unique prefix, latest, or latest:KEY=VALUE[,...]")
     report.add_argument("--against", default=None, metavar="BASELINE",
-                        help="compare with a baseline: run id, prefix, latest (newest other complete run), or an exported run .json")
+                        help="compare with a baseline: run id, prefix, latest (newest other complete run), "
+                             "latest:KEY=VALUE[,...] (the newest other complete run with those labels, e.g. "
+                             "latest:branch=main), or an exported run .json")
     report.add_argument("-o", "--output", required=True, help="output .html file, or - for stdout")
     add_gate_flags(report)
     report.set_defaults(func=_cmd_report)

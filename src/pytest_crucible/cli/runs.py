@@ -1,4 +1,5 @@
-"""`crucible runs`, `crucible show` and `crucible metrics`: which runs the database holds, and one run's figures."""
+"""`crucible runs`, `crucible show`, `crucible metrics` and `crucible trend`: which runs the database holds, one
+run's figures, and one metric over runs."""
 
 from __future__ import annotations
 
@@ -6,13 +7,15 @@ import argparse
 import json
 import sys
 
+from ..defaults import KINDS
 from .common import EXIT_USAGE, add_workspace_flag, open_store, resolve_run, with_db, workspace_of
 
 
 EXAMPLES: dict[str, str] = {
     "runs": "crucible runs --limit 5\n"
             "crucible runs --json --db example_project/.crucible/crucible.db\n"
-            "crucible runs --all-workspaces --label model:claude-haiku-5-5",
+            "crucible runs --all-workspaces --label model:claude-haiku-5-5\n"
+            "crucible runs --label branch=main --since 30d",
     "show": "crucible show latest\n"
             "crucible show 01J9Z3 --json          # a unique prefix of the run id\n"
             "crucible show latest --item hd-002   # one item: answer, ranking with grades, metrics, evidence\n"
@@ -20,20 +23,29 @@ EXAMPLES: dict[str, str] = {
             "crucible show latest --class hallucination --json",
     "metrics": "crucible metrics latest\n"
                "crucible metrics latest --json   # runId, configHash, n, one block per family, byFacet",
+    "trend": "crucible trend ndcg@10 --label branch=main\n"
+             "crucible trend recall@10 --label branch=main --since 30d --json",
 }
 
 
-def _cmd_runs(args: argparse.Namespace) -> int:
-    from ..workspace import parse_label_filters
+def _label_and_since(args: argparse.Namespace):
+    """--label KEY=VALUE (or KEY:VALUE) and --since Nd|Nh|DATE, or a usage error (ValueError)."""
+    from ..verdict.runs import parse_label_args, parse_since
 
-    store = open_store(args)
+    return parse_label_args(args.label or []), parse_since(args.since) if args.since else None
+
+
+def _cmd_runs(args: argparse.Namespace) -> int:
+    from ..verdict.runs import find_runs
+
     try:
-        labels = parse_label_filters(args.label or [], "--label")
+        labels, since = _label_and_since(args)
     except ValueError as exc:
         print(f"crucible: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    store = open_store(args)
     workspace = workspace_of(args, store, announce=True)
-    runs = store.list_runs(limit=args.limit, workspace=workspace, config_hash=args.config_hash, labels=labels)
+    runs = find_runs(store, workspace=workspace, labels=labels, since=since, config_hash=args.config_hash, limit=args.limit)
     counts = store.workspaces()
     if not runs and workspace is not None and workspace not in counts and counts:
         # Say where the runs are rather than "no runs": the file holds other projects' runs.
@@ -108,6 +120,35 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_trend(args: argparse.Namespace) -> int:
+    from ..report.trend import describe, metric_trends, trend_document, trend_lines
+
+    try:
+        labels, since = _label_and_since(args)
+    except ValueError as exc:
+        print(f"crucible: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    store = open_store(args)
+    workspace = workspace_of(args, store, announce=True)
+    try:
+        trends = metric_trends(store, args.metric, workspace=workspace, labels=labels, since=since, kind=args.kind,
+                               limit=args.limit)
+    except ValueError as exc:  # an unknown metric (did you mean), or recall@5 when the newest run's K is 10
+        print(f"crucible: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps(trend_document(trends, args.kind), indent=2))
+    elif not trends[0].points:
+        from ..verdict.runs import carried_labels
+
+        print(f"no {describe(trends[0])} in {store.path}\nHINT: " + (f"{carried_labels(store, labels, workspace)}; " if labels else "")
+              + "`crucible runs" + "".join(f" --label {key}={value}" for key, value in labels.items())
+              + "` lists the runs, complete or not")
+    else:
+        print("\n".join(trend_lines(trends, args.kind)))
+    return 0
+
+
 def add_runs(sub) -> None:
     runs = with_db(sub.add_parser("runs", help="list the runs of the current workspace (--all-workspaces: of every one)"))
     runs.add_argument("--limit", type=int, default=None, metavar="N", help="only the N newest runs")
@@ -115,16 +156,39 @@ def add_runs(sub) -> None:
     runs.add_argument("--all-workspaces", dest="all_workspaces", action="store_true",
                       help="list the runs of every workspace (default: the current project's workspace)")
     runs.add_argument("--config-hash", dest="config_hash", default=None, metavar="HASH", help="only runs of this configHash (or prefix)")
-    runs.add_argument("--label", action="append", default=None, metavar="KEY:VALUE",
-                      help="only runs with this label, e.g. model:claude-haiku-5-5 (repeatable: all must match)")
+    add_label_flags(runs, "runs")
     runs.set_defaults(func=_cmd_runs)
     add_workspace_flag(runs)
+
+
+def add_label_flags(cmd: argparse.ArgumentParser, what: str) -> None:
+    cmd.add_argument("--label", action="append", default=None, metavar="KEY=VALUE",
+                     help=f"only {what} with this label, e.g. branch=main or model=claude-haiku-5-5 (KEY:VALUE also; "
+                          "repeatable: all must match)")
+    cmd.add_argument("--since", default=None, metavar="Nd|Nh|DATE",
+                     help=f"only {what} started in the last N days (30d) or hours (12h), or since an ISO date (2025-06-01)")
+
+
+def add_trend(sub) -> None:
+    trend = with_db(sub.add_parser("trend", help="one metric's run mean over the complete runs, oldest first, with what "
+                                                  "changed between them and a sparkline"))
+    trend.add_argument("metric", help="a metric, as stored (ndcgAt10, recallAtK) or as shown (ndcg@10, recall@10)")
+    add_label_flags(trend, "runs")
+    trend.add_argument("--kind", default=None, choices=KINDS,
+                       help="only the items of one kind of question (runs that mix kinds otherwise get one table per kind)")
+    trend.add_argument("--limit", type=int, default=50, metavar="N", help="only the N newest matching runs (default 50)")
+    trend.add_argument("--json", action="store_true",
+                       help="print JSON: metric, shown, k, workspace, labels, since, kind, and runs (oldest first: runId, "
+                            "startedAt, mean, n (byKind instead when the runs mix kinds), configHash, labels, k, otherK, changed)")
+    trend.set_defaults(func=_cmd_trend)
+    add_workspace_flag(trend)
 
 
 def add_show(sub) -> None:
     show = with_db(sub.add_parser("show", help="summarise one run (the same as metrics), or show one item of it, "
                                                 "or list its failed items"))
-    show.add_argument("run", help="run id, unique prefix, or latest")
+    show.add_argument("run", help="run id, unique prefix, latest, or latest:KEY=VALUE[,...] (the newest complete run "
+                                  "with those labels)")
     show.add_argument("--json", action="store_true", help="print JSON: the metrics (as `crucible metrics --json`); "
                                                            "with --item the item's document, with --failed/--class the list")
     show.add_argument("--item", default=None, metavar="ID",
@@ -142,7 +206,7 @@ def add_show(sub) -> None:
 
 def add_metrics(sub) -> None:
     metrics = with_db(sub.add_parser("metrics", help="a run's metrics (--json: the spec's metrics shape)"))
-    metrics.add_argument("run", help="run id, unique prefix, or latest")
+    metrics.add_argument("run", help="run id, unique prefix, latest, or latest:KEY=VALUE[,...]")
     metrics.add_argument("--json", action="store_true",
                          help="print JSON: runId, configHash, n, one block per metric family, byFacet")
     metrics.set_defaults(func=_cmd_metrics)

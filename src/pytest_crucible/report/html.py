@@ -378,6 +378,12 @@ def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any
                         for value, entry in values.items()]}
               for facet, values in facet_table.items()]
 
+    from .terminal import ONE_LINE_METRICS
+    from .trend import report_trends, trend_plots
+
+    # The headline metrics over the earlier runs with exactly these labels, a plot per kind (none without such runs).
+    trends = trend_plots(report_trends(store, run, [name for name in ONE_LINE_METRICS if name in means]))
+
     comparison = _gate_context(gate, run_id, k) if gate is not None else None
     plot = risk_coverage_plot(selective_pairs(results), comparison["baseline_selective"] if comparison else None, TARGET_RISK)
 
@@ -409,7 +415,7 @@ def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any
         "calibration": calibration_line(latest_judge_calibration(store, run["judge_model"], run.get("judge_prompt_version"))).strip()
         if run.get("judge_model") else None,
         "cost": cost, "n_items": len(results), "outcomes": sorted(outcomes.items()),
-        "families": families, "selective": selective, "plot": plot, "comparison": comparison,
+        "families": families, "selective": selective, "plot": plot, "trends": trends, "comparison": comparison,
         "facets": facets, "error_classes": error_classes, "items": items, "items_not_shown": len(results) - len(shown),
         "k": k, "guardrails": guardrails,
         "labels": run_labels(run), "kinds": _loads(run.get("kinds"), None),

@@ -94,16 +94,17 @@ def items_from_export(document: dict[str, Any], store=None) -> RunItems:
 
 def read_items(ref: str, store, *, workspace: str | None = None) -> RunItems:
     """A run named by a user, as ``verdict.runs.read_run`` reads it: an exported ``.json``, or a run id,
-    unique prefix or ``latest`` (of ``workspace``) of ``store``."""
+    unique prefix, ``latest`` or ``latest:KEY=VALUE,...`` (of ``workspace``) of ``store``."""
     from ..store import StoreError, read_export
-    from ..verdict.runs import is_export_path
+    from ..verdict.runs import parse_run_ref, resolve_run_ref
 
-    if is_export_path(ref):
+    parsed = parse_run_ref(ref)
+    if parsed.export:
         return items_from_export(read_export(ref), store)
     if store is None:
         raise StoreError(f"no run '{ref}': there is no crucible database yet\nHINT: run the golden set once, "
                          "or name an exported run .json")
-    return load_items(store, store.resolve_run(ref, workspace=workspace if ref == "latest" else None))
+    return load_items(store, resolve_run_ref(store, parsed, workspace=workspace))
 
 
 def _loose(item_id: str) -> str:

@@ -241,11 +241,23 @@ def comparison_lines(comparison: Comparison, gated: set[str] | None = None) -> l
     return lines
 
 
+def chosen_baseline(result: GateResult) -> str | None:
+    """"baseline latest:branch=main is run 01J...": which run a baseline named by its labels turned out to be
+    (None for a baseline named by id, file or plain ``latest``, or none read)."""
+    ref, baseline = result.baseline_ref, result.baseline
+    if ref and baseline is not None and ref.startswith("latest:"):
+        return f"baseline {ref} is run {baseline.run_id}"
+    return None
+
+
 def gate_lines(result: GateResult) -> list[str]:
     """The gate as the terminal and `crucible compare` print it: warnings, the comparison table,
     one line per failure (or the refusal with its HINT), then the conclusion."""
     lines = [wrapped for warning in result.warnings
              for wrapped in textwrap.wrap(warning, width=100, subsequent_indent="  ", break_on_hyphens=False)]
+    chosen = chosen_baseline(result)
+    if chosen:
+        lines.append(f"{chosen} (started {result.baseline.run.get('started_at')})")
     if result.comparison is not None:
         lines.extend(comparison_lines(result.comparison, set(result.gated) if result.gated else None))
     if result.verdict == "refused" and result.refusal:

@@ -177,7 +177,7 @@ def describe(trend: Trend) -> str:
     where = f" of workspace '{trend.workspace}'" if trend.workspace is not None else " of every workspace"
     labelled = " labelled " + ",".join(f"{key}={value}" for key, value in trend.labels.items()) if trend.labels else ""
     since = f" since {trend.since.isoformat(timespec='minutes')}" if trend.since is not None else ""
-    return f"complete runs{where}{labelled}{since}"
+    return f"complete run{'s' if len(trend.points) != 1 else ''}{where}{labelled}{since}"
 
 
 def trend_lines(trends: list[Trend], kind: str | None = None) -> list[str]:

@@ -47,7 +47,7 @@ _WHY_NOT_COMPLETE = {
 class GateSettings:
     """What decides the verdict; the plugin builds it from --crucible-* options, the CLI from its flags."""
 
-    baseline: str | None = None  # a run id, unique prefix, "latest", or an exported run (PATH.json)
+    baseline: str | None = None  # a run id, unique prefix, "latest", "latest:KEY=VALUE,...", or an exported run (PATH.json)
     gate: tuple[str, ...] | None = None  # the gated metrics (None: every compared metric)
     floors: tuple[tuple[str, float], ...] = ()  # --crucible-fail-under METRIC=VALUE
     margins: tuple[tuple[str, float], ...] = ()  # --crucible-margin METRIC=DROP: non-inferiority margins

@@ -1,4 +1,5 @@
-"""The SQLite store: schema, migrations, append-only ledger, run lifecycle."""
+"""The SQLite store: schema, migrations, run lifecycle (the views and a dead process's run on PostgreSQL too;
+the rest of the store on both backends: tests/test_store_backends.py)."""
 
 from __future__ import annotations
 
@@ -51,61 +52,8 @@ def test_not_a_database_is_a_clear_error(tmp_path) -> None:
         Store.open(path)
 
 
-def test_record_and_read_back(tmp_path) -> None:
-    store = Store.open(tmp_path / "c.db")
-    run_id = new_run(store)
-    store.record_score(run_id, SCORE)
-    store.record_score(run_id, {**SCORE, "item_id": "q2", "metrics": {"ndcgAt10": 0.5}})
-    store.finish_run(run_id, status="complete", golden_hash="g")
-    assert store.get_run(run_id)["n_items"] == 2
-    assert store.item_metrics(run_id) == {"ndcgAt10": {"q1": 1.0, "q2": 0.5}, "recallAtK": {"q1": 1.0}}
-    assert metric_means(store.item_metrics(run_id)) == {"ndcgAt10": (0.75, 2), "recallAtK": (1.0, 1)}
-    # The run_metrics view (for SQL users) says the same as the one mean every surface reads.
-    view = {row["metric"]: (row["mean"], row["n"]) for row in store.db.query("SELECT * FROM run_metrics WHERE run_id = ?", [run_id])}
-    assert view == metric_means(store.item_metrics(run_id))
-    # Recording an item again replaces its metrics instead of mixing old and new.
-    store.record_score(run_id, {**SCORE, "metrics": {"ndcgAt10": 0.0}})
-    assert store.item_metrics(run_id)["ndcgAt10"] == {"q1": 0.0, "q2": 0.5}
-    assert "recallAtK" not in store.item_metrics(run_id)
-
-
-def test_qrels_ledger_is_append_only(tmp_path) -> None:
-    store = Store.open(tmp_path / "c.db")
-    run_id = new_run(store)
-    store.record_score(run_id, SCORE)
-    store.record_score(run_id, SCORE)  # idempotent: no duplicate provenance rows
-    conn = store.db.conn
-    assert conn.execute("SELECT query_id, doc_id, grade, source FROM qrels").fetchall() == [("q1", "d", 3, "provenance")]
-    for sql in ("UPDATE qrels SET grade = 1", "DELETE FROM qrels"):
-        with pytest.raises(sqlite3.DatabaseError, match="append-only ledger"):
-            conn.execute(sql)
-    # The same pair from another source lives beside it.
-    conn.execute("INSERT INTO qrels (query_id, doc_id, grade, source, judge_model, created_at) VALUES ('q1', 'd', 1, 'human', '', 'now')")
-    assert conn.execute("SELECT COUNT(*) FROM qrels").fetchone()[0] == 2
-
-
-def test_resolve_run_latest_and_prefix(tmp_path) -> None:
-    store = Store.open(tmp_path / "c.db")
-    with pytest.raises(RunNotFound, match="no complete run"):
-        store.resolve_run("latest")
-    first = new_run(store)
-    store.record_score(first, SCORE)
-    store.finish_run(first, status="complete", golden_hash=None)
-    second = new_run(store)
-    assert store.resolve_run("latest") == first  # the running one is not a baseline
-    store.record_score(second, SCORE)
-    store.finish_run(second, status="complete", golden_hash=None)
-    assert store.resolve_run("latest") == second
-    assert store.resolve_run("latest", exclude=second) == first
-    assert store.resolve_run(second.lower()) == second
-    with pytest.raises(StoreError, match="matches 2 runs"):
-        store.resolve_run(first[:2])
-    with pytest.raises(RunNotFound):
-        store.resolve_run("ZZZZ")
-
-
-def test_run_of_a_dead_process_is_marked_interrupted_on_next_open(tmp_path) -> None:
-    path = tmp_path / "c.db"
+def test_run_of_a_dead_process_is_marked_interrupted_on_next_open(database) -> None:
+    path = database
     code = (
         "from pytest_crucible.store import Store\n"
         f"s = Store.open({str(path)!r})\n"
@@ -116,7 +64,8 @@ def test_run_of_a_dead_process_is_marked_interrupted_on_next_open(tmp_path) -> N
     store = Store.open(path)
     [run] = store.list_runs()
     assert run["status"] == "interrupted"
-    assert store.db.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    if store.db.dialect == "sqlite":
+        assert store.db.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
 def test_schema_v1_file_migrates_forward_without_loss(tmp_path) -> None:
@@ -141,8 +90,8 @@ def test_schema_v1_file_migrates_forward_without_loss(tmp_path) -> None:
     assert store.get_run("01KZRUNB00000000000000000")["status"] == "incomplete"
 
 
-def test_views_read_like_tables(tmp_path) -> None:
-    store = Store.open(tmp_path / "c.db")
+def test_views_read_like_tables(database) -> None:
+    store = Store.open(database)
     run_id = new_run(store)
     store.record_score(run_id, {**SCORE, "error_class": "hallucination", "error_evidence": "claim X unsupported"})
     [row] = list(store.db.query("SELECT item_id, error_class, ndcgAt10, recallAtK, faithfulness FROM item_results"))

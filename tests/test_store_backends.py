@@ -125,6 +125,11 @@ def test_the_ledgers_refuse_rewrites_whoever_connects(database, sql: str, refusa
     client.close()
     assert [store.db.conn.execute(f"SELECT * FROM {table} ORDER BY id").fetchall()
             for table in ("qrels", "eval_feedback", "human_labels")] == snapshot
+    # The same pair judged by another source lives beside it.
+    with store.db.conn:
+        store.db.conn.execute("INSERT INTO qrels (query_id, doc_id, grade, source, judge_model, created_at) "
+                              "VALUES ('q1', 'd', 1, 'human', '', 'now')")
+    assert store.db.conn.execute("SELECT COUNT(*) FROM qrels").fetchone()[0] == 2
     # A second row with the id of a ledger row is dropped, never a replacement.
     with store.db.conn:
         store.db.conn.execute("INSERT INTO eval_feedback (id, run_id, error_class, created_at) VALUES ('f1', ?, 'correct', 'later')",

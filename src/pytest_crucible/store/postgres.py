@@ -108,19 +108,24 @@ def translate(sql: str) -> str:
     return _placeholders(sql.rstrip().rstrip(";") + suffix)
 
 
-def _placeholders(sql: str) -> str:
-    """``?`` outside string literals -> ``%s``; every ``%`` doubled (psycopg reads ``%`` everywhere)."""
-    out, quoted = [], False
-    for char in sql:
-        if char == "'":
-            quoted = not quoted
-        if char == "%":
-            out.append("%%")
-        elif char == "?" and not quoted:
-            out.append("%s")
-        else:
-            out.append(char)
+_CAMEL = re.compile(r'(?<![\w".])([a-z]+[A-Z]\w*)\b')
+
+
+def _quote_names(sql: str, placeholders: bool = False) -> str:
+    """Outside string literals: a camelCase name (a view's metric column, ``ndcgAt10``) quoted, since
+    PostgreSQL folds unquoted names to lower case; with ``placeholders``, ``?`` -> ``%s`` and every ``%``
+    doubled (psycopg reads ``%`` everywhere, literals included)."""
+    parts = re.split(r"('(?:[^']|'')*')", sql)  # odd parts are string literals
+    out = []
+    for index, part in enumerate(parts):
+        if index % 2 == 0:
+            part = _CAMEL.sub(r'"\1"', part.replace("?", "\0") if placeholders else part)
+        out.append(part.replace("%", "%%").replace("\0", "%s") if placeholders else part)
     return "".join(out)
+
+
+def _placeholders(sql: str) -> str:
+    return _quote_names(sql, placeholders=True)
 
 
 def _value(value: Any) -> Any:
@@ -399,6 +404,6 @@ def schema_statements() -> tuple[str, ...]:
                     statements.append(f"ALTER TABLE {name} ADD COLUMN rowid BIGINT GENERATED ALWAYS AS IDENTITY")
                 created.append(name)
     statements += [_ddl(sql) for kind, _, sql in objects if kind == "index"]
-    statements += [sql for kind, _, sql in objects if kind == "view"]
+    statements += [_quote_names(sql) for kind, _, sql in objects if kind == "view"]  # column names as SQLite shows them
     statements += _trigger_statements()
     return tuple(statements)

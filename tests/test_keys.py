@@ -13,10 +13,18 @@ from pytest_crucible.store import Store
 
 
 @pytest.fixture
-def db(tmp_path):
-    path = tmp_path / "c.db"
-    Store.open(path).close()
-    return path
+def db(database):
+    """A new database on each backend (a SQLite file, a PostgreSQL URL) with the schema in it."""
+    Store.open(database).close()
+    return database
+
+
+def rows(db, sql: str) -> list[tuple]:
+    store = Store.open(db)
+    try:
+        return [tuple(row) for row in store.db.conn.execute(sql).fetchall()]
+    finally:
+        store.close()
 
 
 def create(db, capsys, *args) -> tuple[str, str]:
@@ -32,19 +40,19 @@ def test_create_prints_the_key_once_and_stores_only_a_salted_hash(db, capsys) ->
     assert key == f"crk_{key_id}_{secret}" and len(key_id) == 26 and len(secret) >= 40
     assert f"created key {key_id} for workspace 'shop' with scope(s) runs:read, kb:read" in note
     assert "only time the key is shown" in note
-    conn = sqlite3.connect(db)
-    dump = "\n".join(conn.iterdump())
+    dump = "\n".join(map(str, rows(db, "SELECT * FROM api_keys")))
+    if not isinstance(db, str):  # the whole SQLite file, every table
+        conn = sqlite3.connect(db)
+        dump += "\n".join(conn.iterdump())
+        conn.close()
     assert secret not in dump and key not in dump
-    row = conn.execute("SELECT workspace, name, scopes, salt, key_hash, revoked_at FROM api_keys").fetchone()
-    conn.close()
+    [row] = rows(db, "SELECT workspace, name, scopes, salt, key_hash, revoked_at FROM api_keys")
     assert row[:3] == ("shop", "dashboard", '["runs:read", "kb:read"]') and row[5] is None
     assert len(bytes.fromhex(row[3])) == 16
     assert row[4].startswith("hmac_sha256$") and len(row[4]) == len("hmac_sha256$") + 64  # HMAC-SHA256(salt, secret), hex
     # Another key gets its own salt: equal secrets would still hash differently.
     create(db, capsys, "--workspace", "shop", "--scope", "runs:read")
-    conn = sqlite3.connect(db)
-    assert len({salt for (salt,) in conn.execute("SELECT salt FROM api_keys")}) == 2
-    conn.close()
+    assert len({salt for (salt,) in rows(db, "SELECT salt FROM api_keys")}) == 2
 
 
 def test_authenticate_accepts_only_the_live_key_itself(db) -> None:

@@ -378,3 +378,19 @@ def test_copy_moves_history_between_a_file_and_a_server_and_twice_adds_nothing(p
     other.close()
     clash = crucible_cli("copy", url, tmp_path / "other.db")
     assert clash.ret == 2 and f"run {newest['id']}: " in clash.stderr.str() and "holds another run with this id" in clash.stderr.str()
+
+
+def test_a_verdict_judged_on_one_runner_is_free_on_the_next(project, postgres_server, tmp_path) -> None:
+    """The judge cache lives in the team's database: a second session elsewhere (another checkout, same
+    items and answers) judges nothing again."""
+    import shutil
+
+    url = postgres_server.create_database()
+    first = project.runpytest("--crucible-mode=system", f"--crucible-db={url}")
+    assert first.ret == pytest.ExitCode.OK, first.outlines
+    first.stdout.re_match_lines([r"judge lexical-v\d \(offline heuristic\): \d+ requests, \d+ cached, [1-9]\d* judged, 0 failed"])
+    other_runner = tmp_path / "runner-2"
+    shutil.copytree(project.path, other_runner, ignore=shutil.ignore_patterns(".crucible", "__pycache__"))
+    second = project.runpytest("--crucible-mode=system", f"--crucible-db={url}", f"--rootdir={other_runner}", other_runner)
+    assert second.ret == pytest.ExitCode.OK, second.outlines
+    second.stdout.re_match_lines([r"judge lexical-v\d \(offline heuristic\): (\d+) requests, \1 cached, 0 judged, 0 failed"])

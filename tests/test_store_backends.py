@@ -227,12 +227,30 @@ def test_the_http_api_serves_a_postgres_database(postgres_server) -> None:
         assert http.get("/api/v1/evals/runs", headers={"Authorization": "Bearer crk_wrong_key"}).status_code == 401
 
 
-def test_merge_names_what_it_cannot_join(tmp_path, postgres_server) -> None:
-    url = postgres_server.url("nowhere", password="s3cret-pw")
-    result = crucible_cli("merge", tmp_path / "a.db", "-o", url)
-    assert result.ret == 2
-    assert result.stderr.lines[0] == (f"crucible: postgresql://postgres:***@127.0.0.1:{postgres_server.port}/nowhere: "
-                                      "crucible merge joins SQLite shard files into one SQLite file")
+def test_shard_files_merge_into_a_team_database(project, postgres_server) -> None:
+    """CI shards write files of their own (one --crucible-run-id); the merge goes into the team's database."""
+    first_half = "q-00 or q-01 or q-02 or q-03"
+    for db, selection in (("shard-1.db", first_half), ("shard-2.db", f"not ({first_half})")):
+        assert project.runpytest("--crucible-run-id=ci-9", f"--crucible-db={db}", "-k", selection).ret == pytest.ExitCode.OK
+    name = postgres_server.create_database().rsplit("/", 1)[1]
+    url = postgres_server.url(name, password="s3cret-pw")
+    merged = crucible_cli("merge", project.path / "shard-1.db", project.path / "shard-2.db", "-o", url)
+    assert merged.ret == 0, merged.errlines
+    assert merged.stdout.lines[0].startswith(f"merged run ci-9 from 2 shard(s) into postgresql://postgres:***@127.0.0.1:"
+                                             f"{postgres_server.port}/{name}: 8 items, status complete")
+    assert "s3cret-pw" not in merged.stdout.str() + merged.stderr.str()
+    store = Store.open(url)
+    try:
+        run = store.get_run("ci-9")
+        assert (run["status"], run["n_items"]) == ("complete", 8) and len(store.results("ci-9")) == 8
+    finally:
+        store.close()
+    again = crucible_cli("merge", project.path / "shard-1.db", project.path / "shard-2.db", "-o", url)
+    assert again.ret == 0 and "run ci-9 was already in" in again.stderr.str()
+    # A shard is a file of its own.
+    shard_url = crucible_cli("merge", url, project.path / "shard-2.db", "-o", project.path / "run.db")
+    assert shard_url.ret == 2
+    assert "crucible merge joins SQLite shard files (each shard's --crucible-db)" in shard_url.stderr.lines[0]
 
 
 @pytest.mark.slow

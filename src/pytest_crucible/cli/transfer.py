@@ -54,10 +54,12 @@ def _cmd_import(args: argparse.Namespace) -> int:
 def _cmd_merge(args: argparse.Namespace) -> int:
     from ..store.merge import merge_shards
 
+    from ..store import locate
+
     report = merge_shards(args.shards, args.output, run_id=args.run_id)
     for warning in report.warnings:
         print(f"crucible: warning: {warning}", file=sys.stderr)
-    print(f"merged run {report.run_id} from {len(report.shards)} shard(s) into {args.output}: "
+    print(f"merged run {report.run_id} from {len(report.shards)} shard(s) into {locate(args.output)}: "
           f"{report.items} items, status {report.status}, goldenHash {report.golden_hash[:12]}")
     print(f"qrels: {report.qrels_added} judgment(s) added; judge cache: {report.cache_rows_added} row(s) added")
     if report.status != "complete":
@@ -106,8 +108,9 @@ def add_import(sub) -> None:
 def add_merge(sub) -> None:
     merge = sub.add_parser("merge", help="join the shard databases of one sharded run (--crucible-run-id) into one")
     merge.add_argument("shards", nargs="+", metavar="SHARD.db", help="the shards' --crucible-db files")
-    merge.add_argument("-o", "--output", required=True, metavar="RUN.db",
-                       help="crucible database to add the merged run to (created if missing)")
+    merge.add_argument("-o", "--output", required=True, metavar="RUN.db|URL",
+                       help="crucible database to add the merged run to (created if missing): a SQLite file, or a "
+                            "team's PostgreSQL database")
     merge.add_argument("--run-id", dest="run_id", default=None, metavar="ID",
                        help="the run to merge (default: the one run id every shard holds)")
     merge.set_defaults(func=_cmd_merge)

@@ -251,10 +251,12 @@ def merge_shards(shard_paths: Sequence[str | Path], output_path: str | Path, *, 
     from ..golden_set.schema import golden_set_hash
     from . import is_file, locate
 
-    named = [locate(path) for path in [*shard_paths, output_path] if not is_file(path)]
-    if named:  # the shards' files are read (and the output written) as SQLite files, page by page
-        raise StoreError(f"{named[0]}: crucible merge joins SQLite shard files into one SQLite file\n"
-                         "HINT: merge the shard files into a SQLite file (-o run.db) and compare there")
+    named = [locate(path) for path in shard_paths if not is_file(path)]
+    if named:  # a shard is one session's own file (sessions that share a PostgreSQL database write their own runs)
+        raise StoreError(f"{named[0]}: crucible merge joins SQLite shard files (each shard's --crucible-db)\n"
+                         "HINT: give each shard its own file (--crucible-db=shard-N.db); the merge may go into a PostgreSQL database (-o URL)")
+    if not is_file(output_path):
+        return _merge_into_server(shard_paths, locate(output_path), run_id)
     output_path = Path(output_path)
     paths = _check_paths(shard_paths, output_path)
     stores: list[Store] = []
@@ -332,3 +334,19 @@ def _write(shards: list[_Shard], output_path: Path, run: dict[str, Any], union: 
             # The output did not exist before: leave no half-made file behind.
             for suffix in ("", "-wal", "-shm", "-journal"):
                 Path(f"{output_path}{suffix}").unlink(missing_ok=True)
+
+
+def _merge_into_server(shard_paths: Sequence[str | Path], output: Any, run_id: str | None) -> MergeReport:
+    """Merge the shard files into a team's PostgreSQL database: the same merge into a new file beside
+    nothing else, then ``crucible copy`` of that run (idempotent: a run already there is left as it is)."""
+    import tempfile
+
+    from .copy import copy_store
+
+    with tempfile.TemporaryDirectory(prefix="crucible-merge-") as folder:
+        merged = Path(folder) / "merged.db"
+        report = merge_shards(shard_paths, merged, run_id=run_id)
+        copied = copy_store(merged, output, run_ids=[report.run_id])
+    if copied.runs_present:
+        report.warnings.append(f"run {report.run_id} was already in {output}: left as it was")
+    return report

@@ -12,8 +12,9 @@ from pytest_crucible.golden_set.promote import PromoteError, draft_items, promot
 from pytest_crucible.store import Store
 
 
-def make_store(tmp_path):
-    store = Store.open(tmp_path / "c.db")
+def make_store(database):
+    """Two runs with one failed item each, on either backend (``database``: a SQLite path or a PostgreSQL URL)."""
+    store = Store.open(database)
     runs = []
     for _ in range(2):
         run_id = store.start_run(config_hash="h", params={}, resolved={"retrievalLimit": 10}, mode="system", outcome_mode="record")
@@ -25,8 +26,12 @@ def make_store(tmp_path):
     return store, runs, result_ids
 
 
-def snapshot(store: Store) -> list[str]:
-    return list(store.db.conn.iterdump())
+TABLES = ("runs", "results", "item_metrics", "golden_items", "qrels", "eval_feedback", "golden_drafts", "human_labels")
+
+
+def snapshot(store: Store) -> list[list[tuple]]:
+    """Every row of every table a promote could touch (on either backend)."""
+    return [sorted(map(repr, store.db.conn.execute(f"SELECT * FROM {table}").fetchall())) for table in TABLES]
 
 
 def body(run_id, result_id=None, **overrides):
@@ -40,8 +45,8 @@ def body(run_id, result_id=None, **overrides):
     return {k: v for k, v in data.items() if v is not None}
 
 
-def test_success_matches_the_spec_shape_and_writes_both_rows(tmp_path) -> None:
-    store, runs, results = make_store(tmp_path)
+def test_success_matches_the_spec_shape_and_writes_both_rows(database) -> None:
+    store, runs, results = make_store(database)
     response = promote(store, body(runs[0], results[0]))
     item, feedback = response["item"], response["feedback"]
     assert set(response) == {"item", "feedback"}
@@ -78,10 +83,10 @@ def test_success_matches_the_spec_shape_and_writes_both_rows(tmp_path) -> None:
     ("bad-class", "field 'errorClass': Value error, must be one of"),
     ("bad-citation", "field 'citations[[]0[]].mode'"),
 ])
-def test_refusals_leave_the_database_exactly_as_before(tmp_path, case, message) -> None:
+def test_refusals_leave_the_database_exactly_as_before(database, case, message) -> None:
     import fnmatch
 
-    store, runs, results = make_store(tmp_path)
+    store, runs, results = make_store(database)
     request = {
         "wrong-run": body("ZZZ"),
         "result-of-another-run": body(runs[0], results[1]),
@@ -100,7 +105,7 @@ def test_refusals_leave_the_database_exactly_as_before(tmp_path, case, message) 
 
 
 def test_a_write_failure_rolls_back_both_rows(tmp_path, monkeypatch) -> None:
-    store, runs, _ = make_store(tmp_path)
+    store, runs, _ = make_store(tmp_path / "c.db")
     before = snapshot(store)
     # Make the second insert fail after the first succeeded: the feedback row must go too.
     store.db.conn.execute("CREATE TRIGGER fail_drafts BEFORE INSERT ON golden_drafts BEGIN SELECT RAISE(ABORT, 'disk full'); END")
@@ -111,7 +116,7 @@ def test_a_write_failure_rolls_back_both_rows(tmp_path, monkeypatch) -> None:
 
 
 def test_cli_promote_flags_and_json_body_then_export_drafts(tmp_path, capsys, monkeypatch) -> None:
-    store, runs, results = make_store(tmp_path)
+    store, runs, results = make_store(tmp_path / "c.db")
     store.close()
     db = str(tmp_path / "c.db")
     assert main(["promote", "--db", db, "--run", runs[0], "--result", results[0], "--question", "How long?",
@@ -141,7 +146,7 @@ def test_cli_promote_flags_and_json_body_then_export_drafts(tmp_path, capsys, mo
 def test_reviewer_names_that_pass_for_another_are_refused_on_the_command_line_too(tmp_path, capsys, monkeypatch) -> None:
     """Issue 32 (4): the checks of the HTTP API's correctedBy hold wherever a reviewer is named: `crucible promote`
     (--by and a --json body), `crucible judge labels import --by` and `crucible qrels import|override --by`."""
-    store, runs, _ = make_store(tmp_path)
+    store, runs, _ = make_store(tmp_path / "c.db")
     store.close()
     db = str(tmp_path / "c.db")
     flags = ["promote", "--db", db, "--run", runs[0], "--question", "q", "--assertion", "a", "--error-class", "incomplete"]

@@ -52,8 +52,8 @@ CASES = [
 ]
 
 
-def test_import_appends_to_an_append_only_ledger(tmp_path: Path) -> None:
-    db, labels = tmp_path / "c.db", write_labels(tmp_path / "labels.jsonl", CASES)
+def test_import_appends_to_an_append_only_ledger(tmp_path: Path, database) -> None:
+    db, labels = database, write_labels(tmp_path / "labels.jsonl", CASES)
     first = crucible_cli("judge", "labels", "import", labels, "--db", db, "--by", "dana")
     assert first.ret == 0, first.errlines
     assert first.outlines == ["imported 5 labels (0 already there) for 3 answers"]
@@ -72,16 +72,15 @@ def test_import_appends_to_an_append_only_ledger(tmp_path: Path) -> None:
     # A relabelling is a new row (the newest counts); the same label again adds nothing.
     assert add_human_labels(store, [{**rows[0], "value": "acceptable", "created_at": None},
                                     {**rows[1], "created_at": None}]) == 1
-    store.close()
-    conn = sqlite3.connect(db)
+    conn = store.db.conn  # sqlite3's or PostgreSQL's, the same refusals
     try:
-        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        with pytest.raises(sqlite3.DatabaseError, match="append-only"), conn:
             conn.execute("UPDATE human_labels SET value = 'incorrect'")
-        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        with pytest.raises(sqlite3.DatabaseError, match="append-only"), conn:
             conn.execute("DELETE FROM human_labels")
         assert conn.execute("SELECT count(*) FROM human_labels").fetchone()[0] == 6
     finally:
-        conn.close()
+        store.close()
 
 
 def test_a_bad_labels_file_is_one_error_naming_file_and_line(tmp_path: Path) -> None:

@@ -30,8 +30,8 @@ def test_console_script_is_installed() -> None:
     assert "trec-eval" in done.stdout and "schema" in done.stdout
 
 
-def test_runs_and_show_read_the_store(tmp_path, capsys) -> None:
-    db = tmp_path / "c.db"
+def test_runs_and_show_read_the_store(tmp_path, database, capsys) -> None:
+    db = database
     store = Store.open(db)
     run_id = store.start_run(config_hash="ab" * 32, params={}, resolved={"retrievalLimit": 10}, mode="component",
                              outcome_mode="record", config_path="configs/base.json")
@@ -60,8 +60,8 @@ def test_missing_database_is_one_line_error(tmp_path, capsys) -> None:
     assert not (tmp_path / "none.db").exists()  # reading never creates files
 
 
-def test_metrics_by_facet_and_compare_restricted_to_a_facet(tmp_path, capsys) -> None:
-    db = tmp_path / "c.db"
+def test_metrics_by_facet_and_compare_restricted_to_a_facet(tmp_path, database, capsys) -> None:
+    db = database
     store = Store.open(db)
     ids = []
     for shift in (0.0, 0.5):
@@ -143,8 +143,8 @@ def _two_runs(db: Path, shift: float) -> list[str]:
     return ids
 
 
-def test_compare_exits_1_on_a_significant_regression_only(tmp_path, capsys) -> None:
-    db = tmp_path / "c.db"
+def test_compare_exits_1_on_a_significant_regression_only(tmp_path, database, capsys) -> None:
+    db = database
     base, worse = _two_runs(db, -0.2)
     assert main(["compare", base, worse, "--db", str(db)]) == 1
     captured = capsys.readouterr()
@@ -157,8 +157,8 @@ def test_compare_exits_1_on_a_significant_regression_only(tmp_path, capsys) -> N
     assert "GATE FAILED" not in capsys.readouterr().err
 
 
-def test_every_read_command_has_json_that_parses(tmp_path, capsys) -> None:
-    db = tmp_path / "c.db"
+def test_every_read_command_has_json_that_parses(tmp_path, database, capsys) -> None:
+    db = database
     base, other = _two_runs(db, 0.0)
     qrels = tmp_path / "qrels.txt"
     qrels.write_text("q1 0 a 1\nq2 0 b 2\n")

@@ -84,8 +84,8 @@ def test_ledger_refuses_update_and_delete_in_sqlite(tmp_path) -> None:
     conn.close()
 
 
-def test_override_through_the_cli_appends_beside_the_old_judgments(tmp_path, capsys) -> None:
-    db = tmp_path / "c.db"
+def test_override_through_the_cli_appends_beside_the_old_judgments(database, capsys) -> None:
+    db = database
     make_run(db, {"q1": ([{"docId": "d1", "chunkId": "c1", "mode": "required"}], [("c1", "d1"), ("c2", "d1")])})
     Store.open(db).append_qrels([{"query_id": "q1", "chunk_id": "c2", "doc_id": "d1", "grade": 1, "source": "llm",
                                   "judge_model": "m"}])
@@ -98,26 +98,24 @@ def test_override_through_the_cli_appends_beside_the_old_judgments(tmp_path, cap
     assert main(["qrels", "override", "q1", "c2", "3", "--by", "ann", "--db", str(db)]) == 0
     assert "effective grade 1 (llm) -> 3 (human)" in capsys.readouterr().out
 
-    conn = sqlite3.connect(db)
-    rows = conn.execute("SELECT chunk_id, doc_id, grade, source, created_by, note FROM qrels ORDER BY id").fetchall()
+    store = Store.open(db)
+    conn = store.db.conn  # sqlite3's or PostgreSQL's: the same rows, the same refusals
+    rows = [tuple(row) for row in conn.execute("SELECT chunk_id, doc_id, grade, source, created_by, note FROM qrels ORDER BY id").fetchall()]
     # Every judgment is still readable, side by side: nothing was rewritten. The chunk's
     # document was filled in from the run's retrieved list.
     assert rows == [("c1", "d1", 3, "provenance", None, None), ("c2", "d1", 1, "llm", None, None),
                     ("c1", "d1", 0, "human", "ann", "wrong passage"), ("c1", "d1", 2, "human", "bob", None),
                     ("c2", "d1", 3, "human", "ann", None)]
-    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"), conn:
         conn.execute("UPDATE qrels SET grade = 3 WHERE source = 'human'")
-    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"), conn:
         conn.execute("DELETE FROM qrels WHERE source = 'human'")
-    conn.close()
-
-    store = Store.open(db)
     run_id = store.resolve_run("latest")
     assert store.effective_qrels(run_id) == {"q1": {"chunk:c1": 2, "chunk:c2": 3}}
 
 
-def test_override_refuses_bad_grades_in_one_line(tmp_path, capsys) -> None:
-    db = tmp_path / "c.db"
+def test_override_refuses_bad_grades_in_one_line(tmp_path, database, capsys) -> None:
+    db = database
     make_run(db, {"q1": ([{"docId": "d1", "mode": "required"}], [("c1", "d1")])})
     for bad in ("4", "-1", "two", "2.5"):
         assert main(["qrels", "override", "q1", "c1", bad, "--by", "ann", "--db", str(db)]) == 2
@@ -174,8 +172,8 @@ def test_chunk_level_llm_grade_never_shadows_document_level_provenance() -> None
     assert ranking_units([("D#2", "D"), ("D#5", "D")], {u: g for u, (g, _) in human.items()}) == ["chunk:D#2", "doc:D"]
 
 
-def test_human_override_changes_effective_grade_and_metrics_and_keeps_the_llm_row(tmp_path) -> None:
-    db = tmp_path / "c.db"
+def test_human_override_changes_effective_grade_and_metrics_and_keeps_the_llm_row(database) -> None:
+    db = database
     run_id = make_run(db, {"q1": ([{"docId": "d1", "chunkId": "c1", "mode": "required"}],
                                   [("c9", "d9"), ("c1", "d1"), ("c5", "d5")])})
     store = Store.open(db)
@@ -285,8 +283,8 @@ def test_llm_human_pairs_use_the_newest_judgment_of_each_side() -> None:
     assert llm_human_pairs(rows) == [(3, 2), (0, 0)]
 
 
-def test_agreement_command(tmp_path, capsys) -> None:
-    db = tmp_path / "c.db"
+def test_agreement_command(tmp_path, database, capsys) -> None:
+    db = database
     make_run(db, {"q1": ([{"docId": "d1", "mode": "required"}], [("c1", "d1")])})
     assert main(["qrels", "agreement", "--db", str(db)]) == 0
     out = capsys.readouterr().out
@@ -450,7 +448,7 @@ def test_bad_input_errors_name_file_line_and_field(tmp_path, capsys, name, conte
     assert not db.exists()
 
 
-def test_who_judged_is_required_and_provenance_is_refused(tmp_path, capsys) -> None:
+def test_who_judged_is_required_and_provenance_is_refused(tmp_path, database, capsys) -> None:
     path = tmp_path / "q.txt"
     path.write_text("# header\nq1 0 c1 2\n")
     with pytest.raises(QrelsFormatError, match=r"q.txt:2: field 'by': a human judgment needs the name of who made it\nHINT: pass --by NAME"):
@@ -465,7 +463,7 @@ def test_who_judged_is_required_and_provenance_is_refused(tmp_path, capsys) -> N
     with pytest.raises(QrelsFormatError, match=r"missing.txt: cannot read the qrels file"):
         read_qrels_file(tmp_path / "missing.txt", by="ann")
 
-    db = tmp_path / "c.db"
+    db = database
     assert main(["qrels", "import", str(path), "--source", "provenance", "--db", str(db)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"crucible: {path}: field 'source': provenance judgments cannot be imported") and err.count("\n") == 2
@@ -474,8 +472,8 @@ def test_who_judged_is_required_and_provenance_is_refused(tmp_path, capsys) -> N
     assert [(r["source"], r["judge_model"], r["grade"]) for r in Store.open(db).qrels_rows()] == [("llm", "m", 2)]
 
 
-def test_imported_llm_chunk_judgment_learns_its_document_and_does_not_shadow_it(tmp_path, capsys) -> None:
-    db = tmp_path / "c.db"
+def test_imported_llm_chunk_judgment_learns_its_document_and_does_not_shadow_it(tmp_path, database, capsys) -> None:
+    db = database
     run_id = make_run(db, {"q1": ([{"docId": "D", "mode": "required"}], [("D#2", "D"), ("E#1", "E")])})
     path = tmp_path / "llm.txt"
     path.write_text("q1 0 chunk:D#2 0\nq1 0 E#1 2\n")  # TREC carries no doc ids

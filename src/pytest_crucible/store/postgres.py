@@ -81,6 +81,7 @@ _JSON_DYNAMIC = re.compile(r"json_extract\((\w+), '\$\.' \|\| json_quote\(\?\)\)
 _JSON_EACH_PATH = re.compile(r"json_each\(([\w.]+), '\$\.(\w+)'\) AS (\w+)")
 _JSON_EACH = re.compile(r"json_each\(([\w.]+)\) AS (\w+)")
 _JSON_EACH_PARAM = re.compile(r"FROM json_each\(\?\)")
+_JSON_TYPE = re.compile(r"\b(\w+)\.type =")
 _REPLACE = re.compile(r"^\s*INSERT OR REPLACE INTO (\w+) \(([^)]*)\)", re.IGNORECASE)
 
 
@@ -103,6 +104,7 @@ def translate(sql: str) -> str:
     sql = _JSON_EACH.sub(r"jsonb_array_elements((\1)::jsonb) AS \2(value)", sql)
     sql = _JSON_EACH_PARAM.sub("FROM jsonb_array_elements_text(?::jsonb) AS listed(value)", sql)
     sql = _JSON_PATH.sub(r"((\1)::jsonb ->> '\2')", sql)
+    sql = _JSON_TYPE.sub(r"jsonb_typeof(\1.value) =", sql)  # json_each's type column
     sql = re.sub(r"\bifnull\(", "coalesce(", sql, flags=re.IGNORECASE)
     sql = re.sub(r" LIKE ", " ILIKE ", sql)
     return _placeholders(sql.rstrip().rstrip(";") + suffix)

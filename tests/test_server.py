@@ -34,10 +34,11 @@ RUNS = "/api/v1/evals/runs"
 PROMOTE = "/api/w/{}/evals/feedback/promote"
 
 
-@pytest.fixture(scope="module")
-def api(tmp_path_factory):
-    """One database with two workspaces, its keys, and a server on it."""
-    db = tmp_path_factory.mktemp("api") / "crucible.db"
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def api(tmp_path_factory, request):
+    """One database with two workspaces, its keys, and a server on it: a SQLite file, then a PostgreSQL database."""
+    db = (tmp_path_factory.mktemp("api") / "crucible.db" if request.param == "sqlite"
+          else request.getfixturevalue("postgres_server").create_database())
     store = Store.open(db)
     runs = {
         "a": add_run(store, workspace="shop"),
@@ -55,6 +56,11 @@ def api(tmp_path_factory):
     }
     with serve_in_thread(db) as url:
         yield {"url": url, "db": db, "runs": runs, "keys": keys}
+
+
+def connect(db):
+    """The test's own connection to the database, on either backend (``execute``, ``close``)."""
+    return Store.open(db).db.conn
 
 
 def get(api, path, key="runs", **params):
@@ -187,7 +193,7 @@ def test_another_workspace_run_answers_exactly_as_a_missing_run(api) -> None:
 
 
 def test_promote_result_of_another_workspace_is_as_a_missing_result(api) -> None:
-    conn = sqlite3.connect(api["db"])
+    conn = connect(api["db"])
     foreign_result = conn.execute("SELECT result_id FROM results WHERE run_id = ? LIMIT 1", [api["runs"]["foreign"]]).fetchone()[0]
     conn.close()
     missing_result = "01NOSUCHRESULT00000000000000"[: len(foreign_result)]
@@ -272,7 +278,7 @@ def test_request_bodies_over_64_kib_are_413(api) -> None:
 # -- promote: 201, the spec's shape, one transaction ---------------------------------------------------
 def test_promote_writes_the_draft_and_its_feedback_row(api, capsys) -> None:
     a = api["runs"]["a"]
-    conn = sqlite3.connect(api["db"])
+    conn = connect(api["db"])
     result_id = conn.execute("SELECT result_id FROM results WHERE run_id = ? ORDER BY item_id LIMIT 1", [a]).fetchone()[0]
     conn.close()
     with client(api["url"], api["keys"]["write"]) as http:
@@ -289,7 +295,7 @@ def test_promote_writes_the_draft_and_its_feedback_row(api, capsys) -> None:
                         "note": f"Correction promoted to golden item {item['id']}."}
     # Without a reviewer's name, the key that wrote it is on the audit row.
     assert anonymous.json()["feedback"]["correctedBy"] == f"key:{key_id}"
-    conn = sqlite3.connect(api["db"])
+    conn = connect(api["db"])
     assert conn.execute("SELECT golden_item_id, run_id, result_id, corrected_by FROM eval_feedback WHERE id = ?",
                         [feedback["id"]]).fetchone() == (item["id"], a, result_id, "user_01KZ")
     conn.close()
@@ -342,7 +348,7 @@ def test_read_endpoints_open_the_database_read_only(api, monkeypatch) -> None:
     assert get(api, RUNS).status_code == 200
     monkeypatch.undo()
     reader = Store.open_read_only(api["db"])
-    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+    with pytest.raises(sqlite3.OperationalError, match="readonly|read-only"):  # SQLite's words, PostgreSQL's
         reader.db.conn.execute("DELETE FROM runs")
     reader.close()
 

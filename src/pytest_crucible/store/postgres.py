@@ -146,7 +146,7 @@ def _mapped(exc: Exception) -> sqlite3.Error:
     message = redact_urls(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
     if isinstance(exc, psycopg.IntegrityError):
         return sqlite3.IntegrityError(message)
-    if isinstance(exc, (psycopg.OperationalError, psycopg.errors.QueryCanceled)):
+    if isinstance(exc, (psycopg.OperationalError, psycopg.errors.QueryCanceled, psycopg.errors.ReadOnlySqlTransaction)):
         return sqlite3.OperationalError(message)
     return sqlite3.DatabaseError(message)
 

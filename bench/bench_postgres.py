@@ -12,6 +12,10 @@ interleaved, best of R (default 3):
 * (b) comparing: ``crucible compare A B --json`` of two such runs (the second a little better), as a
   subprocess, on each backend.
 
+* (c) eight writers at once: eight processes each record a run of N/8 items into one PostgreSQL database
+  at the same moment (CI shards and pull requests on one server); the slowest and the fastest against
+  one process writing N/8 items alone, and whether every row arrived.
+
 It prints the times side by side and the ratios PostgreSQL / SQLite. The cluster runs with fsync off (a
 test cluster), so the writes measure the protocol and the statements, not the disk. It reports, it never fails.
 """
@@ -74,6 +78,34 @@ def compare(database, a: str, b: str) -> float:
     return elapsed
 
 
+WRITER = """
+import sys, time
+sys.path.insert(0, {tests!r})
+sys.path.insert(0, {bench!r})
+from bench_postgres import record, scores
+rows = scores({n}, 0.0, {seed})
+for row in rows:
+    row["item_id"] = row["item"]["id"] = f"w{seed}-" + row["item_id"]
+print(record({url!r}, rows)[0])
+"""
+
+
+def eight_writers(server, items: int) -> tuple[float, float, float, int]:
+    """(alone, fastest, slowest) seconds of writing ``items`` items, and the result rows that arrived."""
+    url = server.create_database()
+    Store.open(url).close()  # the schema, before the clock starts
+    def writer(seed: int) -> subprocess.Popen:
+        code = WRITER.format(tests=str(ROOT / "tests"), bench=str(ROOT / "bench"), n=items, seed=seed, url=url)
+        return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    alone = float(writer(99).communicate()[0])
+    procs = [writer(seed) for seed in range(8)]
+    walls = [float(proc.communicate()[0]) for proc in procs]
+    store = Store.open(url)
+    arrived = store.db.conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+    store.close()
+    return alone, min(walls), max(walls), arrived
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--items", type=int, default=10_000)
@@ -101,6 +133,11 @@ def main() -> int:
         for what in ("record", "compare"):
             sqlite, postgres = min(times[f"{what} sqlite"]), min(times[f"{what} postgres"])
             print(f"{what:<8} sqlite {sqlite:6.2f} s   postgres {postgres:6.2f} s   ratio postgres / sqlite {postgres / sqlite:.2f}x")
+        per = args.items // 8
+        alone, fastest, slowest, arrived = eight_writers(server, per)
+        print(f"8 writers of {per} items each into one PostgreSQL database: alone {alone:.2f} s; at once fastest "
+              f"{fastest:.2f} s, slowest {slowest:.2f} s ({slowest / alone:.1f}x alone on {os.cpu_count()} CPUs); "
+              f"{arrived} of {9 * per} result rows arrived")
     finally:
         server.stop()
     return 0

@@ -40,6 +40,16 @@ def add_run(store: Store, *, workspace: str, shift: float = 0.0, judge: str | No
     return run_id
 
 
+def make_db(tmp_path: Path, *workspaces: str) -> tuple[Path, dict[str, list[str]]]:
+    """A database with two complete runs per workspace (default: shop); workspace -> run ids."""
+    db = tmp_path / "crucible.db"
+    store = Store.open(db)
+    runs = {workspace: [add_run(store, workspace=workspace), add_run(store, workspace=workspace, shift=0.2)]
+            for workspace in workspaces or ("shop",)}
+    store.close()
+    return db, runs
+
+
 def new_key(db: Path, workspace: str, *scopes: str, name: str | None = None) -> str:
     store = Store.open(db, create=False)
     try:

@@ -38,27 +38,16 @@ pytest.importorskip("uvicorn")
 import httpx  # noqa: E402
 
 import pytest_crucible.server.app as server_app  # noqa: E402
-from api_server import add_run, client, new_key, serve_in_thread, server_in_thread  # noqa: E402
+from api_server import make_db, client, new_key, serve_in_thread, server_in_thread  # noqa: E402
 from pytest_crucible.cli import main  # noqa: E402
 from pytest_crucible.defaults import ServerLimits  # noqa: E402
 from pytest_crucible.server.keys import parse_key  # noqa: E402
-from pytest_crucible.store import Store  # noqa: E402
 
 RUNS = "/api/v1/evals/runs"
 COMPARE = "/api/v1/evals/runs/compare"
 METRICS = "/api/v1/evals/runs/{}/metrics"
 #: An X-Forwarded-For written as the rest of an access log line and a second, made-up entry.
 FORGED_ENTRY = '10.0.0.1:0 - "GET /x HTTP/1.1" 200 OK | admin-console'
-
-
-def make_db(tmp_path: Path, *workspaces: str) -> tuple[Path, dict[str, list[str]]]:
-    """A database with two complete runs per workspace (default: shop); workspace -> run ids."""
-    db = tmp_path / "crucible.db"
-    store = Store.open(db)
-    runs = {workspace: [add_run(store, workspace=workspace), add_run(store, workspace=workspace, shift=0.2)]
-            for workspace in workspaces or ("shop",)}
-    store.close()
-    return db, runs
 
 
 def loopback_alias_available() -> bool:

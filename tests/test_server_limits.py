@@ -33,7 +33,7 @@ import httpx  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
 import pytest_crucible.server.app as server_app  # noqa: E402
-from api_server import add_run, client, new_key, serve_in_thread  # noqa: E402
+from api_server import make_db, add_run, client, new_key, serve_in_thread  # noqa: E402
 from pytest_crucible.cli import main  # noqa: E402
 from pytest_crucible.defaults import ServerLimits  # noqa: E402
 from pytest_crucible.server.keys import authenticate, parse_key  # noqa: E402
@@ -42,16 +42,6 @@ from pytest_crucible.store import Store  # noqa: E402
 RUNS = "/api/v1/evals/runs"
 COMPARE = "/api/v1/evals/runs/compare"
 PROMOTE = "/api/w/{}/evals/feedback/promote"
-
-
-def make_db(tmp_path: Path, *workspaces: str) -> tuple[Path, dict[str, list[str]]]:
-    """A database with two complete runs per workspace (default: shop); workspace -> run ids."""
-    db = tmp_path / "crucible.db"
-    store = Store.open(db)
-    runs = {workspace: [add_run(store, workspace=workspace), add_run(store, workspace=workspace, shift=0.2)]
-            for workspace in workspaces or ("shop",)}
-    store.close()
-    return db, runs
 
 
 def promote_body(run_id: str, **overrides) -> dict:

@@ -9,9 +9,8 @@ import sys
 
 import pytest
 
-from pytest_crucible.verdict.runs import metric_means
 
-from pytest_crucible.store import SCHEMA_VERSION, RunNotFound, Store, StoreError
+from pytest_crucible.store import SCHEMA_VERSION, Store, StoreError
 
 SCORE = {
     "item_id": "q1", "question": "Q?", "item": {"id": "q1", "question": "Q?", "citations": [{"docId": "d", "mode": "required"}]},

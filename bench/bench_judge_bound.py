@@ -12,7 +12,7 @@ no-op test over the same items.
 
     .venv/bin/python bench/bench_judge_bound.py [--items 1000] [--concurrency 32] [--latency 0.2] [--repeat 1]
 
-It reports, it never fails. (At 1,000 items it takes about 12 minutes today: see docs/benchmarks.md.)
+It reports, it never fails. At 1,000 items it takes about a minute (docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -270,6 +270,11 @@ class MockAnthropic(ScriptedFaults):
         self.batches: dict[str, dict[str, Any]] = {}
         self.in_flight = 0
         self.max_in_flight = 0
+        # flight_key(body: the parsed JSON request) -> a label (e.g. which golden item a request judges):
+        # max_labels_in_flight is the most distinct labels in flight at once (1: items judged one after another).
+        self.flight_key: Callable[[Any], str] | None = None
+        self.labels_in_flight: Counter[str] = Counter()
+        self.max_labels_in_flight = 0
         self._lock = threading.Lock()
         self._ids = 0
         self._server: ThreadingHTTPServer | None = None
@@ -575,9 +580,13 @@ class _Handler(BaseHTTPRequestHandler):
         if route == "unknown":
             self._error(404, f"no route POST {self.path}")
             return
+        label = mock.flight_key(body) if mock.flight_key is not None and route == "messages" else None
         with mock._lock:
             mock.in_flight += 1
             mock.max_in_flight = max(mock.max_in_flight, mock.in_flight)
+            if label is not None:
+                mock.labels_in_flight[label] += 1
+                mock.max_labels_in_flight = max(mock.max_labels_in_flight, len(+mock.labels_in_flight))
         try:
             if route == "messages" and mock.response_delay:
                 time.sleep(mock.response_delay)
@@ -592,6 +601,8 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             with mock._lock:
                 mock.in_flight -= 1
+                if label is not None:
+                    mock.labels_in_flight[label] -= 1
 
     def do_GET(self) -> None:  # noqa: N802
         mock = self.server_mock

@@ -20,6 +20,10 @@ DEFAULT_K = 10
 #: CRUCIBLE_FILE_MODE overrides it (files.file_mode).
 DEFAULT_FILE_MODE = 0o600
 
+# A model judge's requests in flight at once (Claude, an OpenAI-compatible server); --crucible-concurrency=N
+# raises it to N, so that a judge-bound run keeps N requests waiting on the provider at every moment.
+JUDGE_REQUESTS_IN_FLIGHT = 4
+
 # Golden item kinds (the golden schema's ``kind`` field, --crucible-kind, crucible compare --kind).
 KINDS = ("retrieval", "aggregation", "adversarial")
 

@@ -77,7 +77,8 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--crucible-label-pool", dest="crucible_label_pool", action="store_true", default=False,
                     help="Grade retrieved chunks nobody has judged yet (UMBRELA-style, 0-3) into the qrels ledger.")
     group.addoption("--crucible-concurrency", dest="crucible_concurrency", type=int, metavar="N", default=None,
-                    help="Call the pipeline for up to N items at once ahead of their tests (needs a session-scoped "
+                    help="Call the pipeline for up to N items at once ahead of their tests, and with a model judge "
+                         "judge them there, up to N judge requests in flight (needs a session-scoped "
                          "crucible_pipeline; default: ini crucible_concurrency, else 1).")
     group.addoption("--crucible-html", dest="crucible_html", metavar="PATH", default=None,
                     help="Write the run as one self-contained HTML report (with the comparison when --crucible-baseline is given).")
@@ -107,7 +108,7 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--crucible-workspace", dest="crucible_workspace", metavar="NAME", default=None,
                     help="Workspace the run belongs to (default: ini crucible_workspace, else the rootdir's name).")
     parser.addini("crucible_workspace", default="", help="Workspace of the runs (default: the rootdir's name).")
-    parser.addini("crucible_concurrency", default="1", help="Pipeline calls in flight at once.")
+    parser.addini("crucible_concurrency", default="1", help="Pipeline calls (and a model judge's requests) in flight at once.")
     parser.addini("crucible_k", default=str(DEFAULT_K),
                   help=f"Cutoff of the metrics at K (default {DEFAULT_K}); runs measured at different K are not compared.")
     parser.addini("crucible_judge", default="auto",

@@ -128,7 +128,7 @@ class CrucibleSession:
         if self.settings.concurrency > 1:
             if self._prefetcher is None and self._run_order:
                 self._prefetcher = Prefetcher(pipeline, self._run_order, concurrency=self.settings.concurrency,
-                                              kwargs=kwargs, runner=self.async_runner)
+                                              kwargs=kwargs, runner=self.async_runner, then=self._judging_ahead())
             if self._prefetcher is not None and key in self._prefetcher:
                 return self._prefetcher.take(key)
         started = time.perf_counter()
@@ -137,6 +137,19 @@ class CrucibleSession:
         except Exception as exc:  # noqa: BLE001 - the item's own error
             return Outcome(error=exc, latency_ms=(time.perf_counter() - started) * 1000.0)
         return Outcome(value=value, latency_ms=(time.perf_counter() - started) * 1000.0)
+
+    def _judging_ahead(self) -> Callable[[Any, "Outcome"], None] | None:
+        """What the prefetcher runs after each pipeline call: the item's judging, when the judge waits on a
+        network (Judge.overlaps) and answers now (Message Batches judge at session end); else None."""
+        s = self.settings
+        if not s.uses_judge or s.judge_batch or not self.engine.judge.overlaps:
+            return None
+        from .evaluation import judge_ahead
+
+        self.ledger_rows("")  # loaded here, once, not by two workers at once
+        engine, embedder, rubrics = self.engine, self.embedder, self.graded_rubrics
+        return lambda golden, outcome: judge_ahead(golden, outcome, settings=s, ledger=self.ledger_rows(golden.id),
+                                                   engine=engine, embedder=embedder, rubrics=rubrics)
 
     def evaluate(self, key: str, golden: "GoldenItem", pipeline, config, embedder) -> "ItemVerdict":
         """Run one item's pipeline (or take the prefetched result) and evaluate it."""
@@ -270,7 +283,7 @@ class CrucibleSession:
             from .judge.select import make_judge, read_cache_rows
 
             s = self.settings
-            judge = make_judge(s.judge, model=s.judge_model, batch=s.judge_batch, price_per_mtok=s.judge_price,
+            judge = make_judge(s.judge, model=s.judge_model, batch=s.judge_batch, price_per_mtok=s.judge_price, concurrency=s.concurrency,
                                registered=s.registered_judges)
             engine = JudgeEngine(judge, cache_mode=s.judge_cache,
                                  judge_repeat=s.judge_repeat)

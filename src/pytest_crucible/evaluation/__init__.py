@@ -51,40 +51,29 @@ def evaluate(golden: "GoldenItem", outcome: "Outcome", *, settings: "Settings", 
     a returned dict lists every accepted key (else a one-line reference to the first such failure);
     ``rubrics``: the rubric metrics the judge grades (none when it cannot); ``calibration``: the judge's
     newest `crucible judge calibrate` row (None: never calibrated), which a failure on a judged verdict
-    names. The Python custom metrics (``settings.custom_metrics``) run on every item the pipeline answered."""
+    names. The Python custom metrics (``settings.custom_metrics``) run on every item the pipeline answered.
+    An outcome judged ahead (``outcome.ahead``, from :func:`judge_ahead`) is not judged again."""
     from .pipeline import PipelineResultError, coerce_result
-    from .scoring import classify_score, score_error, score_item
+    from .scoring import classify_score, score_error
 
     latency = round(outcome.latency_ms, 3)
     if outcome.error is not None:
         return ItemVerdict(score_error(golden, f"{type(outcome.error).__name__}: {outcome.error}", latency), error=outcome.error)
-    try:
-        result = coerce_result(outcome.value, explain_keys=explain_keys)
-    except PipelineResultError as exc:
-        return ItemVerdict(score_error(golden, exc.problem, latency), failure=f"golden item {golden.id}: {exc}",
-                           explained_keys=explain_keys and bool(exc.unknown_keys))
-    labelled, label_errors = [], []
-    if settings.label_pool:
-        from .pool import label_pool
-        from .scoring import item_judgments
-
-        labelled, label_errors = label_pool(golden, result, settings.k, item_judgments(golden, ledger), engine)
-    score = score_item(golden, result, k=settings.k, latency_ms=latency, ledger_rows=[*ledger, *labelled])
-    score.qrels_rows, score.judge_errors = labelled, label_errors
+    if outcome.ahead is not None:
+        result, score = outcome.ahead
+    else:
+        try:
+            result = coerce_result(outcome.value, explain_keys=explain_keys)
+        except PipelineResultError as exc:
+            return ItemVerdict(score_error(golden, exc.problem, latency), failure=f"golden item {golden.id}: {exc}",
+                               explained_keys=explain_keys and bool(exc.unknown_keys))
+        score = score_result(golden, result, latency, settings=settings, ledger=ledger, engine=engine, embedder=embedder,
+                             rubrics=rubrics)
     if settings.custom_metrics:
         from .custom_metrics import read_only, run_python_metrics
 
         values, score.metric_errors = run_python_metrics(settings.custom_metrics, golden, result, read_only(settings.resolved))
         score.metrics.update(values)
-    # A blocked question has no answer to judge: its outcome is the guardrail metrics' business.
-    if settings.judges_answers and not score.blocked:
-        from ..metrics.crag import is_abstention
-        from .answers import AnswerInputs, score_answers
-
-        score.abstained = score.abstained or is_abstention(score.answer)
-        if not settings.judge_batch:
-            [answer] = score_answers([AnswerInputs.from_score(score.to_plain(), rubrics)], engine, embedder)
-            apply_answer_score(score, answer)
     if engine is not None:
         score.cache_rows = engine.drain_cache_rows()
     if not score.blocked and not score.judge_errors and not (settings.judges_answers and settings.judge_batch):
@@ -97,6 +86,49 @@ def evaluate(golden: "GoldenItem", outcome: "Outcome", *, settings: "Settings", 
     judge = engine.judge.model if engine is not None else None
     strict = strict_failure(golden.id, score, settings.thresholds, judged_evidence(score, judge, calibration))
     return ItemVerdict(score, failure=strict if settings.strict else None, strict_failure=strict)
+
+
+def score_result(golden: "GoldenItem", result: Any, latency: float, *, settings: "Settings", ledger: Sequence[dict[str, Any]],
+                 engine: Any, embedder: Any, rubrics: Sequence["Rubric"]) -> "ItemScore":
+    """The item's retrieval and answer layers (pool labelling and the judge included): the part of
+    :func:`evaluate` that reads nothing but the item, its result and the judge, so it may run ahead of the test."""
+    from .scoring import score_item
+
+    labelled, label_errors = [], []
+    if settings.label_pool:
+        from .pool import label_pool
+        from .scoring import item_judgments
+
+        labelled, label_errors = label_pool(golden, result, settings.k, item_judgments(golden, ledger), engine)
+    score = score_item(golden, result, k=settings.k, latency_ms=latency, ledger_rows=[*ledger, *labelled])
+    score.qrels_rows, score.judge_errors = labelled, label_errors
+    # A blocked question has no answer to judge: its outcome is the guardrail metrics' business.
+    if settings.judges_answers and not score.blocked:
+        from ..metrics.crag import is_abstention
+        from .answers import AnswerInputs, score_answers
+
+        score.abstained = score.abstained or is_abstention(score.answer)
+        if not settings.judge_batch:
+            [answer] = score_answers([AnswerInputs.from_score(score.to_plain(), rubrics)], engine, embedder)
+            apply_answer_score(score, answer)
+    return score
+
+
+def judge_ahead(golden: "GoldenItem", outcome: "Outcome", *, settings: "Settings", ledger: Sequence[dict[str, Any]],
+                engine: Any, embedder: Any, rubrics: Sequence["Rubric"]) -> None:
+    """Judge one item in a prefetch worker, ahead of its test (``outcome.ahead``), so that the judge's requests
+    of many items wait on the provider together. Anything unusual (a pipeline error, a result that does not
+    validate, an exception) is left to :func:`evaluate` in the test, which meets it as it always did."""
+    from .pipeline import coerce_result
+
+    if outcome.error is not None:
+        return
+    try:
+        result = coerce_result(outcome.value)
+        outcome.ahead = (result, score_result(golden, result, round(outcome.latency_ms, 3), settings=settings, ledger=ledger,
+                                              engine=engine, embedder=embedder, rubrics=rubrics))
+    except Exception:  # noqa: BLE001 - met again, in the test, by evaluate
+        outcome.ahead = None
 
 
 # The error classes a judge's verdict alone decides (an unsupported claim, a CRAG grade).

@@ -9,6 +9,10 @@ whose class name says RateLimit) halves the concurrency and retries the call aft
 back-off; each success adds one slot back (additive increase, multiplicative decrease).
 Any other exception is that item's error and nothing else's.
 
+A judge whose requests wait on a network (``Judge.overlaps``) judges each item in the same worker
+right after its pipeline call (``then``), so the judge's requests of the items in the window wait on
+the provider together; the test finds its item judged (``Outcome.ahead``).
+
 This module never imports pytest.
 """
 
@@ -145,14 +149,18 @@ class Outcome:
     value: Any = None
     error: BaseException | None = None
     latency_ms: float = 0.0
+    # (result, score) when the item was scored ahead of its test (evaluation.judge_ahead), else None.
+    ahead: Any = None
 
 
 class Prefetcher:
     """Calls the pipeline ahead of the tests, for a window of the selected items in run order."""
 
     def __init__(self, pipeline: Callable[..., Any], items: Sequence[tuple[str, Any]], *, concurrency: int,
-                 kwargs: dict[str, Any], runner: AsyncRunner):
+                 kwargs: dict[str, Any], runner: AsyncRunner, then: Callable[[Any, Outcome], None] | None = None):
+        """``then(golden, outcome)``: run in the worker after each call (judging ahead); it must not raise."""
         self.pipeline = pipeline
+        self.then = then
         self.order = [key for key, _ in items]
         self.items = dict(items)
         self.position = {key: index for index, key in enumerate(self.order)}
@@ -188,7 +196,10 @@ class Prefetcher:
                     continue
                 return Outcome(error=exc, latency_ms=(time.perf_counter() - started) * 1000.0)
             self.limit.release()
-            return Outcome(value=value, latency_ms=(time.perf_counter() - started) * 1000.0)
+            outcome = Outcome(value=value, latency_ms=(time.perf_counter() - started) * 1000.0)
+            if self.then is not None and not self._closed:
+                self.then(golden, outcome)
+            return outcome
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _fill(self, upto: int) -> None:

@@ -37,6 +37,11 @@ class Judge(ABC):
     paid: bool = False
     #: True when the judge can grade a user-written rubric (a model can; the offline heuristics cannot).
     grades_rubrics: bool = False
+    #: True when its requests wait on a network and it may be called from many threads at once, bounding its own
+    #: requests in flight: the session then judges the items ahead of their tests, several items at a time. The
+    #: offline judges compute (threads would only share one core) and a judge of your own is called one call at
+    #: a time (its max_concurrency), so they say False.
+    overlaps: bool = False
 
     @abstractmethod
     def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict | JudgeFailure]:

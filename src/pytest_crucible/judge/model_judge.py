@@ -302,6 +302,7 @@ class ModelJudge(Judge):
 
     paid = True
     grades_rubrics = True
+    overlaps = True  # a semaphore bounds the requests in flight across every caller's threads
     batch = False
     #: USD per million input and output tokens that replace the price table (ini crucible_judge_price_per_mtok):
     #: a self-hosted model, or a contract price. Cached input is billed at the input rate, and no batch discount.

@@ -28,8 +28,13 @@ class JudgeSetupError(Exception):
 
 
 def make_judge(name: str = "auto", *, model: str | None = None, batch: bool = False,
-               price_per_mtok: tuple[float, float] | None = None, registered: Mapping[str, Any] | None = None) -> Judge:
-    """The judge called ``name``; ``registered``: the judges plugins registered, by name."""
+               price_per_mtok: tuple[float, float] | None = None, registered: Mapping[str, Any] | None = None,
+               concurrency: int = 1) -> Judge:
+    """The judge called ``name``; ``registered``: the judges plugins registered, by name; ``concurrency``: a model
+    judge keeps up to that many requests in flight (at least JUDGE_REQUESTS_IN_FLIGHT)."""
+    from ..defaults import JUDGE_REQUESTS_IN_FLIGHT
+
+    in_flight = max(JUDGE_REQUESTS_IN_FLIGHT, concurrency)
     if name == "auto":
         name = "anthropic" if os.environ.get("ANTHROPIC_API_KEY") else "lexical"
     if name in ("lexical", "lexical-v3"):
@@ -54,11 +59,11 @@ def make_judge(name: str = "auto", *, model: str | None = None, batch: bool = Fa
         from .prices import DEFAULT_JUDGE_MODEL
 
         # The SDK reads ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL itself; the key never passes through us.
-        judge = AnthropicJudge(model or DEFAULT_JUDGE_MODEL, batch=batch)
+        judge = AnthropicJudge(model or DEFAULT_JUDGE_MODEL, batch=batch, max_concurrency=in_flight)
         judge.price_override = price_per_mtok
         return judge
     if name == "openai":
-        return _openai_judge(model, batch, price_per_mtok)
+        return _openai_judge(model, batch, price_per_mtok, in_flight)
     if registered and name in registered:
         return _custom(registered[name], f"registered as {name!r}")
     if ":" in name:
@@ -70,7 +75,7 @@ def make_judge(name: str = "auto", *, model: str | None = None, batch: bool = Fa
                           "registered by the hook pytest_crucible_register_judges (docs/judges.md)")
 
 
-def _openai_judge(model: str | None, batch: bool, price_per_mtok: tuple[float, float] | None) -> Judge:
+def _openai_judge(model: str | None, batch: bool, price_per_mtok: tuple[float, float] | None, in_flight: int) -> Judge:
     if importlib.util.find_spec("openai") is None:
         raise JudgeSetupError("--crucible-judge=openai needs the openai SDK, which is not installed\n"
                               "HINT: pip install 'pytest-crucible[openai]'")
@@ -85,7 +90,7 @@ def _openai_judge(model: str | None, batch: bool, price_per_mtok: tuple[float, f
     from .openai_judge import OpenAIJudge
 
     # The SDK reads OPENAI_API_KEY and OPENAI_BASE_URL itself; the key never passes through us.
-    return OpenAIJudge(model, batch=batch, price_per_mtok=price_per_mtok)
+    return OpenAIJudge(model, batch=batch, price_per_mtok=price_per_mtok, max_concurrency=in_flight)
 
 
 def load_judge_class(path: str) -> Any:

@@ -5,6 +5,7 @@ item turned into pass or fail. pytest glue, used by plugin.py.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -140,6 +141,7 @@ class GoldenFile(pytest.File):
             claim_item_id(self.config, golden, shown, self.CollectError)
             test = GoldenItemTest.from_parent(self, name=golden.id, callobj=golden_file_test)
             test.stash[GOLDEN_ITEM_KEY] = golden
+            test.golden_line = golden.line
             if golden.status == "draft" and not include_drafts:
                 test.add_marker(pytest.mark.skip(reason=DRAFT_REASON))
             yield test
@@ -163,9 +165,17 @@ def claim_item_id(config: pytest.Config, golden: "GoldenItem", shown: str, error
 class GoldenItemTest(pytest.Function):
     """A golden item collected from a file; failures point at the item's line."""
 
+    golden_line = 1
+
     def reportinfo(self):
-        golden = self.stash[GOLDEN_ITEM_KEY]
-        return self.path, max(golden.line - 1, 0), f"golden item {golden.id}"
+        return self.path, max(self.golden_line - 1, 0), f"golden item {self.name}"
+
+
+def release_golden(item: pytest.Item) -> None:
+    """Forget a collected golden item once its test has run (reruns included): it was recorded with its
+    result, and 100,000 of them kept to the session's end cost more memory than pytest's own items."""
+    if isinstance(item, GoldenItemTest) and GOLDEN_ITEM_KEY in item.stash:
+        del item.stash[GOLDEN_ITEM_KEY]
 
 
 def golden_file_test(request: pytest.FixtureRequest, crucible_pipeline, crucible_config) -> None:
@@ -216,7 +226,13 @@ def _attach(node: pytest.Item, crucible: "CrucibleSession", score: "ItemScore") 
     if score.error_class:
         node.user_properties.append(("crucible.errorClass", score.error_class))
     for name, value in score.metrics.items():
-        node.user_properties.append((f"crucible.{name}", float(value)))
+        node.user_properties.append((_property_name(name), float(value)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _property_name(metric: str) -> str:
+    """One string per metric's junit property name, shared by every item (not one copy per item)."""
+    return f"crucible.{metric}"
 
 
 def stop_with_usage_error(request: pytest.FixtureRequest, message: str) -> None:

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from .collection import (GOLDEN_ITEM_KEY, SCORE_KEY, SESSION_KEY, USAGE_ERROR_KEY, GoldenFile, deselect_unwanted, evaluate_node,
-                         collection_lines, golden_of, marker_params, note_golden_source, note_unmatched_file, stop_with_usage_error)
+                         collection_lines, golden_of, marker_params, note_golden_source, note_unmatched_file, release_golden,
+                         stop_with_usage_error)
 from .options import add_options, build_settings, find_custom_metrics
 from .report.junit import report_to_junit
 from .warning import warn
@@ -158,6 +159,14 @@ def golden_item(request: pytest.FixtureRequest):
     request.node.stash[GOLDEN_ITEM_KEY] = request.param
     request.node.stash[REQUEST_KEY] = request
     return request.param
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    try:
+        return (yield)
+    finally:  # after every rerun a plugin may make of it
+        release_golden(item)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -104,7 +104,8 @@ class CrucibleSession:
     def plan(self, selected: list[tuple[str, "GoldenItem"]], skipped: int) -> None:
         """The golden items this session will run, in run order (the prefetcher calls ahead along it),
         and how many it collected but skips (drafts), counted with the run."""
-        self._run_order, self.skipped = selected, skipped
+        # Only the prefetcher reads the order: without it, the golden items are not held here too.
+        self._run_order, self.skipped = (selected if self.settings.concurrency > 1 else []), skipped
 
     @property
     def async_runner(self) -> "AsyncRunner":
@@ -129,6 +130,7 @@ class CrucibleSession:
             if self._prefetcher is None and self._run_order:
                 self._prefetcher = Prefetcher(pipeline, self._run_order, concurrency=self.settings.concurrency,
                                               kwargs=kwargs, runner=self.async_runner, then=self._judging_ahead())
+                self._run_order = []  # the prefetcher holds each golden item until its test takes it
             if self._prefetcher is not None and key in self._prefetcher:
                 return self._prefetcher.take(key)
         started = time.perf_counter()

@@ -176,7 +176,8 @@ class Prefetcher:
         self._closed = False
 
     def __contains__(self, key: str) -> bool:
-        return key in self.position
+        """True while the item's outcome has not been taken (a re-run of its test calls the pipeline itself)."""
+        return key in self.items
 
     def _call(self, key: str) -> Outcome:
         __tracebackhide__ = True
@@ -214,9 +215,13 @@ class Prefetcher:
         self._fill(self.position[key] + 1 + self.window)
         with self._lock:
             future = self._futures.pop(key, None)
-        if future is None:  # already taken (a re-run of the same node) or cancelled: call now
-            return self._call(key)
-        return future.result()
+        try:
+            if future is None:  # not submitted (the window was closed): call now
+                return self._call(key)
+            return future.result()
+        finally:
+            with self._lock:
+                self.items.pop(key, None)  # the golden item is its test's from here on
 
     def close(self) -> None:
         """Cancel calls not started yet (e.g. after -x stopped the session)."""

@@ -137,9 +137,12 @@ class GoldenFile(pytest.File):
         shown = display_path(self.config, self.path)
         if not items:
             self.config.stash.setdefault(_EMPTY_GOLDEN_KEY, []).append(shown)
+        # Every item of the file runs the same function with the same fixtures: their closure is worked out
+        # once (as pytest does for the instances of one parametrized test), not once per item.
+        fixtureinfo = self.session._fixturemanager.getfixtureinfo(node=self, func=golden_file_test, cls=None) if items else None
         for golden in items:
             claim_item_id(self.config, golden, shown, self.CollectError)
-            test = GoldenItemTest.from_parent(self, name=golden.id, callobj=golden_file_test)
+            test = GoldenItemTest.from_parent(self, name=golden.id, callobj=golden_file_test, fixtureinfo=fixtureinfo)
             test.stash[GOLDEN_ITEM_KEY] = golden
             test.golden_line = golden.line
             if golden.status == "draft" and not include_drafts:
@@ -170,6 +173,12 @@ class GoldenItemTest(pytest.Function):
     def reportinfo(self):
         return self.path, max(self.golden_line - 1, 0), f"golden item {self.name}"
 
+    def runtest(self) -> None:
+        # Evaluated here, not through a test function taking ``request``: that fixture is built anew for
+        # every test, a cost a 100,000-item set pays 100,000 times.
+        __tracebackhide__ = True
+        evaluate_node(self, self.funcargs["crucible_pipeline"], self.funcargs["crucible_config"])
+
 
 def release_golden(item: pytest.Item) -> None:
     """Forget a collected golden item once its test has run (reruns included): it was recorded with its
@@ -178,26 +187,23 @@ def release_golden(item: pytest.Item) -> None:
         del item.stash[GOLDEN_ITEM_KEY]
 
 
-def golden_file_test(request: pytest.FixtureRequest, crucible_pipeline, crucible_config) -> None:
-    """The test body of a collected golden item: evaluate it (which fails it if it must). It takes the
-    session fixtures, not crucible_evaluate: no function-scoped fixture to set up and tear down per item."""
-    __tracebackhide__ = True
-    evaluate_node(request, crucible_pipeline, crucible_config)
+def golden_file_test(crucible_pipeline, crucible_config) -> None:
+    """The fixtures a collected golden item's test takes (the session's own: no function-scoped fixture to
+    set up and tear down per item); :meth:`GoldenItemTest.runtest` evaluates the item with them."""
 
 
-def evaluate_node(request: pytest.FixtureRequest, pipeline, config) -> "ItemScore":
-    """Evaluate the golden item of ``request``'s test once, attach its score, and fail the test if the
+def evaluate_node(node: pytest.Item, pipeline, config) -> "ItemScore":
+    """Evaluate the golden item of the test ``node`` once, attach its score, and fail the test if the
     item fails; returns the :class:`ItemScore` (what ``crucible_evaluate()`` returns)."""
     __tracebackhide__ = True
-    node = request.node
     if SCORE_KEY in node.stash:
         return node.stash[SCORE_KEY]
     golden = node.stash.get(GOLDEN_ITEM_KEY, None)
     if golden is None:
         raise pytest.UsageError("crucible_evaluate needs a golden item: use it in a test marked @crucible.golden(path)")
-    crucible = request.config.stash[SESSION_KEY]
+    crucible = node.config.stash[SESSION_KEY]
     # Only answers need embeddings: component runs never build (or import) an embedder.
-    embedder = request.getfixturevalue("crucible_embedder") if crucible.settings.judges_answers else None
+    embedder = node._request.getfixturevalue("crucible_embedder") if crucible.settings.judges_answers else None
     from .evaluation.concurrency import PipelineSignatureError
 
     usage = None
@@ -206,7 +212,7 @@ def evaluate_node(request: pytest.FixtureRequest, pipeline, config) -> "ItemScor
     except PipelineSignatureError as exc:  # the same for every item: one usage error, not N failures
         usage = str(exc)
     if usage is not None:  # outside the except block: no "during handling" chain in the output
-        stop_with_usage_error(request, usage)
+        stop_with_usage_error(node, usage)
     golden.forget_json()  # the score holds the item's JSON until it is recorded
     _attach(node, crucible, verdict.score)
     if verdict.error is not None:
@@ -235,7 +241,7 @@ def _property_name(metric: str) -> str:
     return f"crucible.{metric}"
 
 
-def stop_with_usage_error(request: pytest.FixtureRequest, message: str) -> None:
+def stop_with_usage_error(request: "pytest.FixtureRequest | pytest.Item", message: str) -> None:
     """Stop the whole session with one usage error (``ERROR: ...``, exit 4, no traceback): pytest.exit
     leaves the test loop at once (no report for this item) and pytest_runtestloop turns it into a
     UsageError. An xdist worker cannot exit that way (the controller would crash): its item fails with

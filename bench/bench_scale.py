@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shutil
 import sqlite3
 import sys
 import tempfile
@@ -63,7 +64,21 @@ def main() -> int:
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--no-bare-at-largest", action="store_true",
                         help="skip the bare module at the largest size (it needs about 1 GB at 100,000 items)")
+    parser.add_argument("--keep", metavar="DIR", type=Path,
+                        help="copy the largest size's folder (its project and runs.db with the two runs) to DIR")
+    parser.add_argument("--readers", metavar="DIR", type=Path,
+                        help="only time the readers on a folder kept by --keep (DIR/runs.db, DIR/plugin): the terminal "
+                             "summary, show, report and compare")
     opts = parser.parse_args()
+    if opts.readers:
+        import pytest  # noqa: PLC0415 - the version for the report only
+
+        print(f"python {platform.python_version()}, pytest {pytest.__version__}, {os.cpu_count()} CPUs, {platform.machine()}")
+        overhead.CHILD_ENV.update(os.environ)
+        overhead.CHILD_ENV.pop("PYTEST_ADDOPTS", None)
+        with tempfile.TemporaryDirectory(prefix="crucible-readers-") as name:
+            time_readers(opts.readers / "plugin", opts.readers / "runs.db", Path(name))
+        return 0
     sizes = [int(size) for size in opts.sizes.split(",")]
 
     import pytest  # noqa: PLC0415 - the version for the report only
@@ -106,6 +121,9 @@ def main() -> int:
             rows.append((size, plugin, bare, summary_s))
             if size == max(sizes):
                 readers(plugin_dir, db, base, env)
+                if opts.keep:
+                    shutil.copytree(base, opts.keep, dirs_exist_ok=True)
+                    print(f"  kept {base} in {opts.keep}")
 
     print()
     print(f"{'items':>8s} {'plugin s':>9s} {'bare s':>8s} {'ratio':>6s} {'cpu ratio':>9s} {'ms/item':>8s} {'extra ms/item':>13s}"
@@ -126,18 +144,44 @@ def readers(plugin_dir: Path, db: Path, base: Path, env: dict[str, str]) -> None
     second = child([*overhead.plugin_cmd(plugin_dir, db), "-p", "crucible_phaseprobe"], plugin_dir, base / "plugin2.log",
                    {**env, "BENCH_ROTATE": "1"})
     print(f"  second run (rotated rankings): {second[0]:.2f} s wall, peak RSS {second[2]:.1f} MB, rc={second[3]}")
+    time_readers(plugin_dir, db, base)
+
+
+# The session's terminal summary on a stored run, as CrucibleSession.summary_lines builds it at session end
+# (the phase probe times it inside a whole pytest run; this times it alone): -q (one line, alerts, as the
+# benchmark's runs print it) and the default verbosity, each from a fresh session object.
+SUMMARY = """
+import sys, time
+from pathlib import Path
+from pytest_crucible.session import CrucibleSession
+from pytest_crucible.settings import Settings
+db, run_id, verbose = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+session = CrucibleSession(Settings(params={}, resolved={}, config_hash="", config_path=None, db_path=db))
+session.run_id = run_id
+started = time.perf_counter()
+lines = session.summary_lines(verbose=verbose)
+print("\\n".join(lines))
+print(f"summary_lines {time.perf_counter() - started:.2f} s")
+"""
+
+
+def time_readers(plugin_dir: Path, db: Path, base: Path) -> None:
+    """The readers on the two runs of ``db`` (A the first, B the second): the session's terminal summary
+    (-q and default), ``crucible show``, ``crucible report`` (HTML) and ``crucible compare``."""
     with sqlite3.connect(db) as conn:
         run_a, run_b = [row[0] for row in conn.execute("SELECT id FROM runs ORDER BY started_at")]
     crucible = ["-m", "pytest_crucible.cli"]  # run_child runs them with this python
     for label, args in (
+        ("summary -q B", ["-c", SUMMARY, str(db), run_b, "-1"]),
+        ("summary B", ["-c", SUMMARY, str(db), run_b, "0"]),
         ("crucible show B", [*crucible, "show", run_b, "--db", str(db)]),
         ("crucible report B (HTML)", [*crucible, "report", run_b, "--db", str(db), "-o", str(base / "report.html")]),
         ("crucible compare A B", [*crucible, "compare", run_a, run_b, "--db", str(db)]),
     ):
-        log = base / (label.split()[1] + ".log")
+        log = base / (label.replace(" ", "_") + ".log")
         wall, cpu, rss, rc = child(args, plugin_dir, log)
         tail = " | ".join(line.strip() for line in log.read_text(errors="replace").splitlines()[-3:])
-        print(f"  {label:26s} {wall:7.2f} s wall  peak RSS {rss:7.1f} MB  rc={rc}  [{tail[:160]}]")
+        print(f"  {label:26s} {wall:7.2f} s wall {cpu:7.2f} s cpu  peak RSS {rss:7.1f} MB  rc={rc}  [{tail[:160]}]")
     size = (base / "report.html").stat().st_size / 1e6 if (base / "report.html").exists() else float("nan")
     print(f"  HTML report: {size:.1f} MB")
 

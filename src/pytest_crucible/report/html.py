@@ -317,29 +317,30 @@ def _guardrail_context(golden, item_metrics, results) -> dict[str, Any] | None:
 
 
 def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any]:
-    from ..metrics.facets import by_facet
     from ..metrics import ordered_metrics
     from ..metrics import METRIC_FAMILIES as FAMILIES
     from ..metrics import family_of, run_cutoff
     from ..verdict.runs import metric_means, selective_pairs
     from ..store.ledgers import latest_judge_calibration
-    from .terminal import calibration_line, judge_line, pool_summary
-    from .views import TARGET_RISK, error_class_counts, run_labels, selective_summary
+    from .terminal import calibration_line, judge_line, pool_line, stored_facets
+    from .views import TARGET_RISK, error_class_table, run_labels, selective_summary
+    from ..store import aggregates
 
+    # At scale (100,000 items) the page never holds every result row: the counts come from SQL, the views read
+    # the columns they need, and only the items drilled down are read whole.
     run = store.get_run(run_id)
-    results = store.results(run_id)
-    golden = store.golden_items(run_id)
-    items_by_id = {item["id"]: item for item in golden if isinstance(item, dict) and "id" in item}
+    tally = aggregates.result_tally(store, run_id)
     item_metrics = store.item_metrics(run_id)
     means = metric_means(item_metrics)
     resolved = _loads(run.get("resolved"), {}) or {}
     k = run_cutoff(run)
 
     outcomes: dict[str, int] = {}
-    for row in results:
-        outcomes[row.get("outcome") or "unknown"] = outcomes.get(row.get("outcome") or "unknown", 0) + 1
+    for outcome, n in tally["outcomes"].items():
+        outcomes[outcome or "unknown"] = outcomes.get(outcome or "unknown", 0) + n
 
-    selective = selective_summary(results)
+    selective_rows = aggregates.result_columns(store, run_id, ("item_id", "confidence", "crag_grade"), where="selective")
+    selective = selective_summary(selective_rows)
     families = []
     for family, names in FAMILIES.items():
         rows = [{"name": name, "label": _metric_label(name, k), "mean": means[name][0], "n": means[name][1]}
@@ -363,11 +364,11 @@ def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any
     if custom:
         families.append({"name": "custom", "rows": custom})
 
-    classes = error_class_counts(results)
+    classes = error_class_table(tally["error_classes"])
     class_total = sum(classes.values()) or 1
     error_classes = [{"name": name, "n": n, "share": n / class_total} for name, n in classes.items()]
 
-    facet_table = by_facet(golden, item_metrics, counts=True) if golden else {}
+    facet_table = stored_facets(store, run_id, item_metrics)
     facet_metrics = ordered_metrics({m for values in facet_table.values() for entry in values.values() for m in entry["counts"]})
     # A cell's count is shown when its mean rests on fewer items than the facet has (errored ones, or items
     # the metric does not apply to): (mean, count or None).
@@ -385,14 +386,21 @@ def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any
     trends = trend_plots(report_trends(store, run, [name for name in ONE_LINE_METRICS if name in means]))
 
     comparison = _gate_context(gate, run_id, k) if gate is not None else None
-    plot = risk_coverage_plot(selective_pairs(results), comparison["baseline_selective"] if comparison else None, TARGET_RISK)
+    plot = risk_coverage_plot(selective_pairs(selective_rows), comparison["baseline_selective"] if comparison else None,
+                              TARGET_RISK)
 
+    # The items drilled down: chosen from a few columns of every result, then read whole (with their golden
+    # items, grades and metrics) alone.
+    chosen = items_to_show(aggregates.result_columns(store, run_id, ("item_id", "outcome", "error", "judge_errors", "error_class")))
+    shown = aggregates.results_of(store, run_id, [row["item_id"] for row in chosen])
+    items_by_id = {item["id"]: item for item in aggregates.golden_items_of(store, run_id, [row["item_id"] for row in shown])
+                   if isinstance(item, dict) and "id" in item}
     grades = _grades_by_item(store, run_id, items_by_id)
-    per_item: dict[str, dict[str, float]] = {}
+    per_item: dict[str, dict[str, float]] = {row["item_id"]: {} for row in shown}
     for metric, values in item_metrics.items():
-        for item_id, value in values.items():
-            per_item.setdefault(item_id, {})[metric] = value
-    shown = items_to_show(results)
+        for item_id, item_values in per_item.items():
+            if item_id in values:
+                item_values[metric] = values[item_id]
     repeats: dict[str, list[dict[str, Any]]] = {}
     if (run.get("repeats") or 1) > 1:
         for repeat in store.item_repeats(run_id):
@@ -400,7 +408,13 @@ def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any
     items = [_item_context(row, items_by_id.get(row["item_id"]), grades.get(row["item_id"], {}), per_item.get(row["item_id"], {}), k,
                            repeats) for row in shown]
 
-    guardrails = _guardrail_context(golden, item_metrics, results)
+    from ..metrics.guardrail import ATTACK_SUCCESS, GUARDRAIL_METRICS
+
+    guardrails = None
+    if any(name in item_metrics for name in GUARDRAIL_METRICS):
+        guardrails = _guardrail_context(aggregates.golden_items_with_metric(store, run_id, ATTACK_SUCCESS), item_metrics,
+                                        aggregates.result_columns(store, run_id, ("item_id", "blocked", "blocked_layer"),
+                                                                  where="blocked"))
 
     cost = None
     if run.get("cost_usd"):
@@ -414,12 +428,12 @@ def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any
         "judge": judge_line(run) if run.get("judge_model") else None,
         "calibration": calibration_line(latest_judge_calibration(store, run["judge_model"], run.get("judge_prompt_version"))).strip()
         if run.get("judge_model") else None,
-        "cost": cost, "n_items": len(results), "outcomes": sorted(outcomes.items()),
+        "cost": cost, "n_items": tally["n"], "outcomes": sorted(outcomes.items()),
         "families": families, "selective": selective, "plot": plot, "trends": trends, "comparison": comparison,
-        "facets": facets, "error_classes": error_classes, "items": items, "items_not_shown": len(results) - len(shown),
+        "facets": facets, "error_classes": error_classes, "items": items, "items_not_shown": tally["n"] - len(shown),
         "k": k, "guardrails": guardrails,
         "labels": run_labels(run), "kinds": _loads(run.get("kinds"), None),
-        "pool": pool_summary([row.get("pool") for row in results], k), "db": str(store.path),
+        "pool": pool_line(tally["pool"], k), "db": str(store.path),
     }
 
 

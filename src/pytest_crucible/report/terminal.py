@@ -102,6 +102,12 @@ def pool_summary(pools, k) -> str | None:
         if pool:
             for name, count in (json.loads(pool) if isinstance(pool, str) else pool).items():
                 totals[name] = totals.get(name, 0) + count
+    return pool_line(totals, k)
+
+
+def pool_line(totals: dict[str, int], k) -> str | None:
+    """:func:`pool_summary` of the pool's units already summed by source (``store.aggregates.result_tally``)."""
+    totals = {"provenance": 0, "human": 0, "llm": 0, "unjudged": 0, **totals}
     size = sum(totals.values())
     if not size:
         return None
@@ -121,7 +127,11 @@ def facet_lines(items, metrics) -> list[str]:
     that rests on fewer items (errored ones, items a metric does not apply to) shows how many, ``0.5000 (4)``."""
     from ..metrics.facets import by_facet
 
-    table = by_facet(items, metrics, counts=True)
+    return facet_table_lines(by_facet(items, metrics, counts=True))
+
+
+def facet_table_lines(table: dict) -> list[str]:
+    """:func:`facet_lines` of a ``by_facet(..., counts=True)`` table."""
     columns = [c for c in FACET_COLUMNS if any(c in entry for values in table.values() for entry in values.values())]
     lines = [f"  {'facet':<34} {'n':>4} " + " ".join(f"{c:>13}" for c in columns)]
     for facet, values in table.items():
@@ -201,10 +211,12 @@ def alerts_only(lines: list[str]) -> list[str]:
 
 def one_line_summary(store, run_id: str, *, gate: str | None = None) -> str:
     """The run in one line: id, status, items, the headline metrics (per kind) and the gate's result."""
+    from ..verdict.runs import stored_means
+
     run = store.get_run(run_id)
     k = run_cutoff(run)
     parts = []
-    for kind, means in kind_means(store.item_kinds(run_id), store.item_metrics(run_id)):
+    for kind, means in stored_means(store, run_id, ONE_LINE_METRICS)[1]:
         shown = " ".join(f"{display_name(name, k)} {means[name][0]:.3f}" for name in ONE_LINE_METRICS if name in means)
         if shown:
             parts.append(f"{kind} {shown}" if kind else shown)
@@ -298,31 +310,31 @@ def custom_metric_lines(run: dict, results: list[dict]) -> list[str]:
 def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults: list[str] = (), verbose: int = 0,
                       known_keys: Iterable[str] = ()) -> list[str]:
     """The run's summary (the session's crucible section, `crucible show`); ``known_keys``: config keys an
-    unread key may be a typo of (see ``config.unread_key_message``)."""
+    unread key may be a typo of (see ``config.unread_key_message``).
+
+    At scale (100,000 items) it never reads every result row: the counts come from SQL, the means from the
+    metric values alone, and a view reads the rows it needs (``store.aggregates``)."""
+    from ..store import aggregates
+
     run = store.get_run(run_id)
-    results = store.results(run_id)
-    counts: dict[str, int] = {}
-    for row in results:
-        counts[row["outcome"]] = counts.get(row["outcome"], 0) + 1
+    tally = aggregates.result_tally(store, run_id)
+    n_results, errored = tally["n"], tally["errored"]
     k = run_cutoff(run)
-    outcome_text = ", ".join(f"{n} {name}" for name, n in sorted(counts.items()))
+    outcome_text = ", ".join(f"{n} {name}" for name, n in sorted(tally["outcomes"].items()))
     lines = run_header(run)
     if run.get("judge_model"):  # right under the judge lines: how far to trust its judged metrics
         from ..store.ledgers import latest_judge_calibration
 
         lines.append(calibration_line(latest_judge_calibration(store, run["judge_model"], run.get("judge_prompt_version"))))
-    from ..verdict.runs import metric_means, unrecorded_items
+    from ..verdict.runs import stored_means, unrecorded_items
 
-    errored = sum(1 for row in results if row.get("error"))
     skipped = run.get("n_skipped") or 0
     lost = unrecorded_items(run)  # ran, but the database could not record them: no outcome to show
-    counts_text = (f": {len(results) - errored} scored, {errored} errored" + (f", {skipped} skipped" if skipped else "")
+    counts_text = (f": {n_results - errored} scored, {errored} errored" + (f", {skipped} skipped" if skipped else "")
                    + (f", {lost} lost" if lost else "") if errored or skipped or lost else "")
-    lines.append(f"items {len(results) + lost} ({outcome_text or 'none'}){counts_text}")
+    lines.append(f"items {n_results + lost} ({outcome_text or 'none'}){counts_text}")
 
-    items, item_metrics = store.golden_items(run_id), store.item_metrics(run_id)  # read once for every view below
-    means = metric_means(item_metrics)
-    by_kind = kind_means(store.item_kinds(run_id), item_metrics)
+    means, by_kind = stored_means(store, run_id)
     if means and len(by_kind) > 1:
         # A run that mixes kinds shows each kind's means: none is taken across them.
         lines.append("this run mixes kinds of question: every mean is of one kind (--crucible-kind=KIND runs one)")
@@ -331,18 +343,23 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
             lines.extend(metric_table(kind_table, k))
     elif means:
         lines.extend(metric_table(means, k))
-    elif lost and not results:
+    elif lost and not n_results:
         lines.append(f"  no metrics: no item could be recorded ({lost} lost); this run is {run['status']}")
-    elif results and all(row.get("error") for row in results):
-        lines.append(f"  no metrics: every item's pipeline call errored ({len(results)} errored); this run is {run['status']}")
+    elif n_results and errored == n_results:
+        lines.append(f"  no metrics: every item's pipeline call errored ({n_results} errored); this run is {run['status']}")
     else:
         lines.append("  no retrieval metrics: no item had a relevant citation")
-    lines.extend(custom_metric_lines(run, results))
+    from ..evaluation.custom_metrics import read_definitions
+
+    if read_definitions(run):
+        lines.extend(custom_metric_lines(run, aggregates.result_columns(store, run_id, ("item_id", "metric_errors"),
+                                                                        where="metric_errors")))
     if (run.get("repeats") or 1) > 1:
         lines.extend(repeat_lines(run["repeats"], store.item_repeats(run_id), k))
-    from .views import error_class_counts, selective_summary
+    from .views import error_class_table, selective_summary
 
-    selective = selective_summary(results)
+    selective = selective_summary(aggregates.result_columns(store, run_id, ("item_id", "confidence", "crag_grade"),
+                                                            where="selective"))
     if selective:
         truth = means.get("truthfulness", (None, 0))[0]
         abstain = means.get("abstainRate", (None, 0))[0]
@@ -353,17 +370,23 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
                 f"aurc {selective['aurc']:.4f} (eAurc {selective['eAurc']:.4f})") if part)
         )
         lines.append(f"  coverage at risk <= 10%: {selective['coverageAtRisk']:.2f} (n {selective['n']})")
-    from ..labels.human import run_ppi_lines
+    from ..labels.human import METRIC_OF_KIND, run_ppi_lines
 
-    lines.extend(run_ppi_lines(store, results, item_metrics))  # nothing unless people labelled some of its answers
-    classes = error_class_counts(results)
+    if any(metric in means for metric in METRIC_OF_KIND.values()) and aggregates.has_human_labels(store, run_id):
+        # people labelled some of its answers
+        lines.extend(run_ppi_lines(store, aggregates.result_columns(store, run_id, ("item_id", "answer")),
+                                   store.item_metrics(run_id)))
+    classes = error_class_table(tally["error_classes"])
     if classes:
         lines.append("error classes: " + ", ".join(f"{name} {n}" for name, n in classes.items()))
-    lines.extend(guardrail_lines(items, item_metrics, results, verbose=verbose))
+    lines.extend(stored_guardrail_lines(store, run_id, means, verbose=verbose))
+    table = None
+    if "truthfulness" in means or verbose > 0:
+        table = stored_facets(store, run_id)
     if "truthfulness" in means:
-        from ..metrics.facets import by_facet, worst_facets
+        from ..metrics.facets import worst_facets
 
-        worst = worst_facets(by_facet(items, item_metrics, counts=True), "truthfulness")
+        worst = worst_facets(table, "truthfulness")
         if worst:
             line = "worst truthfulness by facet:"
             for index, (facet, value, mean, n) in enumerate(worst):
@@ -373,20 +396,47 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
                 line += ("," if index else "") + entry
             lines.append(line)
     if verbose > 0:
-        lines.extend(facet_lines(items, item_metrics))
-    pool_line = pool_summary([row.get("pool") for row in results], k)
-    if pool_line:
-        lines.extend(pool_line.splitlines())
+        lines.extend(facet_table_lines(table))
+    pool_text = pool_line(tally["pool"], k)
+    if pool_text:
+        lines.extend(pool_text.splitlines())
     lines.append(f"db {store.path}")
     from ..config import unread_key_message
 
     for key in unread_keys:
         lines.append(f"WARNING CrucibleWarning: {unread_key_message(key, known_keys)}")
-    textless = textless_chunks_line(run, results)
-    if textless:
-        lines.append(textless)
+    if run.get("mode") == "system":
+        textless = textless_chunks_line(run, aggregates.result_columns(store, run_id, ("error", "blocked", "retrieved"),
+                                                                       where="answered"))
+        if textless:
+            lines.append(textless)
     lines.extend(fault_lines(faults))
     return lines
+
+
+def stored_facets(store, run_id: str, item_metrics: dict[str, dict[str, float]] | None = None) -> dict:
+    """``metrics.facets.by_facet(golden items, item metrics, counts=True)`` of a stored run, reading of its
+    golden items only the fields a facet is (not the whole items)."""
+    from ..metrics.facets import FACETS, by_facet
+    from ..store.aggregates import golden_fields
+
+    items = golden_fields(store, run_id, ("id", *FACETS, "tags"))
+    return by_facet(items, store.item_metrics(run_id) if item_metrics is None else item_metrics, counts=True)
+
+
+def stored_guardrail_lines(store, run_id: str, means: dict, *, verbose: int = 0) -> list[str]:
+    """:func:`guardrail_lines` of a stored run, reading only the guardrail metrics, the attacks' golden
+    items and the blocked results (nothing when the run measured no guardrail metric)."""
+    from ..metrics.guardrail import ATTACK_SUCCESS, GUARDRAIL_METRICS
+    from ..store import aggregates
+
+    names = [name for name in GUARDRAIL_METRICS if name in means]
+    if not names:
+        return []
+    metrics = aggregates.metric_table(store, run_id, names)
+    items = aggregates.golden_items_with_metric(store, run_id, ATTACK_SUCCESS)
+    blocked = aggregates.result_columns(store, run_id, ("item_id", "blocked", "blocked_layer"), where="blocked")
+    return guardrail_lines(items, metrics, blocked, verbose=verbose)
 
 
 def fault_lines(faults) -> list[str]:

@@ -98,26 +98,37 @@ def _trends(store: "Store", rows: list[dict[str, Any]], names: list[str], *, wor
     from ..defaults import KINDS
     from ..evaluation.custom_metrics import directions
     from ..metrics import depends_on_k, display_name, metric_direction, run_cutoff
-    from ..verdict.runs import labels_of, metric_means
+    from ..store.aggregates import kind_counts, metric_rows, metric_values
+    from ..verdict.runs import labels_of, means_of_values
 
     k = run_cutoff(rows[-1]) if rows else None
     custom: dict[str, str | None] = {}
-    read = []
+    seen: set[str] = set()
     for row in rows:
         custom.update(directions(row))
-        read.append((store.item_metrics(row["id"]), store.item_kinds(row["id"])))
-    seen = {item_kind for _, kinds in read for item_kind in kinds.values()}
+        seen |= {item_kind or "retrieval" for item_kind in kind_counts(store, row["id"])}
     groups: list[str | None] = [kind] if kind else [None] if len(seen) < 2 else sorted(
         seen, key=lambda item_kind: (KINDS.index(item_kind) if item_kind in KINDS else len(KINDS), item_kind))
+    # Each run's values of these metrics, in item order, per group (an item without a golden row counts as
+    # retrieval): read once per run, item ids only when the runs mix kinds.
+    read: list[dict[str | None, dict[str, list[float]]]] = []
+    for row in rows:
+        if groups == [None]:
+            read.append({None: metric_values(store, row["id"], names)})
+            continue
+        kinds = store.item_kinds(row["id"])
+        split: dict[str | None, dict[str, list[float]]] = {group: {} for group in groups}
+        for metric, item, value in metric_rows(store, row["id"], names):
+            group = kinds.get(item, "retrieval")
+            if group in split:
+                split[group].setdefault(metric, []).append(value)
+        read.append(split)
     trends = []
     for group in groups:
         for name in names:
             points: list[TrendPoint] = []
-            for row, (table, kinds) in zip(rows, read):
-                values = table.get(name, {})
-                if group is not None:
-                    values = {item: value for item, value in values.items() if kinds.get(item, "retrieval") == group}
-                mean, n = metric_means({name: values}).get(name, (None, 0))
+            for row, values_of in zip(rows, read):
+                mean, n = means_of_values({name: values_of[group].get(name, [])}).get(name, (None, 0))
                 run_k = run_cutoff(row)
                 point = TrendPoint(row["id"], str(row.get("started_at")), mean, n, str(row.get("config_hash") or ""),
                                    labels_of(row), run_k, other_k=run_k != k and depends_on_k(name))

@@ -52,6 +52,13 @@ def error_class_counts(results: list[dict[str, Any]]) -> dict[str, int]:
     return {name: n for name, n in counts.items() if n}
 
 
+def error_class_table(counts: dict[str, int]) -> dict[str, int]:
+    """:func:`error_class_counts` of classes already counted (``store.aggregates.result_tally``)."""
+    from ..metrics.errors import ERROR_CLASSES
+
+    return {name: counts[name] for name in ERROR_CLASSES if counts.get(name)}
+
+
 def run_guardrails(items: list[dict[str, Any]], metrics: dict[str, dict[str, float]],
                    results: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
     """Guardrail rates with Wilson intervals, attacks by category, blocks by layer (None: no guardrail eval)."""

@@ -734,12 +734,12 @@ class Store:
 
     def item_metrics(self, run_id: str) -> dict[str, dict[str, float]]:
         """metric -> {item_id: value}: what a paired comparison reads."""
-        table: dict[str, dict[str, float]] = {}
-        for item_id, metric, value in self.db.conn.execute(
-            "SELECT item_id, metric, value FROM item_metrics WHERE run_id = ? ORDER BY metric, item_id", [run_id]
-        ):
-            table.setdefault(metric, {})[item_id] = value
-        return table
+        from itertools import groupby
+        from operator import itemgetter
+
+        rows = self.db.conn.execute(
+            "SELECT metric, item_id, value FROM item_metrics WHERE run_id = ? ORDER BY metric, item_id", [run_id]).fetchall()
+        return {metric: {item_id: value for _, item_id, value in group} for metric, group in groupby(rows, key=itemgetter(0))}
 
     def item_repeats(self, run_id: str) -> list[dict[str, Any]]:
         """The repeats of a run's items (``--crucible-repeat``), metrics decoded; empty for a run without repeats."""
@@ -779,13 +779,19 @@ class Store:
         return {item_id: kind or "retrieval" for item_id, kind in self.db.conn.execute(
             "SELECT item_id, json_extract(item, '$.kind') FROM golden_items WHERE run_id = ?", [run_id])}
 
-    def result_rows(self, run_id: str) -> list[dict[str, Any]]:
+    def result_rows(self, run_id: str, *, rankings: bool = False) -> list[dict[str, Any]]:
         """Every result's item id, confidence, CRAG grade and failures (pipeline error, judge errors):
-        what the run model reads besides the metrics."""
-        rows = [dict(row) for row in self.db.query(
-            "SELECT item_id, confidence, crag_grade, error, judge_errors FROM results WHERE run_id = ? ORDER BY item_id", [run_id])]
+        what the run model reads besides the metrics, by item id; ``rankings``: and what it retrieved (decoded),
+        in recording order."""
+        columns = ["item_id", "confidence", "crag_grade", "error", "judge_errors", *(["retrieved"] if rankings else [])]
+        rows = [dict(zip(columns, row)) for row in self.db.conn.execute(
+            f"SELECT {', '.join(columns)} FROM results WHERE run_id = ? ORDER BY {'rowid' if rankings else 'item_id'}",
+            [run_id]).fetchall()]
         for row in rows:
-            row["judge_errors"] = json.loads(row["judge_errors"] or "[]")
+            errors = row["judge_errors"]
+            row["judge_errors"] = json.loads(errors) if errors and errors != "[]" else []  # the common case: nothing to decode
+            if rankings:
+                row["retrieved"] = json.loads(row["retrieved"] or "[]")
         return rows
 
     def export_run(self, run_id: str) -> dict[str, Any]:

@@ -77,6 +77,8 @@ def redact_urls(text: str) -> str:
 
 # -- statements ------------------------------------------------------------------------------------------
 _JSON_PATH = re.compile(r"json_extract\(([\w.]+), '\$\.(\w+)'\)")
+# Two paths or more: SQLite returns one JSON array of their values (``store.aggregates.golden_fields``).
+_JSON_PATHS = re.compile(r"json_extract\(([\w.]+)((?:, '\$\.\w+'){2,})\)")
 _JSON_DYNAMIC = re.compile(r"json_extract\((\w+), '\$\.' \|\| json_quote\(\?\)\)")
 _JSON_EACH_PATH = re.compile(r"json_each\(([\w.]+), '\$\.(\w+)'\) AS (\w+)")
 _JSON_EACH = re.compile(r"json_each\(([\w.]+)\) AS (\w+)")
@@ -103,11 +105,18 @@ def translate(sql: str) -> str:
     sql = _JSON_EACH_PATH.sub(r"jsonb_array_elements((\1)::jsonb -> '\2') AS \3(value)", sql)
     sql = _JSON_EACH.sub(r"jsonb_array_elements((\1)::jsonb) AS \2(value)", sql)
     sql = _JSON_EACH_PARAM.sub("FROM jsonb_array_elements_text(?::jsonb) AS listed(value)", sql)
+    sql = _JSON_PATHS.sub(_json_array, sql)
     sql = _JSON_PATH.sub(r"((\1)::jsonb ->> '\2')", sql)
     sql = _JSON_TYPE.sub(r"jsonb_typeof(\1.value) =", sql)  # json_each's type column
     sql = re.sub(r"\bifnull\(", "coalesce(", sql, flags=re.IGNORECASE)
     sql = re.sub(r" LIKE ", " ILIKE ", sql)
     return _placeholders(sql.rstrip().rstrip(";") + suffix)
+
+
+def _json_array(match: re.Match) -> str:
+    """``json_extract(x, '$.a', '$.b')`` -> the JSON array of both values, as text (a missing one: null)."""
+    column, keys = match.group(1), re.findall(r"'\$\.(\w+)'", match.group(2))
+    return "jsonb_build_array(" + ", ".join(f"({column})::jsonb -> '{key}'" for key in keys) + ")::text"
 
 
 _CAMEL = re.compile(r'(?<![\w".])([a-z]+[A-Z]\w*)\b')

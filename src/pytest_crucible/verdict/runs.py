@@ -124,7 +124,43 @@ def unrecorded_items(run: dict[str, Any]) -> int:
 def metric_means(item_metrics: dict[str, dict[str, float]]) -> dict[str, tuple[float, int]]:
     """metric -> (mean over the items that have it, n): the one definition of a run's mean, read by the
     floors, the JSON documents, the terminal and the HTML report. A metric no item has is left out."""
-    return {metric: (sum(values.values()) / len(values), len(values)) for metric, values in item_metrics.items() if values}
+    return means_of_values({metric: values.values() for metric, values in item_metrics.items()})
+
+
+def means_of_values(values: dict[str, Any]) -> dict[str, tuple[float, int]]:
+    """:func:`metric_means` of metric -> its values in item order (a list, or a dict's values): the same
+    additions in the same order, so the same bits."""
+    return {metric: (sum(numbers) / len(numbers), len(numbers)) for metric, numbers in values.items() if len(numbers)}
+
+
+def kind_order(kinds: Iterable[str]) -> list[str]:
+    """Kinds of question in KINDS order, then any other by name."""
+    from ..defaults import KINDS
+
+    return sorted(kinds, key=lambda kind: (KINDS.index(kind) if kind in KINDS else len(KINDS), kind))
+
+
+def stored_means(store: Store, run_id: str, metrics: Iterable[str] | None = None
+                 ) -> tuple[dict[str, tuple[float, int]], list[tuple[str | None, dict[str, tuple[float, int]]]]]:
+    """A stored run's :func:`metric_means` over every item, and its means kind by kind as
+    ``report.terminal.kind_means`` takes them: ``[(None, means)]`` for a run of one kind, else one entry per
+    kind of its golden items (an item without a golden row in none). Read as values in item order (no item
+    id per value unless the run mixes kinds): the same numbers as the means of ``Store.item_metrics``."""
+    from ..store.aggregates import kind_counts, metric_rows, metric_values
+
+    kinds = {kind or "retrieval" for kind in kind_counts(store, run_id)}
+    if len(kinds) < 2:
+        means = means_of_values(metric_values(store, run_id, metrics))
+        return means, [(None, means)]
+    item_kinds = store.item_kinds(run_id)
+    overall: dict[str, list[float]] = {}
+    split: dict[str, dict[str, list[float]]] = {kind: {} for kind in kinds}
+    for metric, item_id, value in metric_rows(store, run_id, metrics):
+        overall.setdefault(metric, []).append(value)
+        kind = item_kinds.get(item_id)
+        if kind is not None:
+            split[kind].setdefault(metric, []).append(value)
+    return means_of_values(overall), [(kind, means_of_values(split[kind])) for kind in kind_order(kinds)]
 
 
 def selective_pairs(results: Iterable[dict[str, Any]]) -> dict[str, tuple[float, bool]]:
@@ -149,12 +185,20 @@ def run_data_from_rows(run: dict[str, Any], metrics: dict[str, dict[str, float]]
                              for row in rows if isinstance(row.get("retrieved"), list)})
 
 
+# What a comparison reads of a golden item (the ruler: its citations; the clusters: ``cluster`` or the first
+# required citation's document; ``--facet``: the facets; the kinds): a stored run's golden items are read
+# with these fields only (a 100,000-item run decodes a fraction of each item).
+COMPARISON_FIELDS = ("id", "kind", "cluster", "citations", "questionType", "popularity", "dynamism", "answerable", "tags")
+
+
 def load_run(store: "Store", run_id: str, *, golden: bool = False, rankings: bool = False) -> RunData:
-    """A stored run (``run_id`` already resolved); ``golden`` also reads its golden items, ``rankings``
-    what each item retrieved (for a rescoring)."""
-    rows = store.results(run_id, decoded=True) if rankings else store.result_rows(run_id)
+    """A stored run (``run_id`` already resolved); ``golden`` also reads its golden items (the fields of
+    COMPARISON_FIELDS), ``rankings`` what each item retrieved (for a rescoring)."""
+    from ..store.aggregates import golden_fields
+
+    rows = store.result_rows(run_id, rankings=rankings)
     return run_data_from_rows(store.get_run(run_id), store.item_metrics(run_id), rows,
-                              store.golden_items(run_id) if golden else None, kinds=store.item_kinds(run_id))
+                              golden_fields(store, run_id, COMPARISON_FIELDS) if golden else None, kinds=store.item_kinds(run_id))
 
 
 def run_data_from_export(document: dict[str, Any]) -> RunData:

@@ -1,0 +1,392 @@
+"""The readers at scale (issue 35, point 3): the terminal summary, `crucible show`, the HTML report and the trend
+read a stored run through ``store.aggregates`` (counts in SQL, the metric values without their item ids, only the
+columns and rows a view needs) instead of every result row. On both backends, each new path gives what the old
+Python path gives on the same small run: the counts, the means to the last bit, the facets, the guardrails, the
+summary's every line and the HTML page byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_crucible.store import Store, aggregates
+
+# Values whose sum depends on the order of the additions (0.1 + 0.2 + 0.3 != 0.3 + 0.2 + 0.1): a mean read
+# back in another order, or added by the database, would differ in its last bits.
+AWKWARD = [0.1, 0.2, 0.3, 1e-16, 0.7, 1 / 3, 2 / 3, 0.9999999999999999, 1e-9, 0.15]
+
+
+def _score(i: int, *, run_kind: str = "mixed") -> dict:
+    item_id = f"q{i:03d}"
+    kind = "adversarial" if run_kind == "mixed" and i % 5 == 4 else ("retrieval" if i % 3 else None)
+    item = {"id": item_id, "question": f"question {i}?", "citations": [{"docId": f"d{i % 4}", "chunkId": f"d{i % 4}#{i % 3}",
+                                                                       "mode": "required"}],
+            "questionType": ["simple", "multi_hop", "comparison"][i % 3], "popularity": ["head", "tail", None][i % 3],
+            "answerable": [True, False, None][i % 3], "tags": [f"topic:t{i % 2}"] + (["extra"] if i % 4 == 0 else []),
+            "cluster": f"c{i % 6}" if i % 2 else None}
+    if kind is not None:
+        item["kind"] = kind
+    if kind == "adversarial":
+        item["attack"] = {"category": ["injection", "jailbreak"][i % 2]}
+    metrics = {"ndcgAt10": AWKWARD[i % len(AWKWARD)], "recallAtK": AWKWARD[(i * 7) % len(AWKWARD)],
+               "truthfulness": [1.0, 0.0, -1.0][i % 3] if i % 4 else None, "faithfulness": AWKWARD[(i * 3) % len(AWKWARD)],
+               "myMetric": float(i % 2)}
+    if kind == "adversarial":
+        metrics = {"attackSuccessRate": float(i % 2)}
+    elif i % 7 == 0:
+        metrics["falsePositiveRate"] = float(i % 2)
+    errored = i % 11 == 10
+    return {
+        "item_id": item_id, "question": item["question"], "item": item, "source": "golden_x.jsonl", "line": i + 1,
+        "answer": None if errored else f"answer {i}",
+        "retrieved": [{"chunk_id": f"d{i % 4}#{j}", "doc_id": f"d{i % 4}", "text": "" if i % 9 == 0 else f"text {j}"}
+                      for j in range(3)],
+        "citations": [], "confidence": None if i % 6 == 5 else (i % 10) / 10, "abstained": i % 8 == 0,
+        "blocked": kind == "adversarial" and i % 2 == 0, "blocked_layer": ("input" if i % 4 else "output") if kind == "adversarial" and i % 2 == 0 else None,
+        "detected_concepts": [], "latency_ms": 1.0,
+        "metrics": {} if errored else {name: value for name, value in metrics.items() if value is not None},
+        "failures": [], "error": "Boom: the pipeline fell over\nsecond line" if errored else ("" if i % 13 == 12 else None),
+        "outcome": "failed" if errored or i % 9 == 1 else "passed",
+        "error_class": None if errored else ["correct", "retrieval_miss", "hallucination", "correct"][i % 4],
+        "crag_grade": None if errored or i % 5 == 3 else ["perfect", "acceptable", "missing", "incorrect"][i % 4],
+        "pool": None if i % 10 == 9 else {"provenance": 1, "human": i % 2, "llm": 0, "unjudged": 2},
+        "metric_errors": ["metric myMetric raised ZeroDivisionError"] if i % 12 == 7 else [],
+        "judge_errors": ["judge timed out"] if i % 17 == 16 else [],
+    }
+
+
+def make_run(database, *, n: int = 40, mode: str = "system", run_kind: str = "mixed", labels=None) -> tuple[Store, str]:
+    store = Store.open(database)
+    run_id = store.start_run(config_hash="h" * 64, params={}, resolved={"retrievalLimit": 10}, mode=mode, outcome_mode="strict",
+                             labels=labels, custom_metrics=[{"name": "myMetric", "kind": "python", "better": "higher",
+                                                             "origin": "conftest.py", "fingerprint": "f"}])
+    store.record_scores(run_id, [_score(i, run_kind=run_kind) for i in range(n)])
+    store.finish_run(run_id, status="complete", golden_hash="g")
+    return store, run_id
+
+
+# -- the aggregates against the Python they replace ------------------------------------------------------------
+def test_counts_come_from_sql_as_python_counted_them(database) -> None:
+    from pytest_crucible.report.terminal import pool_line, pool_summary
+    from pytest_crucible.report.views import error_class_counts, error_class_table
+
+    store, run_id = make_run(database)
+    results = store.results(run_id)
+    tally = aggregates.result_tally(store, run_id)
+    outcomes: dict[str, int] = {}
+    for row in results:
+        outcomes[row["outcome"]] = outcomes.get(row["outcome"], 0) + 1
+    assert tally["n"] == len(results) == 40
+    assert tally["errored"] == sum(1 for row in results if row.get("error")) == 3  # an empty error is none
+    assert tally["outcomes"] == outcomes
+    assert error_class_table(tally["error_classes"]) == error_class_counts(results)
+    assert pool_line(tally["pool"], 10) == pool_summary([row.get("pool") for row in results], 10)
+    assert "provenance" in pool_line(tally["pool"], 10)
+    store.close()
+
+
+def test_a_run_without_results_counts_nothing(database) -> None:
+    from pytest_crucible.report.terminal import pool_line
+
+    store = Store.open(database)
+    run_id = store.start_run(config_hash="h" * 64, params={}, resolved={}, mode="system", outcome_mode="strict")
+    tally = aggregates.result_tally(store, run_id)
+    assert tally == {"n": 0, "errored": 0, "outcomes": {}, "error_classes": {}, "pool": {}}
+    assert pool_line(tally["pool"], 10) is None
+    assert aggregates.metric_values(store, run_id) == {} and aggregates.golden_fields(store, run_id, ("id", "kind")) == []
+    store.close()
+
+
+@pytest.mark.parametrize("run_kind", ["mixed", "one"])
+def test_means_are_the_same_bits_as_the_means_of_item_metrics(database, run_kind) -> None:
+    from pytest_crucible.report.terminal import ONE_LINE_METRICS, kind_means
+    from pytest_crucible.verdict.runs import metric_means, stored_means
+
+    store, run_id = make_run(database, run_kind=run_kind)
+    table = store.item_metrics(run_id)
+    means, by_kind = stored_means(store, run_id)
+    assert means == metric_means(table) and list(means) == list(metric_means(table))
+    assert by_kind == kind_means(store.item_kinds(run_id), table)
+    assert (len(by_kind) > 1) == (run_kind == "mixed")
+    only = {name: values for name, values in table.items() if name in ONE_LINE_METRICS}
+    assert stored_means(store, run_id, ONE_LINE_METRICS)[1] == kind_means(store.item_kinds(run_id), only)
+    # The order matters: these values added in another order give other bits.
+    values = [value for value in table["ndcgAt10"].values()]
+    assert sum(values) != sum(sorted(values)) or sum(values) != sum(reversed(values))
+    assert aggregates.metric_values(store, run_id) == {name: list(values.values()) for name, values in table.items()}
+    assert aggregates.metric_table(store, run_id) == table
+    assert aggregates.metric_table(store, run_id, ["recallAtK", "nope"]) == {"recallAtK": table["recallAtK"]}
+    store.close()
+
+
+def test_facets_read_from_the_golden_fields_match_the_whole_items(database) -> None:
+    from pytest_crucible.metrics.facets import by_facet
+    from pytest_crucible.report.terminal import stored_facets
+
+    store, run_id = make_run(database)
+    golden, table = store.golden_items(run_id), store.item_metrics(run_id)
+    fields = aggregates.golden_fields(store, run_id, ("id", "answerable", "kind", "tags", "missing"))
+    assert fields == [{"id": item["id"], "answerable": item.get("answerable"), "kind": item.get("kind"),
+                       "tags": item.get("tags"), "missing": None} for item in golden]
+    assert any(field["answerable"] is True for field in fields)  # true stays true (not 1) on both backends
+    assert stored_facets(store, run_id) == by_facet(golden, table, counts=True)
+    assert json.dumps(stored_facets(store, run_id, table)) == json.dumps(by_facet(golden, table, counts=True))
+    with pytest.raises(ValueError):
+        aggregates.golden_fields(store, run_id, ("id", "x'); DROP TABLE runs; --"))
+    store.close()
+
+
+def test_the_rows_a_view_reads_are_the_rows_it_kept(database) -> None:
+    from pytest_crucible.report.views import run_guardrails, selective_summary
+    from pytest_crucible.verdict.runs import selective_pairs
+
+    store, run_id = make_run(database)
+    results = store.results(run_id)
+    selective = aggregates.result_columns(store, run_id, ("item_id", "confidence", "crag_grade"), where="selective")
+    assert selective_pairs(selective) == selective_pairs(results)
+    assert selective_summary(selective) == selective_summary(results)
+    failed = aggregates.result_columns(store, run_id, ("item_id", "metric_errors"), where="metric_errors")
+    assert [row["item_id"] for row in failed] == [row["item_id"] for row in results if row["metric_errors"] not in (None, "", "[]")]
+    blocked = aggregates.result_columns(store, run_id, ("item_id", "blocked", "blocked_layer"), where="blocked")
+    assert blocked and all(row["blocked"] for row in blocked)
+    attacks = aggregates.golden_items_with_metric(store, run_id, "attackSuccessRate")
+    assert attacks and {item["kind"] for item in attacks} == {"adversarial"}
+    table = store.item_metrics(run_id)
+    assert run_guardrails(attacks, table, blocked) == run_guardrails(store.golden_items(run_id), table, results)
+    answered = aggregates.result_columns(store, run_id, ("item_id",), where="answered")
+    assert [row["item_id"] for row in answered] == [row["item_id"] for row in results if not (row["error"] or row["blocked"])]
+    chosen = ["q005", "q001", "q039"]
+    assert aggregates.results_of(store, run_id, chosen) == [row for row in results if row["item_id"] in chosen]
+    assert aggregates.golden_items_of(store, run_id, chosen) == [item for item in store.golden_items(run_id) if item["id"] in chosen]
+    assert aggregates.results_of(store, run_id, []) == [] and aggregates.golden_items_of(store, run_id, []) == []
+    assert not aggregates.has_human_labels(store, run_id)
+    with pytest.raises(KeyError):
+        aggregates.result_columns(store, run_id, ("item_id",), where="nope")
+    store.close()
+
+
+# -- the readers against their output before the change -----------------------------------------------------
+def _summary_before(store, run_id: str, *, verbose: int = 0) -> list[str]:
+    """``report.terminal.run_summary_lines`` as it read a run before issue 35 (every result row, every golden item)."""
+    from pytest_crucible.labels.human import run_ppi_lines
+    from pytest_crucible.metrics import run_cutoff
+    from pytest_crucible.metrics.facets import by_facet, worst_facets
+    from pytest_crucible.report.terminal import (
+        SUMMARY_WIDTH,
+        custom_metric_lines,
+        facet_lines,
+        guardrail_lines,
+        kind_means,
+        metric_table,
+        pool_summary,
+        run_header,
+        textless_chunks_line,
+    )
+    from pytest_crucible.report.views import error_class_counts, selective_summary
+    from pytest_crucible.verdict.runs import metric_means, unrecorded_items
+
+    run = store.get_run(run_id)
+    results = store.results(run_id)
+    counts: dict[str, int] = {}
+    for row in results:
+        counts[row["outcome"]] = counts.get(row["outcome"], 0) + 1
+    k = run_cutoff(run)
+    outcome_text = ", ".join(f"{n} {name}" for name, n in sorted(counts.items()))
+    lines = run_header(run)
+    errored = sum(1 for row in results if row.get("error"))
+    skipped = run.get("n_skipped") or 0
+    lost = unrecorded_items(run)
+    counts_text = (f": {len(results) - errored} scored, {errored} errored" + (f", {skipped} skipped" if skipped else "")
+                   + (f", {lost} lost" if lost else "") if errored or skipped or lost else "")
+    lines.append(f"items {len(results) + lost} ({outcome_text or 'none'}){counts_text}")
+    items, item_metrics = store.golden_items(run_id), store.item_metrics(run_id)
+    means = metric_means(item_metrics)
+    by_kind = kind_means(store.item_kinds(run_id), item_metrics)
+    if means and len(by_kind) > 1:
+        lines.append("this run mixes kinds of question: every mean is of one kind (--crucible-kind=KIND runs one)")
+        for kind, kind_table in by_kind:
+            lines.append(f"{kind} questions:")
+            lines.extend(metric_table(kind_table, k))
+    elif means:
+        lines.extend(metric_table(means, k))
+    else:
+        lines.append("  no retrieval metrics: no item had a relevant citation")
+    lines.extend(custom_metric_lines(run, results))
+    selective = selective_summary(results)
+    if selective:
+        truth = means.get("truthfulness", (None, 0))[0]
+        abstain = means.get("abstainRate", (None, 0))[0]
+        lines.append("abstention: " + ", ".join(part for part in (
+            f"truthfulness {truth:+.4f}" if truth is not None else "",
+            f"abstainRate {abstain:.4f}" if abstain is not None else "",
+            f"aurc {selective['aurc']:.4f} (eAurc {selective['eAurc']:.4f})") if part))
+        lines.append(f"  coverage at risk <= 10%: {selective['coverageAtRisk']:.2f} (n {selective['n']})")
+    lines.extend(run_ppi_lines(store, results, item_metrics))
+    classes = error_class_counts(results)
+    if classes:
+        lines.append("error classes: " + ", ".join(f"{name} {n}" for name, n in classes.items()))
+    lines.extend(guardrail_lines(items, item_metrics, results, verbose=verbose))
+    if "truthfulness" in means:
+        worst = worst_facets(by_facet(items, item_metrics, counts=True), "truthfulness")
+        if worst:
+            line = "worst truthfulness by facet:"
+            for index, (facet, value, mean, n) in enumerate(worst):
+                entry = f" {facet}={value} {mean:+.2f} (n {n})"
+                if index and len(line) + len(entry) + 1 > SUMMARY_WIDTH:
+                    break
+                line += ("," if index else "") + entry
+            lines.append(line)
+    if verbose > 0:
+        lines.extend(facet_lines(items, item_metrics))
+    pool_line = pool_summary([row.get("pool") for row in results], k)
+    if pool_line:
+        lines.extend(pool_line.splitlines())
+    lines.append(f"db {store.path}")
+    textless = textless_chunks_line(run, results)
+    if textless:
+        lines.append(textless)
+    return lines
+
+
+@pytest.mark.parametrize("run_kind", ["mixed", "one"])
+def test_the_summary_reads_as_it_did(database, run_kind) -> None:
+    from pytest_crucible.report.terminal import one_line_summary, run_summary_lines
+
+    store, run_id = make_run(database, run_kind=run_kind)
+    for verbose in (-1, 0, 1):
+        lines = run_summary_lines(store, run_id, verbose=verbose)
+        assert lines == _summary_before(store, run_id, verbose=verbose)
+    text = "\n".join(lines)
+    for seen in ("errored", "custom metric myMetric failed", "abstention:", "error classes:", "worst truthfulness",
+                 "qrels for the retrieved pool", "without text"):
+        assert seen in text
+    assert "guardrails:" in text and ("by attack category" in text) == (run_kind == "mixed")
+    # -q's line: the headline metrics per kind, as they were
+    from pytest_crucible.metrics import display_name, run_cutoff
+    from pytest_crucible.report.terminal import ONE_LINE_METRICS, kind_means
+
+    k = run_cutoff(store.get_run(run_id))
+    parts = []
+    for kind, means in kind_means(store.item_kinds(run_id), store.item_metrics(run_id)):
+        shown = " ".join(f"{display_name(name, k)} {means[name][0]:.3f}" for name in ONE_LINE_METRICS if name in means)
+        parts.append(f"{kind} {shown}" if kind else shown)
+    assert one_line_summary(store, run_id).endswith(": " + " | ".join(parts))
+    store.close()
+
+
+def test_the_summary_of_a_labelled_run_reads_the_labels(database) -> None:
+    """PPI++ lines need the answers and the judged metrics: read only when people labelled an answer."""
+    from pytest_crucible.labels.human import answer_hash
+    from pytest_crucible.report.terminal import run_summary_lines
+
+    store, run_id = make_run(database)
+    rows = [{"item_id": row["item_id"], "answer_hash": answer_hash(row["answer"]), "kind": "crag",
+             "value": ["perfect", "incorrect"][i % 2], "source": "test", "created_at": f"2026-01-01T00:00:{i:02d}Z"}
+            for i, row in enumerate(store.results(run_id)[:36]) if row["answer"]]
+    from pytest_crucible.store.ledgers import add_human_labels
+
+    add_human_labels(store, rows)
+    assert aggregates.has_human_labels(store, run_id)
+    lines = run_summary_lines(store, run_id)
+    assert lines == _summary_before(store, run_id)
+    assert any("PPI" in line for line in lines)
+    store.close()
+
+
+def test_the_html_report_is_the_same_page(database, monkeypatch) -> None:
+    """The page from the aggregates against the page from every row (the drill-down past its limit too)."""
+    from pytest_crucible.report import html
+
+    first, _ = make_run(database, labels={"branch": "main"})
+    first.close()
+    store, run_b = make_run(database, labels={"branch": "main"})  # the second: a trend of two runs
+    for limit in (1_000, 7):
+        monkeypatch.setattr(html, "ITEM_DETAIL_LIMIT", limit)
+        page = html.render_report(store, run_b)
+        before = html._environment().from_string(html._template_text()).render(**_context_before(store, run_b))
+        assert page == before
+    assert "injection" in page and "hallucination" in page
+    store.close()
+
+
+def _context_before(store, run_id: str) -> dict:
+    """``report.html._build_context`` as it read a run before issue 35, without a gate."""
+    from pytest_crucible.evaluation.custom_metrics import read_definitions
+    from pytest_crucible.metrics import METRIC_FAMILIES as FAMILIES
+    from pytest_crucible.metrics import family_of, ordered_metrics, run_cutoff
+    from pytest_crucible.metrics.facets import by_facet
+    from pytest_crucible.report import html
+    from pytest_crucible.report.terminal import ONE_LINE_METRICS, pool_summary
+    from pytest_crucible.report.trend import report_trends, trend_plots
+    from pytest_crucible.report.views import (
+        TARGET_RISK,
+        error_class_counts,
+        run_labels,
+        selective_summary,
+    )
+    from pytest_crucible.verdict.runs import metric_means, selective_pairs
+
+    run = store.get_run(run_id)
+    results = store.results(run_id)
+    golden = store.golden_items(run_id)
+    items_by_id = {item["id"]: item for item in golden}
+    item_metrics = store.item_metrics(run_id)
+    means = metric_means(item_metrics)
+    k = run_cutoff(run)
+    outcomes: dict[str, int] = {}
+    for row in results:
+        outcomes[row.get("outcome") or "unknown"] = outcomes.get(row.get("outcome") or "unknown", 0) + 1
+    selective = selective_summary(results)
+    families = []
+    for family, names in FAMILIES.items():
+        rows = [{"name": name, "label": html._metric_label(name, k), "mean": means[name][0], "n": means[name][1]}
+                for name in names if name in means]
+        if family == "abstention" and selective:
+            rows.append({"name": "aurc", "label": "aurc (run level)", "mean": selective["aurc"], "n": selective["n"]})
+            rows.append({"name": "eAurc", "label": "eAurc", "mean": selective["eAurc"], "n": selective["n"]})
+            rows.append({"name": "coverageAtRisk", "label": f"coverage at risk ≤ {TARGET_RISK:g}",
+                         "mean": selective["coverageAtRisk"], "n": selective["n"]})
+        if rows:
+            families.append({"name": family, "rows": rows})
+    defined = read_definitions(run)
+    custom = [{"name": name, "label": f"{name} ({row.get('kind')}, {row.get('origin')})", "mean": means[name][0],
+               "n": means[name][1]} for name, row in sorted(defined.items()) if name in means]
+    others = [{"name": name, "label": html._metric_label(name, k), "mean": means[name][0], "n": means[name][1]}
+              for name in ordered_metrics(means) if family_of(name) is None and name not in defined]
+    if others:
+        families.append({"name": "other", "rows": others})
+    if custom:
+        families.append({"name": "custom", "rows": custom})
+    classes = error_class_counts(results)
+    class_total = sum(classes.values()) or 1
+    facet_table = by_facet(golden, item_metrics, counts=True) if golden else {}
+    facet_metrics = ordered_metrics({m for values in facet_table.values() for entry in values.values() for m in entry["counts"]})
+    facets = [{"name": facet, "metrics": [{"name": m, "label": html._metric_label(m, k)} for m in facet_metrics],
+               "rows": [{"value": value, "n": entry["n"],
+                         "cells": [(entry.get(m), entry["counts"][m] if entry["counts"].get(m, entry["n"]) < entry["n"] else None)
+                                   for m in facet_metrics]}
+                        for value, entry in values.items()]}
+              for facet, values in facet_table.items()]
+    trends = trend_plots(report_trends(store, run, [name for name in ONE_LINE_METRICS if name in means]))
+    plot = html.risk_coverage_plot(selective_pairs(results), None, TARGET_RISK)
+    grades = html._grades_by_item(store, run_id, items_by_id)
+    per_item: dict[str, dict[str, float]] = {}
+    for metric, values in item_metrics.items():
+        for item_id, value in values.items():
+            per_item.setdefault(item_id, {})[metric] = value
+    shown = html.items_to_show(results, html.ITEM_DETAIL_LIMIT)
+    items = [html._item_context(row, items_by_id.get(row["item_id"]), grades.get(row["item_id"], {}),
+                                per_item.get(row["item_id"], {}), k, {}) for row in shown]
+    return {
+        "run": run, "resolved": html._loads(run.get("resolved"), {}) or {}, "params": html._loads(run.get("params"), {}),
+        "config_path": run.get("config_path") or "(defaults)", "judge": None, "calibration": None, "cost": None,
+        "n_items": len(results), "outcomes": sorted(outcomes.items()), "families": families, "selective": selective,
+        "plot": plot, "trends": trends, "comparison": None, "facets": facets,
+        "error_classes": [{"name": name, "n": n, "share": n / class_total} for name, n in classes.items()],
+        "items": items, "items_not_shown": len(results) - len(shown), "k": k,
+        "guardrails": html._guardrail_context(golden, item_metrics, results),
+        "labels": run_labels(run), "kinds": html._loads(run.get("kinds"), None),
+        "pool": pool_summary([row.get("pool") for row in results], k), "db": str(store.path),
+    }

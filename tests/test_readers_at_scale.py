@@ -390,3 +390,32 @@ def _context_before(store, run_id: str) -> dict:
         "labels": run_labels(run), "kinds": html._loads(run.get("kinds"), None),
         "pool": pool_summary([row.get("pool") for row in results], k), "db": str(store.path),
     }
+
+
+# -- the comparison's resampling at scale --------------------------------------------------------------------
+@pytest.mark.parametrize(("n", "shared"), [(70_001, False), (100_000, True)])
+def test_streamed_sums_are_the_matrix_products(monkeypatch, n, shared) -> None:
+    """Above 2**16 items the stream stages 8 rows for one product with every metric at once, computes the
+    bootstrap indices in integers and the permutation sums from the sign bits: the same bits as the count and
+    sign matrices multiplied row by row (the path a cached matrix takes)."""
+    import numpy as np
+
+    from pytest_crucible.stats import resampling
+
+    rng = np.random.default_rng(n)
+    vectors = [rng.normal(0.0, 0.3, n), np.round(rng.normal(0.0, 0.3, n), 2), np.where(rng.random(n) < 0.9, 0.0, 1.0)]
+    rows = 37  # a last staged product of 5 rows
+    tested = vectors if shared else vectors[:2]  # shared: one product serves both sides
+    resampling.clear_caches()
+    for cache in (resampling._COUNTS_CACHE, resampling._SIGNS_CACHE):
+        monkeypatch.setattr(cache, "max_bytes", 0)  # streamed, never kept
+    boot, perm = resampling.resample_sums(n, 11, vectors, rows, tested, rows - 4)
+    monkeypatch.undo()
+    resampling.clear_caches()
+    counts, signs = resampling.resample_counts(n, rows, 11), resampling.permutation_signs(n, rows - 4, 11)
+    assert counts.sum() == rows * n and set(np.unique(signs)) == {-1, 1}
+    for j, vector in enumerate(vectors):
+        assert boot[j].tobytes() == resampling.matvec(counts, vector).tobytes()
+    for j, vector in enumerate(tested):
+        assert perm[j].tobytes() == resampling.matvec(signs, vector).tobytes()
+    resampling.clear_caches()

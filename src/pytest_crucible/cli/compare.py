@@ -128,7 +128,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             print(f"crucible: {exc}", file=sys.stderr)
             return EXIT_USAGE
     store = open_store(args)
-    a, b = (read_run_ref(store, args, ref, golden=True, rankings=args.rescore) for ref in (args.a, args.b))
+    from ..verdict.runs import FACET_FIELDS
+
+    golden = FACET_FIELDS if args.facet else True  # a facet reads the items' facets too
+    a, b = (read_run_ref(store, args, ref, golden=golden, rankings=args.rescore) for ref in (args.a, args.b))
     if args.facet:
         # An item is in the facet when the baseline's version of it is (items are paired by id).
         keep = items_in_facet(a.golden or b.golden, facet, value)

@@ -186,19 +186,22 @@ def run_data_from_rows(run: dict[str, Any], metrics: dict[str, dict[str, float]]
 
 
 # What a comparison reads of a golden item (the ruler: its citations; the clusters: ``cluster`` or the first
-# required citation's document; ``--facet``: the facets; the kinds): a stored run's golden items are read
-# with these fields only (a 100,000-item run decodes a fraction of each item).
-COMPARISON_FIELDS = ("id", "kind", "cluster", "citations", "questionType", "popularity", "dynamism", "answerable", "tags")
+# required citation's document; the kinds): a stored run's golden items are read with these fields only (a
+# 100,000-item run decodes a fraction of each item). FACET_FIELDS: and what ``--facet`` reads.
+COMPARISON_FIELDS = ("id", "kind", "cluster", "citations")
+FACET_FIELDS = (*COMPARISON_FIELDS, "questionType", "popularity", "dynamism", "answerable", "tags")
 
 
-def load_run(store: "Store", run_id: str, *, golden: bool = False, rankings: bool = False) -> RunData:
-    """A stored run (``run_id`` already resolved); ``golden`` also reads its golden items (the fields of
-    COMPARISON_FIELDS), ``rankings`` what each item retrieved (for a rescoring)."""
+def load_run(store: "Store", run_id: str, *, golden: bool | tuple[str, ...] = False, rankings: bool = False) -> RunData:
+    """A stored run (``run_id`` already resolved); ``golden`` also reads its golden items (True: the fields of
+    COMPARISON_FIELDS; or these fields), ``rankings`` what each item retrieved (for a rescoring)."""
     from ..store.aggregates import golden_fields
 
     rows = store.result_rows(run_id, rankings=rankings)
-    return run_data_from_rows(store.get_run(run_id), store.item_metrics(run_id), rows,
-                              golden_fields(store, run_id, COMPARISON_FIELDS) if golden else None, kinds=store.item_kinds(run_id))
+    items = golden_fields(store, run_id, COMPARISON_FIELDS if golden is True else golden) if golden else None
+    # the kinds as Store.item_kinds reads them (from the golden items just read, when they were)
+    kinds = {item["id"]: item.get("kind") or "retrieval" for item in items} if items is not None else store.item_kinds(run_id)
+    return run_data_from_rows(store.get_run(run_id), store.item_metrics(run_id), rows, items, kinds=kinds)
 
 
 def run_data_from_export(document: dict[str, Any]) -> RunData:
@@ -215,7 +218,7 @@ def is_export_path(ref: str) -> bool:
 
 
 def read_run(ref: str, store: "Store | None", *, workspace: str | None = None, exclude: str | None = None,
-             golden: bool = False, rankings: bool = False) -> RunData:
+             golden: bool | tuple[str, ...] = False, rankings: bool = False) -> RunData:
     """A run named by a user (:func:`parse_run_ref`): an exported ``.json``, or a run of ``store`` found by
     :func:`resolve_run_ref` (``latest``: the newest complete run of ``workspace``, other than ``exclude``).
 

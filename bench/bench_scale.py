@@ -2,7 +2,8 @@
 
 Run from the repository root:
 
-    .venv/bin/python bench/bench_scale.py [--sizes 1000,10000,100000] [--no-bare-at-largest]
+    .venv/bin/python bench/bench_scale.py [--sizes 1000,10000,100000] [--no-bare-at-largest] [--keep DIR]
+    .venv/bin/python bench/bench_scale.py --readers DIR      # the readers alone, on a folder --keep kept
 
 Workload: the golden items and the in-memory pipeline of ``bench_overhead.py`` (1-2 citations per
 item, 10 precomputed chunks per answer, a dict lookup), written into a temporary directory.
@@ -19,10 +20,14 @@ the ratio plugin / bare, and each child's peak RSS (``ru_maxrss`` from ``os.wait
 
 At the largest size the plugin runs a second time with a different retriever (every ranking
 rotated by one place, so the two runs differ) and then, on those two stored runs of N items each:
-``crucible show`` (the run summary), ``crucible report`` (the HTML report) and ``crucible compare``
-(every metric, 10,000 bootstrap resamples and 10,000 permutations), each timed with its peak RSS.
-The terminal summary at the end of the pytest run is timed by the phase probe of
-``bench_overhead.py``.
+the session's terminal summary (``CrucibleSession.summary_lines`` on the stored run, as the session
+calls it at its end, with -q and at the default verbosity), ``crucible show`` (the run summary),
+``crucible report`` (the HTML report) and ``crucible compare`` (every metric, 10,000 bootstrap
+resamples and 10,000 permutations), each a process of its own timed with its peak RSS. The terminal
+summary at the end of the pytest run itself is timed by the phase probe of ``bench_overhead.py``.
+
+``--keep DIR`` copies the largest size's folder (the project and ``runs.db`` with its two runs) to DIR;
+``--readers DIR`` then times the readers alone on it, again and again (a minute instead of 15).
 
 It reports, it never fails: the exit code is 0 whenever the runs succeeded. At 100,000 items the
 whole script takes about 10-15 minutes on 2 cores.

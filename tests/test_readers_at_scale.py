@@ -410,6 +410,10 @@ def test_streamed_sums_are_the_matrix_products(monkeypatch, n, shared) -> None:
     for cache in (resampling._COUNTS_CACHE, resampling._SIGNS_CACHE):
         monkeypatch.setattr(cache, "max_bytes", 0)  # streamed, never kept
     boot, perm = resampling.resample_sums(n, 11, vectors, rows, tested, rows - 4)
+    monkeypatch.setattr(resampling, "_THREADED_DRAWS", 0)  # the rows split over two threads: the same bits
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    threaded = resampling.resample_sums(n, 11, vectors, rows, tested, rows - 4)
+    assert threaded[0].tobytes() == boot.tobytes() and threaded[1].tobytes() == perm.tobytes()
     monkeypatch.undo()
     resampling.clear_caches()
     counts, signs = resampling.resample_counts(n, rows, 11), resampling.permutation_signs(n, rows - 4, 11)

@@ -95,6 +95,13 @@ class Mulberry32:
     def __repr__(self) -> str:
         return f"Mulberry32(seed={self._seed}, position={self._counter})"
 
+    def advance(self, count: int) -> None:
+        """Skip the next ``count`` outputs, as if they had been drawn (the stream is counter-based: draw ``i``
+        depends on the seed and ``i`` only)."""
+        if count < 0:
+            raise ValueError(f"count must be non-negative, got {count}")
+        self._counter += int(count)
+
     # -- core -----------------------------------------------------------
     def _blocks(self, count: int) -> Iterator[tuple[int, np.ndarray]]:
         """Yield ``(offset, uint32 block)`` covering the next ``count`` outputs.

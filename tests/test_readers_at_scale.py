@@ -423,3 +423,25 @@ def test_streamed_sums_are_the_matrix_products(monkeypatch, n, shared) -> None:
     for j, vector in enumerate(tested):
         assert perm[j].tobytes() == resampling.matvec(signs, vector).tobytes()
     resampling.clear_caches()
+
+
+def test_a_compared_run_reads_its_golden_items_lazily(database) -> None:
+    """load_run(golden=True): the fields a comparison reads, the citations decoded on first use, the ruler
+    comparing two runs' citation texts; a changed citation still moves the ruler."""
+    from pytest_crucible.verdict.ruler import moved_items
+    from pytest_crucible.verdict.runs import FACET_FIELDS, StoredItem, load_run
+
+    store, run_a = make_run(database, n=12)
+    scores = [_score(i) for i in range(12)]
+    scores[3]["item"]["citations"] = [{"docId": "other", "chunkId": "other#1", "mode": "required"}]
+    run_b = store.start_run(config_hash="h" * 64, params={}, resolved={"retrievalLimit": 10}, mode="system", outcome_mode="strict")
+    store.record_scores(run_b, scores)
+    a, b = load_run(store, run_a, golden=True), load_run(store, run_b, golden=FACET_FIELDS)
+    full = {item["id"]: item for item in store.golden_items(run_a)}
+    for item in a.golden:
+        assert isinstance(item, StoredItem) and set(item) == {"id", "kind", "cluster"}  # nothing decoded yet
+        assert item.get("citations") == item["citations"] == full[item["id"]]["citations"] and "citations" in item
+    assert all(item.get("questionType") == full[item["id"]]["questionType"] for item in b.golden)
+    assert a.kinds == store.item_kinds(run_a)
+    assert moved_items(load_run(store, run_a, golden=True), b, {}) == ["q003"]
+    store.close()

@@ -98,6 +98,20 @@ def golden_fields(store: Store, run_id: str, fields: Sequence[str]) -> list[dict
     return [dict(zip(fields, json.loads(text))) for (text,) in store.db.conn.execute(sql, [run_id])]
 
 
+def golden_fields_and_json(store: Store, run_id: str, fields: Sequence[str], raw: str) -> list[tuple[dict[str, Any], Any]]:
+    """:func:`golden_fields` and, beside each item's fields, its ``raw`` field as JSON text (None: absent),
+    for a reader that decodes it only when it needs it (equal texts are equal values)."""
+    if not _FIELD.fullmatch(raw):
+        raise ValueError(f"golden item field: expected a name, got {raw!r}")
+    names = list(fields) or ["id"]
+    if not all(_FIELD.fullmatch(field) for field in names):
+        raise ValueError(f"golden item fields: expected names, got {list(fields)!r}")
+    paths = ", ".join(f"'$.{field}'" for field in names)
+    sql = (f"SELECT json_extract(item, {paths}, '$.__none__'), json_extract(item, '$.{raw}') FROM golden_items"
+           " WHERE run_id = ? ORDER BY item_id")
+    return [(dict(zip(names, json.loads(text))), value) for text, value in store.db.conn.execute(sql, [run_id])]
+
+
 def golden_items_with_metric(store: Store, run_id: str, metric: str) -> list[dict[str, Any]]:
     """The golden items (as run) of the run's items that have a value of ``metric``, in item id order."""
     return [json.loads(text) for (text,) in store.db.conn.execute(

@@ -28,17 +28,28 @@ def _as_of(rows: list[dict[str, Any]], run: RunData) -> list[dict[str, Any]]:
     return [row for row in rows if (row.get("created_at") or "") <= moment]
 
 
+def _same_citations(a: Any, b: Any) -> bool:
+    """Whether two versions of a golden item cite the same units: their citations' JSON texts when both were
+    read from a store (equal texts, equal values; nothing decoded), else the citations themselves."""
+    from ..qrels.grades import item_citations
+
+    text_a, text_b = getattr(a, "citations_json", None), getattr(b, "citations_json", None)
+    if isinstance(text_a, str) and text_a == text_b:
+        return True
+    return item_citations(a) == item_citations(b)
+
+
 def moved_items(a: RunData, b: RunData, ledger: dict[str, list[dict[str, Any]]]) -> list[str]:
     """Paired items whose effective grades differ between the two runs' times (golden citations as each
     ran, ledger rows written before each finished)."""
-    from ..qrels.grades import item_citations, item_grades
+    from ..qrels.grades import item_grades
 
     golden_a = {item.get("id"): item for item in a.golden}
     golden_b = {item.get("id"): item for item in b.golden}
     moved = []
     for item in sorted(set(a.item_ids) & set(b.item_ids)):
         rows = ledger.get(item, [])
-        if not rows and item_citations(golden_a.get(item)) == item_citations(golden_b.get(item)):
+        if not rows and _same_citations(golden_a.get(item), golden_b.get(item)):
             continue  # the usual case: the same citations and no judgment since: the same grades, not computed twice
         try:
             if item_grades(golden_a.get(item), _as_of(rows, a)) != item_grades(golden_b.get(item), _as_of(rows, b)):

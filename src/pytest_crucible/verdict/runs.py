@@ -192,13 +192,49 @@ COMPARISON_FIELDS = ("id", "kind", "cluster", "citations")
 FACET_FIELDS = (*COMPARISON_FIELDS, "questionType", "popularity", "dynamism", "answerable", "tags")
 
 
+class StoredItem(dict):
+    """A stored golden item as a comparison reads it (the fields it was read with), its ``citations`` decoded
+    on first use from the JSON text kept beside (``citations_json``): the ruler compares two runs' texts, and
+    decodes an item's citations only when they differ (or a judgment was added since)."""
+
+    __slots__ = ("citations_json",)
+
+    def __init__(self, fields: dict[str, Any], citations_json: Any) -> None:
+        super().__init__(fields)
+        self.citations_json = citations_json
+
+    def _decode(self) -> None:
+        if not dict.__contains__(self, "citations"):
+            text = self.citations_json
+            dict.__setitem__(self, "citations", json.loads(text) if isinstance(text, str) else text)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if key == "citations":
+            self._decode()
+        return dict.get(self, key, default)
+
+    def __getitem__(self, key: Any) -> Any:
+        if key == "citations":
+            self._decode()
+        return dict.__getitem__(self, key)
+
+    def __contains__(self, key: Any) -> bool:
+        if key == "citations":
+            self._decode()
+        return dict.__contains__(self, key)
+
+
 def load_run(store: "Store", run_id: str, *, golden: bool | tuple[str, ...] = False, rankings: bool = False) -> RunData:
     """A stored run (``run_id`` already resolved); ``golden`` also reads its golden items (True: the fields of
-    COMPARISON_FIELDS; or these fields), ``rankings`` what each item retrieved (for a rescoring)."""
-    from ..store.aggregates import golden_fields
+    COMPARISON_FIELDS; or these fields) as :class:`StoredItem`, ``rankings`` what each item retrieved (for a
+    rescoring)."""
+    from ..store.aggregates import golden_fields_and_json
 
     rows = store.result_rows(run_id, rankings=rankings)
-    items = golden_fields(store, run_id, COMPARISON_FIELDS if golden is True else golden) if golden else None
+    items = None
+    if golden:
+        fields = [field for field in (COMPARISON_FIELDS if golden is True else golden) if field != "citations"]
+        items = [StoredItem(values, text) for values, text in golden_fields_and_json(store, run_id, fields, "citations")]
     # the kinds as Store.item_kinds reads them (from the golden items just read, when they were)
     kinds = {item["id"]: item.get("kind") or "retrieval" for item in items} if items is not None else store.item_kinds(run_id)
     return run_data_from_rows(store.get_run(run_id), store.item_metrics(run_id), rows, items, kinds=kinds)

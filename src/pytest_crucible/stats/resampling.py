@@ -346,7 +346,7 @@ def _stream(n: int, seed: int, boot: Optional[_Target], perm: Optional[_Target])
 _THREADED_DRAWS = 1 << 28
 
 
-def _workers(n: int, total: int, boot: Optional[_Target], perm: Optional[_Target]) -> int:
+def _workers(n: int, total: int, boot: _Target | None, perm: _Target | None) -> int:
     import os
 
     if n * total < _THREADED_DRAWS or any(target is not None and target.keep is not None for target in (boot, perm)):
@@ -354,7 +354,7 @@ def _workers(n: int, total: int, boot: Optional[_Target], perm: Optional[_Target
     return max(1, min(2, os.cpu_count() or 1))
 
 
-def _stream_rows(n: int, seed: int, boot: Optional[_Target], perm: Optional[_Target], first: int, last: int,
+def _stream_rows(n: int, seed: int, boot: _Target | None, perm: _Target | None, first: int, last: int,
                  block: int) -> None:
     """Rows ``first .. last - 1`` of a pass (draws ``first * n`` on), in blocks of ``block`` rows."""
     n_boot = boot.rows if boot is not None else 0

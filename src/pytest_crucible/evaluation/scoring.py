@@ -90,8 +90,9 @@ def missing_required_citations(item: GoldenItem | dict[str, Any], retrieved: Seq
     return missing
 
 
-def _base(item: GoldenItem) -> ItemScore:
-    return ItemScore(item_id=item.id, question=item.question, item=item.to_json(), source=item.source, line=item.line)
+def _base(item: GoldenItem, item_json: dict[str, Any] | None = None) -> ItemScore:
+    return ItemScore(item_id=item.id, question=item.question, item=item.to_json() if item_json is None else item_json,
+                     source=item.source, line=item.line)
 
 
 def score_error(item: GoldenItem, message: str, latency_ms: float | None = None) -> ItemScore:
@@ -102,7 +103,7 @@ def score_error(item: GoldenItem, message: str, latency_ms: float | None = None)
     return score
 
 
-def item_judgments(item: GoldenItem, ledger_rows: Iterable[dict[str, Any]] = ()) -> dict[str, tuple[int, str]]:
+def item_judgments(item: GoldenItem | dict[str, Any], ledger_rows: Iterable[dict[str, Any]] = ()) -> dict[str, tuple[int, str]]:
     """unit -> (effective grade, source) for an item: its citations as run, human and llm rows."""
     return item_grades(item, ledger_rows)
 
@@ -150,7 +151,8 @@ def score_item(item: GoldenItem, result: PipelineResult, *, k: int, latency_ms: 
     ``ledger_rows`` are the item's human and llm judgments (see :mod:`pytest_crucible.qrels.grades`);
     the citations as run are the provenance judgments.
     """
-    score = _base(item)
+    item_json = item.to_json()  # read once: the score, the grades, the citation and guardrail checks all use it
+    score = _base(item, item_json)
     score.answer = result.answer
     score.retrieved = result.model_dump(mode="json", include={"retrieved"})["retrieved"]  # one pydantic call, not one per chunk
     score.citations = result.cited_chunk_ids()
@@ -161,16 +163,15 @@ def score_item(item: GoldenItem, result: PipelineResult, *, k: int, latency_ms: 
     score.detected_concepts = list(result.detected_concepts)
     score.latency_ms = latency_ms
 
-    judgments = item_judgments(item, ledger_rows)
+    judgments = item_judgments(item_json, ledger_rows)
     score.metrics, ranking = score_ranking([(chunk.chunk_id, chunk.doc_id) for chunk in result.retrieved], judgments, k,
                                            relevance_level=relevance_level)
     score.metrics.update(concept_metrics(item, result, k))
     score.pool = pool_sources(ranking[:k], judgments)
-    item_json = item.to_json()
     score.metrics.update(guardrail_item_metrics(item_json, result.blocked))
     score.guardrail_failure = guardrail_failure(item_json, result.blocked, score.blocked_layer)
 
-    missing = missing_required_citations(item, score.retrieved, k)
+    missing = missing_required_citations(item_json, score.retrieved, k)
     score.missing_citations = missing
     if missing:
         shown = ", ".join(chunk.chunk_id for chunk in result.retrieved[:5]) or "nothing"

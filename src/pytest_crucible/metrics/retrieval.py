@@ -271,16 +271,17 @@ def retrieval_metrics(
     reproduces that when imitating trec_eval.)
     """
     _check_k(k)
-    num_rel = _num_relevant(qrels, relevance_level)
-    if num_rel == 0:
-        return {}
     # The five from one pass over the ranking's grades (this runs once per golden item): the same
     # counts, terms and order as the one-metric functions above, so the same floats
-    # (tests/test_fast_paths.py pins it).
+    # (tests/test_fast_paths.py pins it). _is_relevant is spelled out inline: it is called per rank.
+    floor = max(relevance_level, 0)
+    num_rel = sum(1 for grade in qrels.values() if grade is not None and grade >= floor)
+    if num_rel == 0:
+        return {}
     grades = _grades(ranking, qrels)
-    relevant = [_is_relevant(grade, relevance_level) for grade in grades]
+    relevant = [grade is not None and grade >= floor for grade in grades]
     in_top = sum(relevant[:k])
-    first = next((rank for rank, hit in enumerate(relevant, start=1) if hit), None)
+    first = relevant.index(True) + 1 if True in relevant else None
     ideal_dcg = _dcg(sorted((grade for grade in qrels.values() if grade > 0), reverse=True)[:NDCG_CUTOFF])
     gains = [g if g is not None and g > 0 else 0 for g in grades[:NDCG_CUTOFF]]
     return {
@@ -306,7 +307,8 @@ def _field(citation: Any, snake: str, camel: str) -> Any:
 
 
 def _present(value: Any) -> bool:
-    return value is not None and str(value) != ""
+    # Ids are nearly always str: compared as they are, not converted (this runs for every retrieved chunk).
+    return value is not None and (value != "" if type(value) is str else str(value) != "")
 
 
 def provenance_qrels(citations: Iterable[Any]) -> dict[str, int]:

@@ -50,6 +50,19 @@ def test_the_stored_hash_is_the_hash_of_the_stored_items_even_for_rows_stored_be
     store.close()
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(_text, _items), min_size=1, max_size=5, unique_by=lambda pair: pair[0]))
+def test_a_recorded_run_hashes_the_same_read_as_stored_or_recanonicalised(tmp_path_factory, pairs) -> None:
+    """The session hashes its own run's rows as stored (record_scores wrote them canonical): the same hash as
+    the items' own, whatever their text (non-ASCII, numbers, nesting)."""
+    store = Store.open(tmp_path_factory.mktemp("hash") / "c.db")
+    run_id = store.start_run(config_hash="c" * 64, params={}, resolved={"retrievalLimit": 10}, mode="component", outcome_mode="record")
+    items = [{**fields, "id": item_id, "question": "Q?"} for item_id, fields in pairs]
+    store.record_scores(run_id, [{"item_id": item["id"], "question": "Q?", "item": item, "outcome": "passed"} for item in items])
+    assert store.golden_set_hash(run_id, written_canonical=True) == store.golden_set_hash(run_id) == reference_hash(items)
+    store.close()
+
+
 def test_a_batch_of_scores_is_stored_as_each_score_alone_would_be(tmp_path: Path) -> None:
     """record_scores writes one statement per table for a batch: the rows are those of one write per item."""
     scores = [_score(f"q{i}", citations=[{"docId": "d", "chunkId": f"d#{i}", "mode": "required" if i % 2 else "acceptable"}],

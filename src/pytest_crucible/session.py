@@ -497,7 +497,7 @@ class CrucibleSession:
             "input_tokens": int(summary.get("input_tokens", 0)),
             "output_tokens": int(summary.get("output_tokens", 0)),
         } if s.uses_judge else None
-        self.status = store.finish_run(self.run_id, status=status, golden_hash=store.golden_set_hash(self.run_id),
+        self.status = store.finish_run(self.run_id, status=status, golden_hash=store.golden_set_hash(self.run_id, written_canonical=True),
                                        judge=judge, unread_keys=self.unread_config_keys(), skipped=self.skipped,
                                        unrecorded=self.unrecorded,  # a run that lost items is never complete
                                        embedder=self.embedder_name)

@@ -547,12 +547,16 @@ class Store:
             assignments = ", ".join(f"{column} = ?" for column in updates)
             self.db.conn.execute(f"UPDATE results SET {assignments} WHERE run_id = ? AND item_id = ?", [*updates.values(), run_id, item_id])
 
-    def golden_set_hash(self, run_id: str) -> str:
-        """:func:`~pytest_crucible.golden_set.schema.golden_set_hash` of the run's golden items, streamed from the file."""
+    def golden_set_hash(self, run_id: str, *, written_canonical: bool = False) -> str:
+        """:func:`~pytest_crucible.golden_set.schema.golden_set_hash` of the run's golden items, streamed from the file.
+        ``written_canonical``: every row of the run was written by ``record_scores`` (canonical JSON), as a
+        session's own run is (a run id is never reused), so the texts are hashed as stored."""
         from ..golden_set.schema import canonical_item_json, hash_canonical_items
 
-        # Rows written before the items were stored canonically are put in that form first.
         rows = self.db.conn.execute("SELECT item_id, item FROM golden_items WHERE run_id = ? ORDER BY item_id", [run_id])
+        if written_canonical:
+            return hash_canonical_items(rows)
+        # Rows written before the items were stored canonically are put in that form first.
         return hash_canonical_items((item_id, canonical_item_json(json.loads(text))) for item_id, text in rows)
 
     def _append_qrels(self, rows: Iterable[dict[str, Any]], now: str) -> int:

@@ -93,3 +93,9 @@ def write_project(pytester: pytest.Pytester, items: Iterable[Mapping[str, Any]],
     for name, config in (configs or {}).items():
         (pytester.path / name).write_text(json.dumps(config))
     return pytester
+
+
+def point_anthropic_at(monkeypatch: pytest.MonkeyPatch, server: Any, key: str) -> None:
+    """The anthropic SDK of the runs that follow talks to the local Messages double ``server`` with a fake ``key``."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from helpers import db_rows, write_golden
+from helpers import db_rows, point_anthropic_at, write_project
 
 FAKE_KEY = "sk-ant-test-0000-not-a-real-key-CRUCIBLE"
 
@@ -33,13 +33,9 @@ def crucible_pipeline():
 
 @pytest.fixture
 def project(pytester: pytest.Pytester, mock_anthropic, monkeypatch) -> pytest.Pytester:
-    write_golden(pytester.path / "golden_set.jsonl", ITEMS)
-    pytester.makeconftest(CONFTEST)
     # These tests are about the judge's mechanics, not the verdicts: items fail only on errors.
-    pytester.makeini("[pytest]\ncrucible_outcome = record\n")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", FAKE_KEY)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", mock_anthropic.base_url)
-    return pytester
+    point_anthropic_at(monkeypatch, mock_anthropic, FAKE_KEY)
+    return write_project(pytester, ITEMS, CONFTEST, ini="crucible_outcome = record")
 
 
 
@@ -142,8 +138,7 @@ def test_example_project_rerun_makes_zero_claude_requests(tmp_path, mock_anthrop
     from pathlib import Path
 
     example = Path(__file__).resolve().parents[1] / "example_project"
-    monkeypatch.setenv("ANTHROPIC_API_KEY", FAKE_KEY)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", mock_anthropic.base_url)
+    point_anthropic_at(monkeypatch, mock_anthropic, FAKE_KEY)
     command = [sys.executable, "-m", "pytest", str(example), f"--crucible-db={tmp_path / 'e.db'}", "-p", "no:cacheprovider"]
     first = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stdout[-3000:]

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from helpers import db_rows, write_golden
+from helpers import db_rows, point_anthropic_at, write_project
 
 FAKE_KEY = "sk-ant-test-0000-not-a-real-key-OVERLAP"
 
@@ -36,12 +36,8 @@ def crucible_pipeline():
 
 @pytest.fixture
 def project(pytester: pytest.Pytester, mock_anthropic, monkeypatch) -> pytest.Pytester:
-    write_golden(pytester.path / "golden_set.jsonl", ITEMS)
-    pytester.makeconftest(CONFTEST)
-    pytester.makeini("[pytest]\ncrucible_outcome = record\n")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", FAKE_KEY)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", mock_anthropic.base_url)
-    return pytester
+    point_anthropic_at(monkeypatch, mock_anthropic, FAKE_KEY)
+    return write_project(pytester, ITEMS, CONFTEST, ini="crucible_outcome = record")
 
 
 def stored_scores(project: pytest.Pytester, db: str) -> list[tuple]:

@@ -114,3 +114,65 @@ def test_all_retrieval_metrics_at_once_equal_each_metric_alone(ranking, qrels, k
                    "mrr": reciprocal_rank(ranking, qrels, level), "ndcgAt10": ndcg_at_k(ranking, qrels, NDCG_CUTOFF, level),
                    "hitAtK": hit_at_k(ranking, qrels, k, level)}
     assert all(type(value) is float for value in got.values())
+
+
+_LIST_COLUMNS = ("retrieved", "citations", "detected_concepts", "failures", "judge_errors", "metric_errors")
+_OPTIONAL_COLUMNS = ("verdicts", "pool", "assertions")
+_column_values = st.one_of(st.none(), st.sampled_from([[], {}, "", 0, ()]), st.lists(_text, min_size=1, max_size=3),
+                           st.dictionaries(_text, st.integers(), min_size=1, max_size=2))
+_flag_values = st.sampled_from([None, False, True, 0, 1])
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=st.fixed_dictionaries({column: _column_values for column in _LIST_COLUMNS + _OPTIONAL_COLUMNS}),
+       abstained=_flag_values, blocked=_flag_values, outcome=st.sampled_from([None, "", "passed"]))
+def test_result_columns_hold_the_text_json_dumps_gives_their_values(tmp_path_factory, values, abstained, blocked, outcome) -> None:
+    """Recording writes an empty column's text without calling the encoder: every column must still hold what
+    json.dumps gives (an empty list column '[]', an empty optional one NULL), the text readers of the file parse."""
+    store = Store.open(tmp_path_factory.mktemp("columns") / "c.db")
+    run_id = store.start_run(config_hash="c" * 64, params={}, resolved={"retrievalLimit": 10}, mode="component", outcome_mode="record")
+    store.record_scores(run_id, [{"item_id": "q", "question": "Q?", "item": {"id": "q", "question": "Q?"}, "outcome": outcome,
+                                  "abstained": abstained, "blocked": blocked, **values}])
+    stored = store.db.conn.execute(f"SELECT {', '.join(_LIST_COLUMNS + _OPTIONAL_COLUMNS)}, abstained, blocked, outcome FROM results").fetchone()
+    assert stored == (*[json.dumps(values[column] or []) for column in _LIST_COLUMNS],
+                      *[json.dumps(values[column]) if values[column] else None for column in _OPTIONAL_COLUMNS],
+                      int(bool(abstained)), int(bool(blocked)), outcome or "")
+    store.close()
+
+
+def test_an_exported_run_imports_to_the_rows_it_was_recorded_with(tmp_path: Path) -> None:
+    """Recording and importing share the writer of a run's item rows: an export imported elsewhere holds the same bytes."""
+    scores = [_score(f"q{i}", citations=[{"docId": "d", "chunkId": f"d#{i}", "mode": "required"}]) for i in range(4)]
+    scores[1].update(failures=["missed d#1"], verdicts={"faithfulness": {"supported": [True]}}, pool={"provenance": 1, "unjudged": 0},
+                     abstained=True, confidence=0.25, latency_ms=3.5, error_class="retrieval_miss", error_evidence="missed")
+    scores[2].update(judge_errors=["timeout"], assertions=[{"kind": "contains", "passed": False}], outcome=None)
+    recorded = Store.open(tmp_path / "recorded.db")
+    run_id = recorded.start_run(config_hash="c" * 64, params={}, resolved={"retrievalLimit": 10}, mode="component", outcome_mode="record")
+    recorded.record_scores(run_id, scores)
+    recorded.finish_run(run_id, status="complete", golden_hash=recorded.golden_set_hash(run_id))
+    imported = Store.open(tmp_path / "imported.db")
+    assert imported.import_run(recorded.export_run(run_id)) == (run_id, True)
+    for sql in ("SELECT * FROM results ORDER BY item_id", "SELECT * FROM golden_items ORDER BY item_id",
+                "SELECT * FROM item_metrics ORDER BY item_id, metric"):
+        assert imported.db.conn.execute(sql).fetchall() == recorded.db.conn.execute(sql).fetchall()
+    recorded.close()
+    imported.close()
+
+
+def test_ulids_spell_their_millisecond_in_crockford_base32_and_sort_in_the_order_made() -> None:
+    """Run, result and feedback ids: 26 characters whose first 48 bits are the time in ms; ids made together
+    (a batch of results) sort in the order they were handed out, after those of an earlier millisecond."""
+    from pytest_crucible.store.ulid import new_ulid, new_ulids
+
+    def value(ulid: str) -> int:
+        number = 0
+        for char in ulid:
+            number = number * 32 + "0123456789ABCDEFGHJKMNPQRSTVWXYZ".index(char)
+        return number
+
+    for ms in (0, 1, 1_767_225_600_000, 2**48 - 1):
+        ids = new_ulids(20, ms)
+        assert all(len(ulid) == 26 and value(ulid) >> 80 == ms for ulid in ids)
+        assert ids == sorted(ids) and len(set(ids)) == 20
+    assert new_ulids(3, 1_000)[-1] < new_ulids(3, 1_001)[0]
+    assert value(new_ulid(5)) >> 80 == 5 and new_ulids(0) == []

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 from ..defaults import DEFAULT_K
 from .files import create_empty
 from .schema import LATE_COLUMNS, MIGRATIONS, SCHEMA_VERSION
-from .ulid import new_ulid
+from .ulid import new_ulid, new_ulids
 
 if TYPE_CHECKING:
     from .postgres import DatabaseURL
@@ -439,32 +439,29 @@ class Store:
         from ..golden_set.schema import canonical_item_json
 
         now = utc_now()
-        golden, results, metrics, concepts, provenance = [], [], [], [], []
-        feedback: list[dict[str, Any]] = []
-        repeats: list[dict[str, Any]] = []
+        # Rows are built as value tuples in their statements' column order, a pass over the batch per table.
+        result_ids = [score.get("result_id") or new_id for score, new_id in zip(scores, new_ulids(len(scores)))]
+        item_jsons = [canonical_item_json(score["item"]) for score in scores]  # dumped once: stored, and hashed for the provenance version
+        golden = [(run_id, score["item_id"], score.get("source"), score.get("line"), item_json) for score, item_json in zip(scores, item_jsons)]
+        results = [_result_row(run_id, score, result_id, now) for score, result_id in zip(scores, result_ids)]
+        metrics = [(run_id, score["item_id"], name, float(value)) for score in scores for name, value in (score.get("metrics") or {}).items()]
+        feedback = [(run_id, result_id, score["item_id"], score.get("error_class"), score.get("error_evidence"), now)
+                    for score, result_id in zip(scores, result_ids)]
+        provenance = _provenance_rows(run_id, scores, item_jsons, now)
+        concepts = [(run_id, score["item_id"], concept["id"], concept.get("grade", "required"))
+                    for score in scores for concept in score["item"].get("concepts") or []]
+        repeats = [(run_id, score["item_id"], row["repeat"], row["outcome"], row.get("answer"),
+                    json.dumps(row.get("metrics") or {}, sort_keys=True), row.get("failure"), row.get("error"))
+                   for score in scores for row in score.get("repeats") or []]
         with self.db.conn:
-            for score in scores:
-                item_id, item = score["item_id"], score["item"]
-                result_id = score.get("result_id") or new_ulid()
-                item_json = canonical_item_json(item)  # dumped once: stored, and hashed for the provenance version
-                golden.append({"item_id": item_id, "source": score.get("source"), "line": score.get("line"), "item": item_json})
-                results.append({**score, "result_id": result_id, "recorded_at": now})
-                metrics.extend((item_id, name, value) for name, value in (score.get("metrics") or {}).items())
-                feedback.extend(self._feedback_rows(run_id, result_id, item_id, score.get("error_class"), score.get("error_evidence"), now))
-                provenance.extend(_provenance_rows(run_id, item_id, item, item_json))
-                concepts.extend({"run_id": run_id, "item_id": item_id, "concept_id": concept["id"], "grade": concept.get("grade", "required")}
-                                for concept in item.get("concepts") or [])
-                repeats.extend({"run_id": run_id, "item_id": item_id, "repeat": row["repeat"], "outcome": row["outcome"],
-                                "answer": row.get("answer"), "metrics": json.dumps(row.get("metrics") or {}, sort_keys=True),
-                                "failure": row.get("failure"), "error": row.get("error")} for row in score.get("repeats") or [])
             # A re-recorded item (a re-run of the same run id) replaces its rows and its metrics.
-            self._write_items(run_id, golden=golden, results=results, metrics=metrics, replace=True)
-            self._insert_many("eval_feedback", feedback)
-            self._write_qrels(provenance, now)
+            self._write_item_rows(run_id, golden, results, metrics, replace=True)
+            self._append_feedback(feedback)
+            self._write_qrel_values(provenance)
             self._append_qrels([row for score in scores for row in score.get("qrels_rows") or []], now)
             self._add_cache_rows([row for score in scores for row in score.get("cache_rows") or []], now)
-            self._insert_many("golden_concepts", concepts, replace=True)
-            self._insert_many("item_repeats", repeats, replace=True)
+            self._insert_values("golden_concepts", _CONCEPT_COLUMNS, concepts, replace=True)
+            self._insert_values("item_repeats", _REPEAT_COLUMNS, repeats, replace=True)
 
     def _write_items(self, run_id: str, *, golden: Iterable[dict[str, Any]] = (), results: Iterable[dict[str, Any]] = (),
                      metrics: Iterable[tuple[str, str, Any]] = (), replace: bool = False) -> None:
@@ -480,47 +477,45 @@ class Store:
         """
         from ..golden_set.schema import canonical_item_json
 
-        self._insert_many("golden_items", [
-            {"run_id": run_id, "item_id": row["item_id"], "source": row.get("source"), "line": row.get("line"),
-             "item": row["item"] if isinstance(row["item"], str) else canonical_item_json(row["item"])} for row in golden], replace=replace)
-        rows = []
-        for row in results:
-            values = {column: row.get(column) for column in _RESULT_COLUMNS}
-            values.update(run_id=run_id, item_id=row["item_id"], question=row["question"], outcome=row.get("outcome") or "")
-            for column in _JSON_RESULT_COLUMNS:
-                values[column] = json.dumps(row.get(column) or [])
-            for column in _JSON_OPTIONAL_COLUMNS:
-                values[column] = json.dumps(row[column]) if row.get(column) else None
-            for column in _FLAG_COLUMNS:
-                values[column] = int(bool(row.get(column)))
-            rows.append(values)
-        self._insert_many("results", rows, replace=replace)
-        if replace and rows:
+        self._write_item_rows(
+            run_id,
+            [(run_id, row["item_id"], row.get("source"), row.get("line"),
+              row["item"] if isinstance(row["item"], str) else canonical_item_json(row["item"])) for row in golden],
+            [_result_row(run_id, row, row.get("result_id"), row.get("recorded_at")) for row in results],
+            [(run_id, item_id, metric, float(value)) for item_id, metric, value in metrics], replace=replace)
+
+    def _write_item_rows(self, run_id: str, golden: list[tuple], results: list[tuple], metrics: list[tuple], *,
+                         replace: bool) -> None:
+        """``_write_items`` from rows already encoded: tuples in ``_GOLDEN_COLUMNS``, ``_RESULT_COLUMNS`` and
+        ``_METRIC_COLUMNS`` order (what ``record_scores`` builds directly)."""
+        self._insert_values("golden_items", _GOLDEN_COLUMNS, golden, replace=replace)
+        self._insert_values("results", _RESULT_COLUMNS, results, replace=replace)
+        if replace and results:
+            item_ids = json.dumps([row[_RESULT_ITEM_ID] for row in results])
             self.db.conn.execute("DELETE FROM item_metrics WHERE run_id = ? AND item_id IN (SELECT value FROM json_each(?))",
-                                 [run_id, json.dumps([row["item_id"] for row in rows])])  # one statement for the batch
-        self._insert_many("item_metrics", [{"run_id": run_id, "item_id": item_id, "metric": metric, "value": float(value)}
-                                           for item_id, metric, value in metrics])
+                                 [run_id, item_ids])  # one statement for the batch
+        self._insert_values("item_metrics", _METRIC_COLUMNS, metrics)
+
+    def _insert_values(self, table: str, columns: tuple[str, ...], rows: list[tuple], *, replace: bool = False) -> None:
+        """Rows of values in ``columns`` order, in one prepared statement (none for no rows)."""
+        if rows:
+            verb = "INSERT OR REPLACE" if replace else "INSERT"
+            self.db.conn.executemany(f"{verb} INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", rows)
 
     def _insert_many(self, table: str, rows: list[dict[str, Any]], *, replace: bool = False) -> None:
         """``_insert`` for many rows: one prepared statement per set of columns (rows of a table usually share theirs)."""
-        by_columns: dict[tuple[str, ...], list[list[Any]]] = {}
+        by_columns: dict[tuple[str, ...], list[tuple]] = {}
         for row in rows:
-            by_columns.setdefault(tuple(row), []).append(list(row.values()))
-        verb = "INSERT OR REPLACE" if replace else "INSERT"
+            by_columns.setdefault(tuple(row), []).append(tuple(row.values()))
         for columns, values in by_columns.items():
-            self.db.conn.executemany(f"{verb} INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})", values)
+            self._insert_values(table, columns, values, replace=replace)
 
-    def _feedback_rows(self, run_id: str, result_id: str | None, item_id: str, error_class: str | None,
-                       evidence: str | None, now: str) -> list[dict[str, Any]]:
-        # Every classified non-correct result joins the append-only review queue.
-        if not error_class or error_class == "correct":
-            return []
-        return [{"id": new_ulid(), "run_id": run_id, "result_id": result_id, "item_id": item_id,
-                 "error_class": error_class, "evidence": evidence, "created_at": now}]
-
-    def _append_feedback(self, run_id: str, result_id: str | None, item_id: str, error_class: str | None,
-                         evidence: str | None, now: str) -> None:
-        self._insert_many("eval_feedback", self._feedback_rows(run_id, result_id, item_id, error_class, evidence, now))
+    def _append_feedback(self, rows: list[tuple]) -> None:
+        """Every classified non-correct result joins the append-only review queue. ``rows``: one per result,
+        ``(run_id, result_id, item_id, error_class, evidence, created_at)``; each row queued gets a new id."""
+        queued = [row for row in rows if row[_FEEDBACK_CLASS] and row[_FEEDBACK_CLASS] != "correct"]
+        self._insert_values("eval_feedback", _FEEDBACK_COLUMNS,
+                            [(*row, feedback_id) for row, feedback_id in zip(queued, new_ulids(len(queued)))])
 
     def _add_cache_rows(self, rows: Iterable[dict[str, Any]], now: str) -> None:
         self._insert_many("judge_cache", [{**row, "created_at": now} for row in rows], replace=True)
@@ -536,7 +531,7 @@ class Store:
         with self.db.conn:
             if error_class:
                 result_id = self.db.conn.execute("SELECT result_id FROM results WHERE run_id = ? AND item_id = ?", [run_id, item_id]).fetchone()
-                self._append_feedback(run_id, result_id[0] if result_id else None, item_id, error_class, error_evidence, utc_now())
+                self._append_feedback([(run_id, result_id[0] if result_id else None, item_id, error_class, error_evidence, utc_now())])
             for name, value in metrics.items():
                 self._insert("item_metrics", {"run_id": run_id, "item_id": item_id, "metric": name, "value": float(value)}, replace=True)
             updates: dict[str, Any] = {"judge_errors": json.dumps(judge_errors), "verdicts": json.dumps(verdicts) if verdicts else None,
@@ -567,9 +562,9 @@ class Store:
         return self._write_qrels(rows, now)
 
     def _write_qrels(self, rows: Iterable[dict[str, Any]], now: str, *, copied: bool = False) -> int:
-        """The one writer of the qrels ledger, inside the caller's transaction (recording, ``append_qrels``
-        and ``merge_shards``); returns the rows added. The ledger is append-only, and a row already present is
-        skipped, never rewritten:
+        """The one writer of the qrels ledger (with ``_write_qrel_values``), inside the caller's transaction
+        (recording, ``append_qrels`` and ``merge_shards``); returns the rows added. The ledger is append-only,
+        and a row already present is skipped, never rewritten:
 
         - an id already in the ledger: ignored (the schema-7 trigger). Ids are never written here: each
           ledger numbers its own rows, so a row's id from another database means nothing in this one.
@@ -581,32 +576,32 @@ class Store:
           grade, author and created_at is there: it is the same judgment, counted once however often
           that shard, or another carrying it, is merged.
         """
+        return self._write_qrel_values([_qrel_values(row, now) for row in rows], copied=copied)
+
+    def _write_qrel_values(self, rows: list[tuple], *, copied: bool = False) -> int:
+        """``_write_qrels`` from rows already normalised (``_QREL_COLUMNS`` tuples, as ``_qrel_values`` makes them):
+        how recording writes the provenance rows it builds."""
         conn = self.db.conn
         added = 0
-        machine: list[list[Any]] = []  # consecutive machine rows go in one statement
-        insert = None
+        machine: list[tuple] = []  # consecutive machine rows go in one statement
+        insert = f"INTO qrels ({', '.join(_QREL_COLUMNS)}) VALUES ({', '.join('?' * len(_QREL_COLUMNS))})"
 
         def write_machine_rows() -> int:
             count = max(conn.executemany("INSERT OR IGNORE " + insert, machine).rowcount, 0) if machine else 0
             machine.clear()
             return count
 
-        for row in rows:
-            values = {"query_id": row["query_id"], "chunk_id": row.get("chunk_id"), "doc_id": row.get("doc_id"),
-                      "grade": int(row["grade"]), "source": row["source"], "judge_model": row.get("judge_model") or "",
-                      "prompt_version": row.get("prompt_version"), "created_by": row.get("created_by"), "note": row.get("note"),
-                      "run_id": row.get("run_id"), "created_at": row.get("created_at") or now}
-            insert = insert or f"INTO qrels ({', '.join(values)}) VALUES ({', '.join('?' for _ in values)})"
-            if values["source"] != "human":
-                machine.append(list(values.values()))
+        for values in rows:
+            if values[_QREL_SOURCE] != "human":
+                machine.append(values)
                 continue
             added += write_machine_rows()  # the ledger keeps the rows' order
             if copied and conn.execute(
                     "SELECT 1 FROM qrels WHERE source = 'human' AND query_id = ? AND chunk_id IS ? AND doc_id IS ?"
                     " AND grade = ? AND created_by IS ? AND created_at = ? LIMIT 1",
-                    [values[key] for key in ("query_id", "chunk_id", "doc_id", "grade", "created_by", "created_at")]).fetchone():
+                    [values[index] for index in _HUMAN_QREL_IDENTITY]).fetchone():
                 continue
-            added += max(conn.execute("INSERT " + insert, list(values.values())).rowcount, 0)
+            added += max(conn.execute("INSERT " + insert, values).rowcount, 0)
         return added + write_machine_rows()
 
     def append_qrels(self, rows: Iterable[dict[str, Any]]) -> int:
@@ -846,25 +841,67 @@ _RUN_COLUMNS = ("id", "started_at", "finished_at", "status", "config_hash", "con
                 "host", "pid", "judge_label", "judge_stats", "cost_estimate_usd", "cost_usd", "input_tokens", "output_tokens",
                 "workspace", "labels", "kinds", "unread_keys", "n_scored", "n_errored", "n_skipped", "custom_metrics", "repeats",
                 "embedder", "eval_k")
-def _provenance_rows(run_id: str, item_id: str, item: dict[str, Any], item_json: str) -> list[dict[str, Any]]:
-    """The qrels a golden item's citations are: free, deterministic judgments (required = 3, acceptable = 1).
-    judge_model names the golden item version that produced them, so an edited citation appends a new
-    judgment; INSERT OR IGNORE keeps a re-run of the same version idempotent."""
+def _provenance_rows(run_id: str, scores: list[dict[str, Any]], item_jsons: list[str], now: str) -> list[tuple]:
+    """The qrels the golden items' citations are (``_QREL_COLUMNS`` tuples): free, deterministic judgments
+    (required = 3, acceptable = 1). judge_model names the golden item version that produced them (hashed from
+    its canonical JSON, ``item_jsons``), so an edited citation appends a new judgment; INSERT OR IGNORE keeps a
+    re-run of the same version idempotent."""
     from ..golden_set.schema import hash_canonical_items
     from ..metrics.retrieval import citation_grade
 
-    version = "golden@" + hash_canonical_items([(item_id, item_json)])[:12]
-    return [{"query_id": item_id, "chunk_id": citation.get("chunkId"), "doc_id": citation.get("docId"),
-             "grade": citation_grade(citation.get("mode")), "source": "provenance", "judge_model": version, "run_id": run_id}
-            for citation in item.get("citations") or []]
+    rows = []
+    for score, item_json in zip(scores, item_jsons):
+        item_id, citations = score["item_id"], score["item"].get("citations")
+        if citations:
+            version = "golden@" + hash_canonical_items([(item_id, item_json)])[:12]
+            rows.extend([(item_id, citation.get("chunkId"), citation.get("docId"), citation_grade(citation.get("mode")),
+                          "provenance", version, None, None, None, run_id, now) for citation in citations])
+    return rows
 
 
+def _qrel_values(row: dict[str, Any], now: str) -> tuple:
+    """A qrels row as the ledger stores it, in ``_QREL_COLUMNS`` order (no judge model is '', no time is now)."""
+    return (row["query_id"], row.get("chunk_id"), row.get("doc_id"), int(row["grade"]), row["source"], row.get("judge_model") or "",
+            row.get("prompt_version"), row.get("created_by"), row.get("note"), row.get("run_id"), row.get("created_at") or now)
+
+
+def _json_list(value: Any) -> str:
+    return json.dumps(value) if value else "[]"  # most are empty: their text without a call to the encoder
+
+
+def _json_or_null(value: Any) -> str | None:
+    return json.dumps(value) if value else None
+
+
+def _result_row(run_id: str, row: dict[str, Any], result_id: str | None, recorded_at: str | None) -> tuple:
+    """A result in its decoded shape as the results table stores it, in ``_RESULT_COLUMNS`` order: a list
+    column '[]' when empty, an optional JSON column NULL when empty, a flag 0 or 1, an absent outcome ""."""
+    get = row.get
+    return (run_id, row["item_id"], row["question"], get("answer"), _json_list(get("retrieved")), _json_list(get("citations")),
+            get("confidence"), 1 if get("abstained") else 0, 1 if get("blocked") else 0, _json_list(get("detected_concepts")),
+            get("outcome") or "", _json_list(get("failures")), get("error"), get("latency_ms"), recorded_at,
+            _json_list(get("judge_errors")), _json_or_null(get("verdicts")), _json_or_null(get("pool")), _json_or_null(get("assertions")),
+            result_id, get("error_class"), get("error_evidence"), get("crag_grade"), get("blocked_layer"), _json_list(get("metric_errors")))
+
+
+# Column orders of the value tuples the write path builds (each matches its builder above).
 _RESULT_COLUMNS = ("run_id", "item_id", "question", "answer", "retrieved", "citations", "confidence", "abstained", "blocked",
                    "detected_concepts", "outcome", "failures", "error", "latency_ms", "recorded_at", "judge_errors", "verdicts",
                    "pool", "assertions", "result_id", "error_class", "error_evidence", "crag_grade", "blocked_layer", "metric_errors")
+_RESULT_ITEM_ID = _RESULT_COLUMNS.index("item_id")
+_GOLDEN_COLUMNS = ("run_id", "item_id", "source", "line", "item")
+_METRIC_COLUMNS = ("run_id", "item_id", "metric", "value")
+_FEEDBACK_COLUMNS = ("run_id", "result_id", "item_id", "error_class", "evidence", "created_at", "id")  # the id is added last
+_FEEDBACK_CLASS = _FEEDBACK_COLUMNS.index("error_class")
+_CONCEPT_COLUMNS = ("run_id", "item_id", "concept_id", "grade")
+_REPEAT_COLUMNS = ("run_id", "item_id", "repeat", "outcome", "answer", "metrics", "failure", "error")
+_QREL_COLUMNS = ("query_id", "chunk_id", "doc_id", "grade", "source", "judge_model", "prompt_version", "created_by", "note",
+                 "run_id", "created_at")
+_QREL_SOURCE = _QREL_COLUMNS.index("source")
+# What makes a copied human judgment the same one again (``_write_qrels``).
+_HUMAN_QREL_IDENTITY = tuple(_QREL_COLUMNS.index(column) for column in ("query_id", "chunk_id", "doc_id", "grade", "created_by", "created_at"))
 _JSON_RESULT_COLUMNS = ("retrieved", "citations", "detected_concepts", "failures", "judge_errors", "metric_errors")  # lists, '[]' when empty
 _JSON_OPTIONAL_COLUMNS = ("verdicts", "pool", "assertions")  # JSON, NULL when empty
-_FLAG_COLUMNS = ("abstained", "blocked")
 
 
 # What each exported column may hold (None/absent is allowed unless the column is required).

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_crucible.golden_set.schema import (
     GoldenFileError,
@@ -106,3 +108,75 @@ def test_json_schema_describes_camel_case_fields() -> None:
     assert {"id", "question", "questionType", "citations", "answerable", "popularity", "dynamism", "kind", "tags"} <= set(props)
     assert schema["required"] == ["id", "question"]
     assert schema["additionalProperties"] is False
+
+
+# -- lines whose text proves them plain skip the walk of their values: nothing else changes ---------------
+def _loaded_or_error(path) -> object:
+    try:
+        return [(item.to_json(), item.line, item.source) for item in load_golden_file(path, display_path=path.name)]
+    except GoldenFileError as exc:
+        return str(exc)
+
+
+PLAIN = '{"id": "p", "question": "q"}'
+
+
+@pytest.mark.parametrize("line", [
+    '{"id": "a", "question": "caf\\u00e9", "metadata": {"k": [1, {"x": null}]}}',  # cleared by the text check
+    '{"id": "a", "question": "caf\\u00e9 \\ud83d\\ude00", "metadata": {"\\ud83d\\ude00": 1}}',  # surrogate pair: fine
+    '{"id": "a", "question": "q \\\\ud800"}',  # an escaped backslash, then "ud800": no surrogate
+    '{"id": "a\\ud800", "question": "q"}',
+    '{"id": "a", "question": "q", "metadata": {"k\\uDFFF": 1}}',
+    '{"id": "a", "question": "q", "metadata": ' + "[" * 99 + "]" * 99 + "}",  # 100 levels: the limit
+    '{"id": "a", "question": "q", "metadata": ' + "[" * 100 + "]" * 100 + "}",  # 101 levels
+    '{"id": "a", "question": "q", "metadata": {"n": [' + ",".join(["0"] * 99_996) + "]}}",  # 100,001 values
+    '{"id": "a", "question": "q", "metadata": {"n": [' + ",".join(["0"] * 99_995) + "]}}",  # 100,000 values: the limit
+])
+@pytest.mark.parametrize("suffix", [".jsonl", ".json"])
+def test_the_text_check_loads_what_the_walk_of_every_value_loads(tmp_path, monkeypatch, line, suffix) -> None:
+    from pytest_crucible.golden_set import schema
+
+    lines = [PLAIN.replace('"p"', '"p1"'), PLAIN.replace('"p"', '"p2"'), line]
+    path = tmp_path / f"golden_t{suffix}"
+    path.write_text("\n".join(lines) + "\n" if suffix == ".jsonl" else "[\n" + ",\n".join(lines) + "\n]\n")
+    fast = _loaded_or_error(path)
+    monkeypatch.setattr(schema, "_surely_usable", lambda text: False)
+    assert fast == _loaded_or_error(path)
+
+
+def test_a_line_the_text_check_cannot_clear_still_names_its_line_and_field(tmp_path) -> None:
+    path = tmp_path / "golden_x.jsonl"
+    pair = "\\ud83d\\ude00"  # an escaped surrogate pair: its values are walked
+    path.write_text(f'{PLAIN}\n{{"id": "b", "question": "q{pair}"}}\n{{"id": "c", "question": "q{pair}", "popularity": "viral"}}\n')
+    with pytest.raises(GoldenFileError) as info:
+        load_golden_file(path, display_path="golden_x.jsonl")
+    assert str(info.value).startswith("golden_x.jsonl:3: field 'popularity': Input should be 'head', 'torso' or 'tail' (got \"viral\")")
+
+    path.write_text(f'{PLAIN}\n{{"id": "b", "question": "q{pair}"}}\n{{"id": "c", "question": "q", "metadata": {{"k": "\\udc00"}}}}\n')
+    with pytest.raises(GoldenFileError) as info:
+        load_golden_file(path, display_path="golden_x.jsonl")
+    assert str(info.value).startswith("golden_x.jsonl:3: field 'metadata.k': not valid Unicode (a lone surrogate \\udc00)")
+
+
+# Plain text, or text with lone surrogates (json.dumps writes them as escapes), backslashes and "u" next to
+# them (built from characters: st.text leaves surrogates out).
+_json_text = st.text(max_size=3) | st.lists(st.characters() | st.sampled_from(["\ud800", "\udfff", "\\", "u", "d", "8"]),
+                                            max_size=3).map("".join)
+_json_leaves = st.none() | st.booleans() | st.integers() | _json_text
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.recursive(_json_leaves, lambda children: st.lists(children, max_size=4) | st.dictionaries(_json_text, children, max_size=4),
+                    max_leaves=30))
+def test_text_the_check_clears_never_holds_a_value_the_walk_refuses(value) -> None:
+    from pytest_crucible.golden_set import schema
+    from pytest_crucible.json_input import value_problem
+
+    # Small limits, so that random values reach them.
+    text = json.dumps(value)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(schema, "MAX_DEPTH", 3)
+        patch.setattr(schema, "MAX_VALUES", 16)
+        cleared = schema._surely_usable(text)
+    if cleared:
+        assert value_problem(json.loads(text), max_depth=3, max_values=16) is None

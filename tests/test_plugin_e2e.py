@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import sqlite3
@@ -146,6 +147,22 @@ def test_bad_golden_file_is_one_clear_collection_error(pytester: pytest.Pytester
     result.stdout.fnmatch_lines(["*ERROR collecting golden_bad.jsonl*", *expected])
     result.stdout.no_fnmatch_line("*Traceback*")
     result.stdout.no_fnmatch_line("*pydantic*")
+
+
+@pytest.mark.parametrize("gc_enabled", [True, False])
+def test_collecting_golden_files_leaves_the_garbage_collector_as_it_found_it(pytester: pytest.Pytester, gc_enabled: bool) -> None:
+    add_golden_file(pytester)
+    (pytester.path / "golden_bad.jsonl").write_text('{"id": "x", "question": "q"}\n{"id": "y"}\n')  # paused, then an error
+    pytester.makeconftest(CONFTEST)
+    if not gc_enabled:
+        gc.disable()
+    try:
+        result = pytester.runpytest("--collect-only", "-q")
+        enabled_after = gc.isenabled()
+    finally:
+        gc.enable()
+    result.stdout.fnmatch_lines(["golden_support.jsonl::q-004", "*ERROR collecting golden_bad.jsonl*", "golden_bad.jsonl:2: field 'question': Field required"])
+    assert enabled_after is gc_enabled
 
 
 def test_invalid_pipeline_result_fails_that_item_naming_the_field(pytester: pytest.Pytester) -> None:

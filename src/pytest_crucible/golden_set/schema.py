@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any, Callable, Iterable, Literal, Sequence, get_args
 
@@ -20,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from pydantic.alias_generators import to_camel
 
 from ..defaults import KINDS
-from ..json_input import json_problem, value_problem
+from ..json_input import MAX_DEPTH, MAX_VALUES, json_problem, value_problem
 from ..json_input import shown as _printable
 
 # CRAG's question types; the tuple is what code iterates (facets), the Literal what pydantic checks.
@@ -110,7 +111,9 @@ class GoldenItem(_Model):
     # cluster: a comparison then resamples clusters, not items (docs/statistics.md). Unset: its own cluster.
     cluster: str | None = Field(default=None, min_length=1)
 
-    # Where the item came from; not part of the data model (excluded from dumps).
+    # Where the item came from; not part of the data model (excluded from dumps). Read and written through
+    # __pydantic_private__ itself: as attributes they go through BaseModel.__getattr__ and __setattr__, many
+    # times slower, and collection reads them for every item.
     _source: str = PrivateAttr(default="")
     _line: int = PrivateAttr(default=0)
     _json: dict[str, Any] | None = PrivateAttr(default=None)
@@ -124,7 +127,7 @@ class GoldenItem(_Model):
 
     @property
     def source(self) -> str:
-        return self._source
+        return self.__pydantic_private__["_source"]
 
     @property
     def expected_guardrail(self) -> str:
@@ -133,23 +136,24 @@ class GoldenItem(_Model):
 
     @property
     def line(self) -> int:
-        return self._line
+        return self.__pydantic_private__["_line"]
 
     def to_json(self) -> dict[str, Any]:
         """The item as it appears in a golden file (camelCase, defaults filled in).
 
         Computed once (the model is frozen); treat the result as read-only."""
-        if self._json is None:
+        private = self.__pydantic_private__
+        if private["_json"] is None:
             data = self.model_dump(by_alias=True, mode="json")
             if data.get("cluster") is None:  # unset: left out, so items written before the field keep their hash
                 data.pop("cluster", None)
-            self._json = data
-        return self._json
+            private["_json"] = data
+        return private["_json"]
 
     def forget_json(self) -> None:
         """Drop the cached :meth:`to_json` once the item is scored: pytest keeps every collected item (and
         so this model) alive until the session ends, and on a large golden set the copies add up."""
-        self._json = None
+        self.__pydantic_private__["_json"] = None
 
 
 class GoldenFileError(Exception):
@@ -227,7 +231,26 @@ def _not_utf8(path: str, line: int, exc: UnicodeDecodeError, offset: int = 0) ->
     return GoldenFileError(path, line, None, f"not UTF-8 text ({exc.reason} at byte {offset + exc.start})", "save the file as UTF-8")
 
 
-def _records_jsonl(path: str, data: bytes) -> Iterable[tuple[int, Any]]:
+# Each reader yields (line, record, vetted): vetted when the record's JSON text shows that
+# value_problem would find nothing in it (see _surely_usable), so the loader skips that walk.
+_Records = Iterable[tuple[int, Any, bool]]
+
+# The text was decoded from UTF-8, which holds no surrogate: a lone one can only come from an escape,
+# \uD800 to \uDFFF.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _surely_usable(text: str) -> bool:
+    """Whether the values parsed from the JSON ``text`` pass :func:`value_problem`, judged from the text
+    alone (a few scans in C instead of a walk of every value): no escaped surrogate, no more brackets
+    than the nesting limit, no more characters than the value limit (each value takes one at least).
+    False means only that the values must be walked."""
+    return (len(text) <= MAX_VALUES
+            and text.count("{") + text.count("[") <= MAX_DEPTH
+            and ("\\u" not in text or _SURROGATE_ESCAPE.search(text) is None))
+
+
+def _records_jsonl(path: str, data: bytes) -> _Records:
     # Lines end at "\n" only (U+2028, U+0085 and the like may stand raw inside JSON
     # strings), and each is decoded on its own, so the first bad line is the one named.
     offset = 0
@@ -249,14 +272,14 @@ def _records_jsonl(path: str, data: bytes) -> Iterable[tuple[int, Any]]:
                 f"not valid JSON: {json_problem(exc)}",
                 "a .jsonl golden file holds exactly one JSON object per line.",
             ) from None
-        yield number, record
+        yield number, record, _surely_usable(raw)
 
 
 def _line_of(text: str, offset: int) -> int:
     return text.count("\n", 0, offset) + 1
 
 
-def _records_json(path: str, text: str) -> Iterable[tuple[int, Any]]:
+def _records_json(path: str, text: str) -> _Records:
     # Walk the top-level array element by element so each item keeps its line number.
     decoder = json.JSONDecoder()
     length = len(text)
@@ -282,7 +305,7 @@ def _records_json(path: str, text: str) -> Iterable[tuple[int, Any]]:
             raise fail(exc.pos, f"not valid JSON: {exc.msg}") from None
         except (ValueError, RecursionError) as exc:
             raise fail(pos, f"not valid JSON: {json_problem(exc)}") from None
-        yield _line_of(text, pos), value
+        yield _line_of(text, pos), value, _surely_usable(text[pos:end])
         pos = skip_ws(end)
         if pos < length and text[pos] == ",":
             pos = skip_ws(pos + 1)
@@ -292,7 +315,7 @@ def _records_json(path: str, text: str) -> Iterable[tuple[int, Any]]:
         raise fail(pos, "expected ',' or ']' after an item")
 
 
-def _records_yaml(path: str, text: str) -> Iterable[tuple[int, Any]]:
+def _records_yaml(path: str, text: str) -> _Records:
     try:
         import yaml
     except ImportError:
@@ -324,10 +347,10 @@ def _records_yaml(path: str, text: str) -> Iterable[tuple[int, Any]]:
             raise fail(exc, line) from None
         finally:
             loader.dispose()
-        yield line, value
+        yield line, value, False  # aliases may expand a short text into many values
 
 
-def _records(path: Path, shown: str) -> Iterable[tuple[int, Any]]:
+def _records(path: Path, shown: str) -> _Records:
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -352,10 +375,10 @@ def load_golden_file(path: str | Path, display_path: str | None = None) -> list[
     shown = display_path or str(path)
     items: list[GoldenItem] = []
     first_line: dict[str, int] = {}
-    for line, record in _records(path, shown):
+    for line, record, vetted in _records(path, shown):
         if not isinstance(record, dict):
             raise GoldenFileError(shown, line, None, f"expected a JSON object for an item, got {type(record).__name__}", "each item is an object like {\"id\": \"q-001\", \"question\": \"...\"}")
-        unusable = value_problem(record)
+        unusable = None if vetted else value_problem(record)
         if unusable is not None:
             loc, problem = unusable
             raise GoldenFileError(shown, line, field_path(loc) or None, problem,
@@ -373,8 +396,7 @@ def load_golden_file(path: str | Path, display_path: str | None = None) -> list[
                 "ids must be unique within a golden set: they are the test ids and the keys that pair runs.",
             )
         first_line[item.id] = line
-        item._source = shown
-        item._line = line
+        item.__pydantic_private__.update(_source=shown, _line=line)
         items.append(item)
     return items
 

@@ -17,7 +17,7 @@ from .pipeline import PipelineResult
 from ..qrels.grades import item_grades
 
 
-@dataclass
+@dataclass(slots=True)  # one per item: its fields in slots, not a dict grown field by field
 class ItemScore:
     """Everything recorded about one golden item in one run."""
 

@@ -165,6 +165,43 @@ def test_collecting_golden_files_leaves_the_garbage_collector_as_it_found_it(pyt
     assert enabled_after is gc_enabled
 
 
+THRESHOLD_CONFTEST = """
+import gc
+import json
+import pytest
+
+@pytest.fixture(scope="session")
+def crucible_pipeline():
+    def pipeline(question, *, item, config, mode):
+        with open("seen.jsonl", "a") as seen:  # what the collector looked like while this item ran
+            seen.write(json.dumps([gc.get_threshold(), gc.get_freeze_count() > 0]) + "\\n")
+        return {"retrieved": [{"chunk_id": "returns#p1", "doc_id": "returns"}]}
+    return pipeline
+"""
+
+
+@pytest.mark.parametrize("before", [(700, 10, 10), (1000, 20, 5)], ids=["default", "tuned-by-the-user"])
+def test_the_collector_is_tuned_only_while_the_tests_run_and_only_if_nobody_tuned_it(pytester: pytest.Pytester, before) -> None:
+    """While golden items run, the collected objects are frozen and a default young threshold is raised; afterwards
+    the process has its collector back as it was (pytester runs in this process), and a user's own tuning is left alone."""
+    from pytest_crucible.collection import TEST_LOOP_YOUNG_THRESHOLD
+
+    add_golden_file(pytester, GOLDEN[:2])
+    pytester.makeconftest(THRESHOLD_CONFTEST)
+    saved = gc.get_threshold()
+    gc.set_threshold(*before)
+    try:
+        result = pytester.runpytest("-p", "no:randomly", "--crucible-mode=component", "--crucible-outcome=record")
+        after = gc.get_threshold(), gc.get_freeze_count()
+    finally:
+        gc.set_threshold(*saved)
+    assert result.ret == pytest.ExitCode.OK
+    expected = [TEST_LOOP_YOUNG_THRESHOLD, 10, 10] if before == (700, 10, 10) else list(before)
+    seen = [json.loads(line) for line in (pytester.path / "seen.jsonl").read_text().splitlines()]
+    assert seen == [[expected, True]] * 2
+    assert after == (before, 0)
+
+
 def test_invalid_pipeline_result_fails_that_item_naming_the_field(pytester: pytest.Pytester) -> None:
     add_golden_file(pytester, GOLDEN[:2])
     pytester.makeconftest(

@@ -14,7 +14,6 @@ once a golden item or a crucible option is actually used.
 from __future__ import annotations
 
 import fnmatch
-import gc
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,7 +21,7 @@ import pytest
 
 from .collection import (GOLDEN_ITEM_KEY, SCORE_KEY, SESSION_KEY, USAGE_ERROR_KEY, GoldenFile, deselect_unwanted, evaluate_node,
                          collection_lines, golden_of, marker_params, note_golden_source, note_unmatched_file, release_golden,
-                         stop_with_usage_error)
+                         restore_collector, settle_collector, stop_with_usage_error)
 from .options import add_options, build_settings, find_custom_metrics
 from .report.junit import report_to_junit
 from .warning import warn
@@ -58,17 +57,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if config.stash.get(_FROZE_KEY, False):
-        gc.unfreeze()
+    restore_collector(config)
     crucible = config.stash.get(SESSION_KEY, None)
     if crucible is not None:
         crucible.close()
     recorder = config.pluginmanager.get_plugin("crucible-recorder")
     if recorder is not None:
         config.pluginmanager.unregister(recorder)
-
-
-_FROZE_KEY = pytest.StashKey[bool]()  # pytest_collection_finish froze the collected objects (gc.freeze)
 
 
 def _crucible(config: pytest.Config) -> "CrucibleSession":
@@ -112,11 +107,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             crucible.reserve_run()
         except RunIdTaken as exc:
             raise pytest.UsageError(str(exc)) from None
-        # What collection built (the items, their golden items, fixtures) lives until the session ends: the
-        # garbage collector need not walk it again at every full collection while the tests run (at 10,000
-        # items, a third of the time each item takes). Given back in pytest_unconfigure.
-        gc.freeze()
-        session.config.stash[_FROZE_KEY] = True
+        settle_collector(session.config)
 
 
 @pytest.hookimpl(optionalhook=True)

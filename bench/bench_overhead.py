@@ -22,8 +22,8 @@ Timed, interleaved, in this one invocation (subprocesses of this python):
   same file at import) and calls the same pipeline, and nothing else.
 
 Best of R (default 3) wall time per variant and the ratio (target: plugin <=
-1.3x bare).  Peak RSS of each child comes from ``os.wait4`` (ru_maxrss of that
-child alone; target: < 300 MB for the plugin run).  Children get a bytecode
+1.5x bare, goal 1.3x).  Peak RSS of each child comes from ``os.wait4`` (ru_maxrss of that
+child alone; target: at most 1.5x bare's, and < 300 MB for the plugin run).  Children get a bytecode
 cache in the temp dir (PYTHONPYCACHEPREFIX; this shell exports
 PYTHONDONTWRITEBYTECODE=1) and one untimed warm-up run; both variants load a
 tiny probe plugin that marks the session phases (startup, collection, tests,
@@ -58,8 +58,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
-TIME_TARGET = 1.3
+TIME_TARGET = 1.5
+TIME_GOAL = 1.3
 RSS_TARGET_MB = 300.0
+RSS_TARGET_RATIO = 1.5
 
 # The pipeline and the item generator, shared verbatim by both conftests.
 PIPELINE_SOURCE = '''
@@ -541,20 +543,23 @@ def main() -> int:
         print()
         print(f"plugin (component, record, SQLite): best {best_plugin:6.2f} s")
         print(f"bare parametrized module:           best {best_bare:6.2f} s")
-        print(f"ratio plugin / bare: {ratio:.2f}x   (target <= {TIME_TARGET}x: {'met' if ratio <= TIME_TARGET else 'NOT met'})"
-              f"; extra {per_item_ms:.3f} ms per item")
+        print(f"ratio plugin / bare: {ratio:.2f}x   (target <= {TIME_TARGET}x: {'met' if ratio <= TIME_TARGET else 'NOT met'}; "
+              f"goal {TIME_GOAL}x: {'met' if ratio <= TIME_GOAL else 'not yet'}); extra {per_item_ms:.3f} ms per item")
         cpu_ratio = min(cpus["plugin"]) / min(cpus["bare"])
         print(f"CPU time (user + system), best: plugin {min(cpus['plugin']):.2f} s, bare {min(cpus['bare']):.2f} s; "
               f"ratio {cpu_ratio:.2f}x; extra {(min(cpus['plugin']) - min(cpus['bare'])) / opts.items * 1000:.3f} ms per item")
+        bare_peak = max(r for _, r, _ in bare_runs)
+        rss_ratio = peak / bare_peak
         print(f"plugin peak RSS:     {peak:.1f} MB (target < {RSS_TARGET_MB:.0f} MB: {'met' if peak < RSS_TARGET_MB else 'NOT met'})"
-              f"; bare peak RSS {max(r for _, r, _ in bare_runs):.1f} MB")
+              f"; bare peak RSS {bare_peak:.1f} MB; ratio {rss_ratio:.2f}x (target <= {RSS_TARGET_RATIO}x: "
+              f"{'met' if rss_ratio <= RSS_TARGET_RATIO else 'NOT met'})")
         if best_plugin_run[2] and best_bare_run[2]:
             print("\nwhere the wall time goes (best run of each, phase marks from a probe plugin):")
             print(f"  {'phase':18s} {'plugin s':>9s} {'bare s':>8s} {'extra s':>8s} {'extra ms/item':>14s}")
             for _mark, label in PHASES:
                 p, b = best_plugin_run[2].get(label, 0.0), best_bare_run[2].get(label, 0.0)
                 print(f"  {label:18s} {p:9.2f} {b:8.2f} {p - b:+8.2f} {(p - b) / opts.items * 1000:14.3f}")
-        time_missed, memory_missed = ratio > TIME_TARGET, peak >= RSS_TARGET_MB
+        time_missed, memory_missed = ratio > TIME_TARGET, peak >= RSS_TARGET_MB or rss_ratio > RSS_TARGET_RATIO
         if ((time_missed or memory_missed) and not opts.no_profile) or opts.profile:
             n_prof = min(opts.profile_items, opts.items)
             prof_tmp = tmp / "profile"

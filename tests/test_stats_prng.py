@@ -109,6 +109,21 @@ def test_continuation_mixed_methods_and_chunk_boundaries():
     np.testing.assert_array_equal(parts[5], full[lo + 100_000 :])
 
 
+@pytest.mark.parametrize("width", [5, 70_001])  # rows inside one block, rows across the 65536-draw block
+def test_rows_in_another_order_are_the_same_draws(width):
+    """Mulberry32.rows with steps: every row's draws in the order given, the stream continued as in C order."""
+    from pytest_crucible.stats.prng import order_steps
+
+    order = np.random.default_rng(width).permutation(width)
+    rng = Mulberry32(31)
+    rng.uint32(3)
+    got = rng.rows(np.empty((3, width), dtype=np.uint32), order_steps(order))
+    assert rng.position == 3 + 3 * width
+    np.testing.assert_array_equal(got, Mulberry32(31).uint32(3 + 3 * width)[3:].reshape(3, width)[:, order])
+    with pytest.raises(ValueError, match="one step per position"):
+        rng.rows(np.empty((2, width + 1), dtype=np.uint32), order_steps(order))
+
+
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(min_value=-(2**40), max_value=2**40), skip=st.integers(0, 70_000))
 def test_vectorized_equals_scalar_transcription(seed, skip):

@@ -32,7 +32,7 @@ from typing import Iterator, Union
 
 import numpy as np
 
-__all__ = ["Mulberry32"]
+__all__ = ["Mulberry32", "order_steps"]
 
 _GOLDEN = np.uint32(0x6D2B79F5)
 _MASK32 = 0xFFFFFFFF
@@ -103,45 +103,51 @@ class Mulberry32:
         self._counter += int(count)
 
     # -- core -----------------------------------------------------------
-    def _blocks(self, count: int) -> Iterator[tuple[int, np.ndarray]]:
+    def _blocks(self, count: int, steps: np.ndarray = _STEPS, out: "np.ndarray | None" = None
+                ) -> Iterator[tuple[int, np.ndarray]]:
         """Yield ``(offset, uint32 block)`` covering the next ``count`` outputs.
 
-        Works in cache-sized chunks: the dozen elementwise passes then stay
-        in L2 cache, which is several times faster than whole-array passes
-        for millions of draws.  The yielded block is a scratch buffer that is
-        overwritten by the next iteration; callers copy/convert it.
+        The outputs come in rows of ``len(steps)``, row ``r``'s entry ``j`` being output ``r * len(steps) + k``
+        where ``steps[j] = k * GOLDEN mod 2**32`` (:func:`order_steps`); the default steps are ``0, 1, 2, ...``,
+        the stream's own order. Works in cache-sized chunks: the dozen elementwise passes then stay in L2
+        cache, which is several times faster than whole-array passes for millions of draws. The yielded
+        block is a view of ``out`` (flat, ``count`` long) when given, else a scratch buffer that is
+        overwritten by the next iteration (callers copy/convert it).
         """
         start = self._counter
         self._counter += count
         if count == 0:
             return
-        chunk = min(_CHUNK, count)
-        steps = _STEPS[:chunk]
+        width = steps.shape[0]
+        chunk = min(_CHUNK, count, width)
         a_buf = np.empty(chunk, dtype=np.uint32)
         t_buf = np.empty(chunk, dtype=np.uint32)
         u_buf = np.empty(chunk, dtype=np.uint32)
-        for lo in range(0, count, chunk):
-            m = min(chunk, count - lo)
-            a, t, u = a_buf[:m], t_buf[:m], u_buf[:m]
-            # State of global draw i (0-based): seed + (i + 1) * GOLDEN mod 2**32.
-            base = np.uint32((self._seed + (start + lo + 1) * 0x6D2B79F5) & _MASK32)
-            np.add(steps[:m], base, out=a)
-            # t = imul(a ^ (a >>> 15), 1 | a)
-            np.right_shift(a, np.uint32(15), out=t)
-            np.bitwise_xor(t, a, out=t)
-            np.bitwise_or(a, np.uint32(1), out=a)
-            np.multiply(t, a, out=t)
-            # t = (t + imul(t ^ (t >>> 7), 61 | t)) ^ t      (a is scratch now)
-            np.right_shift(t, np.uint32(7), out=u)
-            np.bitwise_xor(u, t, out=u)
-            np.bitwise_or(t, np.uint32(61), out=a)
-            np.multiply(u, a, out=u)
-            np.add(u, t, out=u)
-            np.bitwise_xor(u, t, out=u)
-            # result = (t ^ (t >>> 14)) >>> 0
-            np.right_shift(u, np.uint32(14), out=a)
-            np.bitwise_xor(u, a, out=u)
-            yield lo, u
+        for row in range(0, count, width):
+            # State of global draw i (0-based): seed + (i + 1) * GOLDEN mod 2**32; a row's draws are its first
+            # draw's state plus their steps.
+            base = np.uint32((self._seed + (start + row + 1) * 0x6D2B79F5) & _MASK32)
+            for lo in range(row, min(count, row + width), chunk):
+                m = min(chunk, count - lo, row + width - lo)
+                a, t, u = a_buf[:m], t_buf[:m], u_buf[:m]
+                np.add(steps[lo - row : lo - row + m], base, out=a)
+                # t = imul(a ^ (a >>> 15), 1 | a)
+                np.right_shift(a, np.uint32(15), out=t)
+                np.bitwise_xor(t, a, out=t)
+                np.bitwise_or(a, np.uint32(1), out=a)
+                np.multiply(t, a, out=t)
+                # t = (t + imul(t ^ (t >>> 7), 61 | t)) ^ t      (a is scratch now)
+                np.right_shift(t, np.uint32(7), out=u)
+                np.bitwise_xor(u, t, out=u)
+                np.bitwise_or(t, np.uint32(61), out=a)
+                np.multiply(u, a, out=u)
+                np.add(u, t, out=u)
+                np.bitwise_xor(u, t, out=u)
+                # result = (t ^ (t >>> 14)) >>> 0, written where the caller wants it (no copy)
+                np.right_shift(u, np.uint32(14), out=a)
+                result = u if out is None else out[lo : lo + m]
+                np.bitwise_xor(u, a, out=result)
+                yield lo, result
 
     # -- public API -----------------------------------------------------
     def uint32(self, n: SizeLike = None, *, out: "np.ndarray | None" = None) -> np.ndarray:
@@ -155,17 +161,26 @@ class Mulberry32:
         if out is not None:
             if n is not None:
                 raise TypeError("give either n or out, not both")
-            if out.dtype != np.uint32 or not out.flags.c_contiguous or not out.flags.writeable:
-                raise ValueError("out must be a writeable C-contiguous uint32 array")
-            flat = out.reshape(-1)  # a view, since out is C-contiguous
-            for lo, block in self._blocks(flat.size):
-                flat[lo : lo + block.size] = block
-            return out
+            return self.rows(out)
         shape, count = _normalize_size(n)
         buf = np.empty(count, dtype=np.uint32)
-        for lo, block in self._blocks(count):
-            buf[lo : lo + block.size] = block
+        for _ in self._blocks(count, out=buf):
+            pass
         return buf.reshape(shape)
+
+    def rows(self, out: np.ndarray, steps: "np.ndarray | None" = None) -> np.ndarray:
+        """The next ``out.size`` outputs written into ``out`` (a writeable C-contiguous uint32 array) and
+        returned: in C order, or with ``steps`` (:func:`order_steps` of an order of ``out.shape[-1]``
+        positions) each row of ``out.shape[-1]`` outputs in that order: ``out[r, j]`` is output ``order[j]`` of
+        row ``r``. The stream is counter-based, so reordering a row costs nothing: a reader that sums a row
+        by groups of positions draws it group by group."""
+        if out.dtype != np.uint32 or not out.flags.c_contiguous or not out.flags.writeable:
+            raise ValueError("out must be a writeable C-contiguous uint32 array")
+        if steps is not None and (out.ndim == 0 or steps.shape != (out.shape[-1],)):
+            raise ValueError(f"steps must give one step per position of a row ({out.shape[-1:]}), got {steps.shape}")
+        for _ in self._blocks(out.size, _STEPS if steps is None else steps, out.reshape(-1)):
+            pass
+        return out
 
     def random(self, n: SizeLike = None) -> np.ndarray:
         """Next floats in ``[0, 1)``: ``uint32 / 2**32`` exactly as in JS."""
@@ -205,3 +220,11 @@ class Mulberry32:
             # truncation == floor for non-negative values
             out[lo : lo + block.size] = f
         return out.reshape(shape)
+
+
+def order_steps(order: np.ndarray) -> np.ndarray:
+    """``order[j] * GOLDEN mod 2**32`` as uint32: the steps with which :meth:`Mulberry32.rows` draws every row
+    in ``order`` (a sequence of positions in a row, e.g. a permutation), built once for all the rows."""
+    steps = np.asarray(order).astype(np.uint32) * _GOLDEN  # wrapping uint32 product: exactly mod 2**32
+    steps.setflags(write=False)
+    return steps

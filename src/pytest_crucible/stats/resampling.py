@@ -21,6 +21,10 @@ unless it is small:
   signs and multiplied with every metric's ``d`` at once, then dropped.  Peak
   memory is a few blocks (``O(max(n, 2**17))`` entries) plus the ``rows x
   metrics`` sums; the stream is drawn once per comparison, not per metric.
+  When the items fall into few groups of equal values in every metric (a
+  coarse grid: hit rates, reciprocal ranks), a row is counted per group
+  instead of per item (:class:`_Groups`): the same integers, at a fraction
+  of the cost.
 
 Machine independence: every row sum is computed **exactly**, in integers. Each
 metric's ``d`` is written in fixed point, ``q = round(d * 2**s)`` with the
@@ -44,7 +48,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from .prng import Mulberry32
+from .prng import Mulberry32, order_steps
 
 __all__ = [
     "CACHE_BYTES",
@@ -230,7 +234,7 @@ def matvec(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
 class _Target:
     """One side (bootstrap counts or permutation signs) of a streaming pass."""
 
-    __slots__ = ("rows", "vectors", "fixed", "halves", "totals", "out", "keep")
+    __slots__ = ("rows", "vectors", "fixed", "halves", "totals", "out", "keep", "groups")
 
     def __init__(self, rows: int, vectors: Sequence[np.ndarray], out: np.ndarray, keep: Optional[np.ndarray]) -> None:
         self.rows = rows
@@ -249,6 +253,41 @@ class _Target:
             self.fixed.append(fixed)
         self.out = out  # (len(vectors), rows) float64 sums, filled block by block
         self.keep = keep  # matrix being filled for the cache, or None
+        self.groups: Optional[_Groups] = None  # set by _stream when the items fall into few groups
+
+
+class _Groups:
+    """A target's items grouped by their values in every metric (equal rows of its halves), used when there
+    are at most half as many groups as items (metrics on a coarse grid: hit rates, ranks, grades). A row of
+    the stream then needs only its counts per group: ``group_counts @ group_halves`` is the same exact
+    integer as ``counts @ halves``, each partial sum still an integer below ``2**53`` (the counts add up to
+    the same ``n``), at a fraction of the cost. ``of``: each item's group; ``starts``: where each group
+    begins in ``order`` (the items group by group), the order a permutation row is drawn in so that a
+    group's flips are one contiguous sum; ``steps``: that order as :meth:`Mulberry32.rows` takes it."""
+
+    __slots__ = ("halves", "of", "starts", "steps")
+
+    def __init__(self, halves: np.ndarray, of: np.ndarray, order: np.ndarray, starts: np.ndarray) -> None:
+        self.halves = halves
+        self.of = of
+        self.starts = starts
+        self.steps = order_steps(order)
+
+    @classmethod
+    def of_halves(cls, halves: np.ndarray) -> Optional["_Groups"]:
+        """The groups of equal rows of ``halves`` (n x 2 * metrics), or None when they are more than n / 2."""
+        n = halves.shape[0]
+        order = np.lexsort(halves.T)  # equal rows next to each other; which order within a group is immaterial
+        ordered = halves[order]
+        first = np.ones(n, dtype=bool)
+        np.any(ordered[1:] != ordered[:-1], axis=1, out=first[1:])
+        starts = np.flatnonzero(first)
+        if 2 * starts.shape[0] > n:
+            return None
+        # each item's group, in the narrowest integers (a smaller table to look draws up in)
+        of = np.empty(n, dtype=np.min_scalar_type(starts.shape[0] - 1))
+        of[order] = np.cumsum(first) - 1
+        return cls(np.ascontiguousarray(ordered[starts]), of, order, starts)
 
 
 # Items below which a bootstrap index floor(u * n / 2**32) is computed in integers: u * n < 2**53, so the
@@ -256,11 +295,12 @@ class _Target:
 _INTEGER_INDEX_ITEMS = 1 << 21
 
 
-def _stage_rows(n: int, block: int) -> int:
-    """Rows multiplied together with a target's halves: a block, and 8 rows above 2**16 items, where a block
-    is 2 rows (n = 100,000: a product of 8 rows took 0.6 s per 10,000 rows, of 2 rows 1.7 s: the halves are
-    read once for all the rows of a product; 6.4 MB of staged rows)."""
-    return max(block, 8) if n > 1 << 16 else block
+def _stage_rows(width: int, block: int) -> int:
+    """Rows multiplied together with a target's halves (``width`` rows of them: items, or groups): a block, and
+    8 rows above 2**16 items, where a block is 2 rows (n = 100,000: a product of 8 rows took 0.6 s per 10,000
+    rows, of 2 rows 1.7 s: the halves are read once for all the rows of a product; 6.4 MB of staged rows);
+    rows of a few groups as many as 2**17 entries hold (one product for thousands of rows)."""
+    return max(block, 8) if width > 1 << 16 else max(block, _MATVEC_ELEMENTS // width)
 
 
 class _Stage:
@@ -269,9 +309,9 @@ class _Stage:
 
     __slots__ = ("buf", "dest", "halves", "used")
 
-    def __init__(self, halves: np.ndarray, rows: int, n: int) -> None:
+    def __init__(self, halves: np.ndarray, rows: int) -> None:
         self.halves = halves
-        self.buf = np.empty((rows, n), dtype=np.float64)
+        self.buf = np.empty((rows, halves.shape[0]), dtype=np.float64)
         self.used = 0
         self.dest: list[tuple[_Target, int, bool]] = []  # each staged row: its target, its row there, sign bits or not
 
@@ -322,9 +362,17 @@ def _stream(n: int, seed: int, boot: Optional[_Target], perm: Optional[_Target])
     if total == 0:
         return
     block = rows_per_block(n, total)
-    if (boot is not None and perm is not None and boot.fixed and len(boot.vectors) == len(perm.vectors)
-            and all(a is b for a, b in zip(boot.vectors, perm.vectors))):
-        perm.halves = boot.halves  # the same vectors: one product serves both
+    shared = (boot is not None and perm is not None and boot.fixed and len(boot.vectors) == len(perm.vectors)
+              and all(a is b for a, b in zip(boot.vectors, perm.vectors)))
+    targets = [target for target in (boot, perm) if target is not None]
+    if all(target.keep is None for target in targets):  # a matrix for the cache is kept item by item
+        for target in targets[:1] if shared else targets:
+            if target.fixed:
+                target.groups = _Groups.of_halves(target.halves)
+                if target.groups is not None:
+                    target.halves = target.groups.halves
+    if shared:
+        perm.halves, perm.groups = boot.halves, boot.groups  # the same vectors: one product serves both
     workers = _workers(n, total, boot, perm)
     if workers == 1:
         _stream_rows(n, seed, boot, perm, 0, total, block)
@@ -368,16 +416,20 @@ def _stream_rows(n: int, seed: int, boot: _Target | None, perm: _Target | None, 
 
     def stage(target: _Target) -> _Stage:
         if id(target.halves) not in stages:
-            stages[id(target.halves)] = _Stage(target.halves, _stage_rows(n, block), n)
+            stages[id(target.halves)] = _Stage(target.halves, _stage_rows(target.halves.shape[0], block))
         return stages[id(target.halves)]
 
+    # A permutation row in groups is drawn group by group; a bootstrap row's counts do not depend on the order
+    # of its draws (each draw's index depends on its value only).
+    steps = perm.groups.steps if perm is not None and perm.groups is not None else None
     if boot is not None:
         scale = float(n) * _TWO_POW_M32  # as in Mulberry32.integers
         ibuf = np.empty((block, n), dtype=np.int64)
-        offsets = (np.arange(block, dtype=np.int64) * n)[:, None]
+        width = n if boot.groups is None else boot.groups.halves.shape[0]  # bins of a row's counts
+        gbuf = np.empty((block, n), dtype=boot.groups.of.dtype) if boot.groups is not None else None
     for lo in range(first, last, block):
         g = min(block, last - lo)
-        u = rng.uint32(out=ubuf[:g])
+        u = rng.rows(ubuf[:g], steps)
         if boot is not None and lo < n_boot:
             m = min(g, n_boot - lo)
             idx = ibuf[:m]
@@ -388,9 +440,9 @@ def _stream_rows(n: int, seed: int, boot: _Target | None, perm: _Target | None, 
                 f = fbuf[:m]
                 np.multiply(u[:m], scale, out=f)  # exact uint32 -> float64, one rounding
                 np.copyto(idx, f, casting="unsafe")  # truncation == floor (f >= 0)
-            if m > 1:
-                idx += offsets[:m]  # row r counts into bins r*n .. r*n + n - 1
-            counts = np.bincount(idx.reshape(-1), minlength=m * n).reshape(m, n)
+            if boot.groups is not None:
+                idx = boot.groups.of.take(idx, out=gbuf[:m], mode="clip")  # each draw's group (idx < n: no clipping)
+            counts = np.stack([np.bincount(row, minlength=width) for row in idx])  # each row's draws per item or group
             if boot.keep is not None:
                 top = int(counts.max())
                 if top > np.iinfo(boot.keep.dtype).max:  # never for n >= 256 in practice
@@ -414,6 +466,8 @@ def _stream_rows(n: int, seed: int, boot: _Target | None, perm: _Target | None, 
                 if perm.fixed:
                     _gemm(f, perm.fixed, perm.halves, perm.out, lo)
             elif perm.fixed:
+                if perm.groups is not None:
+                    bits = np.add.reduceat(bits, perm.groups.starts, axis=1)  # each group's flips
                 stage(perm).add(bits, perm, lo, True)
     for pending in stages.values():
         pending.flush()

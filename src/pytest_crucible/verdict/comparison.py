@@ -367,10 +367,13 @@ def _compare_metric(name: str, left: Mapping[str, float], right: Mapping[str, fl
                     alpha: float, direction: str | None) -> tuple[MetricComparison, tuple[list[float], list[float], list[str]] | None]:
     """One metric over the paired items that have it on both sides: its row, and the pairs its test
     (both significance gates) runs on, None below 2 pairs; ``compare_run_data`` tests them all at once."""
-    both = [item for item in items if item in left and item in right]
-    dropped = sum(1 for item in items if (item in left) != (item in right))
-    xs = [left[item] for item in both]
-    ys = [right[item] for item in both]
+    if list(left) == items == list(right):  # the usual case: every item has it in both runs (read in item order)
+        both, dropped, xs, ys = items, 0, list(left.values()), list(right.values())
+    else:
+        both = [item for item in items if item in left and item in right]
+        dropped = sum(1 for item in items if (item in left) != (item in right))
+        xs = [left[item] for item in both]
+        ys = [right[item] for item in both]
     entry = MetricComparison(
         metric=name,
         a=sum(xs) / len(xs) if xs else None,
@@ -392,8 +395,14 @@ def excluded_items(a: RunData, b: RunData) -> list[dict[str, str]]:
     one of them, changed kind, or has no metric value in a run. Nothing leaves the pairs silently."""
     excluded = []
     in_a, in_b = set(a.item_ids), set(b.item_ids)  # membership in O(1): item_ids is a list (O(n^2) at 100k items)
-    measured = {id(run): set().union(*run.metrics.values()) for run in (a, b)}  # the items with some metric value
-    for item in sorted(in_a | in_b):
+    unmeasured = {id(run): _unmeasured(run, present) for run, present in ((a, in_a), (b, in_b))}
+    # Only these items can have a reason (missing from a run, errored, another kind, no metric value); the
+    # others, usually all of them, are pairs: found with set operations rather than item by item.
+    changed_kind = set() if a.kinds == b.kinds else {
+        item for item in in_a & in_b if a.kinds.get(item, "retrieval") != b.kinds.get(item, "retrieval")}
+    suspects = ((in_a ^ in_b) | (a.errored.keys() & in_a) | (b.errored.keys() & in_b) | changed_kind
+                | unmeasured[id(a)] | unmeasured[id(b)])
+    for item in sorted(suspects):
         reasons = []
         for side, run, other, present in (("A", a, b, in_a), ("B", b, a, in_b)):
             if item not in present:
@@ -410,11 +419,22 @@ def excluded_items(a: RunData, b: RunData) -> list[dict[str, str]]:
             reasons.append(("A", f"different kind ({a.kinds.get(item)} in A, {b.kinds.get(item)} in B)"))
         if not reasons:
             for side, run in (("A", a), ("B", b)):
-                if item not in measured[id(run)]:
+                if item in unmeasured[id(run)]:
                     reasons.append((side, f"no metric value in {side}"))
         for side, reason in reasons[:1]:
             excluded.append({"id": item, "run": (a if side == "A" else b).run_id, "reason": reason})
     return excluded
+
+
+def _unmeasured(run: RunData, present: set[str]) -> set[str]:
+    """The items of ``present`` with no metric value in ``run``: each metric in turn removes the items it has
+    (usually the first one leaves none, and the others are not looked at)."""
+    left = present
+    for values in run.metrics.values():
+        if not left:
+            break
+        left = {item for item in left if item not in values}
+    return left
 
 
 def _compare_aurc(a: RunData, b: RunData, shared: list[str], **options: Any) -> MetricComparison:

@@ -132,13 +132,10 @@ class GoldenFile(pytest.File):
         # session ends, yet the collections their allocation triggers would walk them, and every object
         # pytest holds, again and again while they are built (at 10,000 items, a third of what collecting
         # a golden file adds to collection). Paused, they are walked once, by the first collection after.
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        from .json_input import gc_paused
+
+        with gc_paused():
             return self._tests()
-        finally:
-            if was_enabled:
-                gc.enable()
 
     def _tests(self) -> list[GoldenItemTest]:
         """One test per item of the file, or CollectError naming the file, the line and the field."""

@@ -10,15 +10,15 @@ values are the reference's bit for bit: the same integer and float operations in
 
 from __future__ import annotations
 
-import gc
 import math
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from itertools import chain, islice, repeat
 from operator import itemgetter
 from typing import Any
 
 import numpy as np
+
+from ..json_input import gc_paused
 
 __all__ = ["ParsedRun", "gc_paused", "parse_qrels", "parse_run", "evaluate_bulk"]
 
@@ -26,24 +26,6 @@ _HASH, _MINUS, _PLUS, _DOT, _ZERO = 35, 45, 43, 46, 48
 _UNJUDGED = -1  # an unjudged document behaves exactly as a negative grade: never relevant, no gain
 # Numbers with more digits are parsed by Python: 15 digits are below 2**53, exact in a float.
 _MAX_DIGITS = 15
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while the readers and the evaluation build their results.
-
-    A run is a million ``(docno, score)`` tuples in lists: they cannot form a cycle, but the
-    collections their allocation triggers scan them again and again while they are built (a third
-    of the time of ``read_run``).  Paused, they are scanned once, by the first collection after.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 class ParsedRun(dict):  # type: ignore[type-arg]

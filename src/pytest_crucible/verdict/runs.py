@@ -228,16 +228,20 @@ def load_run(store: "Store", run_id: str, *, golden: bool | tuple[str, ...] = Fa
     """A stored run (``run_id`` already resolved); ``golden`` also reads its golden items (True: the fields of
     COMPARISON_FIELDS; or these fields) as :class:`StoredItem`, ``rankings`` what each item retrieved (for a
     rescoring)."""
+    from ..json_input import gc_paused
     from ..store.aggregates import golden_fields_and_json
 
-    rows = store.result_rows(run_id, rankings=rankings)
-    items = None
-    if golden:
-        fields = [field for field in (COMPARISON_FIELDS if golden is True else golden) if field != "citations"]
-        items = [StoredItem(values, text) for values, text in golden_fields_and_json(store, run_id, fields, "citations")]
-    # the kinds as Store.item_kinds reads them (from the golden items just read, when they were)
-    kinds = {item["id"]: item.get("kind") or "retrieval" for item in items} if items is not None else store.item_kinds(run_id)
-    return run_data_from_rows(store.get_run(run_id), store.item_metrics(run_id), rows, items, kinds=kinds)
+    # A run of 100,000 items is half a million rows, items and values that cannot form a cycle: the
+    # collections their allocation triggers would walk them again and again while they are read.
+    with gc_paused():
+        rows = store.result_rows(run_id, rankings=rankings)
+        items = None
+        if golden:
+            fields = [field for field in (COMPARISON_FIELDS if golden is True else golden) if field != "citations"]
+            items = [StoredItem(values, text) for values, text in golden_fields_and_json(store, run_id, fields, "citations")]
+        # the kinds as Store.item_kinds reads them (from the golden items just read, when they were)
+        kinds = {item["id"]: item.get("kind") or "retrieval" for item in items} if items is not None else store.item_kinds(run_id)
+        return run_data_from_rows(store.get_run(run_id), store.item_metrics(run_id), rows, items, kinds=kinds)
 
 
 def run_data_from_export(document: dict[str, Any]) -> RunData:

@@ -617,7 +617,8 @@ class CrucibleSession:
         from .report.terminal import alerts_only, one_line_summary
         from .report.views import chosen_baseline, gate_lines
 
-        lines = self._run_lines(verbose)
+        means = self._stored_means()  # read once: the run's lines and its one-line summary both show them
+        lines = self._run_lines(verbose, means)
         if self.gate is not None:
             lines += gate_lines(self.gate)
         if verbose < 0:
@@ -626,12 +627,24 @@ class CrucibleSession:
                 gate = {"passed": "gate passed", "failed": "GATE FAILED", "refused": "GATE REFUSED"}[self.gate.verdict]
                 chosen = chosen_baseline(self.gate)  # the run a baseline named by its labels turned out to be
                 gate = f"{chosen}; {gate}" if chosen else gate  # the verdict stays last (the line's colour)
-            head = [one_line_summary(self.store, self.run_id, gate=gate)] if self.run_id is not None else []
+            head = [one_line_summary(self.store, self.run_id, gate=gate, means=means)] if self.run_id is not None else []
             skipped = self.gate.summary().splitlines() if self.gate is not None and self.gate.verdict == "skipped" else []
             return head + alerts_only(lines) + skipped + errors
         return lines + errors
 
-    def _run_lines(self, verbose: int) -> list[str]:
+    def _stored_means(self) -> tuple | None:
+        """The run's ``verdict.runs.stored_means``; None when there is no run or it cannot be read (the readers
+        below then meet the database themselves, and say so)."""
+        from .verdict.runs import stored_means
+
+        if self.run_id is None:
+            return None
+        try:
+            return stored_means(self.store, self.run_id)
+        except Exception:  # noqa: BLE001 - reported by _run_lines, which reads the run again
+            return None
+
+    def _run_lines(self, verbose: int, means: tuple | None = None) -> list[str]:
         """The run's own lines (metrics, unread keys, faults, judge errors), before the gate's. The faults are
         shown even when there is no run to read back: they say why."""
         from .report.terminal import fault_lines, run_summary_lines
@@ -642,7 +655,7 @@ class CrucibleSession:
             try:
                 lines = run_summary_lines(self.store, self.run_id, unread_keys=self.unread_config_keys(), faults=self.faults,
                                           known_keys=self.known_config_keys(),
-                                          verbose=verbose)
+                                          verbose=verbose, means=means)
             except Exception as exc:  # noqa: BLE001 - a database that broke during the run
                 lines = fault_lines([f"could not read the run back from {self.settings.db_path}: {exc}", *self.faults])
         lines.extend(f"JUDGE ERROR {error}" for error in self.batch_errors)

@@ -209,14 +209,15 @@ def alerts_only(lines: list[str]) -> list[str]:
     return kept
 
 
-def one_line_summary(store, run_id: str, *, gate: str | None = None) -> str:
-    """The run in one line: id, status, items, the headline metrics (per kind) and the gate's result."""
+def one_line_summary(store, run_id: str, *, gate: str | None = None, means: tuple | None = None) -> str:
+    """The run in one line: id, status, items, the headline metrics (per kind) and the gate's result.
+    ``means``: the run's ``verdict.runs.stored_means`` when the caller has read them already."""
     from ..verdict.runs import stored_means
 
     run = store.get_run(run_id)
     k = run_cutoff(run)
     parts = []
-    for kind, means in stored_means(store, run_id, ONE_LINE_METRICS)[1]:
+    for kind, means in (means or stored_means(store, run_id, ONE_LINE_METRICS))[1]:
         shown = " ".join(f"{display_name(name, k)} {means[name][0]:.3f}" for name in ONE_LINE_METRICS if name in means)
         if shown:
             parts.append(f"{kind} {shown}" if kind else shown)
@@ -308,9 +309,10 @@ def custom_metric_lines(run: dict, results: list[dict]) -> list[str]:
 
 
 def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults: list[str] = (), verbose: int = 0,
-                      known_keys: Iterable[str] = ()) -> list[str]:
+                      known_keys: Iterable[str] = (), means: tuple | None = None) -> list[str]:
     """The run's summary (the session's crucible section, `crucible show`); ``known_keys``: config keys an
-    unread key may be a typo of (see ``config.unread_key_message``).
+    unread key may be a typo of (see ``config.unread_key_message``); ``means``: the run's
+    ``verdict.runs.stored_means`` when the caller has read them already.
 
     At scale (100,000 items) it never reads every result row: the counts come from SQL, the means from the
     metric values alone, and a view reads the rows it needs (``store.aggregates``)."""
@@ -334,7 +336,7 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
                    + (f", {lost} lost" if lost else "") if errored or skipped or lost else "")
     lines.append(f"items {n_results + lost} ({outcome_text or 'none'}){counts_text}")
 
-    means, by_kind = stored_means(store, run_id)
+    means, by_kind = means or stored_means(store, run_id)
     if means and len(by_kind) > 1:
         # A run that mixes kinds shows each kind's means: none is taken across them.
         lines.append("this run mixes kinds of question: every mean is of one kind (--crucible-kind=KIND runs one)")

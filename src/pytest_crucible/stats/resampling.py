@@ -427,6 +427,7 @@ def _stream_rows(n: int, seed: int, boot: _Target | None, perm: _Target | None, 
         ibuf = np.empty((block, n), dtype=np.int64)
         width = n if boot.groups is None else boot.groups.halves.shape[0]  # bins of a row's counts
         gbuf = np.empty((block, n), dtype=boot.groups.of.dtype) if boot.groups is not None else None
+        offsets = (np.arange(block, dtype=np.int64) * width)[:, None]  # row r counts into bins r*width ..
     for lo in range(first, last, block):
         g = min(block, last - lo)
         u = rng.rows(ubuf[:g], steps)
@@ -442,7 +443,9 @@ def _stream_rows(n: int, seed: int, boot: _Target | None, perm: _Target | None, 
                 np.copyto(idx, f, casting="unsafe")  # truncation == floor (f >= 0)
             if boot.groups is not None:
                 idx = boot.groups.of.take(idx, out=gbuf[:m], mode="clip")  # each draw's group (idx < n: no clipping)
-            counts = np.stack([np.bincount(row, minlength=width) for row in idx])  # each row's draws per item or group
+            if m > 1:  # one bincount for the whole block (many small rows at small n)
+                idx = np.add(idx, offsets[:m], out=idx if idx.dtype == offsets.dtype else None)
+            counts = np.bincount(idx.reshape(-1), minlength=m * width).reshape(m, width)  # each row's draws per item or group
             if boot.keep is not None:
                 top = int(counts.max())
                 if top > np.iinfo(boot.keep.dtype).max:  # never for n >= 256 in practice

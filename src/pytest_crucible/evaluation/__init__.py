@@ -53,25 +53,28 @@ def evaluate(golden: "GoldenItem", outcome: "Outcome", *, settings: "Settings", 
     newest `crucible judge calibrate` row (None: never calibrated), which a failure on a judged verdict
     names. The Python custom metrics (``settings.custom_metrics``) run on every item the pipeline answered.
     An outcome judged ahead (``outcome.ahead``, from :func:`judge_ahead`) is not judged again."""
-    from .pipeline import PipelineResultError, coerce_result
+    from .pipeline import PipelineResultError, result_data
     from .scoring import classify_score, score_error
 
     latency = round(outcome.latency_ms, 3)
     if outcome.error is not None:
         return ItemVerdict(score_error(golden, f"{type(outcome.error).__name__}: {outcome.error}", latency), error=outcome.error)
     if outcome.ahead is not None:
-        result, score = outcome.ahead
+        score = outcome.ahead
     else:
         try:
-            result = coerce_result(outcome.value, explain_keys=explain_keys)
+            data = result_data(outcome.value, explain_keys=explain_keys)
         except PipelineResultError as exc:
             return ItemVerdict(score_error(golden, exc.problem, latency), failure=f"golden item {golden.id}: {exc}",
                                explained_keys=explain_keys and bool(exc.unknown_keys))
-        score = score_result(golden, result, latency, settings=settings, ledger=ledger, engine=engine, embedder=embedder,
+        score = score_result(golden, data, latency, settings=settings, ledger=ledger, engine=engine, embedder=embedder,
                              rubrics=rubrics)
     if settings.custom_metrics:
         from .custom_metrics import read_only, run_python_metrics
+        from .pipeline import coerce_result
 
+        # The user's metric reads the result as a model (it validated above, or ahead: no error here).
+        result = coerce_result(outcome.value)
         values, score.metric_errors = run_python_metrics(settings.custom_metrics, golden, result, read_only(settings.resolved))
         score.metrics.update(values)
     if engine is not None:
@@ -88,10 +91,11 @@ def evaluate(golden: "GoldenItem", outcome: "Outcome", *, settings: "Settings", 
     return ItemVerdict(score, failure=strict if settings.strict else None, strict_failure=strict)
 
 
-def score_result(golden: "GoldenItem", result: Any, latency: float, *, settings: "Settings", ledger: Sequence[dict[str, Any]],
-                 engine: Any, embedder: Any, rubrics: Sequence["Rubric"]) -> "ItemScore":
+def score_result(golden: "GoldenItem", data: dict[str, Any], latency: float, *, settings: "Settings",
+                 ledger: Sequence[dict[str, Any]], engine: Any, embedder: Any, rubrics: Sequence["Rubric"]) -> "ItemScore":
     """The item's retrieval and answer layers (pool labelling and the judge included): the part of
-    :func:`evaluate` that reads nothing but the item, its result and the judge, so it may run ahead of the test."""
+    :func:`evaluate` that reads nothing but the item, its result (``data``: ``pipeline.result_data``) and the
+    judge, so it may run ahead of the test."""
     from .scoring import score_item
 
     labelled, label_errors = [], []
@@ -99,8 +103,8 @@ def score_result(golden: "GoldenItem", result: Any, latency: float, *, settings:
         from .pool import label_pool
         from .scoring import item_judgments
 
-        labelled, label_errors = label_pool(golden, result, settings.k, item_judgments(golden, ledger), engine)
-    score = score_item(golden, result, k=settings.k, latency_ms=latency, ledger_rows=[*ledger, *labelled])
+        labelled, label_errors = label_pool(golden, data, settings.k, item_judgments(golden, ledger), engine)
+    score = score_item(golden, data, k=settings.k, latency_ms=latency, ledger_rows=[*ledger, *labelled])
     score.qrels_rows, score.judge_errors = labelled, label_errors
     # A blocked question has no answer to judge: its outcome is the guardrail metrics' business.
     if settings.judges_answers and not score.blocked:
@@ -119,14 +123,13 @@ def judge_ahead(golden: "GoldenItem", outcome: "Outcome", *, settings: "Settings
     """Judge one item in a prefetch worker, ahead of its test (``outcome.ahead``), so that the judge's requests
     of many items wait on the provider together. Anything unusual (a pipeline error, a result that does not
     validate, an exception) is left to :func:`evaluate` in the test, which meets it as it always did."""
-    from .pipeline import coerce_result
+    from .pipeline import result_data
 
     if outcome.error is not None:
         return
     try:
-        result = coerce_result(outcome.value)
-        outcome.ahead = (result, score_result(golden, result, round(outcome.latency_ms, 3), settings=settings, ledger=ledger,
-                                              engine=engine, embedder=embedder, rubrics=rubrics))
+        outcome.ahead = score_result(golden, result_data(outcome.value), round(outcome.latency_ms, 3), settings=settings,
+                                     ledger=ledger, engine=engine, embedder=embedder, rubrics=rubrics)
     except Exception:  # noqa: BLE001 - met again, in the test, by evaluate
         outcome.ahead = None
 

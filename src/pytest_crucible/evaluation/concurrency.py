@@ -149,7 +149,7 @@ class Outcome:
     value: Any = None
     error: BaseException | None = None
     latency_ms: float = 0.0
-    # (result, score) when the item was scored ahead of its test (evaluation.judge_ahead), else None.
+    # The item's score when it was scored ahead of its test (evaluation.judge_ahead), else None.
     ahead: Any = None
 
 

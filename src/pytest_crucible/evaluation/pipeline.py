@@ -9,6 +9,7 @@ This module never imports pytest.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from typing import Any
 
@@ -54,14 +55,21 @@ class PipelineResult(_Model):
         ``[Sn]`` refers to the n-th retrieved chunk (1-based); markers pointing past
         the retrieved list are ignored (they cite nothing that was retrieved).
         """
-        if self.citations:
-            return list(dict.fromkeys(self.citations))
-        cited: list[str] = []
-        for match in _MARKER.finditer(self.answer or ""):
-            index = int(match.group(1)) - 1
-            if 0 <= index < len(self.retrieved):
-                cited.append(self.retrieved[index].chunk_id)
-        return list(dict.fromkeys(cited))
+        return cited_chunk_ids(self.answer, self.citations, [chunk.chunk_id for chunk in self.retrieved])
+
+
+def cited_chunk_ids(answer: str | None, citations: list[str], retrieved_ids: list[str]) -> list[str]:
+    """:meth:`PipelineResult.cited_chunk_ids` of a result's fields (``retrieved_ids``: its chunk ids, in rank order)."""
+    if citations:
+        return list(dict.fromkeys(citations))
+    if not answer or "[S" not in answer:
+        return []
+    cited: list[str] = []
+    for match in _MARKER.finditer(answer):
+        index = int(match.group(1)) - 1
+        if 0 <= index < len(retrieved_ids):
+            cited.append(retrieved_ids[index])
+    return list(dict.fromkeys(cited))
 
 
 class PipelineResultError(Exception):
@@ -158,3 +166,125 @@ def coerce_result(value: Any, *, explain_keys: bool = True) -> PipelineResult:
         # Every problem, one per line (a user fixes them all at once); the stored problem stays one line.
         problem = head + f"{len(others)} problems: " + "; ".join(listed[:2]) + ("; ..." if len(others) > 2 else "")
         raise PipelineResultError("\n    ".join([f"{head}{len(others)} problems:", *listed]), problem=problem) from None
+
+
+# -- results as plain data -------------------------------------------------------------------
+# A result's keys, all in snake_case or all in camelCase (one-word fields are both); never changed.
+_SNAKE_RESULT_KEYS = frozenset(PipelineResult.model_fields)
+_CAMEL_RESULT_KEYS = frozenset(to_camel(name) for name in PipelineResult.model_fields)
+_SNAKE_CHUNK_KEYS = frozenset(Retrieved.model_fields)
+_CAMEL_CHUNK_KEYS = frozenset(to_camel(name) for name in Retrieved.model_fields)
+_EMPTY: dict[str, Any] = {}
+_EMPTY_LIST: list[Any] = []
+
+
+def result_data(value: Any, *, explain_keys: bool = True) -> dict[str, Any]:
+    """What the pipeline returned, validated, as plain data: exactly ``PipelineResult.model_dump(mode="json")``
+    of the validated result (every field, in the model's order; new containers, so the pipeline may reuse its own).
+
+    A dict whose every value already has its field's exact type (str, bool, float, lists of str, chunks made of
+    those, metadata of JSON values) is checked and copied here, without building a model: the per-item path of
+    a large run. Anything else (a PipelineResult, a value pydantic would convert, an invalid one) goes through
+    :func:`coerce_result`, so the errors are the model's, naming every bad field."""
+    if type(value) is dict:
+        data = _exact_data(value)
+        if data is not None:
+            return data
+    return coerce_result(value, explain_keys=explain_keys).model_dump(mode="json")
+
+
+def _exact_data(value: dict[str, Any]) -> dict[str, Any] | None:
+    """``result_data`` of a dict that needs no conversion, or None: the model must decide."""
+    keys = value.keys()
+    if keys <= _SNAKE_RESULT_KEYS:
+        concepts, blocked_by = value.get("detected_concepts", _EMPTY_LIST), value.get("blocked_by")
+    elif keys <= _CAMEL_RESULT_KEYS:
+        concepts, blocked_by = value.get("detectedConcepts", _EMPTY_LIST), value.get("blockedBy")
+    else:  # an unknown key, both spellings of one field, or the two spellings mixed: the model decides
+        return None
+    get = value.get
+    answer, confidence = get("answer"), get("confidence")
+    abstained, blocked = get("abstained", False), get("blocked", False)
+    if ((answer is not None and type(answer) is not str) or (blocked_by is not None and type(blocked_by) is not str)
+            or (confidence is not None and (type(confidence) is not float or not 0.0 <= confidence <= 1.0))
+            or type(abstained) is not bool or type(blocked) is not bool):
+        return None
+    chunks = get("retrieved", _EMPTY_LIST)
+    if type(chunks) is not list:  # (a generator must not be consumed here: the model reads it then)
+        return None
+    retrieved = []
+    for chunk in chunks:
+        plain = _exact_chunk(chunk)
+        if plain is None:
+            return None
+        retrieved.append(plain)
+    citations, concepts = _strings(get("citations", _EMPTY_LIST)), _strings(concepts)
+    metadata = _json_copy(get("metadata", _EMPTY))
+    if citations is None or concepts is None or type(metadata) is not dict:
+        return None
+    return {"answer": answer, "retrieved": retrieved, "citations": citations, "confidence": confidence,
+            "abstained": abstained, "detected_concepts": concepts, "blocked": blocked, "blocked_by": blocked_by,
+            "metadata": metadata}
+
+
+def _exact_chunk(chunk: Any) -> dict[str, Any] | None:
+    # Called for every retrieved chunk: the keys are matched as a set, then read directly.
+    if type(chunk) is not dict:
+        return None
+    keys = chunk.keys()
+    if keys <= _SNAKE_CHUNK_KEYS:
+        chunk_id, doc_id = chunk.get("chunk_id"), chunk.get("doc_id")
+    elif keys <= _CAMEL_CHUNK_KEYS:
+        chunk_id, doc_id = chunk.get("chunkId"), chunk.get("docId")
+    else:  # an unknown key, both spellings of one field, or the two spellings mixed: the model decides
+        return None
+    text, score, metadata = chunk.get("text", ""), chunk.get("score"), chunk.get("metadata", _EMPTY)
+    if (type(chunk_id) is not str or not chunk_id or type(doc_id) is not str or not doc_id or type(text) is not str
+            or (score is not None and type(score) is not float)):
+        return None
+    if type(metadata) is dict and not metadata:
+        metadata = {}
+    else:
+        metadata = _json_copy(metadata)
+        if type(metadata) is not dict:
+            return None
+    return {"chunk_id": chunk_id, "doc_id": doc_id, "text": text, "score": score, "metadata": metadata}
+
+
+def _strings(value: Any) -> list[str] | None:
+    """A copy of a list of str, or None (anything else is the model's to convert or refuse)."""
+    if type(value) is not list:
+        return None
+    for entry in value:
+        if type(entry) is not str:
+            return None
+    return list(value)
+
+
+_NOT_JSON = object()
+
+
+def _json_copy(value: Any) -> Any:
+    """A deep copy of a value made of JSON types only (str keys, finite floats), else _NOT_JSON: pydantic
+    converts the rest when it dumps (a tuple to a list, NaN to None, an int key to str)."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else _NOT_JSON
+    if kind is dict:
+        if not value:
+            return {}
+        copy = {}
+        for key, entry in value.items():
+            if type(key) is not str:
+                return _NOT_JSON
+            copied = _json_copy(entry)
+            if copied is _NOT_JSON:
+                return _NOT_JSON
+            copy[key] = copied
+        return copy
+    if kind is list:
+        items = [_json_copy(entry) for entry in value]
+        return _NOT_JSON if any(entry is _NOT_JSON for entry in items) else items
+    return _NOT_JSON

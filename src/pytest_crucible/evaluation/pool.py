@@ -15,27 +15,26 @@ from typing import Any
 from ..golden_set.schema import GoldenItem
 from ..judge.types import JudgeFailure, RelevanceRequest
 from ..metrics.retrieval import ranking_units
-from .pipeline import PipelineResult
 
 
-def label_pool(item: GoldenItem, result: PipelineResult, k: int, judgments: dict[str, tuple[int, str]], engine) -> tuple[list[dict[str, Any]], list[str]]:
-    """Judge the unjudged top-k chunks; returns (new llm ledger rows, errors)."""
+def label_pool(item: GoldenItem, data: dict[str, Any], k: int, judgments: dict[str, tuple[int, str]], engine) -> tuple[list[dict[str, Any]], list[str]]:
+    """Judge the unjudged top-k chunks of a result (``data``: ``pipeline.result_data``); returns (new llm ledger rows, errors)."""
     qrels = {unit: grade for unit, (grade, _) in judgments.items()}
-    top = result.retrieved[:k]
-    units = ranking_units([(chunk.chunk_id, chunk.doc_id) for chunk in top], qrels)
+    top = data["retrieved"][:k]
+    units = ranking_units([(chunk["chunk_id"], chunk["doc_id"]) for chunk in top], qrels)
     # Duplicate units ("dup:...") are already counted once; only fresh chunks are graded.
     wanted = [chunk for chunk, unit in zip(top, units) if unit.startswith("chunk:") and unit not in qrels]
     if not wanted:
         return [], []
     # now=True: the grades feed this item's retrieval metrics, so they cannot wait for a Message Batch.
-    verdicts = engine.run([RelevanceRequest(question=item.question, chunk=chunk.text) for chunk in wanted], now=True)
+    verdicts = engine.run([RelevanceRequest(question=item.question, chunk=chunk["text"]) for chunk in wanted], now=True)
     rows, errors = [], []
     for chunk, verdict in zip(wanted, verdicts):
         if isinstance(verdict, JudgeFailure):
-            errors.append(f"relevance of {chunk.chunk_id}: {verdict.message}")
+            errors.append(f"relevance of {chunk['chunk_id']}: {verdict.message}")
             continue
         rows.append({
-            "query_id": item.id, "chunk_id": chunk.chunk_id, "doc_id": chunk.doc_id, "grade": int(verdict.grade),
+            "query_id": item.id, "chunk_id": chunk["chunk_id"], "doc_id": chunk["doc_id"], "grade": int(verdict.grade),
             "source": "llm", "judge_model": verdict.judge_model, "prompt_version": verdict.prompt_version,
         })
     return rows, errors

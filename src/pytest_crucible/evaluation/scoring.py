@@ -7,13 +7,14 @@ the store. This module never imports pytest.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from ..golden_set.schema import GoldenItem
 from ..metrics.guardrail import guardrail_failure, guardrail_item_metrics
 from ..metrics.retrieval import ranking_units, retrieval_metrics
-from .pipeline import PipelineResult
+from .pipeline import PipelineResult, cited_chunk_ids
 from ..qrels.grades import item_grades
 
 
@@ -69,8 +70,12 @@ class ItemScore:
 
     def to_plain(self) -> dict[str, Any]:
         # Every field already holds plain data: a shallow copy is enough (asdict's deep copy
-        # was the largest per-item cost of the plugin).
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+        # was the largest per-item cost of the plugin); the fields are read in one C call.
+        return dict(zip(_SCORE_FIELDS, _read_score_fields(self)))
+
+
+_SCORE_FIELDS = tuple(ItemScore.__dataclass_fields__)
+_read_score_fields = operator.attrgetter(*_SCORE_FIELDS)
 
 
 def missing_required_citations(item: GoldenItem | dict[str, Any], retrieved: Sequence[Any], k: int) -> list[str]:
@@ -127,55 +132,68 @@ def pool_sources(units: Sequence[str], judgments: dict[str, tuple[int, str]]) ->
     return counts
 
 
-def concept_metrics(item: GoldenItem, result: PipelineResult, k: int) -> dict[str, float]:
+def concept_metrics(item: GoldenItem, result: PipelineResult | dict[str, Any], k: int) -> dict[str, float]:
     """conceptRecall: required concepts detected / required concepts.
     nearMissRate: share of the top-k chunks whose concepts (chunk metadata ``concepts``)
     include one graded irrelevant for this item: the near misses a retriever should not pull.
-    Each is left out when the item defines no concept of that grade."""
+    Each is left out when the item defines no concept of that grade. ``result``: a result, or its
+    plain data (:func:`~pytest_crucible.evaluation.pipeline.result_data`)."""
     metrics: dict[str, float] = {}
+    if not item.concepts:
+        return metrics
+    data = as_data(result)
     required = {c.id for c in item.concepts if c.grade == "required"}
     if required:
-        metrics["conceptRecall"] = len(required & set(result.detected_concepts)) / len(required)
+        metrics["conceptRecall"] = len(required & set(data["detected_concepts"])) / len(required)
     irrelevant = {c.id for c in item.concepts if c.grade == "irrelevant"}
-    top = result.retrieved[:k]
+    top = data["retrieved"][:k]
     if irrelevant and top:
-        near = sum(1 for chunk in top if irrelevant & set(chunk.metadata.get("concepts") or ()))
+        near = sum(1 for chunk in top if irrelevant & set(chunk["metadata"].get("concepts") or ()))
         metrics["nearMissRate"] = near / len(top)
     return metrics
 
 
-def score_item(item: GoldenItem, result: PipelineResult, *, k: int, latency_ms: float | None = None, relevance_level: int = 1,
-               ledger_rows: Iterable[dict[str, Any]] = ()) -> ItemScore:
+def as_data(result: PipelineResult | dict[str, Any]) -> dict[str, Any]:
+    """A result as plain data (what :func:`~pytest_crucible.evaluation.pipeline.result_data` returns)."""
+    return result if isinstance(result, dict) else result.model_dump(mode="json")
+
+
+def score_item(item: GoldenItem, result: PipelineResult | dict[str, Any], *, k: int, latency_ms: float | None = None,
+               relevance_level: int = 1, ledger_rows: Iterable[dict[str, Any]] = ()) -> ItemScore:
     """Score one item: retrieval metrics against its effective grades, concept metrics, strict-mode checks.
 
-    ``ledger_rows`` are the item's human and llm judgments (see :mod:`pytest_crucible.qrels.grades`);
-    the citations as run are the provenance judgments.
+    ``result``: the pipeline's result, or its plain data (:func:`~pytest_crucible.evaluation.pipeline.result_data`,
+    what a run scores: the score keeps its lists). ``ledger_rows`` are the item's human and llm judgments (see
+    :mod:`pytest_crucible.qrels.grades`); the citations as run are the provenance judgments.
     """
+    data = as_data(result)
     item_json = item.to_json()  # read once: the score, the grades, the citation and guardrail checks all use it
     score = _base(item, item_json)
-    score.answer = result.answer
-    score.retrieved = result.model_dump(mode="json", include={"retrieved"})["retrieved"]  # one pydantic call, not one per chunk
-    score.citations = result.cited_chunk_ids()
-    score.confidence = result.confidence
-    score.abstained = result.abstained
-    score.blocked = result.blocked
-    score.blocked_layer = result.blocked_by if result.blocked else None
-    score.detected_concepts = list(result.detected_concepts)
+    retrieved = data["retrieved"]
+    chunk_ids = [chunk["chunk_id"] for chunk in retrieved]
+    score.answer = data["answer"]
+    score.retrieved = retrieved
+    score.citations = cited_chunk_ids(data["answer"], data["citations"], chunk_ids)
+    score.confidence = data["confidence"]
+    score.abstained = data["abstained"]
+    score.blocked = blocked = data["blocked"]
+    score.blocked_layer = data["blocked_by"] if blocked else None
+    score.detected_concepts = data["detected_concepts"]
     score.latency_ms = latency_ms
 
     judgments = item_judgments(item_json, ledger_rows)
-    score.metrics, ranking = score_ranking([(chunk.chunk_id, chunk.doc_id) for chunk in result.retrieved], judgments, k,
-                                           relevance_level=relevance_level)
-    score.metrics.update(concept_metrics(item, result, k))
+    score.metrics, ranking = score_ranking([(chunk_id, chunk["doc_id"]) for chunk_id, chunk in zip(chunk_ids, retrieved)],
+                                           judgments, k, relevance_level=relevance_level)
+    score.metrics.update(concept_metrics(item, data, k))
     score.pool = pool_sources(ranking[:k], judgments)
-    score.metrics.update(guardrail_item_metrics(item_json, result.blocked))
-    score.guardrail_failure = guardrail_failure(item_json, result.blocked, score.blocked_layer)
+    score.metrics.update(guardrail_item_metrics(item_json, blocked))
+    score.guardrail_failure = guardrail_failure(item_json, blocked, score.blocked_layer)
 
-    missing = missing_required_citations(item_json, score.retrieved, k)
+    missing = missing_required_citations(item_json, retrieved, k)
     score.missing_citations = missing
     if missing:
-        shown = ", ".join(chunk.chunk_id for chunk in result.retrieved[:5]) or "nothing"
-        more = " ..." if len(result.retrieved) > 5 else ""
+        shown = ", ".join(chunk_ids[:5]) or "nothing"
+        more = " ..." if len(chunk_ids) > 5 else ""
         score.failures.append(
             f"retrieval_miss: required citation(s) {', '.join(missing)} not retrieved in the top {k} "
             f"(K, ini crucible_k); retrieved: {shown}{more}"

@@ -435,7 +435,11 @@ def filter_items(items: Sequence[GoldenItem], filters: dict[str, Any], where: st
 
 def canonical_item_json(item: dict[str, Any]) -> str:
     """One item's canonical JSON (sorted keys, no spaces, UTF-8 text): what the store keeps and hashes."""
-    return json.dumps(item, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL_ENCODER.encode(item)
+
+
+# json.dumps with these options, without building an encoder for every item (this runs once per recorded item).
+_CANONICAL_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def golden_set_hash(items: Iterable[dict[str, Any]]) -> str:

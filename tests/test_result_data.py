@@ -168,3 +168,20 @@ def test_errors_are_the_models() -> None:
 def test_a_pipeline_result_gives_its_dump() -> None:
     model = PipelineResult(answer="x [S1]", retrieved=[{"chunk_id": "a#1", "doc_id": "a"}])
     assert result_data(model) == model.model_dump(mode="json")
+
+
+@pytest.mark.parametrize("metadata, reason", [
+    ({"embedding": object()}, "Unable to serialize unknown type"),
+    ("deep", "serialization depth"),
+])
+def test_metadata_that_cannot_be_stored_is_one_clear_error(metadata, reason) -> None:
+    # Before, such a result passed validation and crashed the scoring with a traceback.
+    if metadata == "deep":
+        metadata = inner = {}
+        for _ in range(3000):
+            inner["a"] = {}
+            inner = inner["a"]
+    with pytest.raises(PipelineResultError, match="cannot be stored as JSON: .*" + reason) as caught:
+        result_data({"retrieved": [{"chunk_id": "a#1", "doc_id": "a", "metadata": metadata}]})
+    assert "HINT: metadata takes JSON values" in str(caught.value)
+    assert "\n" not in caught.value.problem  # the stored problem is one line

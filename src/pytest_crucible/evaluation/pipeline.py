@@ -190,7 +190,15 @@ def result_data(value: Any, *, explain_keys: bool = True) -> dict[str, Any]:
         data = _exact_data(value)
         if data is not None:
             return data
-    return coerce_result(value, explain_keys=explain_keys).model_dump(mode="json")
+    result = coerce_result(value, explain_keys=explain_keys)
+    try:
+        return result.model_dump(mode="json")
+    except (ValueError, RecursionError) as exc:  # e.g. a numpy array in metadata, or metadata nested too deep
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        problem = f"crucible_pipeline returned a result that cannot be stored as JSON: {reason}"
+        raise PipelineResultError(problem + "\nHINT: metadata takes JSON values (str, numbers, booleans, None, "
+                                  "lists, dicts with str keys): convert numpy values with .tolist() or float()",
+                                  problem=problem) from None
 
 
 def _exact_data(value: dict[str, Any]) -> dict[str, Any] | None:
@@ -264,14 +272,17 @@ def _strings(value: Any) -> list[str] | None:
 _NOT_JSON = object()
 
 
-def _json_copy(value: Any) -> Any:
+def _json_copy(value: Any, depth: int = 0) -> Any:
     """A deep copy of a value made of JSON types only (str keys, finite floats), else _NOT_JSON: pydantic
-    converts the rest when it dumps (a tuple to a list, NaN to None, an int key to str)."""
+    converts the rest when it dumps (a tuple to a list, NaN to None, an int key to str), and decides what
+    is nested deeper than _JSON_DEPTH."""
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:
         return value
     if kind is float:
         return value if math.isfinite(value) else _NOT_JSON
+    if depth >= _JSON_DEPTH:
+        return _NOT_JSON
     if kind is dict:
         if not value:
             return {}
@@ -279,12 +290,15 @@ def _json_copy(value: Any) -> Any:
         for key, entry in value.items():
             if type(key) is not str:
                 return _NOT_JSON
-            copied = _json_copy(entry)
+            copied = _json_copy(entry, depth + 1)
             if copied is _NOT_JSON:
                 return _NOT_JSON
             copy[key] = copied
         return copy
     if kind is list:
-        items = [_json_copy(entry) for entry in value]
+        items = [_json_copy(entry, depth + 1) for entry in value]
         return _NOT_JSON if any(entry is _NOT_JSON for entry in items) else items
     return _NOT_JSON
+
+
+_JSON_DEPTH = 64

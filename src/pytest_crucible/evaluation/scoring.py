@@ -14,7 +14,7 @@ from typing import Any, Iterable, Sequence
 from ..golden_set.schema import GoldenItem
 from ..metrics.guardrail import guardrail_failure, guardrail_item_metrics
 from ..metrics.retrieval import ranking_units, retrieval_metrics
-from .pipeline import PipelineResult, cited_chunk_ids
+from .pipeline import PipelineResult, cited_chunk_ids, result_data
 from ..qrels.grades import item_grades
 
 
@@ -154,8 +154,9 @@ def concept_metrics(item: GoldenItem, result: PipelineResult | dict[str, Any], k
 
 
 def as_data(result: PipelineResult | dict[str, Any]) -> dict[str, Any]:
-    """A result as plain data (what :func:`~pytest_crucible.evaluation.pipeline.result_data` returns)."""
-    return result if isinstance(result, dict) else result.model_dump(mode="json")
+    """A result as plain data (what :func:`~pytest_crucible.evaluation.pipeline.result_data` returns); plain
+    data already is."""
+    return result if isinstance(result, dict) else result_data(result)
 
 
 def score_item(item: GoldenItem, result: PipelineResult | dict[str, Any], *, k: int, latency_ms: float | None = None,

@@ -337,3 +337,35 @@ def test_an_empty_file_is_a_new_database(project: pytest.Pytester) -> None:
     db_path(project).write_bytes(b"")
     assert project.runpytest().ret == pytest.ExitCode.OK
     assert db_rows(project, "SELECT status, n_items FROM runs") == [("complete", N_ITEMS)]
+
+
+def test_the_file_alone_holds_what_the_session_checkpointed_and_nothing_moves_on_its_own(tmp_path, monkeypatch) -> None:
+    """A copy of the .db file alone (a CI upload without its -wal) holds the run as of the session's last
+    checkpoint: every batch when the session checkpoints after each, none while it has not checkpointed yet,
+    even past SQLite's own threshold of 1,000 pages of log (those automatic copies are the session's to make)."""
+    from pytest_crucible.session import CrucibleSession, Settings
+
+    monkeypatch.setattr(pytest_crucible.session, "FLUSH_ITEMS", 100)
+    chunk_text = "x" * 2000  # ~20 KB of results per item: 600 items write well over 1,000 pages of log
+
+    def record(name: str, checkpoint_seconds: float) -> tuple[int, int]:
+        monkeypatch.setattr(pytest_crucible.session, "CHECKPOINT_SECONDS", checkpoint_seconds)
+        db = tmp_path / f"{name}.db"
+        settings = Settings(params={}, resolved={"retrievalLimit": 10}, config_hash="h" * 64, config_path=None,
+                            db_path=db, mode="component", outcome_mode="record")
+        session = CrucibleSession(settings=settings)
+        for i in range(600):
+            session.record({"item_id": f"q{i:03d}", "question": "Q?", "item": {"id": f"q{i:03d}", "question": "Q?"},
+                            "outcome": "passed", "metrics": {"ndcgAt10": 1.0},
+                            "retrieved": [{"chunk_id": f"c{n}", "doc_id": "d", "text": chunk_text} for n in range(10)]})
+        copy = tmp_path / f"{name}-copy.db"
+        copy.write_bytes(db.read_bytes())  # the file alone, while the session still has it open
+        with sqlite3.connect(copy) as conn:
+            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            in_copy = conn.execute("SELECT COUNT(*) FROM results").fetchone()[0] if "results" in tables else 0
+        in_db = session.store.db.conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+        session.close()
+        return in_copy, in_db
+
+    assert record("every-batch", 0.0) == (600, 600)
+    assert record("not-yet", 1e9) == (0, 600)

@@ -366,6 +366,7 @@ class CrucibleSession:
             from .store import Store
 
             self._store = Store.open(self.settings.db_path)
+            self._store.checkpoint_only_when_asked()  # flush() checkpoints every CHECKPOINT_SECONDS, finish() at the end
         return self._store
 
     def _run_fields(self) -> dict[str, Any]:

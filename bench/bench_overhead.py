@@ -22,7 +22,8 @@ Timed, interleaved, in this one invocation (subprocesses of this python):
   same file at import) and calls the same pipeline, and nothing else.
 
 Best of R (default 3) wall time per variant and the ratio (target: plugin <=
-1.5x bare, goal 1.3x).  Peak RSS of each child comes from ``os.wait4`` (ru_maxrss of that
+1.5x bare, goal 1.3x), then each interleaved pair's ratio and their median (how far
+the machine's load moved the best-of ratio).  Peak RSS of each child comes from ``os.wait4`` (ru_maxrss of that
 child alone; target: at most 1.5x bare's, and < 300 MB for the plugin run).  Children get a bytecode
 cache in the temp dir (PYTHONPYCACHEPREFIX; this shell exports
 PYTHONDONTWRITEBYTECODE=1) and one untimed warm-up run; both variants load a
@@ -50,6 +51,7 @@ import platform
 import pstats
 import re
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -545,6 +547,10 @@ def main() -> int:
         print(f"bare parametrized module:           best {best_bare:6.2f} s")
         print(f"ratio plugin / bare: {ratio:.2f}x   (target <= {TIME_TARGET}x: {'met' if ratio <= TIME_TARGET else 'NOT met'}; "
               f"goal {TIME_GOAL}x: {'met' if ratio <= TIME_GOAL else 'not yet'}); extra {per_item_ms:.3f} ms per item")
+        # Each repetition's two runs ran back to back, under much the same load: their ratios show how far the
+        # machine moved the best-of ratio above (on a shared machine, often by 0.1 either way).
+        pairs = sorted(plugin[0] / bare[0] for plugin, bare in zip(plugin_runs, bare_runs))
+        print(f"pair by pair: {', '.join(f'{r:.2f}' for r in pairs)} (median {statistics.median(pairs):.2f}x)")
         cpu_ratio = min(cpus["plugin"]) / min(cpus["bare"])
         print(f"CPU time (user + system), best: plugin {min(cpus['plugin']):.2f} s, bare {min(cpus['bare']):.2f} s; "
               f"ratio {cpu_ratio:.2f}x; extra {(min(cpus['plugin']) - min(cpus['bare'])) / opts.items * 1000:.3f} ms per item")

@@ -177,6 +177,25 @@ def test_wrong_result_key_says_did_you_mean_once_then_one_line(pytester: pytest.
         (item, "error", problem) for item in ("q-001", "q-002", "q-003")]
 
 
+
+def test_metadata_that_cannot_be_stored_fails_the_item_and_is_recorded(pytester: pytest.Pytester) -> None:
+    # A numpy array in a chunk's metadata validates, then cannot be stored: one clear failure with a hint,
+    # the item recorded with its problem, the other items scored (before: a traceback, and the item lost).
+    add_golden_file(pytester, ITEMS[:2])
+    pytester.makeconftest(pipeline_conftest(
+        "    import numpy\n"
+        "    def pipeline(question, *, item, config, mode):\n"
+        "        metadata = {'embedding': numpy.zeros(3)} if item.id == 'q-001' else {'page': 3}\n"
+        "        return {'retrieved': [{'chunk_id': 'returns#p1', 'doc_id': 'returns', 'metadata': metadata}]}"))
+    result = pytester.runpytest("--crucible-outcome=record")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(failed=1, passed=1)
+    problem = "crucible_pipeline returned a result that cannot be stored as JSON: Unable to serialize unknown type: <class 'numpy.ndarray'>"
+    result.stdout.fnmatch_lines([f"golden item q-001: {problem}", "HINT: metadata takes JSON values *.tolist()*"])
+    assert "Traceback" not in result.stdout.str() and "pydantic_core" not in result.stdout.str()
+    assert db_rows(pytester, "SELECT item_id, outcome, error FROM results ORDER BY item_id") == [
+        ("q-001", "error", problem), ("q-002", "passed", None)]
+
 def test_wrong_key_inside_a_retrieved_chunk_unit() -> None:
     from pytest_crucible.evaluation.pipeline import PipelineResultError, coerce_result
 

@@ -49,12 +49,26 @@ def start_slow_run(command: list[str], cwd, stdout) -> subprocess.Popen:
     return process
 
 
+def writers_in(directory) -> list[int]:
+    """The pids of the results-writing processes (crucible_background_writes) started from ``directory``."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        try:
+            if (entry.isdigit() and b"pytest_crucible.store.background" in open(f"/proc/{entry}/cmdline", "rb").read()
+                    and os.readlink(f"/proc/{entry}/cwd") == str(directory)):
+                pids.append(int(entry))
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return pids
+
+
 @pytest.mark.slow
-def test_sigkill_mid_run(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("writes", ["never", "always"])
+def test_sigkill_mid_run(pytester: pytest.Pytester, writes: str) -> None:
     items = [{"id": f"k-{i:03d}", "question": "q", "citations": [{"docId": f"k-{i:03d}"}]} for i in range(300)]
     write_golden(pytester.path / "golden_kill.jsonl", items)
     pytester.makeconftest(CONFTEST)
-    pytester.makeini("[pytest]\ncrucible_mode = component\n")
+    pytester.makeini(f"[pytest]\ncrucible_mode = component\ncrucible_background_writes = {writes}\n")
     db = pytester.path / ".crucible" / "crucible.db"
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     assert subprocess.run(command, cwd=pytester.path, capture_output=True, timeout=300).returncode == 0
@@ -69,6 +83,11 @@ def test_sigkill_mid_run(pytester: pytest.Pytester) -> None:
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=30)
     assert len(progress.read_text().split()) < 300  # killed in the middle
+    # A writing process writes what it received, then stops on its own: the session's end of its input closed.
+    deadline = time.monotonic() + 60
+    while writers_in(pytester.path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert writers_in(pytester.path) == []
 
     store = Store.open(db)  # detects the dead run
     conn = store.db.conn
@@ -135,12 +154,13 @@ def _kept(db, run_id: str) -> tuple[list[str], int]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("concurrency", ["1", "4"])
+@pytest.mark.parametrize(("concurrency", "writes"), [("1", "never"), ("4", "never"), ("1", "always")])
 def test_keyboard_interrupt_keeps_every_finished_item_and_marks_the_run_interrupted(ctrl_c_project: pytest.Pytester,
-                                                                                    monkeypatch, concurrency: str) -> None:
+                                                                                    monkeypatch, concurrency: str, writes: str) -> None:
     # Item 131 of 200 raises KeyboardInterrupt: past two full write batches (50 items), mid-way through a third.
     monkeypatch.setenv("INTERRUPT_AT", "k-130")
-    result = ctrl_c_project.runpytest_subprocess(f"--crucible-concurrency={concurrency}", "-p", "no:cacheprovider")
+    result = ctrl_c_project.runpytest_subprocess(f"--crucible-concurrency={concurrency}", "-p", "no:cacheprovider",
+                                                 "-o", f"crucible_background_writes={writes}")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*KeyboardInterrupt*"])
     db = ctrl_c_project.path / ".crucible" / "crucible.db"
@@ -152,9 +172,10 @@ def test_keyboard_interrupt_keeps_every_finished_item_and_marks_the_run_interrup
 
 
 @pytest.mark.slow
-def test_sigint_mid_run_exits_2_and_keeps_what_finished(ctrl_c_project: pytest.Pytester) -> None:
+@pytest.mark.parametrize("writes", ["never", "always"])
+def test_sigint_mid_run_exits_2_and_keeps_what_finished(ctrl_c_project: pytest.Pytester, writes: str) -> None:
     db = ctrl_c_project.path / ".crucible" / "crucible.db"
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", f"crucible_background_writes={writes}"]
     assert subprocess.run(command, cwd=ctrl_c_project.path, capture_output=True, timeout=300).returncode == 0
     [earlier] = _runs(db)
 
@@ -163,6 +184,7 @@ def test_sigint_mid_run_exits_2_and_keeps_what_finished(ctrl_c_project: pytest.P
     process.send_signal(signal.SIGINT)  # Ctrl-C
     output, _ = process.communicate(timeout=120)
     assert process.returncode == pytest.ExitCode.INTERRUPTED, output.decode()[-2000:]
+    assert writers_in(ctrl_c_project.path) == []  # the session stopped its writing process before it exited
     assert b"KeyboardInterrupt" in output
     started = progress.read_text().split()
     assert len(started) < 200

@@ -109,6 +109,9 @@ def add_options(parser: pytest.Parser) -> None:
                     help="Workspace the run belongs to (default: ini crucible_workspace, else the rootdir's name).")
     parser.addini("crucible_workspace", default="", help="Workspace of the runs (default: the rootdir's name).")
     parser.addini("crucible_concurrency", default="1", help="Pipeline calls (and a model judge's requests) in flight at once.")
+    parser.addini("crucible_background_writes", default="auto",
+                  help="auto, always or never: write the results from a process of their own, beside the tests "
+                       "(auto: runs of 1,000 items or more on two cores or more; SQLite files only).")
     parser.addini("crucible_k", default=str(DEFAULT_K),
                   help=f"Cutoff of the metrics at K (default {DEFAULT_K}); runs measured at different K are not compared.")
     parser.addini("crucible_judge", default="auto",
@@ -164,8 +167,9 @@ def _usd(text: str) -> float:
     return value
 
 
-def _choice(config: pytest.Config, option: str, ini: str, allowed: tuple[str, ...]) -> str:
-    value = config.getoption(option) or config.getini(ini) or allowed[0]
+def _choice(config: pytest.Config, option: str | None, ini: str, allowed: tuple[str, ...]) -> str:
+    """The command-line option's value (``option``: None when there is none), else the ini option's, else the default."""
+    value = (option and config.getoption(option)) or config.getini(ini).strip() or allowed[0]
     if value not in allowed:
         raise pytest.UsageError(f"ini option {ini} = {value!r}: expected one of {', '.join(allowed)}\nHINT: fix it in your pytest configuration file.")
     return value
@@ -224,6 +228,7 @@ def build_settings(config: pytest.Config) -> "Settings":
         label_pool=bool(config.getoption("crucible_label_pool")),
         run_id=_run_id_option(config, db_path),
         concurrency=_positive_int(config, "crucible_concurrency", 16),
+        background_writes=_choice(config, None, "crucible_background_writes", ("auto", "always", "never")),
         workspace=_workspace(config),
         labels=_labels(config, params, resolved),
         kinds=_kinds(config),

@@ -8,9 +8,12 @@ plugin. Only the process that owns the run (the controller under xdist) opens th
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
+from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from .config import TrackedConfig, key_line, unread_changed_keys, unread_key_message, unread_keys_error
@@ -24,6 +27,7 @@ if TYPE_CHECKING:
     from .golden_set.schema import GoldenItem
     from .judge.engine import JudgeEngine
     from .store import Store
+    from .store.background import BackgroundWriter
 
 # pytest's exit code for a usage error (the session is pure: no pytest import).
 USAGE_ERROR = 4
@@ -35,6 +39,9 @@ FLUSH_SECONDS = 2.0
 # closes): each move syncs the file, about 7 ms here, which after every 50-item batch cost 0.1-0.2x of a
 # bare pytest run (bench/bench_overhead.py); a copy of the file alone after a SIGKILL misses at most this much.
 CHECKPOINT_SECONDS = 5.0
+# A run of at least this many items writes its batches from a process of its own (ini crucible_background_writes
+# = auto, on two cores or more): at 10,000 items the writes were about a third of the plugin's per-item cost.
+BACKGROUND_FROM_ITEMS = 1_000
 
 
 def git_commit(directory) -> str | None:
@@ -99,6 +106,12 @@ class CrucibleSession:
     _checkpointed_at: float = field(default_factory=time.monotonic)
     # The judge's newest calibration row (None: never calibrated), read on first use.
     _calibration: Any = _UNREAD
+    # Items this session will run (plan), the writing process of a large run, and the batches it has not
+    # confirmed yet (oldest first).
+    _planned: int = 0
+    _writer: "BackgroundWriter | None" = None
+    _writer_decided: bool = False
+    _in_flight: deque = field(default_factory=deque)
 
     # -- calling the pipeline --------------------------------------------------------------
     def plan(self, selected: list[tuple[str, "GoldenItem"]], skipped: int) -> None:
@@ -106,6 +119,7 @@ class CrucibleSession:
         and how many it collected but skips (drafts), counted with the run."""
         # Only the prefetcher reads the order: without it, the golden items are not held here too.
         self._run_order, self.skipped = (selected if self.settings.concurrency > 1 else []), skipped
+        self._planned = len(selected)
 
     @property
     def async_runner(self) -> "AsyncRunner":
@@ -434,24 +448,90 @@ class CrucibleSession:
 
         Batching keeps SQLite commits off the per-item path; a killed process loses at most
         the last FLUSH_ITEMS items (or FLUSH_SECONDS) of its own run, never an earlier run.
+        A large run on a machine with a core to spare hands the batch to a writing process instead
+        (:mod:`.store.background`, see ``_writer_for_this_run``).
         """
         self._flushed_at = time.monotonic()
         if not self._pending:
             return
         pending, self._pending = self._pending, []
+        if self._writer_for_this_run() is not None:
+            if self._hand_over(pending):
+                return
+            pending, self._pending = self._pending, []  # what the process never confirmed, this batch included
         try:
             self.store.record_scores(self._ensure_run(), pending)
             if time.monotonic() - self._checkpointed_at >= CHECKPOINT_SECONDS:
                 self.checkpoint()
         except Exception as exc:  # noqa: BLE001 - reported as a fault that fails the session
-            ids = ", ".join(repr(score.get("item_id")) for score in pending[:5])
-            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__  # one line per fault
-            self.faults.append(f"could not record {len(pending)} item(s) ({ids}...) in {self.settings.db_path}: {reason}")
-            self.unrecorded += len(pending)  # lost, not retried: the run must say so (see finish)
+            self._record_fault(pending, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)  # one line per fault
         except BaseException:
             # Ctrl-C landed in the write: its transaction rolled back, so keep the batch for finish() to write.
             self._pending = pending + self._pending
             raise
+
+    def _writer_for_this_run(self) -> "BackgroundWriter | None":
+        """The writing process of this run, started at its first batch when settings.background_writes allows
+        it: "always", or "auto" for a run of at least BACKGROUND_FROM_ITEMS items on a machine with two cores
+        or more (a smaller run would not win back the process's start). SQLite files only."""
+        if self._writer is None and not self._writer_decided:
+            self._writer_decided = True
+            choice, path = self.settings.background_writes, self.settings.db_path
+            if choice == "never" or not isinstance(path, Path) or self.is_worker:
+                return None
+            if choice == "auto" and (self._planned < BACKGROUND_FROM_ITEMS or len(os.sched_getaffinity(0)) < 2):
+                return None
+            from .store.background import BackgroundWriter
+
+            try:
+                self._ensure_run()  # the run's row first: the writer's rows point at it
+            except Exception:  # noqa: BLE001 - written here instead, where the failure becomes the batch's fault
+                return None
+            self._writer = BackgroundWriter(path, CHECKPOINT_SECONDS)
+        return self._writer
+
+    def _hand_over(self, pending: list[dict[str, Any]]) -> bool:
+        """Give one batch to the writing process (False: it is gone, and the batch is written here)."""
+        self._in_flight.append(pending)
+        try:
+            self._writer.send(self.run_id, pending)
+        except OSError:
+            self.stop_writer()  # its answers are read, and whatever it did not confirm is queued here again
+            return False
+        except BaseException:
+            # Ctrl-C while handing over: the batch may or may not have reached the process; stopping it
+            # tells which (a batch it never confirmed is queued again, for finish() to write here).
+            self.stop_writer()
+            raise
+        self._take_answers(self._writer.answers())
+        return True
+
+    def _take_answers(self, answers: list[tuple[str | None, str | None, str | None]]) -> None:
+        """The writing process's answers, one per batch in the order they were handed over."""
+        for fault, note, checkpoint_fault in answers:
+            batch = self._in_flight.popleft()
+            if fault is not None:
+                self._record_fault(batch, fault)
+            if checkpoint_fault is not None and checkpoint_fault not in self.faults:
+                self.faults.append(checkpoint_fault)
+            self.wal_note = note
+
+    def stop_writer(self) -> None:
+        """Stop the writing process once it has written every batch it received. A batch it never confirmed
+        (handed over as Ctrl-C came, or it stopped on its own) is queued again: the session writes it itself."""
+        writer, self._writer = self._writer, None
+        if writer is None:
+            return
+        answers, _status, _last_error = writer.stop()
+        self._take_answers(answers)
+        unconfirmed = [score for batch in self._in_flight for score in batch]
+        self._in_flight.clear()
+        self._pending = unconfirmed + self._pending
+
+    def _record_fault(self, batch: list[dict[str, Any]], reason: str) -> None:
+        ids = ", ".join(repr(score.get("item_id")) for score in batch[:5])
+        self.faults.append(f"could not record {len(batch)} item(s) ({ids}...) in {self.settings.db_path}: {reason}")
+        self.unrecorded += len(batch)  # lost, not retried: the run must say so (see finish)
 
     def checkpoint(self) -> None:
         """Move what was written into the database file itself (a copy or CI upload of the file alone then
@@ -473,6 +553,9 @@ class CrucibleSession:
         if self.is_worker:
             return
         self.flush()
+        if self._writer is not None:
+            self.stop_writer()
+            self.flush()  # what it never confirmed
         if self.run_id is None:
             return
         store, s = self.store, self.settings
@@ -594,6 +677,7 @@ class CrucibleSession:
 
     def close(self) -> None:
         self.stop_pipeline_calls()
+        self.stop_writer()  # a session that never reached finish(): what the process received is still written
         if self._async_runner is not None:
             self._async_runner.close()
         if self._engine is not None:

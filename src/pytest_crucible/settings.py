@@ -44,6 +44,9 @@ class Settings:
     max_cost: float | None = None
     label_pool: bool = False
     concurrency: int = 1
+    # ini crucible_background_writes: "auto" (a large run on two cores or more writes its batches from a
+    # process of its own, see session.BACKGROUND_FROM_ITEMS), "always" or "never". SQLite files only.
+    background_writes: str = "auto"
     # Shards on several machines share one run id; `crucible merge` joins them.
     run_id: str | None = None
     # Who the run belongs to and how it is tagged (never part of the configHash).

@@ -1,0 +1,155 @@
+"""A recording session's write batches, written by a process of its own beside the tests.
+
+Writing a batch (JSON encoding, inserts into five tables, the commit, the periodic checkpoint) is about
+a third of what the plugin adds to each test (docs/benchmarks.md). On a machine with a core to spare the
+session hands each batch to this process instead (pickled: about a twentieth of the cost of writing it)
+and goes on with the next test. The process writes through the same :meth:`Store.record_scores` and
+answers every batch with whether it was written, so the session keeps every promise it makes when it
+writes itself: a batch that could not be written is a fault naming its items, a batch never confirmed is
+never counted as written, and what reached this process before the session's own process died is written.
+
+The session decides when to use it (``CrucibleSession.flush``); nothing here knows about pytest.
+Frames on both pipes: a 4-byte length, then a pickle.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import queue
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, BinaryIO
+
+_LENGTH = struct.Struct("!I")
+# The pipe to the process holds this much (Linux: F_SETPIPE_SZ), about twenty 50-item batches: a test
+# rarely waits for the writer to catch up.
+_PIPE_BYTES = 1 << 20
+_F_SETPIPE_SZ = 1031
+# What the reading thread queues when the process's output ends.
+_ENDED = object()
+
+
+def _send(stream: BinaryIO, value: Any) -> None:
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_LENGTH.pack(len(data)))
+    stream.write(data)
+    stream.flush()
+
+
+def _receive(stream: BinaryIO) -> Any:
+    """The next frame's value; ``_ENDED`` at the end of the stream, or on a frame cut short (its sender
+    stopped half way: the frame is not a batch)."""
+    header = stream.read(_LENGTH.size)
+    if len(header) < _LENGTH.size:
+        return _ENDED
+    (size,) = _LENGTH.unpack(header)
+    data = stream.read(size)
+    return _ENDED if len(data) < size else pickle.loads(data)
+
+
+def serve() -> None:
+    """The writing process: opens the database, writes each ``(run_id, scores)`` batch it receives, answers
+    ``(fault, wal_note, checkpoint_fault)`` for each, and stops at the end of its input."""
+    # Ctrl-C reaches the whole process group: the session handles it, and closes this process when done.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    source, answers = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing else may write into the answers' pipe
+    path, checkpoint_seconds = _receive(source)
+    from . import Store, StoreError
+
+    store = Store.open(Path(path), create=False)
+    store.checkpoint_only_when_asked()
+    checkpointed = time.monotonic()
+    try:
+        while (batch := _receive(source)) is not _ENDED:
+            run_id, scores = batch
+            fault = note = checkpoint_fault = None
+            try:
+                store.record_scores(run_id, scores)
+            except Exception as exc:  # noqa: BLE001 - the session reports it with the batch's items
+                fault = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if time.monotonic() - checkpointed >= checkpoint_seconds:
+                checkpointed = time.monotonic()
+                try:
+                    note = store.checkpoint()
+                except StoreError as exc:
+                    checkpoint_fault = str(exc).splitlines()[0]
+            _send(answers, (fault, note, checkpoint_fault))
+    finally:
+        store.close()  # the last connection to close moves the log into the file (a session killed meanwhile)
+
+
+class BackgroundWriter:
+    """The session's side: hands batches over (:meth:`send`), collects the answers (:meth:`answers`), and
+    stops the process once every batch it got is written (:meth:`stop`)."""
+
+    def __init__(self, path: Path, checkpoint_seconds: float):
+        package_root = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ)  # the same interpreter and packages, this copy of pytest_crucible first
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+        self._errors = tempfile.TemporaryFile()  # the process's stderr: its last line explains a crash
+        self._process = subprocess.Popen([sys.executable, "-c", "from pytest_crucible.store.background import serve; serve()"],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._errors, env=env,
+                                         start_new_session=False)
+        try:
+            import fcntl
+
+            fcntl.fcntl(self._process.stdin.fileno(), _F_SETPIPE_SZ, _PIPE_BYTES)
+        except (ImportError, OSError):  # a smaller pipe only makes a test wait for the writer sooner
+            pass
+        self._answers: queue.SimpleQueue = queue.SimpleQueue()
+        self._reader = threading.Thread(target=self._read_answers, name="crucible-writer-answers", daemon=True)
+        self._reader.start()
+        _send(self._process.stdin, (str(path), checkpoint_seconds))
+
+    def _read_answers(self) -> None:
+        while (answer := _receive(self._process.stdout)) is not _ENDED:
+            self._answers.put(answer)
+        self._answers.put(_ENDED)
+
+    def send(self, run_id: str, scores: list[dict[str, Any]]) -> None:
+        """Hand one batch over; raises OSError when the process is gone (the batch did not reach it)."""
+        _send(self._process.stdin, (run_id, scores))
+
+    def answers(self) -> list[tuple[str | None, str | None, str | None]]:
+        """The answers that arrived since the last call, in the order of the batches."""
+        out = []
+        while True:
+            try:
+                answer = self._answers.get_nowait()
+            except queue.Empty:
+                return out
+            if answer is _ENDED:
+                self._answers.put(_ENDED)  # seen again by stop()
+                return out
+            out.append(answer)
+
+    def stop(self, timeout: float = 300.0) -> tuple[list[tuple[str | None, str | None, str | None]], int | None, str]:
+        """Close the input, wait until the process has written what it received and stopped (at most
+        ``timeout`` seconds, then it is killed). Returns (the answers not read yet, the exit status, the
+        last line it wrote to stderr)."""
+        try:
+            self._process.stdin.close()
+        except OSError:  # the process is gone already: closing its pipe cannot flush
+            pass
+        try:
+            status = self._process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            status = self._process.wait()
+        self._reader.join()
+        answers = []
+        while (answer := self._answers.get()) is not _ENDED:
+            answers.append(answer)
+        self._process.stdout.close()
+        self._errors.seek(0)
+        lines = [line for line in self._errors.read().decode("utf-8", "replace").splitlines() if line.strip()]
+        self._errors.close()
+        return answers, status, lines[-1].strip() if lines else ""

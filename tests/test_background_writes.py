@@ -1,0 +1,120 @@
+"""A large run writes its results from a process of its own (ini crucible_background_writes): the same rows,
+the same faults, the same exit status as when the session writes them itself."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+import pytest
+
+from helpers import COMPONENT_RECORD, db_rows, write_golden
+
+from pytest_crucible.store import Store
+
+# Every batch handed to the writing process is logged (its size) in handed.log, beside the conftest.
+CONFTEST = """
+import os
+import pytest
+import pytest_crucible.store.background as background
+
+_send = background.BackgroundWriter.send
+
+
+def _logged_send(self, run_id, scores):
+    _send(self, run_id, scores)
+    with open(os.path.join(os.path.dirname(__file__), "handed.log"), "a") as log:
+        log.write(f"{len(scores)}\\n")
+
+
+def pytest_configure(config):
+    background.BackgroundWriter.send = _logged_send
+
+
+def pytest_unconfigure(config):
+    background.BackgroundWriter.send = _send
+
+
+@pytest.fixture(scope="session")
+def crucible_pipeline():
+    def pipeline(question, *, item, config, mode):
+        n = int(item.id.split("-")[1])
+        return {"answer": None, "retrieved": [{"chunk_id": f"c-{n % 7}", "doc_id": f"d-{n % 5}", "text": "t" * (n % 9)},
+                                              {"chunk_id": f"c-{n}", "doc_id": f"d-{n}"}]}
+    return pipeline
+"""
+
+# What a run stored, without what differs between two runs by design (ids, times).
+STORED = {
+    "results": "SELECT item_id, question, retrieved, citations, outcome, failures, error, error_class, error_evidence, pool "
+               "FROM results ORDER BY item_id",
+    "golden_items": "SELECT item_id, source, line, item FROM golden_items ORDER BY item_id",
+    "item_metrics": "SELECT item_id, metric, value FROM item_metrics ORDER BY item_id, metric",
+    "qrels": "SELECT query_id, chunk_id, doc_id, grade, source, judge_model FROM qrels ORDER BY query_id, chunk_id, doc_id",
+    "eval_feedback": "SELECT item_id, error_class, evidence FROM eval_feedback ORDER BY item_id",
+    "runs": "SELECT status, n_items, n_scored, n_errored FROM runs",
+}
+
+
+def _project(pytester: pytest.Pytester, n_items: int, writes: str | None) -> None:
+    items = [{"id": f"b-{i:03d}", "question": f"question {i}?",
+              "citations": [{"docId": f"d-{i % 5}", "chunkId": f"c-{i % 7}", "mode": "required" if i % 3 else "acceptable"}]}
+             for i in range(n_items)]
+    write_golden(pytester.path / "golden_bg.jsonl", items)
+    pytester.makeconftest(CONFTEST)
+    pytester.makeini("[pytest]\n" + COMPONENT_RECORD + ("" if writes is None else f"\ncrucible_background_writes = {writes}") + "\n")
+
+
+def _handed(pytester: pytest.Pytester) -> list[int]:
+    log = pytester.path / "handed.log"
+    return [int(line) for line in log.read_text().split()] if log.exists() else []
+
+
+def _refusing_database(path) -> None:
+    """A database whose results table refuses item b-070 (as a full disk refuses a batch)."""
+    Store.open(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON results WHEN NEW.item_id = 'b-070' "
+                 "BEGIN SELECT RAISE(ABORT, 'refused by the test''s trigger'); END")
+    conn.commit()
+    conn.close()
+
+
+def test_written_from_its_own_process_the_run_stores_the_same_rows_and_the_same_faults(pytester: pytest.Pytester) -> None:
+    # 120 items: batches of 50; the second holds the refused item, so 50 items are lost either way.
+    _project(pytester, 120, None)
+    outputs, stored = {}, {}
+    for writes in ("never", "always"):
+        db = pytester.path / f"{writes}.db"
+        _refusing_database(db)
+        result = pytester.runpytest(f"--crucible-db={db}", "-o", f"crucible_background_writes={writes}", "-p", "no:randomly")
+        assert result.ret == pytest.ExitCode.TESTS_FAILED, result.outlines  # a lost batch fails the session
+        outputs[writes] = [line.replace(str(db), "DB") for line in result.outlines if line.startswith(("FAULT", "WARNING"))]
+        stored[writes] = {table: db_rows(db, sql) for table, sql in STORED.items()}
+        assert _handed(pytester) == ([] if writes == "never" else [50, 50, 20])
+    assert outputs["always"] == outputs["never"]
+    assert outputs["always"][0] == ("FAULT could not record 50 item(s) ('b-050', 'b-051', 'b-052', 'b-053', 'b-054'...) in DB: "
+                                    "refused by the test's trigger")
+    assert stored["always"] == stored["never"]
+    assert stored["always"]["runs"] == [("incomplete", 120, 70, 0)]
+    assert len(stored["always"]["results"]) == 70 and len(stored["always"]["item_metrics"]) > 70
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n_items", [999, 1_000])
+def test_auto_writes_from_its_own_process_from_1000_items_on_two_cores(pytester: pytest.Pytester, n_items: int) -> None:
+    _project(pytester, n_items, None)  # the default: auto
+    result = pytester.runpytest("-p", "no:randomly", "-q")
+    assert result.ret == pytest.ExitCode.OK, result.outlines[-5:]
+    two_cores = len(os.sched_getaffinity(0)) >= 2
+    assert sum(_handed(pytester)) == (n_items if n_items >= 1_000 and two_cores else 0)
+    assert db_rows(pytester, "SELECT status, n_items FROM runs") == [("complete", n_items)]
+    assert db_rows(pytester, "SELECT COUNT(*) FROM results") == [(n_items,)]
+
+
+def test_a_bad_crucible_background_writes_value_is_one_usage_error(pytester: pytest.Pytester) -> None:
+    _project(pytester, 3, "sometimes")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: ini option crucible_background_writes = 'sometimes': expected one of auto, always, never",
+                                 "HINT: fix it in your pytest configuration file."])

@@ -3,13 +3,13 @@ the same faults, the same exit status as when the session writes them itself."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
 
 import pytest
 
 from helpers import COMPONENT_RECORD, db_rows, write_golden
 
+from pytest_crucible.session import usable_cores
 from pytest_crucible.store import Store
 
 # Every batch handed to the writing process is logged (its size) in handed.log, beside the conftest.
@@ -106,7 +106,7 @@ def test_auto_writes_from_its_own_process_from_1000_items_on_two_cores(pytester:
     _project(pytester, n_items, None)  # the default: auto
     result = pytester.runpytest("-p", "no:randomly", "-q")
     assert result.ret == pytest.ExitCode.OK, result.outlines[-5:]
-    two_cores = len(os.sched_getaffinity(0)) >= 2
+    two_cores = usable_cores() >= 2
     assert sum(_handed(pytester)) == (n_items if n_items >= 1_000 and two_cores else 0)
     assert db_rows(pytester, "SELECT status, n_items FROM runs") == [("complete", n_items)]
     assert db_rows(pytester, "SELECT COUNT(*) FROM results") == [(n_items,)]
@@ -118,3 +118,45 @@ def test_a_bad_crucible_background_writes_value_is_one_usage_error(pytester: pyt
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: ini option crucible_background_writes = 'sometimes': expected one of auto, always, never",
                                  "HINT: fix it in your pytest configuration file."])
+
+
+KILL_THE_WRITER = """
+import os, signal
+from pytest_crucible.collection import SESSION_KEY
+
+
+def pytest_runtest_setup(item):
+    if item.name == os.environ.get("KILL_WRITER_AT"):  # the writing process dies between two batches
+        os.kill(item.config.stash[SESSION_KEY]._writer._process.pid, signal.SIGKILL)
+"""
+
+
+def _every_item_stored_once(pytester: pytest.Pytester, n_items: int) -> None:
+    assert db_rows(pytester, "SELECT status, n_items, n_scored FROM runs") == [("complete", n_items, n_items)]
+    assert db_rows(pytester, "SELECT COUNT(*), COUNT(DISTINCT result_id) FROM results") == [(n_items, n_items)]
+    # One review-queue row per non-correct result, none written twice.
+    assert db_rows(pytester, "SELECT COUNT(*) FROM eval_feedback") == db_rows(
+        pytester, "SELECT COUNT(*) FROM results WHERE error_class != 'correct'")
+
+
+def test_a_writing_process_that_never_starts_leaves_the_writes_to_the_session(pytester: pytest.Pytester, monkeypatch) -> None:
+    import pytest_crucible.store.background as background
+
+    monkeypatch.setattr(background, "SERVE", "import sys; sys.exit(3)")
+    _project(pytester, 120, "always")
+    result = pytester.runpytest("-p", "no:randomly")
+    assert result.ret == pytest.ExitCode.OK, result.outlines[-10:]
+    assert not [line for line in result.outlines if line.startswith("FAULT")]
+    _every_item_stored_once(pytester, 120)
+
+
+def test_a_writing_process_killed_mid_run_leaves_the_rest_to_the_session(pytester: pytest.Pytester, monkeypatch) -> None:
+    _project(pytester, 120, "always")
+    conftest = pytester.path / "conftest.py"
+    conftest.write_text(conftest.read_text() + KILL_THE_WRITER)
+    monkeypatch.setenv("KILL_WRITER_AT", "b-075")  # after the first batch was written, before the second
+    result = pytester.runpytest("-p", "no:randomly")
+    assert result.ret == pytest.ExitCode.OK, result.outlines[-10:]
+    assert not [line for line in result.outlines if line.startswith("FAULT")]
+    assert _handed(pytester) == [50]  # the second batch found the process gone: the session wrote it, and the third
+    _every_item_stored_once(pytester, 120)

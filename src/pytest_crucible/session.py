@@ -44,6 +44,13 @@ CHECKPOINT_SECONDS = 5.0
 BACKGROUND_FROM_ITEMS = 1_000
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def git_commit(directory) -> str | None:
     try:
         done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True, text=True, timeout=5)
@@ -479,15 +486,15 @@ class CrucibleSession:
             choice, path = self.settings.background_writes, self.settings.db_path
             if choice == "never" or not isinstance(path, Path) or self.is_worker:
                 return None
-            if choice == "auto" and (self._planned < BACKGROUND_FROM_ITEMS or len(os.sched_getaffinity(0)) < 2):
+            if choice == "auto" and (self._planned < BACKGROUND_FROM_ITEMS or usable_cores() < 2):
                 return None
             from .store.background import BackgroundWriter
 
             try:
                 self._ensure_run()  # the run's row first: the writer's rows point at it
-            except Exception:  # noqa: BLE001 - written here instead, where the failure becomes the batch's fault
+                self._writer = BackgroundWriter(path, CHECKPOINT_SECONDS)
+            except Exception:  # noqa: BLE001 - written here instead (a store failure becomes the batch's fault there)
                 return None
-            self._writer = BackgroundWriter(path, CHECKPOINT_SECONDS)
         return self._writer
 
     def _hand_over(self, pending: list[dict[str, Any]]) -> bool:

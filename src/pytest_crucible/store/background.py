@@ -34,6 +34,8 @@ _PIPE_BYTES = 1 << 20
 _F_SETPIPE_SZ = 1031
 # What the reading thread queues when the process's output ends.
 _ENDED = object()
+# The writing process's program (python -c), run by the session's own interpreter.
+SERVE = "from pytest_crucible.store.background import serve; serve()"
 
 
 def _send(stream: BinaryIO, value: Any) -> None:
@@ -95,7 +97,7 @@ class BackgroundWriter:
         env = dict(os.environ)  # the same interpreter and packages, this copy of pytest_crucible first
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
         self._errors = tempfile.TemporaryFile()  # the process's stderr: its last line explains a crash
-        self._process = subprocess.Popen([sys.executable, "-c", "from pytest_crucible.store.background import serve; serve()"],
+        self._process = subprocess.Popen([sys.executable, "-c", SERVE],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._errors, env=env,
                                          start_new_session=False)
         try:

@@ -61,9 +61,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     crucible = config.stash.get(SESSION_KEY, None)
     if crucible is not None:
         crucible.close()
-    recorder = config.pluginmanager.get_plugin("crucible-recorder")
-    if recorder is not None:
-        config.pluginmanager.unregister(recorder)
+    for plugin in filter(None, map(config.pluginmanager.get_plugin, ("crucible-recorder", "crucible-marker-route"))):
+        config.pluginmanager.unregister(plugin)
 
 
 def _crucible(config: pytest.Config) -> "CrucibleSession":
@@ -149,6 +148,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker("crucible_golden")
     if marker is not None:
         note_golden_source(metafunc.config)
+        if not metafunc.config.pluginmanager.has_plugin("crucible-marker-route"):
+            metafunc.config.pluginmanager.register(_MarkerRoute(), "crucible-marker-route")
         include_drafts = _crucible(metafunc.config).settings.include_drafts
         metafunc.parametrize("golden_item", marker_params(metafunc, marker, include_drafts), indirect=True)
 
@@ -171,15 +172,24 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
         release_golden(item)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item):
-    # Marker route: the item is evaluated before the test body, which may then read
-    # the score through crucible_evaluate() and add its own assertions.
-    __tracebackhide__ = True  # a raising pipeline shows its own frame first
-    request = item.stash.get(REQUEST_KEY, None)
-    if request is not None and SCORE_KEY not in item.stash:
-        request.getfixturevalue("crucible_evaluate")()
-    return (yield)
+class _MarkerRoute:
+    """Registered once a test uses @crucible.golden (pytest_generate_tests): the item is evaluated before the
+    test body, which may read the score through crucible_evaluate(). Other sessions pay no hook call for it."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item):
+        __tracebackhide__ = True  # a raising pipeline shows its own frame first
+        request = item.stash.get(REQUEST_KEY, None)
+        if request is not None and SCORE_KEY not in item.stash:
+            request.getfixturevalue("crucible_evaluate")()
+        return (yield)
+
+
+class _CaseStatus:
+    """Registered only while the gate's and the faults' test cases are reported: their status as sent."""
+
+    def pytest_report_teststatus(self, report: pytest.TestReport):
+        return getattr(report, "crucible_live_status", None)
 
 
 # -- fixtures --------------------------------------------------------------------------------
@@ -207,9 +217,9 @@ def pytest_runtestloop(session: pytest.Session):
 
 
 @pytest.fixture(scope="session")
-def crucible_config(pytestconfig: pytest.Config):
+def crucible_config(request: pytest.FixtureRequest):  # request: the one argument pytest resolves per test without a lookup
     """The resolved pipeline config (a dict that remembers which keys were read)."""
-    return _crucible(pytestconfig).tracked_config
+    return _crucible(request.config).tracked_config
 
 
 @pytest.fixture(scope="session")
@@ -263,8 +273,6 @@ class _Recorder:
                 # the report still has to travel to the controller.
                 del report.crucible_score
 
-    def pytest_report_teststatus(self, report: pytest.TestReport):
-        return getattr(report, "crucible_live_status", None)  # the gate's, as sent: counted, no progress letter
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -297,7 +305,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     session.exitstatus = crucible.exit_status(int(session.exitstatus))
     if USAGE_ERROR_KEY in session.config.stash:  # under xdist: a worker stopped on a usage error
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
-    report_to_junit(session, crucible)  # the gate's test case and the properties, before junitxml writes its file
+    session.config.pluginmanager.register(case_status := _CaseStatus(), "crucible-case-status")
+    try:
+        report_to_junit(session, crucible)  # the gate's test case and the properties, before junitxml writes its file
+    finally:
+        session.config.pluginmanager.unregister(case_status)
     junit = next((getattr(plugin, "logfile", None) for plugin in session.config.pluginmanager.get_plugins()
                   if hasattr(plugin, "add_global_property")), None)
     if junit:  # it holds the questions and verdicts too: junitxml's truncating open keeps this file's mode

@@ -201,7 +201,8 @@ def _can_make_immutable(tmp_path: Path) -> bool:
     return True
 
 
-def test_a_file_that_turns_unwritable_mid_run_is_a_fault_and_the_wal_keeps_the_run(project, monkeypatch, tmp_path) -> None:
+@pytest.mark.parametrize("writes", ["never", "always"])
+def test_a_file_that_turns_unwritable_mid_run_is_a_fault_and_the_wal_keeps_the_run(project, monkeypatch, tmp_path, writes) -> None:
     """The database file cannot be written any more (here: made immutable) while the session runs: SQLite
     keeps writing into -wal, so the run is whole only with its -wal file. The session says so (FAULT, exit
     1, never green); a copy that keeps both files holds every item. A normal session leaves the file alone
@@ -216,11 +217,15 @@ def test_a_file_that_turns_unwritable_mid_run_is_a_fault_and_the_wal_keeps_the_r
     shutil.copy(db_path(project), copy)  # the normal session: the file alone has the complete run
     assert sqlite3.connect(copy).execute("SELECT COUNT(*) FROM results").fetchone() == (N_ITEMS,)
     monkeypatch.setenv("IMMUTABLE_AFTER", "7")  # after the first write (every 5 items)
+    # Written from a process of its own, checkpointed after every batch there: the fault comes back from it.
+    monkeypatch.setattr(pytest_crucible.session, "CHECKPOINT_SECONDS", 0.0 if writes == "always" else 5.0)
     try:
-        result = project.runpytest()
+        result = project.runpytest("-o", f"crucible_background_writes={writes}")
     finally:
         subprocess.run(["chattr", "-i", str(db_path(project))], check=True)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
+    faults = [line for line in result.outlines if line.startswith("FAULT")]
+    assert len(faults) == 1, faults  # said once, however many checkpoints met it
     result.stdout.fnmatch_lines(["FAULT */crucible.db: the latest writes are only in crucible.db-wal, the database file "
                                  "cannot take them (disk I/O error): keep crucible.db-wal with the database (copy or upload both)"])
     both = project.path / "both"

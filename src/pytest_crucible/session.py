@@ -119,6 +119,8 @@ class CrucibleSession:
     _writer: "BackgroundWriter | None" = None
     _writer_decided: bool = False
     _in_flight: deque = field(default_factory=deque)
+    # Batches the writing process gave back (not written there), oldest first: the session writes them itself.
+    _taken_back: list[list[dict[str, Any]]] = field(default_factory=list)
 
     # -- calling the pipeline --------------------------------------------------------------
     def plan(self, selected: list[tuple[str, "GoldenItem"]], skipped: int) -> None:
@@ -456,26 +458,27 @@ class CrucibleSession:
         Batching keeps SQLite commits off the per-item path; a killed process loses at most
         the last FLUSH_ITEMS items (or FLUSH_SECONDS) of its own run, never an earlier run.
         A large run on a machine with a core to spare hands the batch to a writing process instead
-        (:mod:`.store.background`, see ``_writer_for_this_run``).
+        (:mod:`.store.background`, see ``_writer_for_this_run``); the batches it gives back are written here.
         """
         self._flushed_at = time.monotonic()
-        if not self._pending:
-            return
-        pending, self._pending = self._pending, []
-        if self._writer_for_this_run() is not None:
+        if self._pending and self._writer_for_this_run() is not None:
+            pending, self._pending = self._pending, []
             if self._hand_over(pending):
                 return
-            pending, self._pending = self._pending, []  # what the process never confirmed, this batch included
-        try:
-            self.store.record_scores(self._ensure_run(), pending)
-            if time.monotonic() - self._checkpointed_at >= CHECKPOINT_SECONDS:
-                self.checkpoint()
-        except Exception as exc:  # noqa: BLE001 - reported as a fault that fails the session
-            self._record_fault(pending, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)  # one line per fault
-        except BaseException:
-            # Ctrl-C landed in the write: its transaction rolled back, so keep the batch for finish() to write.
-            self._pending = pending + self._pending
-            raise
+        batches, self._taken_back = self._taken_back + ([self._pending] if self._pending else []), []
+        self._pending = []
+        for index, batch in enumerate(batches):
+            try:
+                self.store.record_scores(self._ensure_run(), batch)
+            except Exception as exc:  # noqa: BLE001 - reported as a fault that fails the session
+                self._record_fault(batch, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)  # one line per fault
+            except BaseException:
+                # Ctrl-C landed in the write: its transaction rolled back, so keep the batch (and those after it)
+                # for finish() to write.
+                self._pending = [score for later in batches[index:] for score in later] + self._pending
+                raise
+        if batches and time.monotonic() - self._checkpointed_at >= CHECKPOINT_SECONDS:
+            self.checkpoint()
 
     def _writer_for_this_run(self) -> "BackgroundWriter | None":
         """The writing process of this run, started at its first batch when settings.background_writes allows
@@ -498,42 +501,53 @@ class CrucibleSession:
         return self._writer
 
     def _hand_over(self, pending: list[dict[str, Any]]) -> bool:
-        """Give one batch to the writing process (False: it is gone, and the batch is written here)."""
+        """Give one batch to the writing process. False: the process is gone, or could not write a batch; it is
+        stopped, and what it did not write (this batch included) is in ``_taken_back``, for the session."""
         self._in_flight.append(pending)
         try:
             self._writer.send(self.run_id, pending)
-        except OSError:
-            self.stop_writer()  # its answers are read, and whatever it did not confirm is queued here again
+        except Exception:  # noqa: BLE001 - gone (a broken pipe), or a batch pickle cannot carry: written here
+            self.stop_writer()
             return False
         except BaseException:
             # Ctrl-C while handing over: the batch may or may not have reached the process; stopping it
-            # tells which (a batch it never confirmed is queued again, for finish() to write here).
+            # tells which (a batch it never confirmed is taken back, for finish() to write here).
             self.stop_writer()
             raise
         self._take_answers(self._writer.answers())
+        if self._taken_back:
+            self.stop_writer()
+            return False
         return True
 
-    def _take_answers(self, answers: list[tuple[str | None, str | None, str | None]]) -> None:
-        """The writing process's answers, one per batch in the order they were handed over."""
-        for fault, note, checkpoint_fault in answers:
+    def _take_answers(self, answers: list[tuple[str | None, tuple[str, str | None] | None]]) -> None:
+        """The writing process's answers, one per batch in the order they were handed over (what each means:
+        ``store.background.serve``); its checkpoints count as the session's own (see ``checkpoint``). A batch
+        it could not write is taken back: the session writes it itself, and only a failure there is a fault (the
+        process's connection may fail where the session's does not, e.g. on a file that turned read-only after
+        the session opened it and before the process did)."""
+        for fault, checkpoint in answers:
             batch = self._in_flight.popleft()
             if fault is not None:
-                self._record_fault(batch, fault)
-            if checkpoint_fault is not None and checkpoint_fault not in self.faults:
-                self.faults.append(checkpoint_fault)
-            self.wal_note = note
+                self._taken_back.append(batch)
+            if checkpoint is None:
+                continue
+            self._checkpointed_at = time.monotonic()
+            kind, value = checkpoint
+            if kind == "note":
+                self.wal_note = value
+            elif value not in self.faults:
+                self.faults.append(value)
 
     def stop_writer(self) -> None:
         """Stop the writing process once it has written every batch it received. A batch it never confirmed
-        (handed over as Ctrl-C came, or it stopped on its own) is queued again: the session writes it itself."""
+        (handed over as Ctrl-C came, or it stopped on its own) is taken back: the session writes it itself."""
         writer, self._writer = self._writer, None
         if writer is None:
             return
-        answers, _status, _last_error = writer.stop()
-        self._take_answers(answers)
-        unconfirmed = [score for batch in self._in_flight for score in batch]
+        self._take_answers(writer.stop())
+        self._taken_back.extend(self._in_flight)
         self._in_flight.clear()
-        self._pending = unconfirmed + self._pending
 
     def _record_fault(self, batch: list[dict[str, Any]], reason: str) -> None:
         ids = ", ".join(repr(score.get("item_id")) for score in batch[:5])

@@ -14,14 +14,13 @@ Frames on both pipes: a 4-byte length, then a pickle.
 
 from __future__ import annotations
 
-import os
+import json
 import pickle
 import queue
 import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -34,8 +33,9 @@ _PIPE_BYTES = 1 << 20
 _F_SETPIPE_SZ = 1031
 # What the reading thread queues when the process's output ends.
 _ENDED = object()
-# The writing process's program (python -c), run by the session's own interpreter.
-SERVE = "from pytest_crucible.store.background import serve; serve()"
+# The writing process's program (python -c), run by the session's own interpreter with the session's
+# import path (its first argument, JSON): it imports the same modules the session did.
+SERVE = "import json, sys; sys.path[:] = json.loads(sys.argv[1]); from pytest_crucible.store.background import serve; serve()"
 
 
 def _send(stream: BinaryIO, value: Any) -> None:
@@ -58,7 +58,9 @@ def _receive(stream: BinaryIO) -> Any:
 
 def serve() -> None:
     """The writing process: opens the database, writes each ``(run_id, scores)`` batch it receives, answers
-    ``(fault, wal_note, checkpoint_fault)`` for each, and stops at the end of its input."""
+    ``(fault, checkpoint)`` for each, and stops at the end of its input. ``fault``: why the batch was not
+    written (None: it was); ``checkpoint``: None when none ran after the batch, else ``("note", what
+    Store.checkpoint returned)`` or ``("fault", why it failed)``."""
     # Ctrl-C reaches the whole process group: the session handles it, and closes this process when done.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     source, answers = sys.stdin.buffer, sys.stdout.buffer
@@ -72,7 +74,7 @@ def serve() -> None:
     try:
         while (batch := _receive(source)) is not _ENDED:
             run_id, scores = batch
-            fault = note = checkpoint_fault = None
+            fault = checkpoint = None
             try:
                 store.record_scores(run_id, scores)
             except Exception as exc:  # noqa: BLE001 - the session reports it with the batch's items
@@ -80,10 +82,10 @@ def serve() -> None:
             if time.monotonic() - checkpointed >= checkpoint_seconds:
                 checkpointed = time.monotonic()
                 try:
-                    note = store.checkpoint()
+                    checkpoint = ("note", store.checkpoint())
                 except StoreError as exc:
-                    checkpoint_fault = str(exc).splitlines()[0]
-            _send(answers, (fault, note, checkpoint_fault))
+                    checkpoint = ("fault", str(exc).splitlines()[0])
+            _send(answers, (fault, checkpoint))
     finally:
         store.close()  # the last connection to close moves the log into the file (a session killed meanwhile)
 
@@ -93,13 +95,9 @@ class BackgroundWriter:
     stops the process once every batch it got is written (:meth:`stop`)."""
 
     def __init__(self, path: Path, checkpoint_seconds: float):
-        package_root = str(Path(__file__).resolve().parents[2])
-        env = dict(os.environ)  # the same interpreter and packages, this copy of pytest_crucible first
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-        self._errors = tempfile.TemporaryFile()  # the process's stderr: its last line explains a crash
-        self._process = subprocess.Popen([sys.executable, "-c", SERVE],
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._errors, env=env,
-                                         start_new_session=False)
+        # Its stderr goes nowhere: whatever stops it, the session writes the batches it did not confirm.
+        self._process = subprocess.Popen([sys.executable, "-c", SERVE, json.dumps(sys.path)],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         try:
             import fcntl
 
@@ -109,7 +107,11 @@ class BackgroundWriter:
         self._answers: queue.SimpleQueue = queue.SimpleQueue()
         self._reader = threading.Thread(target=self._read_answers, name="crucible-writer-answers", daemon=True)
         self._reader.start()
-        _send(self._process.stdin, (str(path), checkpoint_seconds))
+        try:
+            _send(self._process.stdin, (str(path), checkpoint_seconds))
+        except OSError:  # it stopped at once: nothing to write there
+            self.stop()
+            raise
 
     def _read_answers(self) -> None:
         while (answer := _receive(self._process.stdout)) is not _ENDED:
@@ -117,10 +119,10 @@ class BackgroundWriter:
         self._answers.put(_ENDED)
 
     def send(self, run_id: str, scores: list[dict[str, Any]]) -> None:
-        """Hand one batch over; raises OSError when the process is gone (the batch did not reach it)."""
+        """Hand one batch over; raises OSError when the process is gone (the batch did not reach it whole)."""
         _send(self._process.stdin, (run_id, scores))
 
-    def answers(self) -> list[tuple[str | None, str | None, str | None]]:
+    def answers(self) -> list[tuple[str | None, tuple[str, str | None] | None]]:
         """The answers that arrived since the last call, in the order of the batches."""
         out = []
         while True:
@@ -133,25 +135,21 @@ class BackgroundWriter:
                 return out
             out.append(answer)
 
-    def stop(self, timeout: float = 300.0) -> tuple[list[tuple[str | None, str | None, str | None]], int | None, str]:
+    def stop(self, timeout: float = 300.0) -> list[tuple[str | None, tuple[str, str | None] | None]]:
         """Close the input, wait until the process has written what it received and stopped (at most
-        ``timeout`` seconds, then it is killed). Returns (the answers not read yet, the exit status, the
-        last line it wrote to stderr)."""
+        ``timeout`` seconds, then it is killed). Returns the answers not read yet."""
         try:
             self._process.stdin.close()
         except OSError:  # the process is gone already: closing its pipe cannot flush
             pass
         try:
-            status = self._process.wait(timeout)
+            self._process.wait(timeout)
         except subprocess.TimeoutExpired:
             self._process.kill()
-            status = self._process.wait()
+            self._process.wait()
         self._reader.join()
         answers = []
         while (answer := self._answers.get()) is not _ENDED:
             answers.append(answer)
         self._process.stdout.close()
-        self._errors.seek(0)
-        lines = [line for line in self._errors.read().decode("utf-8", "replace").splitlines() if line.strip()]
-        self._errors.close()
-        return answers, status, lines[-1].strip() if lines else ""
+        return answers

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -99,3 +100,16 @@ def point_anthropic_at(monkeypatch: pytest.MonkeyPatch, server: Any, key: str) -
     """The anthropic SDK of the runs that follow talks to the local Messages double ``server`` with a fake ``key``."""
     monkeypatch.setenv("ANTHROPIC_API_KEY", key)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+
+
+def writers_in(directory) -> list[int]:
+    """The pids of the results-writing processes (crucible_background_writes) started from ``directory``."""
+    pids = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                if b"pytest_crucible.store.background" in cmdline.read() and os.readlink(f"/proc/{entry}/cwd") == str(directory):
+                    pids.append(int(entry))
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return pids

@@ -3,11 +3,16 @@ the same faults, the same exit status as when the session writes them itself."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 
 import pytest
 
-from helpers import COMPONENT_RECORD, db_rows, write_golden
+from helpers import COMPONENT_RECORD, db_rows, write_golden, writers_in
 
 from pytest_crucible.session import usable_cores
 from pytest_crucible.store import Store
@@ -192,3 +197,51 @@ def test_a_batch_the_writing_process_cannot_write_is_written_by_the_session(pyte
     assert not [line for line in result.outlines if line.startswith("FAULT")]
     assert _handed(pytester)[:2] == [50, 50]  # the second came back (no such function there), and was written here
     _every_item_stored_once(pytester, 120)
+
+
+SLOW = """
+import time
+
+
+def pytest_runtest_teardown(item):
+    with open(os.path.join(os.path.dirname(__file__), "progress.txt"), "a") as progress:
+        progress.write(item.name + "\\n")
+    time.sleep(0.005 if int(item.name.split("-")[1]) < 160 else 1.0)  # past 160 items, crawl until the signal
+"""
+
+
+def _wait_for_progress(path, n: int) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not path.exists() or len(path.read_text().split()) < n):
+        time.sleep(0.02)
+
+
+@pytest.mark.slow
+def test_a_terminated_session_s_writing_process_writes_what_it_got_and_stops(pytester: pytest.Pytester) -> None:
+    """SIGTERM to the whole process group (a CI job cancelled): the session dies of it; the writing process
+    ignores it, writes every batch it received, and stops once the session's end of its input is gone."""
+    _project(pytester, 300, "always")
+    conftest = pytester.path / "conftest.py"
+    conftest.write_text(conftest.read_text() + SLOW)
+    process = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"],
+                               cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    progress = pytester.path / "progress.txt"
+    _wait_for_progress(progress, 60)  # the first batch handed over
+    # The test holds the database's write lock: the process waits on it with the second and third batches.
+    lock = sqlite3.connect(pytester.path / ".crucible" / "crucible.db", timeout=60)
+    lock.execute("BEGIN IMMEDIATE")
+    _wait_for_progress(progress, 160)
+    assert writers_in(pytester.path), "no writing process while the run was going"
+    os.killpg(process.pid, signal.SIGTERM)
+    assert process.wait(timeout=30) == -signal.SIGTERM
+    time.sleep(0.5)
+    lock.rollback()
+    lock.close()
+    deadline = time.monotonic() + 60
+    while writers_in(pytester.path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert writers_in(pytester.path) == []
+    handed = sum(_handed(pytester))
+    assert handed >= 150  # three full batches before the signal
+    # Every item handed over is stored (the session may have died between handing a batch over and logging it).
+    assert handed <= db_rows(pytester, "SELECT COUNT(*) FROM results")[0][0] <= handed + 50

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from helpers import write_golden
+from helpers import write_golden, writers_in
 
 from pytest_crucible.store import Store
 
@@ -47,19 +47,6 @@ def start_slow_run(command: list[str], cwd, stdout) -> subprocess.Popen:
     while time.monotonic() < deadline and (not progress.exists() or len(progress.read_text().split()) < 120):
         time.sleep(0.02)
     return process
-
-
-def writers_in(directory) -> list[int]:
-    """The pids of the results-writing processes (crucible_background_writes) started from ``directory``."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        try:
-            if (entry.isdigit() and b"pytest_crucible.store.background" in open(f"/proc/{entry}/cmdline", "rb").read()
-                    and os.readlink(f"/proc/{entry}/cwd") == str(directory)):
-                pids.append(int(entry))
-        except OSError:  # gone meanwhile, or not ours to read
-            continue
-    return pids
 
 
 @pytest.mark.slow

@@ -5,8 +5,9 @@ a third of what the plugin adds to each test (docs/benchmarks.md). On a machine 
 session hands each batch to this process instead (pickled: about a twentieth of the cost of writing it)
 and goes on with the next test. The process writes through the same :meth:`Store.record_scores` and
 answers every batch with whether it was written, so the session keeps every promise it makes when it
-writes itself: a batch that could not be written is a fault naming its items, a batch never confirmed is
-never counted as written, and what reached this process before the session's own process died is written.
+writes itself: a batch this process could not write, or never confirmed, is given back and written by the
+session (only a failure there is a fault naming its items), and what reached this process before the
+session's own process died is written.
 
 The session decides when to use it (``CrucibleSession.flush``); nothing here knows about pytest.
 Frames on both pipes: a 4-byte length, then a pickle.
@@ -61,8 +62,11 @@ def serve() -> None:
     ``(fault, checkpoint)`` for each, and stops at the end of its input. ``fault``: why the batch was not
     written (None: it was); ``checkpoint``: None when none ran after the batch, else ``("note", what
     Store.checkpoint returned)`` or ``("fault", why it failed)``."""
-    # Ctrl-C reaches the whole process group: the session handles it, and closes this process when done.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Ctrl-C, a terminal's hangup and a CI job's SIGTERM reach the whole process group: the session handles
+    # them (or dies of them). This process stops only at the end of its input, having written what it got.
+    for signum in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if signum is not None:
+            signal.signal(signum, signal.SIG_IGN)
     source, answers = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write into the answers' pipe
     path, checkpoint_seconds = _receive(source)
@@ -85,7 +89,11 @@ def serve() -> None:
                     checkpoint = ("note", store.checkpoint())
                 except StoreError as exc:
                     checkpoint = ("fault", str(exc).splitlines()[0])
-            _send(answers, (fault, checkpoint))
+            if answers is not None:
+                try:
+                    _send(answers, (fault, checkpoint))
+                except OSError:  # the session's process is gone: nobody to answer, the rest is still written
+                    answers = None
     finally:
         store.close()  # the last connection to close moves the log into the file (a session killed meanwhile)
 

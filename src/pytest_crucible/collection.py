@@ -131,11 +131,15 @@ class GoldenFile(pytest.File):
         # Built with the cyclic garbage collector paused: the golden items and their tests live until the
         # session ends, yet the collections their allocation triggers would walk them, and every object
         # pytest holds, again and again while they are built (at 10,000 items, a third of what collecting
-        # a golden file adds to collection). Paused, they are walked once, by the first collection after.
+        # a golden file adds to collection). Then frozen as settle_collector freezes them before the tests:
+        # the first full collection after would walk them all once more (at 10,000 items 0.15 s).
         from .json_input import gc_paused
 
         with gc_paused():
-            return self._tests()
+            tests = self._tests()
+            if tests:
+                freeze_collected(self.config)
+        return tests
 
     def _tests(self) -> list[GoldenItemTest]:
         """One test per item of the file, or CollectError naming the file, the line and the field."""
@@ -173,6 +177,12 @@ TEST_LOOP_YOUNG_THRESHOLD = 5_000
 _COLLECTOR_KEY = pytest.StashKey[tuple[bool, tuple[int, int, int] | None]]()
 
 
+def freeze_collected(config: pytest.Config) -> None:
+    """Move what is alive now into the collector's permanent generation (restore_collector gives it back)."""
+    gc.freeze()
+    config.stash[_COLLECTOR_KEY] = (True, config.stash.get(_COLLECTOR_KEY, (False, None))[1])
+
+
 def settle_collector(config: pytest.Config) -> None:
     """Before the tests run. What collection built (the items, their golden items, fixtures) lives until the
     session ends: frozen, the collector's full passes no longer walk it (at 10,000 items, a third of the time
@@ -181,12 +191,11 @@ def settle_collector(config: pytest.Config) -> None:
     and moves what is alive at that moment into the older generations, whose passes are the cost (at 10,000
     items 0.45 s of collections while the tests run, 0.14 s with this threshold). The young threshold is
     raised only when it is CPython's default; both are given back by restore_collector."""
-    gc.freeze()
+    freeze_collected(config)
     thresholds = gc.get_threshold()
-    tuned = thresholds == _DEFAULT_THRESHOLDS
-    if tuned:
+    if thresholds == _DEFAULT_THRESHOLDS:
         gc.set_threshold(TEST_LOOP_YOUNG_THRESHOLD, *thresholds[1:])
-    config.stash[_COLLECTOR_KEY] = (True, thresholds if tuned else None)
+        config.stash[_COLLECTOR_KEY] = (True, thresholds)
 
 
 def restore_collector(config: pytest.Config) -> None:

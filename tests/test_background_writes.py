@@ -245,3 +245,40 @@ def test_a_terminated_session_s_writing_process_writes_what_it_got_and_stops(pyt
     assert handed >= 150  # three full batches before the signal
     # Every item handed over is stored (the session may have died between handing a batch over and logging it).
     assert handed <= db_rows(pytester, "SELECT COUNT(*) FROM results")[0][0] <= handed + 50
+
+
+def test_a_postgres_database_is_written_from_its_own_process_too_and_its_password_stays_off_the_command_line(
+        pytester: pytest.Pytester, postgres_server) -> None:
+    _project(pytester, 120, None)
+    conftest = pytester.path / "conftest.py"
+    # While a batch is handed over, the writing processes' command lines are what `ps` shows anyone on the machine.
+    conftest.write_text(conftest.read_text() + '''
+
+_log_the_batch = _logged_send
+
+
+def _logged_send(self, run_id, scores):  # what pytest_configure installs: the batch logged, then the command line
+    _log_the_batch(self, run_id, scores)
+    with open(f"/proc/{self._process.pid}/cmdline", "rb") as cmdline, \\
+            open(os.path.join(os.path.dirname(__file__), "cmdlines.log"), "ab") as log:
+        log.write(cmdline.read() + b"\\n")
+''')
+    stored = {}
+    for writes in ("never", "always"):
+        name = postgres_server.create_database().rsplit("/", 1)[1]
+        url = postgres_server.url(name, password="s3cret-pw")  # the test cluster trusts local connections
+        result = pytester.runpytest(f"--crucible-db={url}", "-o", f"crucible_background_writes={writes}", "-p", "no:randomly")
+        assert result.ret == pytest.ExitCode.OK, result.outlines[-10:]
+        store = Store.open(url)
+        try:
+            [run] = store.list_runs()
+            stored[writes] = (run["status"], run["n_items"], store.item_metrics(run["id"]),
+                              [{key: row[key] for key in ("item_id", "retrieved", "outcome", "error_class")}
+                               for row in store.results(run["id"])])
+        finally:
+            store.close()
+    assert stored["always"] == stored["never"]
+    assert stored["always"][:2] == ("complete", 120)
+    assert _handed(pytester) == [50, 50, 20]
+    cmdlines = (pytester.path / "cmdlines.log").read_bytes()
+    assert b"pytest_crucible.store.background" in cmdlines and b"s3cret-pw" not in cmdlines

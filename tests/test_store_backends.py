@@ -8,6 +8,7 @@ PostgreSQL database named by URL (``--crucible-db``, ``CRUCIBLE_DB``, ``--db``) 
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import sys
 
@@ -322,11 +323,13 @@ def _server_gone_project(project, own_server, monkeypatch, *, stop_at: int, star
 
 
 @pytest.mark.slow
-def test_a_database_server_that_goes_away_mid_run_never_gives_a_pass(project, own_server, monkeypatch) -> None:
+@pytest.mark.parametrize("writes", ["never", "always"])
+def test_a_database_server_that_goes_away_mid_run_never_gives_a_pass(project, own_server, monkeypatch, writes) -> None:
     url = _server_gone_project(project, own_server, monkeypatch, stop_at=0)
     assert project.runpytest(f"--crucible-db={url}").ret == pytest.ExitCode.OK  # the baseline, before any fault
     monkeypatch.setenv("STOP_AT", "12")  # after two batches are in: gone for good
-    result = project.runpytest(f"--crucible-db={url}", "--crucible-baseline=latest", "--junitxml=junit.xml")
+    result = project.runpytest(f"--crucible-db={url}", "--crucible-baseline=latest", "--junitxml=junit.xml",
+                               "-o", f"crucible_background_writes={writes}")
     output = "\n".join(result.outlines + result.errlines)
     assert result.ret == 3, output  # the gate is refused: never a pass on a run the database did not get
     assert "FAULT could not record 5 item(s)" in output and "GATE REFUSED" in output and "gate passed" not in output
@@ -339,15 +342,22 @@ def test_a_database_server_that_goes_away_mid_run_never_gives_a_pass(project, ow
         statuses = sorted(run["status"] for run in runs.values())
         assert statuses in (["complete", "running"], ["complete", "interrupted"]), statuses  # never complete twice
         [partial] = [run_id for run_id, run in runs.items() if run["status"] != "complete"]
-        assert store.db.conn.execute("SELECT COUNT(*) FROM results WHERE run_id = ?", [partial]).fetchone()[0] == 10
+        stored = store.db.conn.execute("SELECT COUNT(*) FROM results WHERE run_id = ?", [partial]).fetchone()[0]
+        # Written in line, the two batches before the server went away are in. Written from a process of its own,
+        # the writes lag behind the tests: fewer may be (here, the process was still connecting). Either way every
+        # item is stored or counted lost, never both, never neither.
+        assert stored == 10 if writes == "never" else stored <= 10
+        [lost] = re.findall(r"WARNING (\d+) of 20 items lost", output)
+        assert stored + int(lost) == 20
     finally:
         store.close()
 
 
 @pytest.mark.slow
-def test_a_database_server_that_restarts_mid_run_is_reached_again(project, own_server, monkeypatch) -> None:
+@pytest.mark.parametrize("writes", ["never", "always"])
+def test_a_database_server_that_restarts_mid_run_is_reached_again(project, own_server, monkeypatch, writes) -> None:
     url = _server_gone_project(project, own_server, monkeypatch, stop_at=7, start_at=8)  # down between two batches
-    result = project.runpytest(f"--crucible-db={url}")
+    result = project.runpytest(f"--crucible-db={url}", "-o", f"crucible_background_writes={writes}")
     assert result.ret == pytest.ExitCode.OK, result.outlines
     store = Store.open(url)
     try:

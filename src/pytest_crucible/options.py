@@ -111,7 +111,7 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("crucible_concurrency", default="1", help="Pipeline calls (and a model judge's requests) in flight at once.")
     parser.addini("crucible_background_writes", default="auto",
                   help="auto, always or never: write the results from a process of their own, beside the tests "
-                       "(auto: runs of 1,000 items or more on two cores or more; SQLite files only).")
+                       "(auto: runs of 1,000 items or more on two cores or more).")
     parser.addini("crucible_k", default=str(DEFAULT_K),
                   help=f"Cutoff of the metrics at K (default {DEFAULT_K}); runs measured at different K are not compared.")
     parser.addini("crucible_judge", default="auto",

@@ -13,7 +13,6 @@ import subprocess
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from .config import TrackedConfig, key_line, unread_changed_keys, unread_key_message, unread_keys_error
@@ -483,11 +482,11 @@ class CrucibleSession:
     def _writer_for_this_run(self) -> "BackgroundWriter | None":
         """The writing process of this run, started at its first batch when settings.background_writes allows
         it: "always", or "auto" for a run of at least BACKGROUND_FROM_ITEMS items on a machine with two cores
-        or more (a smaller run would not win back the process's start). SQLite files only."""
+        or more (a smaller run would not win back the process's start). A SQLite file or a PostgreSQL database."""
         if self._writer is None and not self._writer_decided:
             self._writer_decided = True
             choice, path = self.settings.background_writes, self.settings.db_path
-            if choice == "never" or not isinstance(path, Path) or self.is_worker:
+            if choice == "never" or self.is_worker:
                 return None
             if choice == "auto" and (self._planned < BACKGROUND_FROM_ITEMS or usable_cores() < 2):
                 return None

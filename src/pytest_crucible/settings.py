@@ -45,7 +45,7 @@ class Settings:
     label_pool: bool = False
     concurrency: int = 1
     # ini crucible_background_writes: "auto" (a large run on two cores or more writes its batches from a
-    # process of its own, see session.BACKGROUND_FROM_ITEMS), "always" or "never". SQLite files only.
+    # process of its own, see session.BACKGROUND_FROM_ITEMS), "always" or "never".
     background_writes: str = "auto"
     # Shards on several machines share one run id; `crucible merge` joins them.
     run_id: str | None = None

@@ -25,7 +25,10 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+if TYPE_CHECKING:
+    from .postgres import DatabaseURL
 
 _LENGTH = struct.Struct("!I")
 # The pipe to the process holds this much (Linux: F_SETPIPE_SZ), about twenty 50-item batches: a test
@@ -72,7 +75,7 @@ def serve() -> None:
     path, checkpoint_seconds = _receive(source)
     from . import Store, StoreError
 
-    store = Store.open(Path(path), create=False)
+    store = Store.open(path, create=False)  # a Path, or a postgres.DatabaseURL (its password came through the pipe)
     store.checkpoint_only_when_asked()
     checkpointed = time.monotonic()
     try:
@@ -102,7 +105,7 @@ class BackgroundWriter:
     """The session's side: hands batches over (:meth:`send`), collects the answers (:meth:`answers`), and
     stops the process once every batch it got is written (:meth:`stop`)."""
 
-    def __init__(self, path: Path, checkpoint_seconds: float):
+    def __init__(self, path: "Path | DatabaseURL", checkpoint_seconds: float):
         # Its stderr goes nowhere: whatever stops it, the session writes the batches it did not confirm.
         self._process = subprocess.Popen([sys.executable, "-c", SERVE, json.dumps(sys.path)],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -116,7 +119,7 @@ class BackgroundWriter:
         self._reader = threading.Thread(target=self._read_answers, name="crucible-writer-answers", daemon=True)
         self._reader.start()
         try:
-            _send(self._process.stdin, (str(path), checkpoint_seconds))
+            _send(self._process.stdin, (path, checkpoint_seconds))  # never on its command line: a URL's password
         except OSError:  # it stopped at once: nothing to write there
             self.stop()
             raise

@@ -75,14 +75,19 @@ def _handed(pytester: pytest.Pytester) -> list[int]:
     return [int(line) for line in log.read_text().split()] if log.exists() else []
 
 
-def _refusing_database(path) -> None:
-    """A database whose results table refuses item b-070 (as a full disk refuses a batch)."""
+def _database_with_trigger(path, action: str) -> None:
+    """A new crucible database whose results table runs ``action`` (SQL) before it takes item b-070."""
+    path.parent.mkdir(exist_ok=True)
     Store.open(path).close()
     conn = sqlite3.connect(path)
-    conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON results WHEN NEW.item_id = 'b-070' "
-                 "BEGIN SELECT RAISE(ABORT, 'refused by the test''s trigger'); END")
+    conn.execute(f"CREATE TRIGGER on_b070 BEFORE INSERT ON results WHEN NEW.item_id = 'b-070' BEGIN {action}; END")
     conn.commit()
     conn.close()
+
+
+def _refusing_database(path) -> None:
+    """A database whose results table refuses item b-070 (as a full disk refuses a batch)."""
+    _database_with_trigger(path, "SELECT RAISE(ABORT, 'refused by the test''s trigger')")
 
 
 def test_written_from_its_own_process_the_run_stores_the_same_rows_and_the_same_faults(pytester: pytest.Pytester) -> None:
@@ -184,14 +189,7 @@ def test_a_batch_the_writing_process_cannot_write_is_written_by_the_session(pyte
     _project(pytester, 120, "always")
     conftest = pytester.path / "conftest.py"
     conftest.write_text(conftest.read_text() + SESSION_ONLY_FUNCTION)
-    db = pytester.path / ".crucible" / "crucible.db"
-    db.parent.mkdir()
-    Store.open(db).close()
-    conn = sqlite3.connect(db)
-    conn.execute("CREATE TRIGGER only_the_session BEFORE INSERT ON results WHEN NEW.item_id = 'b-070' "
-                 "BEGIN SELECT session_connection(); END")
-    conn.commit()
-    conn.close()
+    _database_with_trigger(pytester.path / ".crucible" / "crucible.db", "SELECT session_connection()")
     result = pytester.runpytest("-p", "no:randomly")
     assert result.ret == pytest.ExitCode.OK, result.outlines[-10:]
     assert not [line for line in result.outlines if line.startswith("FAULT")]

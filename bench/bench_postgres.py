@@ -38,7 +38,7 @@ from postgres_server import start_or_skip  # noqa: E402  (the tests' throwaway c
 
 from pytest_crucible.store import Store  # noqa: E402
 
-BATCH = 50  # what a session writes at once (session.FLUSH_ITEMS)
+BATCH = 50  # what a session writes at once (store.recorder.FLUSH_ITEMS)
 
 
 def scores(n: int, shift: float, seed: int) -> list[dict]:

@@ -162,7 +162,7 @@ from pytest_crucible.session import CrucibleSession
 from pytest_crucible.settings import Settings
 db, run_id, verbose = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 session = CrucibleSession(Settings(params={}, resolved={}, config_hash="", config_path=None, db_path=db))
-session.run_id = run_id
+session.adopt_run(run_id, "complete")
 started = time.perf_counter()
 lines = session.summary_lines(verbose=verbose)
 print("\\n".join(lines))

@@ -30,6 +30,24 @@ from mock_anthropic import mock_anthropic  # noqa: E402,F401  (fixture: a local 
 from mock_openai import mock_openai  # noqa: E402,F401  (fixture: a local OpenAI-compatible API server)
 
 
+# Plugins installed for tests/test_other_plugins.py that would change every inner run: pytest-randomly reorders and
+# reseeds, pytest-asyncio warns about its unset loop scope, pytest-html and pytest-metadata add to the output.
+# Inner runs (in process and in subprocesses) start without them; a test that combines one with crucible names it
+# (`-p randomly`), which unblocks it.
+INNER_RUNS_WITHOUT = "-p no:randomly -p no:asyncio -p no:html -p no:html_fixtures -p no:metadata"
+
+
+@pytest.fixture(autouse=True)
+def _inner_runs_without_other_plugins(request):
+    if "pytester" not in request.fixturenames:
+        yield
+        return
+    request.getfixturevalue("pytester")  # first: pytester clears PYTEST_ADDOPTS when it starts
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTEST_ADDOPTS", INNER_RUNS_WITHOUT)
+        yield
+
+
 @pytest.fixture(scope="session")
 def postgres_server():
     """A throwaway PostgreSQL cluster for this test session (tests/postgres_server.py); skipped without one."""

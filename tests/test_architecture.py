@@ -39,6 +39,7 @@ SQL_STATEMENT = re.compile(r"""\s*(?:
 EXECUTE_ATTRIBUTES = {"execute", "executescript", "executemany"}
 PYTEST_AT_MODULE_LEVEL = {f"{PACKAGE}.plugin", f"{PACKAGE}.options", f"{PACKAGE}.collection", f"{PACKAGE}.warning"}
 PLUGIN_MAX_LINES = 350
+SESSION_MAX_LINES = 320  # the conductor: the items, the judge and the run's writes live in its parts
 TOP_LEVEL_MAX_MODULES = 14  # fewer than 15: a subsystem of several modules gets a folder
 CLI_MODULE_MAX_LINES = 400
 SURFACES = ("plugin", "session", "collection", "options", "cli", "server", "report")
@@ -317,6 +318,14 @@ def test_plugin_module_stays_small() -> None:
     lines = len(module.path.read_text(encoding="utf-8").splitlines())
     assert lines <= PLUGIN_MAX_LINES, (f"{module.where(lines)}: plugin.py has {lines} lines, at most {PLUGIN_MAX_LINES}; "
                                        "move code out of the hook module")
+
+
+def test_the_session_stays_a_conductor() -> None:
+    module = modules()[f"{PACKAGE}.session"]
+    lines = len(module.path.read_text(encoding="utf-8").splitlines())
+    assert lines <= SESSION_MAX_LINES, (f"{module.where(lines)}: session.py has {lines} lines, at most {SESSION_MAX_LINES}; "
+                                        "the session keeps the order of events: put the work in evaluation/runner.py, "
+                                        "evaluation/judging.py or store/recorder.py")
 
 
 def test_the_top_level_holds_only_what_is_cross_cutting() -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from helpers import COMPONENT_RECORD, db_rows, write_golden, writers_in
 
-from pytest_crucible.session import usable_cores
+from pytest_crucible.store.recorder import usable_cores
 from pytest_crucible.store import Store
 
 # Every batch handed to the writing process is logged (its size) in handed.log, beside the conftest.
@@ -139,7 +139,7 @@ from pytest_crucible.collection import SESSION_KEY
 
 def pytest_runtest_setup(item):
     if item.name == os.environ.get("KILL_WRITER_AT"):  # the writing process dies between two batches
-        os.kill(item.config.stash[SESSION_KEY]._writer._process.pid, signal.SIGKILL)
+        os.kill(item.config.stash[SESSION_KEY].recorder._writer._process.pid, signal.SIGKILL)
 """
 
 

@@ -109,11 +109,12 @@ def test_without_labelling_the_pool_reports_what_is_unjudged(project) -> None:
 def test_pool_labelling_through_claude_makes_zero_requests_the_second_time(project, mock_anthropic, monkeypatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-a-real-key")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", mock_anthropic.base_url)
-    assert project.runpytest_subprocess("--crucible-mode=component", "--crucible-label-pool").ret == pytest.ExitCode.OK
+    claude = ("--crucible-mode=component", "--crucible-label-pool", "--crucible-judge=anthropic")
+    assert project.runpytest_subprocess(*claude).ret == pytest.ExitCode.OK
     assert mock_anthropic.counts["messages"] == 1
     assert db_rows(project, "SELECT judge_model, prompt_version FROM qrels WHERE source = 'llm'") == [("claude-haiku-5-5", "umbrela-v1")]
     # A fresh cache cannot be what saves the second run: the ledger itself says the chunk is judged.
-    assert project.runpytest_subprocess("--crucible-mode=component", "--crucible-label-pool", "--crucible-judge-cache=off").ret == 0
+    assert project.runpytest_subprocess(*claude, "--crucible-judge-cache=off").ret == 0
     assert mock_anthropic.counts["messages"] == 1
 
 
@@ -147,7 +148,8 @@ def test_assertion_rules_by_hand() -> None:
 def test_pool_labelling_in_batch_mode_asks_directly_while_the_test_runs(project, mock_anthropic, monkeypatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-a-real-key")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", mock_anthropic.base_url)
-    result = project.runpytest_subprocess("--crucible-mode=component", "--crucible-label-pool", "--crucible-judge-batch")
+    result = project.runpytest_subprocess("--crucible-mode=component", "--crucible-label-pool", "--crucible-judge=anthropic",
+                                          "--crucible-judge-batch")
     assert result.ret == pytest.ExitCode.OK
     # One relevance grade, asked through the Messages API: no per-item Message Batch to wait for.
     assert (mock_anthropic.counts["messages"], mock_anthropic.counts["batches_create"]) == (1, 0)

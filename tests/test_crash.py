@@ -187,7 +187,8 @@ def test_sigint_mid_run_exits_2_and_keeps_what_finished(ctrl_c_project: pytest.P
 
 
 def test_ctrl_c_in_the_middle_of_a_write_loses_no_finished_item(tmp_path, monkeypatch) -> None:
-    from pytest_crucible.session import FLUSH_ITEMS, CrucibleSession, Settings
+    from pytest_crucible.session import CrucibleSession, Settings
+    from pytest_crucible.store.recorder import FLUSH_ITEMS
 
     settings = Settings(params={}, resolved={"retrievalLimit": 10}, config_hash="h" * 64, config_path=None,
                         db_path=tmp_path / "c.db", mode="component", outcome_mode="record")
@@ -209,7 +210,7 @@ def test_ctrl_c_in_the_middle_of_a_write_loses_no_finished_item(tmp_path, monkey
     with pytest.raises(KeyboardInterrupt):
         for score in scores:
             session.record(score)  # the 50th triggers the write
-    session.finish(interrupted=True)  # what pytest_sessionfinish does after Ctrl-C
+    session.end(interrupted=True)  # what pytest_sessionfinish does after Ctrl-C
     assert calls == [FLUSH_ITEMS, FLUSH_ITEMS]
     rows = session.store.db.conn.execute("SELECT COUNT(*), COUNT(DISTINCT item_id) FROM results").fetchone()
     assert rows == (FLUSH_ITEMS, FLUSH_ITEMS) and session.status == "interrupted"

@@ -21,9 +21,7 @@ from api_server import new_key, serve_in_thread
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from pytest_crucible.cli import main as crucible
-from pytest_crucible.verdict.gate import GateSettings
-from pytest_crucible.session import CrucibleSession
-from pytest_crucible.settings import Settings
+from pytest_crucible.verdict.gate import GateSettings, gate_of_session_run
 from pytest_crucible.store import Store
 
 WORKSPACE = "agree"
@@ -132,13 +130,11 @@ def test_session_cli_api_and_html_give_one_verdict(served, tmp_path, pair) -> No
                                  margins=tuple(options["margins"]), allow_incomplete=options["allow_incomplete"])
 
     # The session gate, as the plugin runs it at session end (the run is this session's own).
-    session = CrucibleSession(settings=Settings(params={}, resolved={"retrievalLimit": 10}, config_hash="c" * 64, config_path=None,
-                                                db_path=db, gate=gate_settings, workspace=WORKSPACE))
-    session.run_id, session.status = b, b_side["status"]
+    store = Store.open(db)
     try:
-        gate = session.apply_gate()
+        gate = gate_of_session_run(store, b, b_side["status"], gate_settings, db_path=db, workspace=WORKSPACE)
     finally:
-        session.close()
+        store.close()
 
     code, out, err = cli("compare", a, b, "--db", str(db), "--json", *gate_flags(options))
     document = json.loads(out)

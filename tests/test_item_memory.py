@@ -24,7 +24,7 @@ def crucible_pipeline():
 
 def pytest_sessionfinish(session):
     held = sum(GOLDEN_ITEM_KEY in item.stash for item in session.items)
-    prefetcher = session.config.stash[SESSION_KEY]._prefetcher
+    prefetcher = session.config.stash[SESSION_KEY].items._prefetcher
     waiting = len(prefetcher.items) if prefetcher is not None else 0
     print(f"\\nheld after the run: {held} in items, {waiting} in the prefetcher")
 

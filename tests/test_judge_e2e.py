@@ -35,7 +35,7 @@ def crucible_pipeline():
 def project(pytester: pytest.Pytester, mock_anthropic, monkeypatch) -> pytest.Pytester:
     # These tests are about the judge's mechanics, not the verdicts: items fail only on errors.
     point_anthropic_at(monkeypatch, mock_anthropic, FAKE_KEY)
-    return write_project(pytester, ITEMS, CONFTEST, ini="crucible_outcome = record")
+    return write_project(pytester, ITEMS, CONFTEST, ini="crucible_outcome = record\ncrucible_judge = anthropic")
 
 
 
@@ -121,9 +121,9 @@ def test_anthropic_judge_without_a_key_is_a_usage_error(project: pytest.Pytester
 
 
 @pytest.mark.slow
-def test_without_a_key_the_offline_judge_is_used_and_named(project: pytest.Pytester, monkeypatch, mock_anthropic) -> None:
+def test_auto_without_a_key_uses_the_offline_judge_and_names_it(project: pytest.Pytester, monkeypatch, mock_anthropic) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY")
-    result = project.runpytest_subprocess()
+    result = project.runpytest_subprocess("--crucible-judge=auto")
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["judge lexical-v3 (offline heuristic): *"])
     assert mock_anthropic.counts["messages"] == 0
@@ -139,7 +139,7 @@ def test_example_project_rerun_makes_zero_claude_requests(tmp_path, mock_anthrop
 
     example = Path(__file__).resolve().parents[1] / "example_project"
     point_anthropic_at(monkeypatch, mock_anthropic, FAKE_KEY)
-    command = [sys.executable, "-m", "pytest", str(example), f"--crucible-db={tmp_path / 'e.db'}", "-p", "no:cacheprovider"]
+    command = [sys.executable, "-m", "pytest", str(example), f"--crucible-db={tmp_path / 'e.db'}", "--crucible-judge=anthropic", "-p", "no:cacheprovider"]
     first = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stdout[-3000:]
     calls = mock_anthropic.counts["messages"]

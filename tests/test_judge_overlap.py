@@ -37,7 +37,7 @@ def crucible_pipeline():
 @pytest.fixture
 def project(pytester: pytest.Pytester, mock_anthropic, monkeypatch) -> pytest.Pytester:
     point_anthropic_at(monkeypatch, mock_anthropic, FAKE_KEY)
-    return write_project(pytester, ITEMS, CONFTEST, ini="crucible_outcome = record")
+    return write_project(pytester, ITEMS, CONFTEST, ini="crucible_outcome = record\ncrucible_judge = anthropic")
 
 
 def stored_scores(project: pytest.Pytester, db: str) -> list[tuple]:

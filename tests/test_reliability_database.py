@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-import pytest_crucible.session
+import pytest_crucible.store.recorder
 from helpers import crucible_cli, db_rows, numbered_items, write_golden
 
 N_ITEMS = 20
@@ -71,8 +71,8 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
     pytester.makeconftest(CONFTEST)
     pytester.makeini("[pytest]\ncrucible_mode = component\ncrucible_outcome = record\n")
     # Scores are written every 5 items (never on a timer), so which items are lost is the same on every machine.
-    monkeypatch.setattr(pytest_crucible.session, "FLUSH_ITEMS", 5)
-    monkeypatch.setattr(pytest_crucible.session, "FLUSH_SECONDS", 1e9)
+    monkeypatch.setattr(pytest_crucible.store.recorder, "FLUSH_ITEMS", 5)
+    monkeypatch.setattr(pytest_crucible.store.recorder, "FLUSH_SECONDS", 1e9)
     return pytester
 
 
@@ -218,7 +218,7 @@ def test_a_file_that_turns_unwritable_mid_run_is_a_fault_and_the_wal_keeps_the_r
     assert sqlite3.connect(copy).execute("SELECT COUNT(*) FROM results").fetchone() == (N_ITEMS,)
     monkeypatch.setenv("IMMUTABLE_AFTER", "7")  # after the first write (every 5 items)
     # Written from a process of its own, checkpointed after every batch there: the fault comes back from it.
-    monkeypatch.setattr(pytest_crucible.session, "CHECKPOINT_SECONDS", 0.0 if writes == "always" else 5.0)
+    monkeypatch.setattr(pytest_crucible.store.recorder, "CHECKPOINT_SECONDS", 0.0 if writes == "always" else 5.0)
     try:
         result = project.runpytest("-o", f"crucible_background_writes={writes}")
     finally:
@@ -350,11 +350,11 @@ def test_the_file_alone_holds_what_the_session_checkpointed_and_nothing_moves_on
     even past SQLite's own threshold of 1,000 pages of log (those automatic copies are the session's to make)."""
     from pytest_crucible.session import CrucibleSession, Settings
 
-    monkeypatch.setattr(pytest_crucible.session, "FLUSH_ITEMS", 100)
+    monkeypatch.setattr(pytest_crucible.store.recorder, "FLUSH_ITEMS", 100)
     chunk_text = "x" * 2000  # ~20 KB of results per item: 600 items write well over 1,000 pages of log
 
     def record(name: str, checkpoint_seconds: float) -> tuple[int, int]:
-        monkeypatch.setattr(pytest_crucible.session, "CHECKPOINT_SECONDS", checkpoint_seconds)
+        monkeypatch.setattr(pytest_crucible.store.recorder, "CHECKPOINT_SECONDS", checkpoint_seconds)
         db = tmp_path / f"{name}.db"
         settings = Settings(params={}, resolved={"retrievalLimit": 10}, config_hash="h" * 64, config_path=None,
                             db_path=db, mode="component", outcome_mode="record")

@@ -71,7 +71,7 @@ def responder(request: MockRequest) -> dict:
 def project(pytester: pytest.Pytester, mock_anthropic, monkeypatch) -> pytest.Pytester:
     write_golden(pytester.path / "golden_set.jsonl", ITEMS)
     pytester.makeconftest(CONFTEST)
-    pytester.makeini("[pytest]\ncrucible_outcome = record\n")  # items fail only on errors
+    pytester.makeini("[pytest]\ncrucible_outcome = record\ncrucible_judge = anthropic\n")  # items fail only on errors
     mock_anthropic.responder = responder
     monkeypatch.setenv("ANTHROPIC_API_KEY", FAKE_KEY)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", mock_anthropic.base_url)

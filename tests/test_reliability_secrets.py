@@ -63,7 +63,7 @@ def test_the_api_key_is_in_no_artifact_and_no_output(pytester: pytest.Pytester, 
 
     write_golden(pytester.path / "golden_set.jsonl", ITEMS)
     pytester.makeconftest(CONFTEST)
-    pytester.makeini("[pytest]\ncrucible_outcome = record\n")
+    pytester.makeini("[pytest]\ncrucible_outcome = record\ncrucible_judge = anthropic\n")
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", mock_anthropic.base_url)
     outputs: list[str] = []

@@ -18,7 +18,7 @@ from pytest_crucible.cli import main as crucible
 from pytest_crucible.store import SCHEMA_VERSION, Store
 
 DATA = Path(__file__).parent / "data"
-FIXTURES = {"v1": 1, "v2": 2, "v3": 3, "v4-42be2d4": 4, "v4": 4, "v5": 5, "v6": 6, "v7": 7, "v9": 9, "v10": 10, "v11": 11, "v12": 12, "v13": 13}
+FIXTURES = {"v1": 1, "v2": 2, "v3": 3, "v4-42be2d4": 4, "v4": 4, "v5": 5, "v6": 6, "v7": 7, "v9": 9, "v10": 10, "v11": 11, "v12": 12, "v13": 13, "v14": 14}
 
 # Compared before and after: every row of these, in columns every version has.
 CONTENT = {
@@ -97,7 +97,8 @@ def test_runs_before_schema_14_were_measured_at_their_retrieval_limit(migrated: 
     conn = sqlite3.connect(path)
     recorded = dict(conn.execute("SELECT id, eval_k FROM runs").fetchall())
     conn.close()
-    expected = {run[0]: json.loads(run[7]).get("retrievalLimit", 10) for run in before["content"]["runs"]}
+    # (a file of schema 14 or later recorded the K it was measured at: the default, 10, in these files)
+    expected = {run[0]: json.loads(run[7]).get("retrievalLimit", 10) if FIXTURES[name] < 14 else 10 for run in before["content"]["runs"]}
     assert recorded == expected, name
     store = Store.open(path)
     from pytest_crucible.verdict.runs import load_run
@@ -171,3 +172,44 @@ def test_drafts_promoted_before_schema_10_take_their_runs_workspace(tmp_path: Pa
     assert [item["id"] for item in draft_items(store, workspace="alpha")] == [draft_id]
     assert draft_items(store, workspace="default") == []
     store.close()
+
+
+def test_a_migrated_file_records_selections_and_attempts(tmp_path: Path) -> None:
+    """Schema 15: a file of the version before gains the runs' selection and the items' attempts, and its runs stay
+    full selections (NULL), so `latest` still finds them."""
+    path = tmp_path / "v14.db"
+    shutil.copy(DATA / "crucible-schema-v14.db", path)
+    store = Store.open(path)
+    try:
+        complete = [run["id"] for run in store.list_runs() if run["status"] == "complete"]
+        assert complete and all(run["selection"] is None for run in store.list_runs())
+        assert store.resolve_run("latest") == complete[0]
+        assert store.item_attempts(complete[0]) == []
+    finally:
+        store.close()
+
+
+def test_a_postgres_database_of_the_version_before_is_migrated(postgres_server) -> None:
+    """A team's PostgreSQL database written by the version before (schema 14) moves to this one on first open: the
+    same migrations as a file, translated; its runs are kept and full selections."""
+    import psycopg
+
+    from test_store_backends import SCORE, new_run
+
+    url = postgres_server.create_database()
+    store = Store.open(url)
+    run_id = new_run(store)
+    store.record_score(run_id, SCORE)
+    assert store.finish_run(run_id, status="complete", golden_hash=None) == "complete"
+    store.close()
+    with psycopg.connect(url, autocommit=True) as conn:  # back to what schema 14 had
+        conn.execute("DROP TABLE item_attempts")
+        conn.execute("ALTER TABLE runs DROP COLUMN selection")
+        conn.execute("UPDATE crucible_schema SET version = 14")
+    store = Store.open(url)
+    try:
+        assert store.db.conn.execute("SELECT version FROM crucible_schema").fetchone()[0] == SCHEMA_VERSION
+        assert store.get_run(run_id)["selection"] is None and store.resolve_run("latest") == run_id
+        assert store.item_attempts(run_id) == []
+    finally:
+        store.close()

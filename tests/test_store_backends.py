@@ -307,14 +307,14 @@ def own_server():
 
 
 def _server_gone_project(project, own_server, monkeypatch, *, stop_at: int, start_at: int = 0):
-    import pytest_crucible.session
+    import pytest_crucible.store.recorder
 
     project.makeconftest(FLAKY_SERVER_CONFTEST)
     write_golden(project.path / "golden_set.jsonl", [
         {"id": f"q-{n:02d}", "question": f"question {n}", "citations": [{"docId": "returns", "chunkId": "returns#p1", "mode": "required"}]}
         for n in range(20)])
-    monkeypatch.setattr(pytest_crucible.session, "FLUSH_ITEMS", 5)  # written every 5 items, never on a timer
-    monkeypatch.setattr(pytest_crucible.session, "FLUSH_SECONDS", 1e9)
+    monkeypatch.setattr(pytest_crucible.store.recorder, "FLUSH_ITEMS", 5)  # written every 5 items, never on a timer
+    monkeypatch.setattr(pytest_crucible.store.recorder, "FLUSH_SECONDS", 1e9)
     monkeypatch.setenv("STOP_AT", str(stop_at))
     monkeypatch.setenv("START_AT", str(start_at))
     monkeypatch.setenv("STOP_COMMAND", json.dumps(own_server.command("stop")))

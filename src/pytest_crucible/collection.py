@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .evaluation.scoring import ItemScore
     from .golden_set.schema import GoldenItem
     from .session import CrucibleSession  # noqa: F401 (the stash key's type)
+    from .store.selection import Selection
 
 DRAFT_REASON = "draft golden item (run it with --crucible-include-drafts)"
 
@@ -24,6 +25,8 @@ GOLDEN_ITEM_KEY = pytest.StashKey["GoldenItem"]()
 SCORE_KEY = pytest.StashKey["ItemScore"]()
 # A usage error found while tests run (no pipeline fixture, a pipeline with the wrong signature).
 USAGE_ERROR_KEY = pytest.StashKey[str]()
+# A usage error an xdist worker found while collecting (no test failure shows it): the controller prints it.
+UNSHOWN_USAGE_KEY = pytest.StashKey[str]()
 
 
 def display_path(config: pytest.Config, path: Path) -> str:
@@ -157,14 +160,18 @@ class GoldenFile(pytest.File):
         # once (as pytest does for the instances of one parametrized test), not once per item.
         fixtureinfo = self.session._fixturemanager.getfixtureinfo(node=self, func=golden_file_test, cls=None) if items else None
         tests = []
+        kinds = self.config.stash[SESSION_KEY].settings.kinds
         for golden in items:
             claim_item_id(self.config, golden, shown, self.CollectError)
             test = GoldenItemTest.from_parent(self, name=golden.id, callobj=golden_file_test, fixtureinfo=fixtureinfo)
             test.stash[GOLDEN_ITEM_KEY] = golden
             test.golden_line = golden.line
+            for mark in golden_marks(golden):
+                test.add_marker(mark)
             if golden.status == "draft" and not include_drafts:
                 test.add_marker(pytest.mark.skip(reason=DRAFT_REASON))
             tests.append(test)
+        note_held(self.config, items, kinds)
         return tests
 
 
@@ -270,6 +277,14 @@ def evaluate_node(node: pytest.Item, pipeline, config) -> "ItemScore":
         verdict = crucible.evaluate(node.nodeid, golden, pipeline, config, embedder)
     except PipelineSignatureError as exc:  # the same for every item: one usage error, not N failures
         usage = str(exc)
+    except pytest.fail.Exception as exc:
+        # Stopped from outside the pipeline's own code: pytest-timeout's signal, or pytest.fail() in the pipeline. The
+        # item is stored errored, with the reason, and the run is incomplete; pytest reports the failure as raised.
+        from .evaluation.scoring import score_error
+
+        crucible.note_stopped(golden.id)
+        _attach(node, crucible, score_error(golden, f"stopped: {exc.msg}", None))
+        raise
     if usage is not None:  # outside the except block: no "during handling" chain in the output
         stop_with_usage_error(node, usage)
     golden.forget_json()  # the score holds the item's JSON until it is recorded
@@ -283,8 +298,13 @@ def evaluate_node(node: pytest.Item, pipeline, config) -> "ItemScore":
 
 def _attach(node: pytest.Item, crucible: "CrucibleSession", score: "ItemScore") -> None:
     node.stash[SCORE_KEY] = score
-    # junit <properties>: plain str/float only (they cross xdist and go into XML as text).
+    # junit <properties>: plain str/float only (they cross xdist and go into XML as text). An attempt pytest makes
+    # again (pytest-rerunfailures) replaces the properties of the one before, and says which attempt it is.
+    node.user_properties[:] = [prop for prop in node.user_properties if not str(prop[0]).startswith("crucible.")]
     node.user_properties.append(("crucible.itemId", score.item_id))
+    attempt = getattr(node, "execution_count", 1)
+    if attempt > 1:
+        node.user_properties.append(("crucible.attempt", str(attempt)))
     node.user_properties.append(("crucible.configHash", crucible.settings.config_hash))
     if crucible.settings.uses_judge:
         node.user_properties.append(("crucible.judge", crucible.engine.judge.label))
@@ -318,6 +338,117 @@ def _fail(message: str) -> None:
     """Fail the item with the message alone. Deliberately not hidden: when every frame of a failure is
     hidden, pytest appends "All traceback entries are hidden. Pass `--full-trace`..." to the message."""
     pytest.fail(message, pytrace=False)
+
+
+# -- what a session selected of its golden set ---------------------------------------------------
+# Golden items the collected golden files and markers hold (rejected ones and other --crucible-kind kinds aside):
+# a session that runs fewer is a partial selection (store.selection).
+_HELD_KEY = pytest.StashKey[int]()
+
+
+def golden_marks(golden: "GoldenItem") -> list[pytest.MarkDecorator]:
+    """The registered ``crucible`` marks of a golden item's test: one with its id, kind and question type (``-m crucible``,
+    ``-m "crucible(kind='adversarial')"``), and one per tag (``-m "crucible(tag='topic:returns')"``)."""
+    keywords = {"id": golden.id, "kind": golden.kind}
+    if golden.question_type:
+        keywords["questionType"] = golden.question_type
+    return [pytest.mark.crucible(**keywords), *(pytest.mark.crucible(tag=tag) for tag in golden.tags)]
+
+
+def note_held(config: pytest.Config, items: "list[GoldenItem]", kinds: tuple[str, ...] | None) -> None:
+    held = sum(1 for golden in items if golden.status != "rejected" and (not kinds or golden.kind in kinds))
+    config.stash[_HELD_KEY] = config.stash.get(_HELD_KEY, 0) + held
+
+
+def selection_of_session(config: pytest.Config, ran: int) -> "Selection | None":
+    """What this session selected when it runs ``ran`` golden items (drafts included) of those its golden files hold:
+    None for the whole set (``--ff`` and pytest-randomly only reorder), else a Selection naming what selected it."""
+    from .store.selection import Selection
+
+    held = config.stash.get(_HELD_KEY, 0)
+    option = config.option
+    by = []
+    if getattr(option, "keyword", ""):
+        by.append(f"-k {option.keyword}")
+    if getattr(option, "markexpr", ""):
+        by.append(f"-m {option.markexpr}")
+    if getattr(option, "deselect", None):
+        by.append("--deselect")
+    cache = getattr(config, "cache", None)
+    # --lf skips whole files that hold no failure: they are never collected, so their items are not counted above.
+    last_failed = bool(getattr(option, "lf", False) and cache is not None and cache.get("cache/lastfailed", {}))
+    if last_failed:
+        by.append("--lf")
+    if getattr(option, "stepwise", False) and ran < held:
+        by.append("--sw")
+    if getattr(option, "splits", None) and getattr(option, "group", None):
+        by.append(f"pytest-split group {option.group} of {option.splits}")
+    if any("::" in str(arg) for arg in config.args):
+        by.append("node ids")
+    if ran >= held and not last_failed:
+        return None
+    if not by:
+        by.append("deselected by a plugin")  # a shard of pytest-split, say
+    return Selection(ran, max(held, ran), ", ".join(by))
+
+
+# pytest-repeat's parameter on the copies it makes of a test (--count N, @pytest.mark.repeat(N)).
+_REPEAT_PARAM = "__pytest_repeat_step_number"
+
+
+def refuse_repeat_copies(config: pytest.Config, is_worker: bool, items: list[pytest.Item]) -> None:
+    """:func:`repeat_copies_refusal` on the collected ``items``. An xdist worker cannot raise a usage error from
+    collection (the controller crashes): it runs nothing, and its workeroutput takes the message to the controller
+    (exit 4, as pytest_testnodedown reads it), which prints it."""
+    golden = [item for item in items if golden_of(item) is not None]
+    if not golden:
+        return
+    try:
+        repeat_copies_refusal(config, golden)
+    except pytest.UsageError as exc:
+        if not is_worker:
+            raise
+        config.stash[USAGE_ERROR_KEY] = config.stash[UNSHOWN_USAGE_KEY] = str(exc)
+        config.hook.pytest_deselected(items=list(items))
+        items[:] = []
+
+
+def repeat_copies_refusal(config: pytest.Config, golden_tests: list[pytest.Item]) -> None:
+    """pytest-repeat's ``--count N`` would run golden items N times into one run, each copy replacing the last (or, for
+    a golden file's items, which it does not copy, be silently ignored): refused before any call, naming the option
+    that repeats items the way a comparison can pair them."""
+    count = getattr(config.option, "count", None)
+    copied = next((item for item in golden_tests if _REPEAT_PARAM in getattr(getattr(item, "callspec", None), "params", {})), None)
+    if (count is None or count == 1) and copied is None:
+        return
+    n = count if count is not None and count != 1 else copied.callspec.params.get(_REPEAT_PARAM, 0) + 1 if copied else count
+    what = f"--count {count}" if count is not None and count != 1 else f"@pytest.mark.repeat on {copied.nodeid}"
+    if count is not None and count < 1:
+        raise pytest.UsageError(f"{what}: pytest-repeat runs every test at least once, so golden items cannot be run {count} times\n"
+                                "HINT: leave --count out, or repeat golden items with --crucible-repeat N (N >= 2)")
+    raise pytest.UsageError(
+        f"{what} (pytest-repeat) would run golden items as copies of one another in one run, each replacing the last\n"
+        f"HINT: use --crucible-repeat {max(int(n or 2), 2)} instead: each item is called that many times and its mean over the "
+        "repeats is what the gate pairs (docs/statistics.md); pytest-repeat can still repeat your other tests by marker")
+
+
+def check_judge_cost(config: pytest.Config, crucible: "CrucibleSession", golden: list) -> None:
+    """Show what a paid judge will cost on the items that will run; refuse past --crucible-max-cost."""
+    from .evaluation import cost_refusal
+    from .judge.select import JudgeSetupError
+
+    try:
+        estimate = crucible.estimate_judge_cost(golden)
+    except JudgeSetupError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if estimate is None:
+        return
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"crucible: {estimate.describe(crucible.engine.judge.model, crucible.settings.judge_batch)} (before cache hits)")
+    refusal = cost_refusal(estimate, crucible.settings)
+    if refusal:
+        raise pytest.UsageError(refusal)
 
 
 def deselect_unwanted(config: pytest.Config, kinds: tuple[str, ...] | None, items: list[pytest.Item]) -> None:
@@ -365,6 +496,7 @@ def marker_params(metafunc: pytest.Metafunc, marker: pytest.Mark, include_drafts
     if not marker.args:
         raise pytest.Collector.CollectError(f"{where} needs at least one golden file path\nHINT: @crucible.golden(\"golden/faq.jsonl\")")
     params = []
+    held: list["GoldenItem"] = []
     try:
         seen: dict[str, str] = {}
         for raw in marker.args:
@@ -375,8 +507,12 @@ def marker_params(metafunc: pytest.Metafunc, marker: pytest.Mark, include_drafts
                     raise GoldenFileError(shown, golden.line, "id", f"duplicate id '{golden.id}' (also in {seen[golden.id]})", "ids must be unique across the files of one marker.")
                 seen[golden.id] = shown
                 claim_item_id(metafunc.config, golden, shown, pytest.Collector.CollectError)
-                marks = [pytest.mark.skip(reason=DRAFT_REASON)] if golden.status == "draft" and not include_drafts else []
+                marks = golden_marks(golden)
+                if golden.status == "draft" and not include_drafts:
+                    marks.append(pytest.mark.skip(reason=DRAFT_REASON))
                 params.append(pytest.param(golden, id=golden.id, marks=marks))
+                held.append(golden)
     except GoldenFileError as exc:
         raise pytest.Collector.CollectError(str(exc)) from None
+    note_held(metafunc.config, held, metafunc.config.stash[SESSION_KEY].settings.kinds)
     return params

@@ -40,7 +40,10 @@ MULTIPLE_CHOICES = ("holm", "none")
 
 #: The judges a run or a calibration can name. "lexical" is the current offline judge (lexical-v3);
 #: lexical-v2 and lexical-v1 stay selectable so that runs judged by them stay comparable; auto picks
-#: anthropic when ANTHROPIC_API_KEY is set, else lexical.
+#: anthropic when ANTHROPIC_API_KEY is set, else lexical (asked for by name only: a key in the environment
+#: supplies credentials, it never chooses the judge).
+#: The judge of a session or command that names none: the offline one, whatever the environment holds.
+DEFAULT_JUDGE = "lexical"
 JUDGE_CHOICES = ("auto", "lexical", "lexical-v3", "lexical-v2", "lexical-v1", "anthropic", "openai")
 #: The offline judges, newest first.
 OFFLINE_JUDGES = ("lexical-v3", "lexical-v2", "lexical-v1")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .defaults import DEFAULT_DB, DEFAULT_K, DEFAULT_SEED, JUDGE_CHOICES, KINDS, MIN_PAIRS, MULTIPLE, MULTIPLE_CHOICES
+from .defaults import DEFAULT_DB, DEFAULT_JUDGE, DEFAULT_K, DEFAULT_SEED, JUDGE_CHOICES, KINDS, MIN_PAIRS, MULTIPLE, MULTIPLE_CHOICES
 
 if TYPE_CHECKING:
     from .settings import Settings
@@ -65,8 +65,9 @@ def add_options(parser: pytest.Parser) -> None:
                     help="Judge of the answer layer: anthropic (Claude), openai (any OpenAI-compatible server: OpenAI, "
                          "Azure, vLLM, Ollama; the openai extra), lexical (the offline heuristic, lexical-v3; lexical-v2 and "
                          "lexical-v1 are kept so that runs judged by them stay comparable), a judge of your own (the name "
-                         "it was registered under, or package.module:ClassName), or auto (default: anthropic when "
-                         "ANTHROPIC_API_KEY is set, else lexical). See docs/judges.md.")
+                         "it was registered under, or package.module:ClassName), or auto (anthropic when ANTHROPIC_API_KEY "
+                         "is set, else lexical). Default: ini crucible_judge, else lexical: a key in the environment "
+                         "never chooses the judge. See docs/judges.md.")
     group.addoption("--crucible-judge-model", dest="crucible_judge_model", metavar="MODEL", default=None,
                     help="Model of a model judge: for anthropic a Claude model (default: the current small model); for "
                          "openai the model the server serves (required). Default: ini crucible_judge_model.")
@@ -114,8 +115,9 @@ def add_options(parser: pytest.Parser) -> None:
                        "(auto: runs of 1,000 items or more on two cores or more).")
     parser.addini("crucible_k", default=str(DEFAULT_K),
                   help=f"Cutoff of the metrics at K (default {DEFAULT_K}); runs measured at different K are not compared.")
-    parser.addini("crucible_judge", default="auto",
-                  help="auto, lexical, anthropic, openai, a registered judge's name or package.module:ClassName.")
+    parser.addini("crucible_judge", default="",
+                  help="The judge when --crucible-judge names none (default lexical, the offline judge): auto (anthropic when "
+                       "ANTHROPIC_API_KEY is set, else lexical), lexical, anthropic, openai, a registered judge's name or package.module:ClassName.")
     parser.addini("crucible_judge_model", default="", help="Model of the anthropic or openai judge.")
     parser.addini("crucible_gate", default="",
                   help="The primary metrics the gate fails on, e.g. ndcgAt10, faithfulness (default every compared metric; "
@@ -219,6 +221,7 @@ def build_settings(config: pytest.Config) -> "Settings":
         rootdir=rootdir,
         pytest_args=tuple(_redacted(str(arg)) for arg in config.invocation_params.args),  # stored with the run: no password
         judge=_judge_name(config, registered_judges),
+        judge_named=bool(config.getoption("crucible_judge") or config.getini("crucible_judge")),
         judge_price=_judge_price(config),
         registered_judges=registered_judges,
         judge_model=config.getoption("crucible_judge_model") or config.getini("crucible_judge_model") or None,
@@ -264,7 +267,7 @@ def find_registered_judges(config: pytest.Config) -> dict[str, Any]:
 
 def _judge_name(config: pytest.Config, registered: dict[str, Any]) -> str:
     """The judge the option or ini names: a built-in one, a registered one, or package.module:ClassName."""
-    name = (config.getoption("crucible_judge") or config.getini("crucible_judge") or "auto").strip()
+    name = (config.getoption("crucible_judge") or config.getini("crucible_judge") or DEFAULT_JUDGE).strip()
     if name in JUDGE_CHOICES or name in registered or ":" in name:
         return name
     import difflib

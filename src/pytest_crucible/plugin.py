@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .collection import (GOLDEN_ITEM_KEY, SCORE_KEY, SESSION_KEY, USAGE_ERROR_KEY, GoldenFile, deselect_unwanted, evaluate_node,
+from .collection import (GOLDEN_ITEM_KEY, SCORE_KEY, SESSION_KEY, UNSHOWN_USAGE_KEY, USAGE_ERROR_KEY, GoldenFile, check_judge_cost, deselect_unwanted, evaluate_node,
                          collection_lines, golden_of, marker_params, note_golden_source, note_unmatched_file, release_golden,
-                         restore_collector, settle_collector, stop_with_usage_error)
+                         refuse_repeat_copies, restore_collector, selection_of_session, settle_collector, stop_with_usage_error)
 from .options import add_options, build_settings, find_custom_metrics
 from .report.junit import report_to_junit
 from .warning import warn
@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from .session import CrucibleSession
 
 REQUEST_KEY = pytest.StashKey[pytest.FixtureRequest]()
+# Options under which pytest collects but calls no test (--co, --setup-only, --setup-plan, --fixtures,
+# --fixtures-per-test): such a session records no run and creates no store.
+NO_PIPELINE_CALLS = ("collectonly", "setuponly", "setupplan", "showfixtures", "show_fixtures_per_test")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -49,10 +52,18 @@ def pytest_configure(config: pytest.Config) -> None:
         "crucible_golden(*paths, **filters): parametrize the test's golden_item argument with the items of "
         "golden files (paths relative to the test file), optionally filtered by item fields.",
     )
+    config.addinivalue_line(
+        "markers",
+        "crucible(id, kind, questionType, tag): carried by every golden item's test (-m crucible selects them, "
+        "-m \"crucible(kind='adversarial')\" one kind, -m \"crucible(tag='topic:returns')\" one tag).",
+    )
     from .session import CrucibleSession
 
     crucible = CrucibleSession(settings=build_settings(config), is_worker=hasattr(config, "workerinput"))
     config.stash[SESSION_KEY] = crucible
+    from .report import pytest_html
+
+    pytest_html.register(config, crucible)
     config.pluginmanager.register(_Recorder(crucible), "crucible-recorder")
 
 
@@ -61,7 +72,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     crucible = config.stash.get(SESSION_KEY, None)
     if crucible is not None:
         crucible.close()
-    for plugin in filter(None, map(config.pluginmanager.get_plugin, ("crucible-recorder", "crucible-marker-route"))):
+    for plugin in filter(None, map(config.pluginmanager.get_plugin, ("crucible-recorder", "crucible-marker-route",
+                                                                      "crucible-pytest-html"))):
         config.pluginmanager.unregister(plugin)
 
 
@@ -84,6 +96,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if crucible is None:
         return
     deselect_unwanted(config, crucible.settings.kinds, items)
+    refuse_repeat_copies(config, crucible.is_worker, items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -97,9 +110,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     golden = [(item, golden) for item in session.items if (golden := golden_of(item)) is not None]
     run = [(item.nodeid, golden) for item, golden in golden if item.get_closest_marker("skip") is None]
     if not crucible.is_worker and crucible.settings.uses_judge and run:
-        _check_judge_cost(session.config, crucible, [golden for _, golden in run])
-    crucible.plan(run, skipped=len(golden) - len(run))
-    if run:
+        check_judge_cost(session.config, crucible, [golden for _, golden in run])
+    crucible.plan(run, skipped=len(golden) - len(run), selection=selection_of_session(session.config, len(golden)) if golden else None)
+    option = session.config.option
+    if run and not any(getattr(option, name, False) for name in NO_PIPELINE_CALLS):
         from .store import RunIdTaken
 
         try:  # a fixed --crucible-run-id is written before any test runs (see CrucibleSession.reserve_run)
@@ -123,25 +137,6 @@ def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:
     except RunIdTaken as exc:
         node.config.stash[USAGE_ERROR_KEY] = str(exc)
         pytest.exit(str(exc).splitlines()[0], returncode=pytest.ExitCode.USAGE_ERROR)
-
-
-def _check_judge_cost(config: pytest.Config, crucible: "CrucibleSession", golden: list) -> None:
-    """Show what a paid judge will cost on the items that will run; refuse past --crucible-max-cost."""
-    from .evaluation import cost_refusal
-    from .judge.select import JudgeSetupError
-
-    try:
-        estimate = crucible.estimate_judge_cost(golden)
-    except JudgeSetupError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    if estimate is None:
-        return
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"crucible: {estimate.describe(crucible.engine.judge.model, crucible.settings.judge_batch)} (before cache hits)")
-    refusal = cost_refusal(estimate, crucible.settings)
-    if refusal:
-        raise pytest.UsageError(refusal)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -252,6 +247,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         plain["outcome"] = "error" if score.error or score.judge_errors or score.metric_errors else report.outcome
         # A plain dict on the report travels to the xdist controller with it.
         report.crucible_score = plain
+        if item.config.pluginmanager.has_plugin("crucible-pytest-html"):  # pytest-html's row: a short text, kept
+            from .report.pytest_html import cell_text
+
+            report.crucible_html = cell_text(plain, item.config.stash[SESSION_KEY].settings.k)
         del item.stash[SCORE_KEY]
     return report
 
@@ -266,7 +265,8 @@ class _Recorder:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         score = getattr(report, "crucible_score", None)
         if score is not None and report.when == "call":
-            self.crucible.record(score)
+            # pytest-rerunfailures marks an attempt it will run again "rerun": kept as an attempt of the item.
+            self.crucible.record(score, rerun=report.outcome == "rerun")
             if not self.crucible.is_worker:
                 # The terminal reporter keeps every report for the whole session: once stored,
                 # the score need not ride along (memory on large sets). A worker must keep it:
@@ -286,6 +286,8 @@ def pytest_testnodedown(node, error) -> None:
     usage = getattr(node, "workeroutput", {}).get("crucible_usage_error")
     if usage:  # a worker stopped on a usage error: the session exits 4 (pytest_sessionfinish)
         node.config.stash[USAGE_ERROR_KEY] = usage
+        if getattr(node, "workeroutput", {}).get("crucible_usage_unshown"):
+            node.config.stash[UNSHOWN_USAGE_KEY] = usage
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -297,10 +299,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if crucible.is_worker:
         session.config.workeroutput["crucible"] = crucible.worker_output()
         session.config.workeroutput["crucible_usage_error"] = session.config.stash.get(USAGE_ERROR_KEY, None)
+        session.config.workeroutput["crucible_usage_unshown"] = UNSHOWN_USAGE_KEY in session.config.stash
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     progress = (lambda line: (reporter.ensure_newline(), reporter.write_line(line))) if reporter is not None else None
-    crucible.end(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED, html_path=session.config.getoption("crucible_html"),
+    # Stopped early: Ctrl-C, or -x / --maxfail / --sw stopping the test loop (a usage error exits 4 on its own).
+    stopped = exitstatus == pytest.ExitCode.INTERRUPTED or (bool(session.shouldfail or session.shouldstop)
+                                                             and USAGE_ERROR_KEY not in session.config.stash)
+    crucible.end(interrupted=stopped, html_path=session.config.getoption("crucible_html"),
                  progress=progress, warn=warn)  # warn: a CrucibleWarning, inside pytest's warning capture
     session.exitstatus = crucible.exit_status(int(session.exitstatus))
     if USAGE_ERROR_KEY in session.config.stash:  # under xdist: a worker stopped on a usage error
@@ -321,17 +327,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             pass  # junitxml reports its own error when it cannot write there
 
 
-def _markup(line: str) -> dict[str, bool]:
-    """Colour where the terminal supports it: red for regressions and faults, green for improvements."""
-    from .report.terminal import ALERT_PREFIXES
-
-    if line.startswith(ALERT_PREFIXES) or line.rstrip().endswith(("regressed", "GATE FAILED", "GATE REFUSED")):
-        return {"red": True}
-    if line.rstrip().endswith(("improved", "gate passed")) or line.startswith("gate passed"):  # -q ends with it
-        return {"green": True}
-    return {}
-
-
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     crucible = config.stash.get(SESSION_KEY, None)
     if crucible is None:
@@ -341,9 +336,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     except Exception as exc:  # noqa: BLE001 - the summary must never crash pytest
         lines = [f"crucible: could not read the run back from {crucible.settings.db_path}: {exc}"]
     lines = collection_lines(config) + lines
+    if UNSHOWN_USAGE_KEY in config.stash and not crucible.is_worker:
+        lines += [f"ERROR: {line}" if index == 0 else line for index, line in enumerate(config.stash[UNSHOWN_USAGE_KEY].splitlines())]
     if not lines:
         return
+    from .report.terminal import markup
+
     if config.get_verbosity() >= 0:
         terminalreporter.write_sep("=", "crucible")
     for line in lines:
-        terminalreporter.write_line(line, **_markup(line))
+        terminalreporter.write_line(line, **markup(line))

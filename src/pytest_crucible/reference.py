@@ -263,7 +263,7 @@ def render() -> str:
         "",
         "| variable | effect |",
         "|---|---|",
-        "| `ANTHROPIC_API_KEY` | with `--crucible-judge=auto` (the default), judge answers with Claude; read by the `anthropic` SDK, never stored or printed |",
+        "| `ANTHROPIC_API_KEY` | the key of `--crucible-judge=anthropic` (and of `auto`, which then picks Claude); it never chooses the judge by itself; read by the `anthropic` SDK, never stored or printed |",
         "| `ANTHROPIC_BASE_URL` | where the `anthropic` SDK sends requests (a proxy, or a test server) |",
         "| `OPENAI_API_KEY` | with `--crucible-judge=openai`, the key of the OpenAI-compatible server; read by the `openai` "
         "SDK, never stored or printed (a local server that checks none takes any value) |",

@@ -35,7 +35,9 @@ class Settings:
     pytest_args: tuple[str, ...] = ()
     gate: GateSettings = field(default_factory=GateSettings)
     # The judge of the answer layer (system mode) and of pool labelling.
-    judge: str = "auto"
+    judge: str = "lexical"
+    # Whether --crucible-judge or ini crucible_judge named the judge (else the default: the offline judge).
+    judge_named: bool = False
     judge_model: str | None = None
     judge_price: tuple[float, float] | None = None  # ini crucible_judge_price_per_mtok: USD per Mtok in, out
     registered_judges: dict[str, Any] = field(default_factory=dict)  # pytest_crucible_register_judges, by name

@@ -62,9 +62,14 @@ def _cmd_runs(args: argparse.Namespace) -> int:
             print(f"no runs match in {store.path}" + (f" (workspace '{workspace}')" if workspace else ""))
         return 0
     from ..report.views import run_labels
+    from ..store.selection import selection_of
 
-    rows = [(run, run.get("workspace") or "default", run["config_path"] or "(defaults)",
-             " ".join(f"{key}={value}" for key, value in run_labels(run).items())) for run in runs]
+    def labels_text(run: dict) -> str:
+        chosen = selection_of(run)  # a partial run says so: it is never `latest`
+        subset = [f"(subset {chosen.ran}/{chosen.held}{': ' + chosen.by if chosen.by else ''})"] if chosen else []
+        return " ".join([f"{key}={value}" for key, value in run_labels(run).items()] + subset)
+
+    rows = [(run, run.get("workspace") or "default", run["config_path"] or "(defaults)", labels_text(run)) for run in runs]
     ws_width = max(len("workspace"), *(len(row[1]) for row in rows))
     config_width = max(len("config"), *(len(row[2]) for row in rows))
     print(f"{'run id':<26}  {'started':<24}  {'status':<11}  {'mode':<9}  {'items':>5}  {'configHash':<12}  "

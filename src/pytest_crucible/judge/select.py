@@ -1,6 +1,7 @@
 """Which judge a session (or a command) uses, from its name: the one place a judge name becomes a judge.
 
-* ``auto``: Claude when ``ANTHROPIC_API_KEY`` is set, else the offline lexical judge;
+* ``auto``: Claude when ``ANTHROPIC_API_KEY`` is set, else the offline lexical judge (only when asked for by name:
+  the default is ``lexical``, whatever the environment holds);
 * ``lexical`` (= ``lexical-v3``), ``lexical-v2``, ``lexical-v1``: the offline heuristics;
 * ``anthropic``: Claude through the Anthropic SDK; ``openai``: any OpenAI-compatible server through the
   ``openai`` SDK (the ``openai`` extra);
@@ -27,7 +28,18 @@ class JudgeSetupError(Exception):
     """The requested judge cannot be used; ``str()`` is the user-facing message."""
 
 
-def make_judge(name: str = "auto", *, model: str | None = None, batch: bool = False,
+#: The providers whose key in the environment a paid judge would use, and the judge that uses it.
+PROVIDER_KEYS = (("ANTHROPIC_API_KEY", "anthropic"), ("OPENAI_API_KEY", "openai"))
+
+
+def unused_key_note() -> list[str]:
+    """``NOTE ANTHROPIC_API_KEY is set: --crucible-judge=anthropic uses it ...``, for each provider key set in the
+    environment of a session that named no judge (the offline judge ran)."""
+    return [f"NOTE {variable} is set: --crucible-judge={judge} uses it (estimate before the first call); "
+            "this run used the offline judge" for variable, judge in PROVIDER_KEYS if os.environ.get(variable)]
+
+
+def make_judge(name: str = "lexical", *, model: str | None = None, batch: bool = False,
                price_per_mtok: tuple[float, float] | None = None, registered: Mapping[str, Any] | None = None,
                concurrency: int = 1) -> Judge:
     """The judge called ``name``; ``registered``: the judges plugins registered, by name; ``concurrency``: a model

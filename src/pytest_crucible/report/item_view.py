@@ -265,6 +265,10 @@ def item_detail(items: RunItems, item_id: str) -> dict[str, Any]:
         "relevantNotRetrieved": [{"unit": unit, "grade": grade, "gradeSource": source} for unit, (grade, source) in sorted(grades.items())
                                  if grade >= RELEVANCE_LEVEL and unit not in in_top],
         "metrics": metrics, "evidence": _evidence(row),
+        # Earlier attempts pytest made at the item (pytest-rerunfailures); this result is the last one.
+        "attempts": [{"attempt": a["attempt"], "outcome": a["outcome"], "errorClass": a.get("error_class"),
+                      "failure": a.get("failure"), "error": a.get("error"), "metrics": a["metrics"]}
+                     for a in (items.store.item_attempts(items.run_id, item_id) if items.store is not None else [])],
     }
 
 
@@ -377,6 +381,10 @@ def item_lines(detail: dict[str, Any]) -> list[str]:
     if detail["guardrail"]:
         lines.extend(_wrapped("guardrail", _guardrail_text(detail["guardrail"])))
     lines.extend(_wrapped("failed", ", ".join(detail["failedBecause"]) if detail["failedBecause"] else "no"))
+    for attempt in detail.get("attempts") or []:  # pytest ran the item again (pytest-rerunfailures)
+        why = attempt["error"] or attempt["failure"] or ""
+        text = f"{attempt['outcome']}" + (f" ({attempt['errorClass']})" if attempt["errorClass"] else "") + (f": {why}" if why else "")
+        lines.extend(_wrapped(f"attempt {attempt['attempt']}", f"{text}; rerun by pytest, the result above is the last attempt"))
     count = len(detail['retrieved'])
     lines.append(f"retrieved ({count} chunk{'s' if count != 1 else ''} in rank order; relevant = grade {RELEVANCE_LEVEL} or more; "
                  f"K = {k}):")

@@ -195,6 +195,15 @@ ONE_LINE_METRICS = ("ndcgAt10", "recallAtK", "faithfulness", "truthfulness", "at
 ALERT_PREFIXES = ("WARNING", "FAULT", "GATE FAILED", "GATE REFUSED", "JUDGE ERROR", "ERROR")
 
 
+def markup(line: str) -> dict[str, bool]:
+    """Colour where the terminal supports it: red for regressions and faults, green for improvements."""
+    if line.startswith(ALERT_PREFIXES) or line.rstrip().endswith(("regressed", "GATE FAILED", "GATE REFUSED")):
+        return {"red": True}
+    if line.rstrip().endswith(("improved", "gate passed")) or line.startswith("gate passed"):  # -q ends with it
+        return {"green": True}
+    return {}
+
+
 def alerts_only(lines: list[str]) -> list[str]:
     """What -q keeps of the summary: every alert whole, with the lines that continue it (a wrapped
     warning's indented rest, a refusal's HINT), and nothing else."""
@@ -222,8 +231,50 @@ def one_line_summary(store, run_id: str, *, gate: str | None = None, means: tupl
         if shown:
             parts.append(f"{kind} {shown}" if kind else shown)
     shown = " | ".join(parts)
-    line = f"crucible run {run['id'][:10]} {run['status']}, {run['n_items']} items" + (f": {shown}" if shown else "")
+    from ..store.selection import selection_of
+
+    selection = selection_of(run)
+    subset = f" (subset: {selection.ran} of {selection.held})" if selection is not None else ""
+    line = f"crucible run {run['id'][:10]} {run['status']}{subset}, {run['n_items']} items" + (f": {shown}" if shown else "")
     return line + (f"; {gate}" if gate else "")
+
+
+def selection_lines(run: dict[str, Any]) -> list[str]:
+    """What a partial selection means for the run: it is stored, and never a baseline by default."""
+    from ..store.selection import selection_of
+
+    selection = selection_of(run)
+    if selection is None:
+        return []
+    return [f"subset: {selection.describe()}: never `latest` (name it by its id to compare with it)"]
+
+
+# Item ids a line of reruns names before it says how many more there are.
+RERUN_IDS_SHOWN = 10
+
+
+def rerun_lines(attempts: list[dict[str, Any]]) -> list[str]:
+    """The items pytest ran more than once (pytest-rerunfailures): ``2 items passed on rerun: h03, h07`` and those
+    that failed every attempt. ``attempts``: ``store.item_attempts`` rows."""
+    final: dict[str, str] = {}
+    for row in attempts:
+        final[row["item_id"]] = row.get("final") or "unknown"
+    if not final:
+        return []
+
+    def named(ids: list[str]) -> str:
+        more = len(ids) - RERUN_IDS_SHOWN
+        return ", ".join(ids[:RERUN_IDS_SHOWN]) + (f" (+{more} more)" if more > 0 else "")
+
+    passed = sorted(item for item, outcome in final.items() if outcome == "passed")
+    other = sorted(item for item, outcome in final.items() if outcome != "passed")
+    lines = []
+    if passed:
+        lines.append(f"{len(passed)} item{'s' if len(passed) != 1 else ''} passed on rerun: {named(passed)} "
+                     "(their earlier attempts are kept: crucible show RUN --item ID)")
+    if other:
+        lines.append(f"{len(other)} item{'s' if len(other) != 1 else ''} failed on every attempt: {named(other)}")
+    return lines
 
 
 def textless_chunks_line(run: dict[str, Any], results: list[dict[str, Any]]) -> str | None:
@@ -335,6 +386,8 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
     counts_text = (f": {n_results - errored} scored, {errored} errored" + (f", {skipped} skipped" if skipped else "")
                    + (f", {lost} lost" if lost else "") if errored or skipped or lost else "")
     lines.append(f"items {n_results + lost} ({outcome_text or 'none'}){counts_text}")
+    lines.extend(selection_lines(run))
+    lines.extend(rerun_lines(store.item_attempts(run_id)))
 
     means, by_kind = means or stored_means(store, run_id)
     if means and len(by_kind) > 1:

@@ -151,7 +151,7 @@ class Store:
     def _open_postgres(cls, url: "DatabaseURL", *, read_only: bool = False) -> "Store":
         """Open a PostgreSQL database, creating the schema in an empty one (one session at a time: an
         advisory lock serialises processes that meet an empty database at once)."""
-        from .postgres import connect, schema_statements
+        from .postgres import POSTGRES_MIGRATES_FROM, connect, migratable, migration_statements, schema_statements
 
         conn = connect(url, read_only=read_only)
         try:
@@ -166,11 +166,15 @@ class Store:
                     conn.execute_script([*schema_statements(), "CREATE TABLE crucible_schema (version INTEGER NOT NULL)",
                                          f"INSERT INTO crucible_schema VALUES ({SCHEMA_VERSION})"])
                 version = conn.execute("SELECT version FROM crucible_schema").fetchone()[0]
+                if not read_only and migratable(version):  # under the schema lock: one session migrates, the others see it done
+                    conn.execute_script(migration_statements(version))
+                    conn.execute("UPDATE crucible_schema SET version = ?", [SCHEMA_VERSION])
+                    version = SCHEMA_VERSION
             if version != SCHEMA_VERSION:
                 newer = version > SCHEMA_VERSION
                 raise StoreError(f"{url}: schema {version}, this pytest-crucible knows {SCHEMA_VERSION}\nHINT: "
                                  + ("upgrade pytest-crucible; databases are never migrated backwards" if newer else
-                                    "this version has no PostgreSQL migration from it (schema.POSTGRES_MIGRATIONS)"))
+                                    f"this version migrates PostgreSQL databases from schema {POSTGRES_MIGRATES_FROM} on; copy the runs into a new database (`crucible copy`)"))
             if not read_only:
                 store.mark_dead_runs_interrupted()
             return store
@@ -396,8 +400,9 @@ class Store:
 
     def finish_run(self, run_id: str, *, status: str, golden_hash: str | None, judge: dict[str, Any] | None = None,
                    unread_keys: list[str] | None = None, skipped: int = 0, unrecorded: int = 0,
-                   embedder: str | None = None) -> str:
-        """Close a run and return its status. ``judge``: stats (requests, cache hits, ...), tokens and cost
+                   embedder: str | None = None, selection: str | None = None) -> str:
+        """Close a run and return its status. ``selection``: what it selected of its golden set, as
+        ``store.selection.Selection.to_json`` (None: all of it). ``judge``: stats (requests, cache hits, ...), tokens and cost
         to keep with it; ``unread_keys``: changed config keys the pipeline never read (``crucible ablate``
         reads them); ``skipped``: golden items not run (drafts); ``unrecorded``: items that ran but whose
         scores could not be written (a full disk). A run that would be complete but scored no item is
@@ -405,7 +410,7 @@ class Store:
         items is at best ``incomplete``, and counts them in ``n_items`` but not in ``n_scored`` or
         ``n_errored`` (see ``runs.unrecorded_items``): its means would silently leave them out."""
         values: dict[str, Any] = {"status": status, "finished_at": utc_now(), "golden_hash": golden_hash,
-                                  "unread_keys": json.dumps(unread_keys or []), "n_skipped": skipped}
+                                  "unread_keys": json.dumps(unread_keys or []), "n_skipped": skipped, "selection": selection}
         if embedder:  # the embedder responseRelevancy was measured with (``embedder``: its name)
             values["embedder"] = embedder
         if judge:
@@ -447,6 +452,7 @@ class Store:
         from ..golden_set.schema import canonical_item_json
 
         now = utc_now()
+        scores = last_attempts(scores)
         # Rows are built as value tuples in their statements' column order, a pass over the batch per table.
         result_ids = [score.get("result_id") or new_id for score, new_id in zip(scores, new_ulids(len(scores)))]
         item_jsons = [canonical_item_json(score["item"]) for score in scores]  # dumped once: stored, and hashed for the provenance version
@@ -461,15 +467,40 @@ class Store:
         repeats = [(run_id, score["item_id"], row["repeat"], row["outcome"], row.get("answer"),
                     json.dumps(row.get("metrics") or {}, sort_keys=True), row.get("failure"), row.get("error"))
                    for score in scores for row in score.get("repeats") or []]
+        superseded = [score["item_id"] for score in scores if score.get("supersedes")]
+        attempts = [(run_id, score["item_id"], row["attempt"], row["outcome"], row.get("answer"),
+                     json.dumps(row.get("metrics") or {}, sort_keys=True), row.get("failure"), row.get("error"),
+                     row.get("error_class"), now)
+                    for score in scores for row in score.get("attempts") or []]
         with self.db.conn:
+            if superseded:  # the item was recorded before in this run (a rerun after its teardown failed): kept as an attempt
+                self._keep_as_attempts(run_id, superseded, now)
             # A re-recorded item (a re-run of the same run id) replaces its rows and its metrics.
             self._write_item_rows(run_id, golden, results, metrics, replace=True)
+            self._insert_values("item_attempts", _ATTEMPT_COLUMNS, attempts, replace=True)
             self._append_feedback(feedback)
             self._write_qrel_values(provenance)
             self._append_qrels([row for score in scores for row in score.get("qrels_rows") or []], now)
             self._add_cache_rows([row for score in scores for row in score.get("cache_rows") or []], now)
             self._insert_values("golden_concepts", _CONCEPT_COLUMNS, concepts, replace=True)
             self._insert_values("item_repeats", _REPEAT_COLUMNS, repeats, replace=True)
+
+    def _keep_as_attempts(self, run_id: str, item_ids: list[str], now: str) -> None:
+        """Move the stored results of ``item_ids`` into item_attempts, each after the attempts it already has
+        (inside the caller's transaction): a later attempt at the same item is about to replace them."""
+        for item_id in item_ids:
+            row = self.db.conn.execute("SELECT outcome, answer, failures, error, error_class FROM results "
+                                       "WHERE run_id = ? AND item_id = ?", [run_id, item_id]).fetchone()
+            if row is None:
+                continue
+            outcome, answer, failures, error, error_class = row
+            metrics = {metric: value for metric, value in self.db.conn.execute(
+                "SELECT metric, value FROM item_metrics WHERE run_id = ? AND item_id = ?", [run_id, item_id])}
+            number = self.db.conn.execute("SELECT COALESCE(MAX(attempt), 0) + 1 FROM item_attempts WHERE run_id = ? AND item_id = ?",
+                                          [run_id, item_id]).fetchone()[0]
+            failure = "; ".join(json.loads(failures or "[]")) or None
+            self._insert_values("item_attempts", _ATTEMPT_COLUMNS, [(run_id, item_id, number, outcome, answer,
+                                                                     json.dumps(metrics, sort_keys=True), failure, error, error_class, now)])
 
     def _write_items(self, run_id: str, *, golden: Iterable[dict[str, Any]] = (), results: Iterable[dict[str, Any]] = (),
                      metrics: Iterable[tuple[str, str, Any]] = (), replace: bool = False) -> None:
@@ -714,18 +745,20 @@ class Store:
         return None if row is None else (row[0], row[1])
 
     def resolve_run(self, ref: str, *, exclude: str | None = None, workspace: str | None = None) -> str:
-        """A run id from 'latest' (newest complete run, of ``workspace`` when given) or a unique id prefix.
+        """A run id from 'latest' (newest complete run of the whole golden set, of ``workspace`` when given: a partial
+        selection, ``-k`` or ``--lf``, is never 'latest') or a unique id prefix.
 
         Ids and prefixes resolve in every workspace: the workspace only says which run is 'latest'."""
         if ref == "latest":
             row = self.db.conn.execute(
-                "SELECT id FROM runs WHERE status = 'complete' AND id != ? AND (? IS NULL OR workspace = ?)"
+                "SELECT id FROM runs WHERE status = 'complete' AND selection IS NULL AND id != ? AND (? IS NULL OR workspace = ?)"
                 " ORDER BY started_at DESC, rowid DESC LIMIT 1",
                 [exclude or "", workspace, workspace],
             ).fetchone()
             if row is None:
                 where = f"workspace '{workspace}' of {self.path}" if workspace is not None else str(self.path)
-                raise RunNotFound(f"no complete run in {where}\nHINT: run the golden set once to make a baseline"
+                raise RunNotFound(f"no complete run in {where}\nHINT: run the whole golden set once to make a baseline "
+                                  "(a run of a selection, -k, -m or --lf, is never `latest`: name it by its id)"
                                   + (", or pick another workspace (--workspace NAME; `crucible runs --all-workspaces` lists them)"
                                      if workspace is not None else ""))
             return row[0]
@@ -753,6 +786,17 @@ class Store:
         rows = [dict(row) for row in self.db.query(
             "SELECT item_id, repeat, outcome, answer, metrics, failure, error FROM item_repeats WHERE run_id = ? "
             "ORDER BY item_id, repeat", [run_id])]
+        for row in rows:
+            row["metrics"] = json.loads(row["metrics"] or "{}")
+        return rows
+
+    def item_attempts(self, run_id: str, item_id: str | None = None) -> list[dict[str, Any]]:
+        """The attempts pytest made at a run's items before the last one (pytest-rerunfailures), metrics decoded,
+        with the item's final outcome (``final``); of one item when ``item_id`` is given. Empty without reruns."""
+        rows = [dict(row) for row in self.db.query(
+            "SELECT a.item_id, a.attempt, a.outcome, a.answer, a.metrics, a.failure, a.error, a.error_class, "
+            "r.outcome AS final FROM item_attempts a LEFT JOIN results r ON r.run_id = a.run_id AND r.item_id = a.item_id "
+            "WHERE a.run_id = ? AND (? IS NULL OR a.item_id = ?) ORDER BY a.item_id, a.attempt", [run_id, item_id, item_id])]
         for row in rows:
             row["metrics"] = json.loads(row["metrics"] or "{}")
         return rows
@@ -848,7 +892,7 @@ _RUN_COLUMNS = ("id", "started_at", "finished_at", "status", "config_hash", "con
                 "outcome_mode", "golden_hash", "n_items", "git_commit", "pytest_args", "judge_model", "judge_prompt_version",
                 "host", "pid", "judge_label", "judge_stats", "cost_estimate_usd", "cost_usd", "input_tokens", "output_tokens",
                 "workspace", "labels", "kinds", "unread_keys", "n_scored", "n_errored", "n_skipped", "custom_metrics", "repeats",
-                "embedder", "eval_k")
+                "embedder", "eval_k", "selection")
 def _provenance_rows(run_id: str, scores: list[dict[str, Any]], item_jsons: list[str], now: str) -> list[tuple]:
     """The qrels the golden items' citations are (``_QREL_COLUMNS`` tuples): free, deterministic judgments
     (required = 3, acceptable = 1). judge_model names the golden item version that produced them (hashed from
@@ -903,6 +947,32 @@ _FEEDBACK_COLUMNS = ("run_id", "result_id", "item_id", "error_class", "evidence"
 _FEEDBACK_CLASS = _FEEDBACK_COLUMNS.index("error_class")
 _CONCEPT_COLUMNS = ("run_id", "item_id", "concept_id", "grade")
 _REPEAT_COLUMNS = ("run_id", "item_id", "repeat", "outcome", "answer", "metrics", "failure", "error")
+_ATTEMPT_COLUMNS = ("run_id", "item_id", "attempt", "outcome", "answer", "metrics", "failure", "error", "error_class", "recorded_at")
+
+
+def attempt_of(score: dict[str, Any], number: int) -> dict[str, Any]:
+    """What item_attempts keeps of one earlier attempt at an item (``number`` counts from 1)."""
+    failures = score.get("failures") or []
+    return {"attempt": number, "outcome": score.get("outcome") or "unknown", "answer": score.get("answer"),
+            "metrics": dict(score.get("metrics") or {}), "failure": "; ".join(failures) or None, "error": score.get("error"),
+            "error_class": score.get("error_class")}
+
+
+def last_attempts(scores: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One score per item: an item scored twice in one batch (pytest ran it again) keeps its last score, and the
+    earlier ones become its attempts, numbered after those it already carries."""
+    if len({score["item_id"] for score in scores}) == len(scores):
+        return scores  # the usual batch: nothing to fold
+    last: dict[str, dict[str, Any]] = {}
+    for score in scores:
+        earlier = last.pop(score["item_id"], None)
+        if earlier is not None:
+            before = list(earlier.get("attempts") or [])
+            before.append(attempt_of(earlier, len(before) + 1))
+            after = [dict(row, attempt=len(before) + index + 1) for index, row in enumerate(score.get("attempts") or [])]
+            score = {**score, "attempts": before + after, "supersedes": earlier.get("supersedes", False)}
+        last[score["item_id"]] = score
+    return list(last.values())
 _QREL_COLUMNS = ("query_id", "chunk_id", "doc_id", "grade", "source", "judge_model", "prompt_version", "created_by", "note",
                  "run_id", "created_at")
 _QREL_SOURCE = _QREL_COLUMNS.index("source")
@@ -917,7 +987,8 @@ _TEXT, _INT, _NUMBER, _FLAG, _LIST, _JSON_TEXT = "a string", "an integer", "a fi
 _RUN_TYPES = {
     **dict.fromkeys(("finished_at", "config_path", "golden_hash", "git_commit", "judge_model", "judge_prompt_version", "host",
                      "judge_label", "workspace", "embedder"), _TEXT),
-    **dict.fromkeys(("params", "resolved", "pytest_args", "judge_stats", "labels", "kinds", "unread_keys", "custom_metrics"), _JSON_TEXT),
+    **dict.fromkeys(("params", "resolved", "pytest_args", "judge_stats", "labels", "kinds", "unread_keys", "custom_metrics",
+                     "selection"), _JSON_TEXT),
     **dict.fromkeys(("n_items", "pid", "input_tokens", "output_tokens", "n_scored", "n_errored", "n_skipped", "repeats", "eval_k"), _INT),
     **dict.fromkeys(("cost_estimate_usd", "cost_usd"), _NUMBER),
 }

@@ -24,7 +24,7 @@ from typing import Any, Iterable
 from . import Store, StoreError
 
 #: A run's rows, table by table, in an order the foreign keys accept (the run first).
-RUN_TABLES = ("golden_items", "golden_concepts", "results", "item_metrics", "item_repeats")
+RUN_TABLES = ("golden_items", "golden_concepts", "results", "item_metrics", "item_repeats", "item_attempts")
 #: Ledgers whose rows carry an id of their own: copied once by it (feedback before the drafts that cite it).
 KEYED_TABLES = (("eval_feedback", "id"), ("golden_drafts", "id"), ("judge_cache", "key"), ("judge_calibrations", "id"),
                 ("api_keys", "id"))

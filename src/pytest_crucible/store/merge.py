@@ -211,12 +211,21 @@ def _merged_run(shards: list[_Shard], golden_hash: str, n_items: int, warnings: 
         git_commit=_common(runs, "git_commit"),
         host=_common(runs, "host"),
         pid=None,  # no process owns a merged run
+        # Shards are partial selections (pytest-split deselects the other shards' items): together, the whole set.
+        selection=_merged_selection(runs, n_items + sum(r.get("n_skipped") or 0 for r in runs)),
         **{column: _sum(r.get(column) for r in runs) for column in _JUDGE_SUMS},
     )
     commits = sorted({str(r.get("git_commit")) for r in runs})
     if len(commits) > 1:
         warnings.append(f"the shards ran different git commits ({', '.join(commits)}); the merged run records none")
     return run
+
+
+def _merged_selection(runs: list[dict[str, Any]], n_items: int) -> str | None:
+    from .selection import merged_selection, selection_of
+
+    merged = merged_selection([selection_of(run) for run in runs], n_items)
+    return merged.to_json() if merged is not None else None
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
@@ -312,6 +321,8 @@ def _write(shards: list[_Shard], output_path: Path, run: dict[str, Any], union: 
                 store = shard.store
                 metrics = store.db.conn.execute("SELECT item_id, metric, value FROM item_metrics WHERE run_id = ? ORDER BY rowid", [run_id])
                 out._write_items(run_id, results=shard.results, metrics=metrics)
+                for table in ("item_repeats", "item_attempts"):
+                    _insert_rows(conn, table, _rows(store, f"SELECT * FROM {table} WHERE run_id = ?", [run_id]))
                 _insert_rows(conn, "golden_concepts", _rows(store, "SELECT * FROM golden_concepts WHERE run_id = ?", [run_id]),
                              verb="INSERT OR IGNORE")
                 cache = _rows(store, "SELECT * FROM judge_cache ORDER BY key")

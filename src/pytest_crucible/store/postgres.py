@@ -10,8 +10,8 @@ in PostgreSQL:
   the store already handles (a unique violation is an ``IntegrityError`` on either backend);
 - :func:`schema_statements` builds the same schema: ``schema.MIGRATIONS`` run in an in-memory SQLite
   database, read back and translated, with the ledgers' triggers written in PL/pgSQL. A PostgreSQL database
-  starts at the current schema version; a later migration adds its PostgreSQL form to
-  ``schema.POSTGRES_MIGRATIONS``.
+  starts at the current schema version; one from version ``POSTGRES_MIGRATES_FROM`` on is moved forward by
+  the same migrations as a file (:func:`migration_statements`).
 
 ``runs`` and ``results`` get a hidden ``rowid`` column (an identity): the store orders by insertion, as
 SQLite's rowid does. Reads never show it.
@@ -37,7 +37,7 @@ ROWID_TABLES = ("runs", "results")
 PRIMARY_KEYS = {
     "runs": ("id",), "results": ("run_id", "item_id"), "item_metrics": ("run_id", "item_id", "metric"),
     "golden_items": ("run_id", "item_id"), "golden_concepts": ("run_id", "item_id", "concept_id"),
-    "item_repeats": ("run_id", "item_id", "repeat"), "judge_cache": ("key",), "api_keys": ("id",),
+    "item_repeats": ("run_id", "item_id", "repeat"), "item_attempts": ("run_id", "item_id", "attempt"), "judge_cache": ("key",), "api_keys": ("id",),
     "judge_calibrations": ("id",), "golden_drafts": ("id",),
 }
 INSTALL_HINT = "pip install 'pytest-crucible[postgres]' (psycopg 3)"
@@ -387,6 +387,26 @@ def _ddl(sql: str) -> str:
     sql = re.sub(r"\bINTEGER\b", "BIGINT", sql)
     sql = re.sub(r"\bREAL\b", "DOUBLE PRECISION", sql)
     return re.sub(r"\bifnull\(", "coalesce(", sql, flags=re.IGNORECASE)
+
+
+#: The oldest schema version a PostgreSQL database moves forward from: every SQLite migration after it is plain
+#: DDL (columns and tables added) that reads the same in PostgreSQL once :func:`_ddl` has translated its types.
+POSTGRES_MIGRATES_FROM = 14
+
+
+def migratable(version: int) -> bool:
+    """Whether a PostgreSQL database at ``version`` can be moved to the current schema (:func:`migration_statements`)."""
+    from .schema import SCHEMA_VERSION
+
+    return POSTGRES_MIGRATES_FROM <= version < SCHEMA_VERSION
+
+
+def migration_statements(version: int) -> list[str]:
+    """The PostgreSQL form of every migration after ``version``, in order (run under the schema lock)."""
+    from . import _statements
+    from .schema import MIGRATIONS
+
+    return [_ddl(statement) for script in MIGRATIONS[version:] for statement in _statements(script)]
 
 
 @functools.lru_cache(maxsize=1)

@@ -8,6 +8,21 @@ client, ours or another, can rewrite history.
 
 from __future__ import annotations
 
+from enum import Enum
+
+
+class RunStatus(str, Enum):
+    """What a run's row says of it (``runs.status``, the CHECK below): the stored value is the member's value."""
+
+    RUNNING = "running"  # being recorded (or its process died: the next open marks it interrupted)
+    COMPLETE = "complete"  # every item recorded and judged: the only status ``latest`` resolves to
+    INCOMPLETE = "incomplete"  # recorded, but some judge requests failed, an item was stopped, or items were lost
+    INTERRUPTED = "interrupted"  # Ctrl-C, -x / --maxfail, or a process that died
+    FAILED = "failed"
+
+    def __str__(self) -> str:  # the stored value in messages, as a plain string would print
+        return self.value
+
 MIGRATIONS: list[str] = [
     # version 1: runs, per-item results and metrics, golden items as run, qrels ledger.
     """
@@ -402,6 +417,26 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE runs ADD COLUMN eval_k INTEGER;
     UPDATE runs SET eval_k = COALESCE(CAST(json_extract(resolved, '$.retrievalLimit') AS INTEGER), 10);
+    """,
+    # 15: a good citizen among pytest's plugins. A run records what was selected when it ran fewer golden items than
+    # its golden files hold (-k, -m, --lf, a shard): JSON {"ran", "held", "by"}, NULL for a full run; such a run is
+    # never `latest`. Every attempt pytest made at an item before its last one (pytest-rerunfailures) is kept in
+    # item_attempts; results keeps the last attempt, the one pytest reported.
+    """
+    ALTER TABLE runs ADD COLUMN selection TEXT;
+    CREATE TABLE item_attempts (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        item_id TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        outcome TEXT NOT NULL,
+        answer TEXT,
+        metrics TEXT NOT NULL DEFAULT '{}',
+        failure TEXT,
+        error TEXT,
+        error_class TEXT,
+        recorded_at TEXT NOT NULL,
+        PRIMARY KEY (run_id, item_id, attempt)
+    );
     """,
 ]
 

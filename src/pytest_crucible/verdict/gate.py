@@ -15,6 +15,7 @@ runs, which reads the judgment ledger through the store (its SQL stays in ``stor
 from __future__ import annotations
 
 import math
+from enum import Enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
@@ -26,7 +27,30 @@ if TYPE_CHECKING:
     from .comparison import Comparison
     from ..store import Store
 
-PASSED, FAILED, REFUSED, SKIPPED = "passed", "failed", "refused", "skipped"
+
+
+class Verdict(str, Enum):
+    """What the gate concluded; the value is what junit's ``crucible.verdict`` and the JSON documents say."""
+
+    PASSED = "passed"
+    FAILED = "failed"  # a regression that passed both tests, or a missed floor: exit 1
+    REFUSED = "refused"  # the runs could not be compared fairly: exit 3, never a pass
+    SKIPPED = "skipped"  # nothing to judge by (an interrupted run, a subset too small): pytest's code stands
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def headline(self) -> str:
+        """How the terminal's one-line summary ends (its colour follows the verdict)."""
+        return HEADLINES[self]
+
+
+PASSED, FAILED, REFUSED, SKIPPED = Verdict.PASSED, Verdict.FAILED, Verdict.REFUSED, Verdict.SKIPPED
+# The verdict's first words wherever it is shown: the terminal, junit's failure messages, `crucible compare`.
+HEADLINES = {PASSED: "gate passed", FAILED: "GATE FAILED", REFUSED: "GATE REFUSED", SKIPPED: "gate skipped"}
+# How a skipped gate of a partial selection too small to gate begins (``not gated: subset of 1 item``).
+NOT_GATED = "not gated:"
 # The exit code of each verdict, the same for pytest and for `crucible compare`: 1 is a regression or a
 # missed floor, 3 a comparison that was refused (never a pass). A skipped gate leaves the code to pytest.
 EXIT_CODES = {PASSED: 0, FAILED: 1, REFUSED: 3, SKIPPED: 0}
@@ -71,7 +95,7 @@ class GateSettings:
 class GateResult:
     """The gate's verdict and everything behind it; views read it, never recompute it."""
 
-    verdict: str
+    verdict: Verdict
     comparison: "Comparison | None" = None
     failures: list[str] = field(default_factory=list)
     refusal: str | None = None  # why the runs were not compared (with its HINT line)
@@ -94,13 +118,13 @@ class GateResult:
     def summary(self) -> str:
         """One line: what the gate concluded."""
         if self.verdict == SKIPPED:
-            return f"gate skipped: {self.refusal}"
+            return self.refusal or "" if (self.refusal or "").startswith(NOT_GATED) else f"{SKIPPED.headline}: {self.refusal}"
         if self.verdict == REFUSED:
-            return f"GATE REFUSED {self.refusal.splitlines()[0] if self.refusal else ''}"
+            return f"{REFUSED.headline} {self.refusal.splitlines()[0] if self.refusal else ''}"
         if self.verdict == FAILED:
-            return f"GATE FAILED {len(self.failures)} reason{'s' if len(self.failures) != 1 else ''}"
+            return f"{FAILED.headline} {len(self.failures)} reason{'s' if len(self.failures) != 1 else ''}"
         what = "no significant regression" if self.has_baseline else "all floors met"
-        return f"gate passed: {what}" + (" and all floors met" if self.has_baseline and self.has_floors else "")
+        return f"{PASSED.headline}: {what}" + (" and all floors met" if self.has_baseline and self.has_floors else "")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -243,8 +267,19 @@ def decide_stored(store: "Store | None", current: RunData, baseline: RunData | N
     notes: list[str] = []
     if baseline is not None:
         from .ruler import prepare_pair
+        from ..store.selection import selection_of, subset_line
 
-        current, baseline, notes = prepare_pair(store, current, baseline, rescore=settings.rescore)
+        chosen = selection_of(current.run)
+        if chosen is not None:  # a -k / --lf run: compared on the items it selected, not held against the rest
+            notes.append(subset_line(chosen))
+            baseline = baseline.restricted(set(current.item_ids))
+        partial_baseline = selection_of(baseline.run)
+        if partial_baseline is not None:
+            notes.append(f"WARNING the baseline {baseline.run_id} is a subset ({partial_baseline.describe()}): "
+                         "only the items both runs have are compared")
+
+        current, baseline, ruler_notes = prepare_pair(store, current, baseline, rescore=settings.rescore)
+        notes += ruler_notes
     result = decide(current, baseline, settings, notes)
     judge = current.run.get("judge_model")
     if store is not None and judge and result.verdict in (PASSED, FAILED):
@@ -316,6 +351,7 @@ def unreadable_baseline(reason: str, settings: GateSettings) -> GateResult:
 def decide(current: RunData, baseline: RunData | None, settings: GateSettings, notes: list[str] = ()) -> GateResult:
     """The verdict on ``current`` (the candidate) against ``baseline`` (None: floors only). ``notes``:
     what the caller learnt preparing the pair (``ruler.prepare_pair``), shown with the verdict."""
+    from ..store.selection import selection_of
     from .comparison import (ComparisonRefused, compare_run_data, cutoff_change, margin_reasons, regression_reasons,
                              undetected_drops)
 
@@ -372,6 +408,12 @@ def decide(current: RunData, baseline: RunData | None, settings: GateSettings, n
         else:
             blind = [] if gated else list(measured) or ["(no metric measured in both runs)"]
         refusal = _blind_gate(comparison, blind, settings)
+        if refusal and selection_of(current.run) is not None:
+            # A -k or --lf loop on a few items: too few pairs to gate is what was asked for, not a broken comparison.
+            result.verdict = SKIPPED
+            result.refusal = (f"{NOT_GATED} subset of {_items(comparison.paired_items)} (the gate needs {settings.min_pairs} "
+                              "pairs; run the whole golden set to gate)")
+            return result
         if refusal:
             result.verdict, result.refusal = REFUSED, refusal
             return result
@@ -383,4 +425,38 @@ def decide(current: RunData, baseline: RunData | None, settings: GateSettings, n
     result.failures.extend(kind_floor_failures(current, dict(settings.floors)))
     if result.failures:
         result.verdict = FAILED
+    return result
+
+
+def gate_of_session_run(store: Any, run_id: str | None, status: str | None, settings: GateSettings, *, db_path: Any,
+                        workspace: str, unrecorded: int = 0, strict_config: bool = False) -> GateResult | None:
+    """The verdict on the run a pytest session just closed (``status`` None: it was never stored or never
+    closed) by ``settings``: compared with its baseline, its floors judged, or refused; None when there is
+    nothing to judge by. The summary, the HTML report and the exit status all read the one result."""
+    from ..store import StoreError
+    from ..store.schema import RunStatus
+    from .runs import load_run, read_run
+
+    if not settings.active:  # no baseline and no floor: nothing to judge by
+        if settings.asked_without_baseline and status not in (None, RunStatus.INTERRUPTED):
+            return no_baseline(settings, strict=strict_config)
+        return None
+    if status is None or run_id is None:  # nothing to judge it by, never a pass
+        lost = f" ({unrecorded} items lost)" if unrecorded else ""
+        return refused_by_fault(f"this run could not be stored in {db_path}{lost}: refusing to compare it\n"
+                                f"HINT: {LOST_HINT}", settings)
+    if status == RunStatus.INTERRUPTED:  # the session already exits 2 (interrupted); nothing to judge by
+        return skipped("this run was interrupted: the gate did not compare it", settings)
+    rankings = settings.rescore
+    current = load_run(store, run_id, golden=True, rankings=rankings)
+    baseline = None
+    if settings.baseline:
+        try:
+            baseline = read_run(settings.baseline, store, workspace=workspace, exclude=run_id, golden=True, rankings=rankings)
+        except StoreError as exc:
+            return unreadable_baseline(str(exc), settings)
+    result = decide_stored(store, current, baseline, settings)
+    if settings.asked_without_baseline:  # the floors were judged; the comparison asked for was not
+        refusal = no_baseline(settings, strict=False).refusal or ""
+        result.warnings.append("WARNING " + refusal.splitlines()[0])
     return result

@@ -410,14 +410,15 @@ def find_runs(store: "Store", *, workspace: str | None = None, labels: dict[str,
               since: datetime | None = None, config_hash: str | None = None, complete: bool = False,
               exclude: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
     """Run rows, newest first: of ``workspace`` (None: every one), with every one of ``labels``, started at or
-    after ``since``, ``complete`` ones only when asked, never ``exclude``; at most ``limit``."""
+    after ``since``, ``complete`` ones only when asked (complete runs of the whole golden set: a partial selection
+    is never a baseline by default), never ``exclude``; at most ``limit``."""
     filtered = since is not None or complete or exclude is not None
     rows = store.list_runs(None if filtered else limit, workspace=workspace, config_hash=config_hash, labels=labels or None)
     found = []
     for run in rows:
         if since is not None and started_at(run) < since:
             break  # newest first: every later row started earlier still
-        if (complete and run.get("status") != COMPLETE) or run["id"] == exclude:
+        if (complete and (run.get("status") != COMPLETE or run.get("selection"))) or run["id"] == exclude:
             continue
         found.append(run)
         if limit and len(found) >= limit:

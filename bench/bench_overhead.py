@@ -487,7 +487,7 @@ def main() -> int:
                         help="items in the profiled runs (smaller than --items to keep the script under 3 minutes)")
     opts = parser.parse_args()
 
-    import pytest  # noqa: PLC0415 - versions for the report only
+    import pytest
 
     print(f"python {platform.python_version()}, pytest {pytest.__version__}, {os.cpu_count()} CPUs, {platform.machine()}")
     print(f"workload: {opts.items} golden items (1-2 citations each), in-memory pipeline returning 10 chunks, "

@@ -158,7 +158,7 @@ PROMPTFOO_ENV = {
     "PROMPTFOO_DISABLE_REDTEAM_REMOTE_GENERATION": "1",
 }
 PROMPTFOO_UNSET = ("PROMPTFOO_API_KEY", "PROMPTFOO_REMOTE_API_BASE_URL", "PROMPTFOO_REMOTE_APP_BASE_URL", "PROMPTFOO_SHARE_URL")
-OFFLINE_ENV = {name: CLOSED_PORT_PROXY for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy")}
+OFFLINE_ENV = dict.fromkeys(("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"), CLOSED_PORT_PROXY)
 OFFLINE_ENV.update({"NO_PROXY": "", "no_proxy": "", "npm_config_offline": "true"})
 
 
@@ -251,7 +251,7 @@ def child_env(base: dict[str, str], extra: dict[str, str], unset: tuple[str, ...
 def write_promptfoo_config(directory: Path, n_items: int) -> None:
     """The same items as promptfoo tests: the pipeline's fixed output becomes the echoed prompt."""
     namespace: dict = {}
-    exec(compile(overhead.PIPELINE_SOURCE.format(n_items=n_items), "pipeline", "exec"), namespace)  # noqa: S102 - our own source
+    exec(compile(overhead.PIPELINE_SOURCE.format(n_items=n_items), "pipeline", "exec"), namespace)
     tests = []
     for i in range(n_items):
         item = namespace["make_item"](i)

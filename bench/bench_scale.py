@@ -47,7 +47,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bench_overhead as overhead  # noqa: E402 - the same workload, items and phase probe
+import bench_overhead as overhead
 
 ROTATE = '''
 
@@ -76,7 +76,7 @@ def main() -> int:
                              "summary, show, report and compare")
     opts = parser.parse_args()
     if opts.readers:
-        import pytest  # noqa: PLC0415 - the version for the report only
+        import pytest
 
         print(f"python {platform.python_version()}, pytest {pytest.__version__}, {os.cpu_count()} CPUs, {platform.machine()}")
         overhead.CHILD_ENV.update(os.environ)
@@ -86,7 +86,7 @@ def main() -> int:
         return 0
     sizes = [int(size) for size in opts.sizes.split(",")]
 
-    import pytest  # noqa: PLC0415 - the version for the report only
+    import pytest
 
     print(f"python {platform.python_version()}, pytest {pytest.__version__}, {os.cpu_count()} CPUs, {platform.machine()}")
     with tempfile.TemporaryDirectory(prefix="crucible-scale-") as name:

@@ -49,9 +49,9 @@ from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from pytest_crucible.stats import paired_test, paired_tests  # noqa: E402
-from pytest_crucible.stats.bootstrap import clear_caches as clear_boot  # noqa: E402
-from pytest_crucible.stats.permutation import clear_caches as clear_perm  # noqa: E402
+from pytest_crucible.stats import paired_test, paired_tests
+from pytest_crucible.stats.bootstrap import clear_caches as clear_boot
+from pytest_crucible.stats.permutation import clear_caches as clear_perm
 
 N_ITEMS = 1_000
 N_RESAMPLES = 10_000

@@ -41,7 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_overhead import PHASEPROBE, PHASES, read_phases  # noqa: E402 - sibling script (bench/ is sys.path[0])
+from bench_overhead import PHASEPROBE, PHASES, read_phases
 
 PY = sys.executable
 TARGET = 1.7

@@ -46,7 +46,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from pytest_crucible.stats import (  # noqa: E402
+from pytest_crucible.stats import (
     DEFAULT_SEED,
     holm_adjust,
     minimum_detectable_effect,

@@ -9,9 +9,9 @@ rubrics.json, named by ``crucible_rubrics`` in pytest.ini.
 from pathlib import Path
 
 import pytest
+from helpdesk import HelpdeskRAG
 
 import pytest_crucible as crucible
-from helpdesk import HelpdeskRAG
 
 
 @pytest.fixture(scope="session")

@@ -24,9 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
-
 import fuzzing  # noqa: E402
+from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 
 
 def fuzz_target(name: str, strategy, runner, workdir: Path, examples: int, random_seed: int) -> tuple[Counter, list[str]]:
@@ -41,7 +40,7 @@ def fuzz_target(name: str, strategy, runner, workdir: Path, examples: int, rando
     def run(data: bytes) -> None:
         try:
             outcomes[runner(data, workdir)] += 1
-        except Exception as exc:  # noqa: BLE001 - counted and shown, never raised
+        except Exception as exc:
             outcomes["escaped"] += 1
             if len(escapes) < 5:
                 escapes.append(f"{type(exc).__name__}: {str(exc)[:300]}\n  input: {data[:300]!r}\n"

@@ -9,26 +9,25 @@ the snapshot drops the module: the next session would then see two PipelineResul
 classes. So a preloaded package's submodules that inner sessions use are preloaded too.
 """
 
-import pytest
 import anthropic  # noqa: F401
-import openai  # noqa: F401
 import numpy  # noqa: F401
+import openai  # noqa: F401
+import pytest
 import scipy.special  # noqa: F401
+from mock_anthropic import mock_anthropic  # noqa: F401  (fixture: a local Messages API server)
+from mock_openai import mock_openai  # noqa: F401  (fixture: a local OpenAI-compatible API server)
 
+import pytest_crucible.evaluation.answers
+import pytest_crucible.evaluation.concurrency
+import pytest_crucible.evaluation.pipeline
+import pytest_crucible.evaluation.scoring
+import pytest_crucible.judge.anthropic_judge
+import pytest_crucible.judge.custom_judge
+import pytest_crucible.judge.lexical_v2
+import pytest_crucible.judge.openai_judge
+import pytest_crucible.report.html
+import pytest_crucible.store
 import pytest_crucible.verdict.comparison  # noqa: F401
-import pytest_crucible.evaluation.answers  # noqa: F401
-import pytest_crucible.evaluation.concurrency  # noqa: F401
-import pytest_crucible.evaluation.pipeline  # noqa: F401  (with its package preloaded, it must be too: see below)
-import pytest_crucible.evaluation.scoring  # noqa: F401
-import pytest_crucible.judge.anthropic_judge  # noqa: F401
-import pytest_crucible.judge.custom_judge  # noqa: F401
-import pytest_crucible.judge.openai_judge  # noqa: F401
-import pytest_crucible.judge.lexical_v2  # noqa: F401
-import pytest_crucible.report.html  # noqa: F401
-import pytest_crucible.store  # noqa: F401
-from mock_anthropic import mock_anthropic  # noqa: E402,F401  (fixture: a local Messages API server)
-from mock_openai import mock_openai  # noqa: E402,F401  (fixture: a local OpenAI-compatible API server)
-
 
 # Plugins installed for tests/test_other_plugins.py that would change every inner run: pytest-randomly reorders and
 # reseeds, pytest-asyncio warns about its unset loop scope, pytest-html and pytest-metadata add to the output.

@@ -24,8 +24,9 @@ import io
 import json
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from hypothesis import strategies as st
 
@@ -472,8 +473,8 @@ def export_files(draw) -> bytes:
 
 def run_export(data: bytes, workdir: Path) -> str:
     """`crucible import FILE`, then the comparison input the gate reads from the same file."""
-    from pytest_crucible.verdict.runs import run_data_from_export
     from pytest_crucible.store import StoreError, read_export
+    from pytest_crucible.verdict.runs import run_data_from_export
 
     path = workdir / "fuzz-export.json"
     path.write_bytes(data)

@@ -8,8 +8,9 @@ import json
 import os
 import sqlite3
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import pytest
 

@@ -32,10 +32,11 @@ import struct
 import threading
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -135,8 +136,7 @@ def default_verdict(request: MockRequest) -> dict[str, Any]:
 # -- golden set generation (generate-v1): deterministic, shaped by the passages ---------------------------
 PASSAGE_RE = re.compile(r'<passage index="\d+"(?: id="(?P<id>[^"]*)")?>\n(?P<text>.*?)\n</passage>', re.DOTALL)
 QUESTION_RE = re.compile(r"<question>\n(?P<question>.*?)\n</question>", re.DOTALL)
-MOCK_STOP = frozenset("the a an and or of to in on for with is are was were be by at as it its this that from "
-                      "what which how when who why does do did can said about relate given rule rules apply".split())
+MOCK_STOP = frozenset(["the", "a", "an", "and", "or", "of", "to", "in", "on", "for", "with", "is", "are", "was", "were", "be", "by", "at", "as", "it", "its", "this", "that", "from", "what", "which", "how", "when", "who", "why", "does", "do", "did", "can", "said", "about", "relate", "given", "rule", "rules", "apply"])
 #: Words no test corpus uses: an unanswerable mock question is made of them, so its answer check finds nothing.
 OUTSIDE_WORDS = ("zeppelin", "lunar", "tariff", "quarterly")
 
@@ -282,7 +282,7 @@ class MockAnthropic(ScriptedFaults):
         self.base_url = ""
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def start(self) -> "MockAnthropic":
+    def start(self) -> MockAnthropic:
         mock = self
 
         class Handler(_Handler):
@@ -572,7 +572,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(500, f"unknown mock fault {fault.kind!r}")
 
     # -- methods -----------------------------------------------------------------------------
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+    def do_POST(self) -> None:
         mock = self.server_mock
         route, _ = self._route("POST")
         body = self._read_body()
@@ -604,7 +604,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if label is not None:
                     mock.labels_in_flight[label] -= 1
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         mock = self.server_mock
         route, batch_id = self._route("GET")
         self._record("GET", route, None)

@@ -11,11 +11,10 @@ import sys
 import time
 
 import pytest
-
 from helpers import COMPONENT_RECORD, db_rows, write_golden, writers_in
 
-from pytest_crucible.store.recorder import usable_cores
 from pytest_crucible.store import Store
+from pytest_crucible.store.recorder import usable_cores
 
 # Every batch handed to the writing process is logged (its size) in handed.log, beside the conftest.
 CONFTEST = """

@@ -8,8 +8,8 @@ import xml.etree.ElementTree as ET
 from datetime import datetime, timedelta, timezone
 
 import pytest
-
 from helpers import crucible_cli, db_rows, write_project
+
 from pytest_crucible.store import Store, StoreError
 from pytest_crucible.verdict.runs import parse_label_args, parse_run_ref, parse_since
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from helpers import RANKED_CONFTEST
+
 from pytest_crucible.cli import main
 from pytest_crucible.store import Store
 from pytest_crucible.workspace import default_workspace, parse_label_filters, reading_workspace

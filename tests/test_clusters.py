@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from helpers import crucible_cli, db_rows, write_project
 
 # 12 source documents, 5 paraphrases each. The candidate config breaks the retrieval of 3 sources:

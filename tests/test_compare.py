@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from pytest_crucible.report.views import run_metrics_json
 from pytest_crucible.verdict.comparison import (
     ComparisonRefused,
     compare_run_data,
     floor_failures,
 )
-from pytest_crucible.report.views import run_metrics_json
 from pytest_crucible.verdict.runs import RunData
 
 
@@ -154,8 +155,8 @@ def test_identical_runs_are_never_significant(values) -> None:
 
 
 def test_runs_read_from_a_store_compare(tmp_path) -> None:
-    from pytest_crucible.verdict.runs import load_run
     from pytest_crucible.store import Store
+    from pytest_crucible.verdict.runs import load_run
 
     store = Store.open(tmp_path / "c.db")
     ids = []

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from helpers import db_rows
 
 from pytest_crucible.evaluation.answers import AnswerInputs, assertion_results, assertion_satisfaction, unsatisfied_must_assertions
-from pytest_crucible.golden_set.schema import GoldenItem
 from pytest_crucible.evaluation.pipeline import PipelineResult
 from pytest_crucible.evaluation.scoring import concept_metrics
+from pytest_crucible.golden_set.schema import GoldenItem
 
 ITEM = {
     "id": "vela-range", "question": "How far does the Vela E2 go on one charge?",

@@ -6,7 +6,6 @@ import json
 import sqlite3
 
 import pytest
-
 from helpers import write_golden
 
 N = 24

@@ -6,7 +6,8 @@ import copy
 import json
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pytest_crucible.config import (
     DEFAULT_CONFIG,

@@ -10,7 +10,6 @@ import sys
 import time
 
 import pytest
-
 from helpers import write_golden, writers_in
 
 from pytest_crucible.store import Store

@@ -11,7 +11,6 @@ import json
 import textwrap
 
 import pytest
-
 from helpers import crucible_cli, db_rows, write_golden
 
 ITEMS = [{"id": f"q-{i:02d}", "question": f"How long is the return window for order {i}?", "reference": "30 days.",

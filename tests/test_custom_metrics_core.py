@@ -10,10 +10,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_crucible.evaluation.custom_metrics import (CustomMetricError, Rubric, definitions, directions, metric, parse_rubrics,
-                                            ruler_changes, run_python_metrics)
-from pytest_crucible.metrics import KNOWN_METRICS, resolve_metric
+from pytest_crucible.evaluation.custom_metrics import (
+    CustomMetricError,
+    Rubric,
+    definitions,
+    directions,
+    metric,
+    parse_rubrics,
+    ruler_changes,
+    run_python_metrics,
+)
 from pytest_crucible.evaluation.thresholds import parse_thresholds, threshold_failures
+from pytest_crucible.metrics import KNOWN_METRICS, resolve_metric
 
 
 @given(st.integers(-50, 50), st.integers(1, 100), st.data())
@@ -134,9 +142,9 @@ def test_thresholds_parse_and_hold_at_their_bound() -> None:
 
 
 def test_an_exported_run_keeps_its_custom_metrics_and_shards_must_agree_on_them(tmp_path) -> None:
-    from pytest_crucible.verdict.runs import run_data_from_export
     from pytest_crucible.store import Store, StoreError, read_export
     from pytest_crucible.store.merge import merge_shards
+    from pytest_crucible.verdict.runs import run_data_from_export
 
     words = metric("words", better="lower")(lambda item, result, *, config: 1)
     item = {"id": "q1", "question": "q?"}

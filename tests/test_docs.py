@@ -11,8 +11,8 @@ import shlex
 from pathlib import Path
 
 import pytest
-
 from helpers import crucible_cli
+
 from pytest_crucible import reference
 from pytest_crucible.cli import main as crucible_main
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from pytest_crucible.evaluation.answers import AnswerInputs, score_answers
-from pytest_crucible.judge.embed import HashingEmbedder
-from pytest_crucible.golden_set.schema import GoldenItem
-from pytest_crucible.judge.engine import JudgeEngine
-from pytest_crucible.judge.lexical import LexicalJudge
 from pytest_crucible.evaluation.pipeline import PipelineResult
 from pytest_crucible.evaluation.scoring import classify_score, score_item
+from pytest_crucible.golden_set.schema import GoldenItem
+from pytest_crucible.judge.embed import HashingEmbedder
+from pytest_crucible.judge.engine import JudgeEngine
+from pytest_crucible.judge.lexical import LexicalJudge
 
 RETURNS = {"chunk_id": "returns#p1", "doc_id": "returns", "text": "Bikes can be returned within 30 days of delivery."}
 RETURNS_OLD = {"chunk_id": "returns-2024#p1", "doc_id": "returns-2024", "text": "Bikes can be returned within 14 days of delivery.",

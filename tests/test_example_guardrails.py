@@ -20,8 +20,8 @@ from helpdesk import HelpdeskRAG  # noqa: E402
 from helpdesk.guardrails import LAYER_NAMES, InputScanner, detect_obfuscated  # noqa: E402
 
 from pytest_crucible.config import TrackedConfig  # noqa: E402
-from pytest_crucible.golden_set.schema import load_golden_file  # noqa: E402
 from pytest_crucible.evaluation.pipeline import coerce_result  # noqa: E402
+from pytest_crucible.golden_set.schema import load_golden_file  # noqa: E402
 
 BASELINE = {"retrievalLimit": 10, "retrieval": {"rerank": False, "candidatePool": 40, "tokenBudget": 3000}}
 RERANK = {"retrievalLimit": 10, "retrieval": {"rerank": True, "candidatePool": 40, "tokenBudget": 3000}}

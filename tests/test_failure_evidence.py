@@ -6,17 +6,15 @@ to set up through the real scoring path by hand (citation_error, stale)."""
 
 from __future__ import annotations
 
-
 import pytest
-
 from helpers import db_rows, write_golden
 
 from pytest_crucible.cli import main
-from pytest_crucible.judge.embed import HashingEmbedder
 from pytest_crucible.evaluation.answers import AnswerInputs, score_answers
 from pytest_crucible.evaluation.pipeline import PipelineResult
 from pytest_crucible.evaluation.scoring import classify_score, score_item
 from pytest_crucible.golden_set.schema import GoldenItem
+from pytest_crucible.judge.embed import HashingEmbedder
 from pytest_crucible.judge.engine import JudgeEngine
 from pytest_crucible.judge.lexical import LexicalJudge
 

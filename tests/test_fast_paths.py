@@ -103,8 +103,7 @@ _doc = st.sampled_from([f"d{i}" for i in range(12)])
        k=st.integers(1, 15), level=st.integers(-1, 3))
 def test_all_retrieval_metrics_at_once_equal_each_metric_alone(ranking, qrels, k, level) -> None:
     """retrieval_metrics computes the five from one pass; each must be the float its own function gives."""
-    from pytest_crucible.metrics.retrieval import (NDCG_CUTOFF, hit_at_k, ndcg_at_k, precision_at_k, recall_at_k,
-                                                   reciprocal_rank, retrieval_metrics)
+    from pytest_crucible.metrics.retrieval import NDCG_CUTOFF, hit_at_k, ndcg_at_k, precision_at_k, recall_at_k, reciprocal_rank, retrieval_metrics
 
     got = retrieval_metrics(ranking, qrels, k, relevance_level=level)
     if not any(grade >= max(level, 0) for grade in qrels.values()):
@@ -124,7 +123,7 @@ _flag_values = st.sampled_from([None, False, True, 0, 1])
 
 
 @settings(max_examples=60, deadline=None)
-@given(values=st.fixed_dictionaries({column: _column_values for column in _LIST_COLUMNS + _OPTIONAL_COLUMNS}),
+@given(values=st.fixed_dictionaries(dict.fromkeys(_LIST_COLUMNS + _OPTIONAL_COLUMNS, _column_values)),
        abstained=_flag_values, blocked=_flag_values, outcome=st.sampled_from([None, "", "passed"]))
 def test_result_columns_hold_the_text_json_dumps_gives_their_values(tmp_path_factory, values, abstained, blocked, outcome) -> None:
     """Recording writes an empty column's text without calling the encoder: every column must still hold what

@@ -15,7 +15,6 @@ import stat
 from pathlib import Path
 
 import pytest
-
 from helpers import RANKED_CONFTEST, crucible_cli, numbered_items, write_golden
 
 from pytest_crucible.store.files import FileModeError, file_mode, folder_mode, write_output_file

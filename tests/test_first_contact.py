@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from helpers import COMPONENT_RECORD, RANKED_CONFTEST, crucible_cli, db_rows, write_golden
 
 RANKED = [("returns#p1", "returns"), ("bikes#p2", "bikes"), ("battery#p1", "battery"), ("faq#p9", "faq")]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from helpers import RANKED_CONFTEST, db_rows, write_golden
 
 ITEMS = [{"id": f"q-{i:03d}", "question": f"Question {i}?", "citations": [{"docId": "returns", "chunkId": "returns#p1"}]}

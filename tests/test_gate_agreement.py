@@ -18,11 +18,12 @@ from pathlib import Path
 import httpx
 import pytest
 from api_server import new_key, serve_in_thread
-from hypothesis import HealthCheck, event, given, settings, strategies as st
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from pytest_crucible.cli import main as crucible
-from pytest_crucible.verdict.gate import GateSettings, gate_of_session_run
 from pytest_crucible.store import Store
+from pytest_crucible.verdict.gate import GateSettings, gate_of_session_run
 
 WORKSPACE = "agree"
 METRICS = ("ndcgAt10", "mrr", "faithfulness", "noiseSensitivity", "abstainRate", "precisionAtK")

@@ -6,8 +6,8 @@ import json
 import sqlite3
 
 import pytest
-
 from helpers import crucible_cli, db_rows, write_project
+
 from pytest_crucible.cli import main as crucible_main
 
 N_ITEMS = 30

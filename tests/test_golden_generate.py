@@ -9,13 +9,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from helpers import crucible_cli
 from mock_anthropic import answer_check_verdict, default_verdict, generate_verdict
-from pytest_crucible.golden_set.corpus import Chunk, CorpusError, load_corpus
+
 from pytest_crucible.defaults import DEFAULT_SEED
-from pytest_crucible.golden_set.generate import (DuplicateFilter, GenerateError, answers_agree, is_verbatim, parse_mix,
-                                             plan_counts, plan_generation)
+from pytest_crucible.golden_set.corpus import Chunk, CorpusError, load_corpus
+from pytest_crucible.golden_set.generate import DuplicateFilter, GenerateError, answers_agree, is_verbatim, parse_mix, plan_counts, plan_generation
 from pytest_crucible.golden_set.schema import GoldenItem
 from pytest_crucible.judge.anthropic_judge import AnthropicJudge
 from pytest_crucible.judge.model_judge import verdict_schema

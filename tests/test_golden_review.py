@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-import pytest
 
+import pytest
 from helpers import RANKED_CONFTEST, crucible_cli, write_golden
+
 from pytest_crucible.golden_set.corpus import Chunk
 from pytest_crucible.golden_set.lexical import lexical_drafts
 from pytest_crucible.golden_set.review import set_status, with_status
@@ -49,12 +50,12 @@ def test_accept_and_reject_change_only_the_status_values(tmp_path) -> None:
 
 
 def test_a_byte_order_mark_and_a_final_newline_are_kept(tmp_path) -> None:
-    data = b"\xef\xbb\xbf" + '{"id": "a", "question": "Q?", "status":"draft"}\n\n{"id": "b", "question": "R?"}\n'.encode()
+    data = b"\xef\xbb\xbf" + b'{"id": "a", "question": "Q?", "status":"draft"}\n\n{"id": "b", "question": "R?"}\n'
     path = write(tmp_path, data)
     change = set_status(path, ["a", "b"], "rejected")
     assert change.changed == ["a", "b"]
     assert path.read_bytes() == b"\xef\xbb\xbf" + (
-        '{"id": "a", "question": "Q?", "status":"rejected"}\n\n{"id": "b", "question": "R?", "status": "rejected"}\n').encode()
+        b'{"id": "a", "question": "Q?", "status":"rejected"}\n\n{"id": "b", "question": "R?", "status": "rejected"}\n')
 
 
 def test_with_status_respects_strings_and_nesting() -> None:

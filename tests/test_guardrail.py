@@ -7,9 +7,9 @@ import json
 import math
 
 import pytest
+from helpers import db_rows, write_golden
 from scipy.optimize import brentq
 
-from helpers import db_rows, write_golden
 from pytest_crucible.metrics.guardrail import (
     expected_outcome,
     guardrail_failure,

@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from helpers import write_project
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from pytest_crucible.cli import main as crucible_main
-from pytest_crucible.verdict.gate import GateSettings, decide
 from pytest_crucible.report.html import render_report, risk_coverage_plot, write_report
-from pytest_crucible.verdict.runs import load_run, read_run
 from pytest_crucible.store import Store
+from pytest_crucible.verdict.gate import GateSettings, decide
+from pytest_crucible.verdict.runs import load_run, read_run
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "example_project"

@@ -10,10 +10,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
 from helpers import crucible_cli
-from pytest_crucible.labels.human import (answer_hash, compare_ppi, compare_ppi_lines, label_number, ppi_for_run,
-                                          ppi_summary_lines)
+
+from pytest_crucible.labels.human import answer_hash, compare_ppi, compare_ppi_lines, label_number, ppi_for_run, ppi_summary_lines
 from pytest_crucible.report.terminal import run_summary_lines
 from pytest_crucible.store import Store
 from pytest_crucible.store.ledgers import add_human_labels, human_labels_for_items
@@ -184,7 +183,7 @@ def test_one_labelled_answer_says_how_many_more_are_needed_and_the_newest_label_
                "value": "perfect" if k % 2 else "incorrect"} for k in range(30)]
     labels.append({"item_id": "i0", "answer_hash": answer_hash("answer 0"), "kind": "crag", "value": "perfect"})  # newest
     [line] = ppi_for_run(many, judged, labels)
-    assert line.n_labelled == 30 and line.estimate.bias == pytest.approx((1.0 - (16 * 1.0 + 14 * -1.0) / 30))
+    assert line.n_labelled == 30 and line.estimate.bias == pytest.approx(1.0 - (16 * 1.0 + 14 * -1.0) / 30)
 
 
 # -- crucible compare --ppi ---------------------------------------------------------------------------

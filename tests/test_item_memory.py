@@ -5,7 +5,6 @@ at the item's line in its golden file."""
 from __future__ import annotations
 
 import pytest
-
 from helpers import write_golden
 
 ITEMS = [{"id": f"m-{i}", "question": f"What does item {i} cost?", "citations": [{"docId": f"doc{i}"}]} for i in range(6)]

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from helpers import crucible_cli, write_project
 
 ITEMS = [

@@ -19,8 +19,8 @@ from mock_anthropic import MockAnthropic, MockRequest, default_verdict, mock_ant
 
 from pytest_crucible.judge import prices
 from pytest_crucible.judge.anthropic_judge import AnthropicJudge
-from pytest_crucible.judge.model_judge import STAMP_FIELDS, InvalidVerdict, parse_verdict, verdict_schema
 from pytest_crucible.judge.engine import JudgeEngine
+from pytest_crucible.judge.model_judge import STAMP_FIELDS, InvalidVerdict, parse_verdict, verdict_schema
 from pytest_crucible.judge.prompts import DATA_TAGS, PROMPT_VERSION, escape_data, load_prompt, prompt_fields, render_prompt
 
 
@@ -31,12 +31,16 @@ def version_of(kind: str) -> str:
 from pytest_crucible.judge.types import (
     REQUEST_TYPES,
     VERDICT_TYPES,
+    AnswerCheckRequest,
+    AnswerCheckVerdict,
     ClaimsRequest,
     ClaimsVerdict,
     CorrectnessRequest,
     CorrectnessVerdict,
     EntailmentRequest,
     EntailmentVerdict,
+    GenerateQuestionRequest,
+    GenerateQuestionVerdict,
     JudgeFailure,
     QuestionsRequest,
     QuestionsVerdict,
@@ -44,10 +48,6 @@ from pytest_crucible.judge.types import (
     RelevanceVerdict,
     RubricRequest,
     RubricVerdict,
-    GenerateQuestionRequest,
-    GenerateQuestionVerdict,
-    AnswerCheckRequest,
-    AnswerCheckVerdict,
     UsefulnessRequest,
     UsefulnessVerdict,
 )

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers import db_rows, write_golden
 from test_judge_e2e import CONFTEST, ITEMS  # the same small project as the Claude judge's tests
 

@@ -9,15 +9,15 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from helpers import RANKED_CONFTEST, crucible_cli, db_rows, write_golden, write_project
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mock_anthropic import MockAnthropic, mock_anthropic  # noqa: F401 - fixture
 
 import pytest_crucible.evaluation.scoring  # noqa: F401 - one copy for pytester's in-process runs (below)
-from helpers import RANKED_CONFTEST, crucible_cli, db_rows, write_golden, write_project
-from pytest_crucible.labels.calibration import read_labels_file
 from pytest_crucible.cli import main as crucible
 from pytest_crucible.judge.select import make_judge
+from pytest_crucible.labels.calibration import read_labels_file
 from pytest_crucible.metrics.crag import CRAG_GRADES
 from pytest_crucible.report.terminal import calibration_line
 from pytest_crucible.stats.agreement import cohen_kappa, confusion_matrix

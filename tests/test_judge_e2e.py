@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from helpers import db_rows, point_anthropic_at, write_project
 
 FAKE_KEY = "sk-ant-test-0000-not-a-real-key-CRUCIBLE"

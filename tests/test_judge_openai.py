@@ -11,8 +11,8 @@ import json
 import threading
 
 import pytest
-from mock_openai import MockOpenAI, OpenAIRequest, openai_error
 from mock_anthropic import Fault
+from mock_openai import MockOpenAI, OpenAIRequest, openai_error
 from test_judge_anthropic import ANSWERS, EXPECTED_TYPES, SAMPLE_REQUESTS, grade_by_number, relevance
 
 from pytest_crucible.judge import prices
@@ -20,7 +20,8 @@ from pytest_crucible.judge import select as select_module
 from pytest_crucible.judge.engine import JudgeEngine
 from pytest_crucible.judge.model_judge import STAMP_FIELDS, schema_text, verdict_schema
 from pytest_crucible.judge.openai_judge import OpenAIJudge, judge_identity
-from pytest_crucible.judge.select import JudgeSetupError, make_judge as select_judge, parse_price, registered_judges
+from pytest_crucible.judge.select import JudgeSetupError, parse_price, registered_judges
+from pytest_crucible.judge.select import make_judge as select_judge
 from pytest_crucible.judge.types import EntailmentRequest, EntailmentVerdict, JudgeFailure, RelevanceVerdict
 
 API_KEY = "sk-proj-test-NOT-A-REAL-KEY-abcdef0123456789"

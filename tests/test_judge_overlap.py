@@ -9,7 +9,6 @@ import json
 import re
 
 import pytest
-
 from helpers import db_rows, point_anthropic_at, write_project
 
 FAKE_KEY = "sk-ant-test-0000-not-a-real-key-OVERLAP"

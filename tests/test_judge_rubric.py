@@ -12,10 +12,10 @@ import pytest
 from mock_anthropic import MockAnthropic  # the mock_anthropic fixture comes from conftest.py
 
 from pytest_crucible.judge.anthropic_judge import AnthropicJudge
-from pytest_crucible.judge.model_judge import STAMP_FIELDS, InvalidVerdict, expected_output_tokens, parse_verdict, verdict_schema
 from pytest_crucible.judge.engine import JudgeEngine
 from pytest_crucible.judge.lexical import LexicalJudge
 from pytest_crucible.judge.lexical_v2 import LexicalJudgeV2
+from pytest_crucible.judge.model_judge import STAMP_FIELDS, InvalidVerdict, expected_output_tokens, parse_verdict, verdict_schema
 from pytest_crucible.judge.prompts import DATA_TAGS, PROMPT_VERSION, available_kinds, load_prompt, prompt_fields, render_prompt
 from pytest_crucible.judge.types import JudgeFailure, RelevanceRequest, RubricRequest, RubricVerdict
 

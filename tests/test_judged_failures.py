@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from helpers import crucible_cli, write_project
 
 PASSAGE = ("Items the libraries do not own can be requested. Each request costs 20 kroner, charged when the item "

@@ -7,7 +7,6 @@ import sqlite3
 import xml.etree.ElementTree as ET
 
 import pytest
-
 from helpers import write_project
 
 N_ITEMS = 30

@@ -161,9 +161,9 @@ FIGURES = {
 
 @pytest.mark.parametrize("judge, half", sorted(FIGURES))
 def test_agreement_with_the_calibration_set_is_what_the_docs_say(judge, half):
-    from pytest_crucible.labels.calibration import calibration_figures, judge_cases, read_labels_file
     from pytest_crucible.judge.embed import HashingEmbedder
     from pytest_crucible.judge.engine import JudgeEngine
+    from pytest_crucible.labels.calibration import calibration_figures, judge_cases, read_labels_file
 
     cases = read_labels_file(CALIBRATION / f"labels_{half}.jsonl")
     figures = calibration_figures(cases, judge_cases(cases, JudgeEngine(make_judge(judge)), HashingEmbedder()))

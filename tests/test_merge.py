@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import time
-import sqlite3
 from pathlib import Path
 
 import pytest
-
 from helpers import RANKED_CONFTEST, write_golden
 
 from pytest_crucible.cli import main as crucible_main

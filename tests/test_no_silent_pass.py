@@ -8,7 +8,6 @@ import json
 import sqlite3
 
 import pytest
-
 from helpers import COMPONENT_RECORD, crucible_cli, numbered_items, write_project
 
 N_ITEMS = 13

@@ -9,7 +9,6 @@ import json
 import sqlite3
 
 import pytest
-
 from helpers import COMPONENT_RECORD, crucible_cli, numbered_items, write_project
 
 ITEMS = numbered_items(12)

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-
 from xml.etree import ElementTree
 
 import pytest
-
 from helpers import crucible_cli, point_anthropic_at, write_golden
 
 from pytest_crucible.store import Store

@@ -9,7 +9,6 @@ import sqlite3
 import xml.etree.ElementTree as ET
 
 import pytest
-
 from helpers import RANKED_CONFTEST, db_rows, write_golden
 
 GOLDEN = [

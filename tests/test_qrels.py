@@ -9,15 +9,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from helpers import write_golden
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_crucible.cli import main
 from pytest_crucible.metrics.retrieval import provenance_qrels, ranking_units, retrieval_metrics
-from pytest_crucible.qrels.grades import agreement, effective_grades, llm_human_pairs
-from pytest_crucible.stats.agreement import cohen_kappa
 from pytest_crucible.qrels.formats import (
     QrelsFormatError,
     format_effective_qrels,
@@ -26,8 +23,10 @@ from pytest_crucible.qrels.formats import (
     read_qrels_file,
     run_rankings,
 )
-from pytest_crucible.store import Store
+from pytest_crucible.qrels.grades import agreement, effective_grades, llm_human_pairs
 from pytest_crucible.qrels.trec_eval import rank_run, read_qrels, read_run
+from pytest_crucible.stats.agreement import cohen_kappa
+from pytest_crucible.store import Store
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -609,9 +608,9 @@ def check_trec_eval_reproduces(capsys, db: Path, tmp: Path, run_id: str, *, no_r
     # An item that retrieved nothing has no run lines, so trec_eval skips it; with -c it scores 0,
     # as the plugin stored.
     assert set(stored) - set(printed) == {"g-empty"}
-    assert stored["g-empty"] == {metric: 0.0 for metric in TREC_TO_METRIC.values()}
+    assert stored["g-empty"] == dict.fromkeys(TREC_TO_METRIC.values(), 0.0)
     assert trec_eval_per_query(capsys, db, tmp, run_id, complete=True)["g-empty"] == \
-        {metric: "0.0000" for metric in TREC_TO_METRIC.values()}
+        dict.fromkeys(TREC_TO_METRIC.values(), "0.0000")
     # The unanswerable item has no judgment: in neither.
     assert "g-none" not in printed and "g-none" not in stored
     store.close()

@@ -21,9 +21,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from helpers import crucible_cli, db_rows, numbered_items, write_golden
 
 import pytest_crucible.store.recorder
-from helpers import crucible_cli, db_rows, numbered_items, write_golden
 
 N_ITEMS = 20
 ITEMS = numbered_items(N_ITEMS)

@@ -12,10 +12,9 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import fuzzing
 import pytest
 from hypothesis import HealthCheck, given, settings
-
-import fuzzing
 
 # Examples per target in the suite (scripts/fuzz.py runs thousands).
 SUITE_EXAMPLES = 150

@@ -14,7 +14,6 @@ import re
 from collections import Counter
 
 import pytest
-
 from helpers import db_rows, write_golden
 from mock_anthropic import Fault, MockRequest, default_verdict
 

@@ -19,9 +19,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
 from helpers import write_golden
-
 from mock_anthropic import Fault, MockRequest
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from helpers import write_golden
 
 from pytest_crucible.cli import main as crucible

@@ -5,11 +5,9 @@ the item's metrics over them, names the flaky items, and applies crucible_repeat
 from __future__ import annotations
 
 import json
-
 import math
 
 import pytest
-
 from helpers import db_rows, write_project
 
 ITEMS = [{"id": f"q-{i}", "question": f"Return window {i}?", "reference": "Within 30 days.",

@@ -12,9 +12,9 @@ from helpers import write_project
 from test_no_silent_pass import CONFTEST, ITEMS
 
 from pytest_crucible.metrics.retrieval import RETRIEVAL_METRICS
+from pytest_crucible.store import Store
 from pytest_crucible.verdict.ruler import rescored
 from pytest_crucible.verdict.runs import load_run
-from pytest_crucible.store import Store
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from helpers import db_rows, write_golden
 
 FAKE_KEY = "sk-ant-test-0000-not-a-real-key-RUBRICS"

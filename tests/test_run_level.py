@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_crucible.metrics.selective import aurc
 from pytest_crucible.stats.run_level import aurc_rows, paired_aurc_test

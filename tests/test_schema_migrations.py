@@ -193,7 +193,6 @@ def test_a_postgres_database_of_the_version_before_is_migrated(postgres_server) 
     """A team's PostgreSQL database written by the version before (schema 14) moves to this one on first open: the
     same migrations as a file, translated; its runs are kept and full selections."""
     import psycopg
-
     from test_store_backends import SCORE, new_run
 
     url = postgres_server.create_database()

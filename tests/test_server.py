@@ -20,12 +20,13 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-import pytest_crucible.server.app as server_app  # noqa: E402  (imported before pytester runs, see conftest)
-from api_server import add_run, client, new_key, serve_in_thread  # noqa: E402
-from helpers import RANKED_CONFTEST, write_golden  # noqa: E402
-from pytest_crucible.cli import main  # noqa: E402
-from pytest_crucible.defaults import ServerLimits  # noqa: E402
-from pytest_crucible.store import Store  # noqa: E402
+from api_server import add_run, client, new_key, serve_in_thread
+from helpers import RANKED_CONFTEST, write_golden
+
+import pytest_crucible.server.app as server_app
+from pytest_crucible.cli import main
+from pytest_crucible.defaults import ServerLimits
+from pytest_crucible.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
 METRICS = "/api/v1/evals/runs/{}/metrics"

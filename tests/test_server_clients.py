@@ -25,23 +25,23 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-import httpx  # noqa: E402
+import httpx
+from api_server import client, make_db, new_key, serve_in_thread, server_in_thread
 
-import pytest_crucible.server.app as server_app  # noqa: E402
-from api_server import make_db, client, new_key, serve_in_thread, server_in_thread  # noqa: E402
-from pytest_crucible.cli import main  # noqa: E402
-from pytest_crucible.defaults import ServerLimits  # noqa: E402
-from pytest_crucible.server.keys import parse_key  # noqa: E402
+import pytest_crucible.server.app as server_app
+from pytest_crucible.cli import main
+from pytest_crucible.defaults import ServerLimits
+from pytest_crucible.server.keys import parse_key
 
 RUNS = "/api/v1/evals/runs"
 COMPARE = "/api/v1/evals/runs/compare"

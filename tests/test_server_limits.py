@@ -29,15 +29,15 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-import httpx  # noqa: E402
-from fastapi.testclient import TestClient  # noqa: E402
+import httpx
+from api_server import add_run, client, make_db, new_key, serve_in_thread
+from fastapi.testclient import TestClient
 
-import pytest_crucible.server.app as server_app  # noqa: E402
-from api_server import make_db, add_run, client, new_key, serve_in_thread  # noqa: E402
-from pytest_crucible.cli import main  # noqa: E402
-from pytest_crucible.defaults import ServerLimits  # noqa: E402
-from pytest_crucible.server.keys import authenticate, parse_key  # noqa: E402
-from pytest_crucible.store import Store  # noqa: E402
+import pytest_crucible.server.app as server_app
+from pytest_crucible.cli import main
+from pytest_crucible.defaults import ServerLimits
+from pytest_crucible.server.keys import authenticate, parse_key
+from pytest_crucible.store import Store
 
 RUNS = "/api/v1/evals/runs"
 COMPARE = "/api/v1/evals/runs/compare"
@@ -71,7 +71,7 @@ def closed_by_server(sock: socket.socket, within: float, trickle: bytes | None =
         try:
             if sock.recv(65536) == b"":
                 return True
-        except socket.timeout:
+        except TimeoutError:
             if trickle:
                 try:
                     sock.sendall(trickle)
@@ -268,7 +268,7 @@ def test_a_trickled_body_is_answered_408_and_closed(tmp_path) -> None:
                     break
                 try:
                     chunk = sock.recv(65536)
-                except socket.timeout:
+                except TimeoutError:
                     chunk = None
                 except OSError:  # reset
                     break

@@ -24,20 +24,19 @@ yaml = pytest.importorskip("yaml", reason="pyyaml is not installed (pip install 
 
 from helpers import RANKED_CONFTEST, write_golden  # noqa: E402
 
-from pytest_crucible.cli import main as crucible_main  # noqa: E402
-from pytest_crucible.store import Store  # noqa: E402
-
 # pytester's in-process runs drop the modules an inner session imported, so each of the many runs
 # below would import the plugin's session, scoring and reporting modules again: import them once, here.
-import pytest_crucible.evaluation.answers  # noqa: E402,F401
-import pytest_crucible.evaluation.concurrency  # noqa: E402,F401
-import pytest_crucible.evaluation.scoring  # noqa: E402,F401
-import pytest_crucible.metrics.errors  # noqa: E402,F401
-import pytest_crucible.report.junit  # noqa: E402,F401
-import pytest_crucible.report.terminal  # noqa: E402,F401
-import pytest_crucible.report.views  # noqa: E402,F401
-import pytest_crucible.session  # noqa: E402,F401
+import pytest_crucible.evaluation.answers  # noqa: E402
+import pytest_crucible.evaluation.concurrency  # noqa: E402
+import pytest_crucible.evaluation.scoring  # noqa: E402
+import pytest_crucible.metrics.errors  # noqa: E402
+import pytest_crucible.report.junit  # noqa: E402
+import pytest_crucible.report.terminal  # noqa: E402
+import pytest_crucible.report.views  # noqa: E402
+import pytest_crucible.session  # noqa: E402
 import pytest_crucible.workspace  # noqa: E402,F401
+from pytest_crucible.cli import main as crucible_main  # noqa: E402
+from pytest_crucible.store import Store  # noqa: E402
 
 DOCS_CI = Path(__file__).resolve().parents[1] / "docs" / "ci.md"
 SECTION = "## Sharding across CI machines (pytest-split)"

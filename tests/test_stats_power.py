@@ -13,11 +13,11 @@ from scipy import stats
 from pytest_crucible.stats import (
     PairedTest,
     holm_adjust,
+    min_pairs_for_alpha,
     minimum_detectable_effect,
     paired_test,
     required_sample_size,
 )
-from pytest_crucible.stats import min_pairs_for_alpha
 
 
 # ---------------------------------------------------------------------------

@@ -18,8 +18,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from pytest_crucible.stats import Mulberry32, paired_bootstrap_bca, paired_permutation_test, paired_test, paired_tests
-from pytest_crucible.stats import resampling
+from pytest_crucible.stats import Mulberry32, paired_bootstrap_bca, paired_permutation_test, paired_test, paired_tests, resampling
 from pytest_crucible.stats.bootstrap import matvec, resample_counts
 from pytest_crucible.stats.permutation import permutation_signs
 from pytest_crucible.stats.resampling import MatrixCache, resample_sums

@@ -9,7 +9,6 @@ import sys
 
 import pytest
 
-
 from pytest_crucible.store import SCHEMA_VERSION, Store, StoreError
 
 SCORE = {

@@ -13,7 +13,6 @@ import sqlite3
 import sys
 
 import pytest
-
 from helpers import COMPONENT_RECORD, RANKED_CONFTEST, crucible_cli, write_golden
 
 from pytest_crucible.store import RunIdTaken, RunNotFound, Store, StoreError, read_only_rows

@@ -3,9 +3,7 @@ filterwarnings apply to it), and under ``crucible_strict_config = true`` a usage
 
 from __future__ import annotations
 
-
 import pytest
-
 from helpers import write_golden
 
 ITEMS = [{"id": f"k-{i}", "question": f"question {i}", "citations": [{"docId": f"doc{i}", "mode": "required"}]} for i in range(3)]

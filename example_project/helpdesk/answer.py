@@ -41,8 +41,8 @@ Below ``abstain_below`` the answerer abstains: the answer text is a fixed
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from .concepts import ConceptGlossary
 from .corpus import Chunk

@@ -9,7 +9,7 @@ surfaced even when the exact chunk differs.
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 GLOSSARY: dict[str, tuple[str, ...]] = {
     # bikes

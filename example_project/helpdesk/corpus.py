@@ -18,9 +18,9 @@ Every paragraph after it becomes one chunk with id ``<doc_id>#p<N>`` (N from 1).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Mapping
 
 _META_LINE = re.compile(r"^([a-z][a-z_]*):\s*(.+?)\s*$")
 

@@ -50,9 +50,10 @@ import binascii
 import codecs
 import re
 import unicodedata
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 from urllib.parse import unquote
 
 # A document as the scanner sees it: (where it came from, its text).
@@ -188,7 +189,7 @@ _ASSISTANT = r"(ai|a\.i\.|assistant|chat\s?bot|bot|language\s+model|llm|model|gp
 _ALLOWED_DOMAINS = ("northwind-cycleworks.example",)
 
 DOCUMENT_RULES: Rules = _compile({
-    "override": rf"\b(ignore|disregard|forget|override|bypass|discard)\b(\s+\w+){{0,3}}?\s+(all|any|the|every|other|previous|prior|earlier|above|remaining|your)\b(\s+\w+){{0,2}}?\s+(instructions?|rules|guidelines|prompts?|documents?|sources?|context|pages?|articles?|search\s+results|information)\b",
+    "override": r"\b(ignore|disregard|forget|override|bypass|discard)\b(\s+\w+){0,3}?\s+(all|any|the|every|other|previous|prior|earlier|above|remaining|your)\b(\s+\w+){0,2}?\s+(instructions?|rules|guidelines|prompts?|documents?|sources?|context|pages?|articles?|search\s+results|information)\b",
     "addressed to the assistant": rf"\b(note|message|instructions?|attention|notice|reminder)\s+(to|for)\s+(the\s+|any\s+|all\s+)?{_ASSISTANT}s?\b|\bif\s+you\s+are\s+an?\s+(\w+\s+)?{_ASSISTANT}\b|\b{_ASSISTANT}s?\b[^.?!]{{0,40}}\b(reading|processing|summari[sz]ing|answering|responding|using)\s+(from\s+|with\s+)?this\s+(page|document|article|text|content|file)\b|\b(when|while)\s+(answering|responding|replying|summari[sz]ing|processing|reading|quoting)\s+(from\s+|with\s+)?this\s+(page|document|article|text|content|file)\b",
     "assistant told what to do": rf"\b{_ASSISTANT}s?\s*[:,]\s*(please\s+)?(do\s+not|don't|never|always|you\s+must|respond|reply|answer|say|tell|ignore|include|add)\b|\b(the\s+)?{_ASSISTANT}s?\s+(must|should|shall|is\s+required\s+to|will\s+now|has\s+to)\s+(not\s+)?(say|tell|answer|respond|reply|ignore|include|add|mention|state|claim|recommend)\b",
     "role marker": r"(^|\s)\[(system|inst|/inst|assistant|sys)\]|<\|?(system|im_start|im_end|endoftext|assistant)\|?>|<\s*/?\s*system\s*>|#{2,}\s*(system|instruction|new instructions)|\bbegin\s+(system|hidden)?\s*(prompt|instructions)\b|(^|[.!?]\s+)(system|assistant)\s*:",

@@ -11,8 +11,8 @@ and phrase features; computing them once at build time keeps queries fast.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import bm25s
 import numpy as np
@@ -95,7 +95,7 @@ class BM25Index:
         """BM25 score of every whole document for the analysed query, by doc id."""
         known = [t for t in query_tokens if t in self._df]
         if not known:
-            return {doc_id: 0.0 for doc_id in self.doc_ids}
+            return dict.fromkeys(self.doc_ids, 0.0)
         scores = self._doc_bm25.get_scores(known)
         return {doc_id: float(scores[i]) for i, doc_id in enumerate(self.doc_ids)}
 

@@ -34,8 +34,9 @@ in ``metadata["guardrail"]``.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .answer import ExtractiveAnswerer
 from .concepts import ConceptGlossary
@@ -77,7 +78,7 @@ class HelpdeskRAG:
         self.scanner = InputScanner()
 
     @classmethod
-    def from_directory(cls, path: str | Path, **kwargs: Any) -> "HelpdeskRAG":
+    def from_directory(cls, path: str | Path, **kwargs: Any) -> HelpdeskRAG:
         return cls(load_corpus(path), **kwargs)
 
     # -- retrieval -----------------------------------------------------------

@@ -41,8 +41,8 @@ the BM25 order.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from .index import BM25Index, Hit
 

@@ -14,10 +14,10 @@ if TYPE_CHECKING:
     import pytest
 
 __version__ = "0.1.0"
-__all__ = ["golden", "metric", "PipelineResult", "Retrieved", "ItemScore", "CrucibleWarning", "__version__"]
+__all__ = ["CrucibleWarning", "ItemScore", "PipelineResult", "Retrieved", "__version__", "golden", "metric"]
 
 
-def golden(*paths: str, **filters: Any) -> "pytest.MarkDecorator":
+def golden(*paths: str, **filters: Any) -> pytest.MarkDecorator:
     """``@crucible.golden("golden/faq.jsonl", questionType="multi_hop")``.
 
     Same as ``@pytest.mark.crucible_golden(...)``: parametrizes the test's

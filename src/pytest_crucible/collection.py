@@ -15,7 +15,7 @@ import pytest
 if TYPE_CHECKING:
     from .evaluation.scoring import ItemScore
     from .golden_set.schema import GoldenItem
-    from .session import CrucibleSession  # noqa: F401 (the stash key's type)
+    from .session import CrucibleSession
     from .store.selection import Selection
 
 DRAFT_REASON = "draft golden item (run it with --crucible-include-drafts)"
@@ -220,7 +220,7 @@ def restore_collector(config: pytest.Config) -> None:
 _SEEN_IDS_KEY = pytest.StashKey[dict]()
 
 
-def claim_item_id(config: pytest.Config, golden: "GoldenItem", shown: str, error: type[Exception]) -> None:
+def claim_item_id(config: pytest.Config, golden: GoldenItem, shown: str, error: type[Exception]) -> None:
     """Refuse a golden item id already collected from another place: the store keeps one result per id,
     so the second would silently replace the first."""
     seen = config.stash.setdefault(_SEEN_IDS_KEY, {})
@@ -258,7 +258,7 @@ def golden_file_test(crucible_pipeline, crucible_config) -> None:
     set up and tear down per item); :meth:`GoldenItemTest.runtest` evaluates the item with them."""
 
 
-def evaluate_node(node: pytest.Item, pipeline, config) -> "ItemScore":
+def evaluate_node(node: pytest.Item, pipeline, config) -> ItemScore:
     """Evaluate the golden item of the test ``node`` once, attach its score, and fail the test if the
     item fails; returns the :class:`ItemScore` (what ``crucible_evaluate()`` returns)."""
     __tracebackhide__ = True
@@ -296,7 +296,7 @@ def evaluate_node(node: pytest.Item, pipeline, config) -> "ItemScore":
     return verdict.score
 
 
-def _attach(node: pytest.Item, crucible: "CrucibleSession", score: "ItemScore") -> None:
+def _attach(node: pytest.Item, crucible: CrucibleSession, score: ItemScore) -> None:
     node.stash[SCORE_KEY] = score
     # junit <properties>: plain str/float only (they cross xdist and go into XML as text). An attempt pytest makes
     # again (pytest-rerunfailures) replaces the properties of the one before, and says which attempt it is.
@@ -320,7 +320,7 @@ def _property_name(metric: str) -> str:
     return f"crucible.{metric}"
 
 
-def stop_with_usage_error(request: "pytest.FixtureRequest | pytest.Item", message: str) -> None:
+def stop_with_usage_error(request: pytest.FixtureRequest | pytest.Item, message: str) -> None:
     """Stop the whole session with one usage error (``ERROR: ...``, exit 4, no traceback): pytest.exit
     leaves the test loop at once (no report for this item) and pytest_runtestloop turns it into a
     UsageError. An xdist worker cannot exit that way (the controller would crash): its item fails with
@@ -346,7 +346,7 @@ def _fail(message: str) -> None:
 _HELD_KEY = pytest.StashKey[int]()
 
 
-def golden_marks(golden: "GoldenItem") -> list[pytest.MarkDecorator]:
+def golden_marks(golden: GoldenItem) -> list[pytest.MarkDecorator]:
     """The registered ``crucible`` marks of a golden item's test: one with its id, kind and question type (``-m crucible``,
     ``-m "crucible(kind='adversarial')"``), and one per tag (``-m "crucible(tag='topic:returns')"``)."""
     keywords = {"id": golden.id, "kind": golden.kind}
@@ -355,12 +355,12 @@ def golden_marks(golden: "GoldenItem") -> list[pytest.MarkDecorator]:
     return [pytest.mark.crucible(**keywords), *(pytest.mark.crucible(tag=tag) for tag in golden.tags)]
 
 
-def note_held(config: pytest.Config, items: "list[GoldenItem]", kinds: tuple[str, ...] | None) -> None:
+def note_held(config: pytest.Config, items: list[GoldenItem], kinds: tuple[str, ...] | None) -> None:
     held = sum(1 for golden in items if golden.status != "rejected" and (not kinds or golden.kind in kinds))
     config.stash[_HELD_KEY] = config.stash.get(_HELD_KEY, 0) + held
 
 
-def selection_of_session(config: pytest.Config, ran: int) -> "Selection | None":
+def selection_of_session(config: pytest.Config, ran: int) -> Selection | None:
     """What this session selected when it runs ``ran`` golden items (drafts included) of those its golden files hold:
     None for the whole set (``--ff`` and pytest-randomly only reorder), else a Selection naming what selected it."""
     from .store.selection import Selection
@@ -432,7 +432,7 @@ def repeat_copies_refusal(config: pytest.Config, golden_tests: list[pytest.Item]
         "repeats is what the gate pairs (docs/statistics.md); pytest-repeat can still repeat your other tests by marker")
 
 
-def check_judge_cost(config: pytest.Config, crucible: "CrucibleSession", golden: list) -> None:
+def check_judge_cost(config: pytest.Config, crucible: CrucibleSession, golden: list) -> None:
     """Show what a paid judge will cost on the items that will run; refuse past --crucible-max-cost."""
     from .evaluation import cost_refusal
     from .judge.select import JudgeSetupError
@@ -461,14 +461,14 @@ def deselect_unwanted(config: pytest.Config, kinds: tuple[str, ...] | None, item
     keep, drop = [], []
     for item in items:
         golden = golden_of(item)
-        unwanted = golden is not None and (golden.status == "rejected" or bool(kinds) and golden.kind not in kinds)
+        unwanted = golden is not None and (golden.status == "rejected" or (bool(kinds) and golden.kind not in kinds))
         (drop if unwanted else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
 
 
-def golden_of(item: pytest.Item) -> "GoldenItem | None":
+def golden_of(item: pytest.Item) -> GoldenItem | None:
     """The golden item a test runs (a collected golden item, or a marked test's parameter)."""
     golden = item.stash.get(GOLDEN_ITEM_KEY, None)
     if golden is None:
@@ -496,7 +496,7 @@ def marker_params(metafunc: pytest.Metafunc, marker: pytest.Mark, include_drafts
     if not marker.args:
         raise pytest.Collector.CollectError(f"{where} needs at least one golden file path\nHINT: @crucible.golden(\"golden/faq.jsonl\")")
     params = []
-    held: list["GoldenItem"] = []
+    held: list[GoldenItem] = []
     try:
         seen: dict[str, str] = {}
         for raw in marker.args:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 from .json_input import json_problem, shown, value_problem
 
@@ -263,7 +264,7 @@ class TrackedConfig(dict):
         """A plain copy; counts as reading every key."""
         return {key: value.to_dict() if isinstance(value, TrackedConfig) else copy.deepcopy(value) for key, value in self.items()}
 
-    def __deepcopy__(self, memo: dict) -> "TrackedConfig":
+    def __deepcopy__(self, memo: dict) -> TrackedConfig:
         return TrackedConfig(self.to_dict(), self._reads, self._prefix)
 
     def __reduce__(self):

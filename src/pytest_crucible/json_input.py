@@ -20,11 +20,23 @@ from __future__ import annotations
 import gc
 import json
 import unicodedata
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any
 
-__all__ = ["MAX_DEPTH", "MAX_VALUES", "MAX_NAME_LENGTH", "KEY_AUTHOR", "gc_paused", "json_problem", "value_problem",
-           "control_character_problem", "shown", "reviewer_name", "key_author"]
+__all__ = [
+    "KEY_AUTHOR",
+    "MAX_DEPTH",
+    "MAX_NAME_LENGTH",
+    "MAX_VALUES",
+    "control_character_problem",
+    "gc_paused",
+    "json_problem",
+    "key_author",
+    "reviewer_name",
+    "shown",
+    "value_problem",
+]
 
 #: Deepest nesting accepted in user data (an item's metadata, a config's own keys).
 MAX_DEPTH = 100

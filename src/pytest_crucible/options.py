@@ -187,7 +187,7 @@ def _check_file_mode() -> None:
         raise pytest.UsageError(str(exc)) from None
 
 
-def build_settings(config: pytest.Config) -> "Settings":
+def build_settings(config: pytest.Config) -> Settings:
     from .config import ConfigError, config_hash, load_config_file, resolve_config
     from .settings import Settings
 
@@ -335,7 +335,7 @@ def find_custom_metrics(config: pytest.Config, rubrics: tuple = (), known: tuple
     for name in config.getini("crucible_metrics"):
         try:
             modules.append(importlib.import_module(name))
-        except Exception as exc:  # noqa: BLE001 - any import failure is the same usage error
+        except Exception as exc:
             raise pytest.UsageError(f"ini option crucible_metrics: cannot import {name}: {type(exc).__name__}: {exc}\n"
                                     f"HINT: name a module importable from the rootdir (pytest's pythonpath ini key adds "
                                     f"a folder to sys.path), e.g. crucible_metrics = mypkg.metrics") from None
@@ -349,8 +349,8 @@ def find_custom_metrics(config: pytest.Config, rubrics: tuple = (), known: tuple
 
 
 def _thresholds(config: pytest.Config, k: int, custom: tuple[str, ...]) -> tuple:
-    from .metrics import resolve_metric
     from .evaluation.thresholds import parse_thresholds
+    from .metrics import resolve_metric
 
     try:
         return parse_thresholds(config.getini("crucible_thresholds"), lambda name: resolve_metric(name, k, custom))
@@ -387,7 +387,7 @@ def _redacted(arg: str) -> str:
     return redact_urls(arg)
 
 
-def _database(config: pytest.Config, rootdir: Path) -> "Path | DatabaseURL":
+def _database(config: pytest.Config, rootdir: Path) -> Path | DatabaseURL:
     """Where the session writes: --crucible-db, else CRUCIBLE_DB (a CI secret: a PostgreSQL URL with its
     password), else ini crucible_db (relative to the rootdir), else the default file under the rootdir."""
     from .store import locate
@@ -399,7 +399,7 @@ def _database(config: pytest.Config, rootdir: Path) -> "Path | DatabaseURL":
     return db.absolute() if isinstance(db, Path) else db
 
 
-def _check_database(config: pytest.Config, db_path: "Path | DatabaseURL", *, named: bool) -> None:
+def _check_database(config: pytest.Config, db_path: Path | DatabaseURL, *, named: bool) -> None:
     """A database that cannot be written, or that SQLite cannot read, is one usage error before any test runs,
     not a run that records nothing (or part of it) and a build that looks green. Only the process that writes
     checks (the controller under xdist). The default path whose folder does not exist yet is left alone: the
@@ -515,8 +515,8 @@ def _gate_settings(config: pytest.Config, db_path: Path, k: int, custom: tuple[s
             + [f"--crucible-margin={margin}" for margin in config.getoption("crucible_margin") or ()]) or None,
     )
     if baseline and not hasattr(config, "workerinput"):
-        from .verdict.runs import parse_run_ref, read_run
         from .store import Store, StoreError
+        from .verdict.runs import parse_run_ref, read_run
 
         try:
             store = None if parse_run_ref(baseline).export else Store.open(db_path, create=False)

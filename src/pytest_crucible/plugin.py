@@ -13,15 +13,15 @@ once a golden item or a crucible option is actually used.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from .collection import (GOLDEN_ITEM_KEY, SCORE_KEY, SESSION_KEY, UNSHOWN_USAGE_KEY, USAGE_ERROR_KEY, GoldenFile, check_judge_cost, deselect_unwanted, evaluate_node,
-                         collection_lines, golden_of, marker_params, note_golden_source, note_unmatched_file, release_golden,
-                         refuse_repeat_copies, restore_collector, selection_of_session, settle_collector, stop_with_usage_error)
+from . import collection
+from .collection import GOLDEN_ITEM_KEY, SCORE_KEY, SESSION_KEY, UNSHOWN_USAGE_KEY, USAGE_ERROR_KEY, GoldenFile
 from .options import add_options, build_settings, find_custom_metrics
 from .report.junit import report_to_junit
 from .warning import warn
@@ -68,7 +68,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    restore_collector(config)
+    collection.restore_collector(config)
     crucible = config.stash.get(SESSION_KEY, None)
     if crucible is not None:
         crucible.close()
@@ -77,7 +77,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         config.pluginmanager.unregister(plugin)
 
 
-def _crucible(config: pytest.Config) -> "CrucibleSession":
+def _crucible(config: pytest.Config) -> CrucibleSession:
     return config.stash[SESSION_KEY]
 
 
@@ -85,9 +85,9 @@ def _crucible(config: pytest.Config) -> "CrucibleSession":
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     patterns = parent.config.getini("crucible_golden_files")
     if any(fnmatch.fnmatch(file_path.name, pattern) for pattern in patterns):
-        note_golden_source(parent.config, file_path)
+        collection.note_golden_source(parent.config, file_path)
         return GoldenFile.from_parent(parent, path=file_path)
-    note_unmatched_file(parent.config, file_path)
+    collection.note_unmatched_file(parent.config, file_path)
     return None
 
 
@@ -95,8 +95,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     crucible = config.stash.get(SESSION_KEY, None)
     if crucible is None:
         return
-    deselect_unwanted(config, crucible.settings.kinds, items)
-    refuse_repeat_copies(config, crucible.is_worker, items)
+    collection.deselect_unwanted(config, crucible.settings.kinds, items)
+    collection.refuse_repeat_copies(config, crucible.is_worker, items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -107,11 +107,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     # A conftest.py below the initial ones is imported during collection: its metrics count too.
     crucible.add_custom_metrics(find_custom_metrics(session.config, crucible.settings.rubrics, crucible.settings.custom_metrics))
-    golden = [(item, golden) for item in session.items if (golden := golden_of(item)) is not None]
+    golden = [(item, golden) for item in session.items if (golden := collection.golden_of(item)) is not None]
     run = [(item.nodeid, golden) for item, golden in golden if item.get_closest_marker("skip") is None]
     if not crucible.is_worker and crucible.settings.uses_judge and run:
-        check_judge_cost(session.config, crucible, [golden for _, golden in run])
-    crucible.plan(run, skipped=len(golden) - len(run), selection=selection_of_session(session.config, len(golden)) if golden else None)
+        collection.check_judge_cost(session.config, crucible, [golden for _, golden in run])
+    crucible.plan(run, skipped=len(golden) - len(run), selection=collection.selection_of_session(session.config, len(golden)) if golden else None)
     option = session.config.option
     if run and not any(getattr(option, name, False) for name in NO_PIPELINE_CALLS):
         from .store import RunIdTaken
@@ -120,7 +120,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             crucible.reserve_run()
         except RunIdTaken as exc:
             raise pytest.UsageError(str(exc)) from None
-        settle_collector(session.config)
+        collection.settle_collector(session.config)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -142,11 +142,11 @@ def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker("crucible_golden")
     if marker is not None:
-        note_golden_source(metafunc.config)
+        collection.note_golden_source(metafunc.config)
         if not metafunc.config.pluginmanager.has_plugin("crucible-marker-route"):
             metafunc.config.pluginmanager.register(_MarkerRoute(), "crucible-marker-route")
         include_drafts = _crucible(metafunc.config).settings.include_drafts
-        metafunc.parametrize("golden_item", marker_params(metafunc, marker, include_drafts), indirect=True)
+        metafunc.parametrize("golden_item", collection.marker_params(metafunc, marker, include_drafts), indirect=True)
 
 
 @pytest.fixture
@@ -164,7 +164,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
     try:
         return (yield)
     finally:  # after every rerun a plugin may make of it
-        release_golden(item)
+        collection.release_golden(item)
 
 
 class _MarkerRoute:
@@ -192,7 +192,7 @@ class _CaseStatus:
 def crucible_pipeline(request: pytest.FixtureRequest):
     """Placeholder: the user's conftest.py must define this fixture. Reaching it stops the session
     with one usage error (exit 4), not one error per golden item."""
-    stop_with_usage_error(
+    collection.stop_with_usage_error(
         request,
         "no crucible_pipeline fixture: define one in conftest.py that returns a callable\n"
         "    pipeline(question, *, item, config, mode) -> crucible.PipelineResult | dict\n"
@@ -230,9 +230,9 @@ def crucible_embedder():
 def crucible_evaluate(request: pytest.FixtureRequest, crucible_pipeline, crucible_config):
     """Evaluate this test's golden item once; returns its :class:`ItemScore`."""
 
-    def evaluate() -> "ItemScore":
+    def evaluate() -> ItemScore:
         __tracebackhide__ = True
-        return evaluate_node(request.node, crucible_pipeline, crucible_config)
+        return collection.evaluate_node(request.node, crucible_pipeline, crucible_config)
 
     return evaluate
 
@@ -259,7 +259,7 @@ class _Recorder:
     """Per-config hook object: pytest_runtest_logreport receives no config, so the
     session is bound here (as pytest's own junitxml does)."""
 
-    def __init__(self, crucible: "CrucibleSession"):
+    def __init__(self, crucible: CrucibleSession):
         self.crucible = crucible
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -321,10 +321,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if junit:  # it holds the questions and verdicts too: junitxml's truncating open keeps this file's mode
         from .store.files import restrict
 
-        try:
+        with contextlib.suppress(OSError):  # junitxml reports its own error when it cannot write there
             restrict(Path(junit))
-        except OSError:
-            pass  # junitxml reports its own error when it cannot write there
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
@@ -333,9 +331,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         return
     try:
         lines = crucible.summary_lines(verbose=config.get_verbosity())
-    except Exception as exc:  # noqa: BLE001 - the summary must never crash pytest
+    except Exception as exc:
         lines = [f"crucible: could not read the run back from {crucible.settings.db_path}: {exc}"]
-    lines = collection_lines(config) + lines
+    lines = collection.collection_lines(config) + lines
     if UNSHOWN_USAGE_KEY in config.stash and not crucible.is_worker:
         lines += [f"ERROR: {line}" if index == 0 else line for index, line in enumerate(config.stash[UNSHOWN_USAGE_KEY].splitlines())]
     if not lines:

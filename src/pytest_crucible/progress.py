@@ -10,7 +10,7 @@ never imports pytest.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 def format_duration(seconds: float) -> str:

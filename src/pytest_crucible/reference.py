@@ -69,13 +69,13 @@ class _RecordingParser:
     options: list[Option] = field(default_factory=list)
     ini: list[IniKey] = field(default_factory=list)
 
-    def getgroup(self, name: str, description: str = "", after: str | None = None) -> "_RecordingParser":
+    def getgroup(self, name: str, description: str = "", after: str | None = None) -> _RecordingParser:
         return self
 
     def addoption(self, *names: str, **attrs: Any) -> None:
         self.options.append(Option(names, attrs))
 
-    def addini(self, name: str, help: str, type: str | None = None, default: Any = None, **_: Any) -> None:  # noqa: A002
+    def addini(self, name: str, help: str, type: str | None = None, default: Any = None, **_: Any) -> None:
         self.ini.append(IniKey(name, help, type, default))
 
 

@@ -23,8 +23,9 @@ The sequence, as the plugin drives it:
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from .config import TrackedConfig, key_line, unread_changed_keys, unread_key_message, unread_keys_error
 from .evaluation.judging import SessionJudging
@@ -250,11 +251,11 @@ class CrucibleSession:
         ``warn``: how an unread key is reported (see :meth:`check_unread_keys`)."""
         try:
             self._close_run(interrupted, progress)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self.faults.append(f"could not finish the run in {self.settings.db_path}: {exc}")
         try:
             self._check_unread_keys(warn)
-        except Exception as exc:  # noqa: BLE001 - e.g. a custom showwarning that raises
+        except Exception as exc:
             self.faults.append(f"could not report the config keys the pipeline never read: {type(exc).__name__}: {exc}")
         try:
             if not self.is_worker and (self.status is not None or self.faults):  # else nothing ran
@@ -264,7 +265,7 @@ class CrucibleSession:
                 self.gate = gate_of_session_run(self.recorder.store if self.status is not None else None, self.run_id, self.status,
                                                 s.gate, db_path=s.db_path, workspace=s.workspace,
                                                 unrecorded=self.recorder.unrecorded, strict_config=s.strict_config)
-        except Exception as exc:  # noqa: BLE001 - a comparison that cannot run is a fault, not a pass
+        except Exception as exc:
             reason = f"could not compare with the baseline: {type(exc).__name__}: {exc}"
             self.faults.append(reason)
             if self.settings.gate.active and not self.is_worker:
@@ -280,7 +281,7 @@ class CrucibleSession:
 
                 # The page is handed the gate's verdict: it shows what decided the exit code, never a recomputation.
                 write_report(html_path, render_report(self.store, self.run_id, gate=self.gate))
-            except Exception as exc:  # noqa: BLE001 - a report that cannot be written is a fault, not a crash
+            except Exception as exc:
                 self.faults.append(f"could not write the HTML report to {html_path}: {type(exc).__name__}: {exc}")
 
     def exit_status(self, status: int) -> int:

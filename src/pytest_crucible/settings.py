@@ -68,9 +68,9 @@ class Settings:
     repeat: int = 1
     repeat_pass: float = 1.0
     judge_repeat: int = 1
-    custom_metrics: tuple["PythonMetric", ...] = ()
-    rubrics: tuple["Rubric", ...] = ()
-    thresholds: tuple["Threshold", ...] = ()
+    custom_metrics: tuple[PythonMetric, ...] = ()
+    rubrics: tuple[Rubric, ...] = ()
+    thresholds: tuple[Threshold, ...] = ()
     # The cutoff of the metrics at K (ini crucible_k): the ruler's, recorded with the run.
     k: int = DEFAULT_K
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import configparser
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 from .defaults import DEFAULT_DB
 
@@ -85,7 +85,7 @@ def default_workspace(cwd: str | Path | None = None, environ: Mapping[str, str] 
     return project.value(INI_KEY) or project.root.name or FALLBACK
 
 
-def default_db(cwd: str | Path | None = None) -> "Path | str":
+def default_db(cwd: str | Path | None = None) -> Path | str:
     """The database the plugin writes for the project ``cwd`` belongs to: its ini ``crucible_db``,
     else ``.crucible/crucible.db``, relative to the project's root; without a project, the nearest
     existing ``.crucible/crucible.db`` from ``cwd`` up, else the one in ``cwd``. Relative to ``cwd`` when it lies under it (so messages stay short), else absolute.

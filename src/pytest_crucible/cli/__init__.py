@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from . import ablate, compare, golden, judge, qrels, runs, serve, transfer
 from .common import EXIT_OK, EXIT_USAGE, CrucibleParser
@@ -70,9 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from ..store.files import FileModeError
     from ..qrels.formats import QrelsFormatError
     from ..store import StoreError
+    from ..store.files import FileModeError
 
     args = build_parser().parse_args(argv)
     if "db" in vars(args) and args.db is None:

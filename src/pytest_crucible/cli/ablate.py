@@ -19,8 +19,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..defaults import DEFAULT_SEED
 from .common import EXIT_OK, EXIT_USAGE, with_db
@@ -81,9 +82,9 @@ def run_ablation(config_path: str | None, layers: Sequence[str], *, db: str | Pa
 
     from ..config import ConfigError, load_config_file
     from ..metrics.guardrail import GUARDRAIL_METRICS
+    from ..store import Store, new_ulid
     from ..verdict.comparison import compare_run_data
     from ..verdict.runs import load_run
-    from ..store import Store, new_ulid
 
     layers = [name.strip() for name in layers if name.strip()]
     if not layers:

@@ -99,8 +99,8 @@ def write_output(output: str, text: str, message: str) -> None:
 
 
 def write_text(output: str, text: str) -> None:
-    from ..store.files import write_output_file
     from ..qrels.formats import QrelsFormatError
+    from ..store.files import write_output_file
 
     if output == "-":
         sys.stdout.write(text)

@@ -10,7 +10,6 @@ import sys
 from ..defaults import DEFAULT_SEED, KINDS, MIN_PAIRS, MULTIPLE, MULTIPLE_CHOICES
 from .common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, add_workspace_flag, open_store, read_run_ref, resolve_run, with_db, workspace_of
 
-
 EXAMPLES: dict[str, str] = {
     "compare": "crucible compare baselines/main.json latest\n"
                "crucible compare latest:branch=main latest     # the newest run labelled branch=main\n"
@@ -29,8 +28,8 @@ def _gate_settings(args: argparse.Namespace, baseline: str | None, k: int | None
     (``k``: the candidate's cutoff K, for metric names as the terminal shows them). ``runs``: the
     runs compared, whose custom metrics may be named; None: not read yet, so a name nothing built in
     defines waits for them (checked again once they are read) while every other bad flag fails now."""
-    from ..verdict.gate import GateSettings, parse_floors, parse_margins, parse_metric_list
     from ..metrics import UnknownMetric
+    from ..verdict.gate import GateSettings, parse_floors, parse_margins, parse_metric_list
 
     if args.min_pairs < 2:
         raise ValueError(f"--min-pairs {args.min_pairs}: a paired test needs at least 2 pairs\nHINT: leave it out (default {MIN_PAIRS})")
@@ -106,8 +105,8 @@ def _compare_item(args: argparse.Namespace) -> int:
 
 def _cmd_compare(args: argparse.Namespace) -> int:
     from ..metrics.facets import items_in_facet, parse_facet
-    from ..verdict.gate import decide_stored
     from ..report.views import gate_lines
+    from ..verdict.gate import decide_stored
 
     if args.item is not None:
         return _compare_item(args)

@@ -10,7 +10,6 @@ import sys
 from ..defaults import DEFAULT_SEED
 from .common import EXIT_OK, EXIT_USAGE, add_workspace_flag, at_least, open_store, with_db, workspace_of, write_output
 
-
 EXAMPLES: dict[str, str] = {
     "schema": "crucible schema golden > golden.schema.json",
     "promote": "crucible promote --run 01J9Z3KQ8W5RRB8M2X3VYT4N6D --result RESULT_ID --question \"What is the retention period?\" \\\n"
@@ -141,8 +140,18 @@ def _cmd_golden_generate(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..golden_set.corpus import CorpusError, load_corpus
-    from ..golden_set.generate import (GenerateError, chunking_note, default_against, estimate_requests, finish_drafts,
-                                       generate_items, items_jsonl, parse_mix, plan_generation, questions_of_golden_files)
+    from ..golden_set.generate import (
+        GenerateError,
+        chunking_note,
+        default_against,
+        estimate_requests,
+        finish_drafts,
+        generate_items,
+        items_jsonl,
+        parse_mix,
+        plan_generation,
+        questions_of_golden_files,
+    )
     from ..golden_set.schema import GoldenFileError
 
     info = sys.stderr if args.output == "-" else sys.stdout  # with the items on stdout, the rest goes to stderr

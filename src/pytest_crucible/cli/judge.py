@@ -9,7 +9,6 @@ import sys
 
 from .common import EXIT_OK, EXIT_USAGE, add_workspace_flag, open_store, resolve_run, with_db, workspace_of, write_output
 
-
 EXAMPLES: dict[str, str] = {
     "judge": "crucible judge labels export -o labels.jsonl\n"
              "crucible judge calibrate labels.jsonl --judge anthropic",
@@ -32,10 +31,10 @@ EXAMPLES: dict[str, str] = {
 
 
 def _cmd_judge_calibrate(args: argparse.Namespace) -> int:
-    from ..labels.calibration import calibration_figures, disagreements, judge_cases, label_set_hash, read_labels_file
     from ..judge.embed import default_embedder
     from ..judge.engine import JudgeEngine
     from ..judge.select import JudgeSetupError, make_judge, read_cache_rows
+    from ..labels.calibration import calibration_figures, disagreements, judge_cases, label_set_hash, read_labels_file
     from ..store import Store
     from ..store.ledgers import add_judge_calibration
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from .common import EXIT_USAGE, add_workspace_flag, open_store, resolve_run, with_db, workspace_of, write_text
-
 
 EXAMPLES: dict[str, str] = {
     "trec-eval": "crucible trec-eval -q -m ndcg_cut_10 -m P_10 qrels.txt run.txt\n"
@@ -140,9 +139,9 @@ def _unknown_judgment_target(store, query: str, unit: str, *, doc: bool) -> tupl
 
 
 def _cmd_qrels_override(args: argparse.Namespace) -> int:
-    from ..qrels.grades import unit_key
     from ..json_input import reviewer_name
     from ..qrels.formats import QrelsFormatError, grade_problem, parse_grade
+    from ..qrels.grades import unit_key
 
     grade = parse_grade(args.grade)
     if grade is None:

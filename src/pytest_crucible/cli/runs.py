@@ -10,7 +10,6 @@ import sys
 from ..defaults import KINDS
 from .common import EXIT_USAGE, add_workspace_flag, open_store, resolve_run, with_db, workspace_of
 
-
 EXAMPLES: dict[str, str] = {
     "runs": "crucible runs --limit 5\n"
             "crucible runs --json --db example_project/.crucible/crucible.db\n"

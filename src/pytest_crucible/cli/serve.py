@@ -10,7 +10,6 @@ import sys
 from ..defaults import ServerLimits
 from .common import EXIT_OK, EXIT_USAGE, at_least, open_store, with_db
 
-
 EXAMPLES: dict[str, str] = {
     "serve": "crucible keys create --workspace shop --scope runs:read --name ci-dashboard\n"
              "crucible serve --db .crucible/crucible.db --port 8765\n"
@@ -36,8 +35,8 @@ def _server_extra_missing(exc: ModuleNotFoundError) -> bool:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from ..server.keys import active_key_count
     from ..server import is_loopback, listen
+    from ..server.keys import active_key_count
 
     try:  # the framework is an optional extra: imported only here
         from ..server.app import openapi_text

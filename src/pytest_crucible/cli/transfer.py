@@ -9,7 +9,6 @@ import sys
 
 from .common import EXIT_REFUSED, add_workspace_flag, open_store, resolve_run, with_db, write_output, write_text
 
-
 EXAMPLES: dict[str, str] = {
     "export": "crucible export latest -o baselines/main.json\n"
               "crucible export latest --format trec -o run.txt",
@@ -52,9 +51,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 def _cmd_merge(args: argparse.Namespace) -> int:
-    from ..store.merge import merge_shards
-
     from ..store import locate
+    from ..store.merge import merge_shards
 
     report = merge_shards(args.shards, args.output, run_id=args.run_id)
     for warning in report.warnings:

@@ -13,25 +13,26 @@ the judge engine, the cost estimate), ``pool`` (UMBRELA-style labelling of unjud
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .custom_metrics import Rubric
     from ..golden_set.schema import GoldenItem
-    from .thresholds import Threshold
     from ..settings import Settings
     from ..store import Store
     from .answers import AnswerScore, CostEstimate
     from .concurrency import Outcome
+    from .custom_metrics import Rubric
     from .scoring import ItemScore
+    from .thresholds import Threshold
 
 
 @dataclass
 class ItemVerdict:
     """What one item produced, and why it fails (if it does)."""
 
-    score: "ItemScore"
+    score: ItemScore
     # The pipeline's own exception: re-raised by the plugin, so the user sees the pipeline's traceback.
     error: BaseException | None = None
     # Why the item fails: an invalid result, a judge that failed after retries, the strict outcome.
@@ -43,8 +44,8 @@ class ItemVerdict:
     strict_failure: str | None = None
 
 
-def evaluate(golden: "GoldenItem", outcome: "Outcome", *, settings: "Settings", ledger: Sequence[dict[str, Any]],
-             engine: Any = None, embedder: Any = None, explain_keys: bool = True, rubrics: Sequence["Rubric"] = (),
+def evaluate(golden: GoldenItem, outcome: Outcome, *, settings: Settings, ledger: Sequence[dict[str, Any]],
+             engine: Any = None, embedder: Any = None, explain_keys: bool = True, rubrics: Sequence[Rubric] = (),
              calibration: dict[str, Any] | None = None) -> ItemVerdict:
     """Score one item from its pipeline outcome. ``ledger``: the item's human and llm judgments;
     ``engine``: the judge engine (None when the run uses no judge); ``explain_keys``: an unknown key in
@@ -91,8 +92,8 @@ def evaluate(golden: "GoldenItem", outcome: "Outcome", *, settings: "Settings", 
     return ItemVerdict(score, failure=strict if settings.strict else None, strict_failure=strict)
 
 
-def score_result(golden: "GoldenItem", data: dict[str, Any], latency: float, *, settings: "Settings",
-                 ledger: Sequence[dict[str, Any]], engine: Any, embedder: Any, rubrics: Sequence["Rubric"]) -> "ItemScore":
+def score_result(golden: GoldenItem, data: dict[str, Any], latency: float, *, settings: Settings,
+                 ledger: Sequence[dict[str, Any]], engine: Any, embedder: Any, rubrics: Sequence[Rubric]) -> ItemScore:
     """The item's retrieval and answer layers (pool labelling and the judge included): the part of
     :func:`evaluate` that reads nothing but the item, its result (``data``: ``pipeline.result_data``) and the
     judge, so it may run ahead of the test."""
@@ -118,8 +119,8 @@ def score_result(golden: "GoldenItem", data: dict[str, Any], latency: float, *, 
     return score
 
 
-def judge_ahead(golden: "GoldenItem", outcome: "Outcome", *, settings: "Settings", ledger: Sequence[dict[str, Any]],
-                engine: Any, embedder: Any, rubrics: Sequence["Rubric"]) -> None:
+def judge_ahead(golden: GoldenItem, outcome: Outcome, *, settings: Settings, ledger: Sequence[dict[str, Any]],
+                engine: Any, embedder: Any, rubrics: Sequence[Rubric]) -> None:
     """Judge one item in a prefetch worker, ahead of its test (``outcome.ahead``), so that the judge's requests
     of many items wait on the provider together. Anything unusual (a pipeline error, a result that does not
     validate, an exception) is left to :func:`evaluate` in the test, which meets it as it always did."""
@@ -130,7 +131,7 @@ def judge_ahead(golden: "GoldenItem", outcome: "Outcome", *, settings: "Settings
     try:
         outcome.ahead = score_result(golden, result_data(outcome.value), round(outcome.latency_ms, 3), settings=settings,
                                      ledger=ledger, engine=engine, embedder=embedder, rubrics=rubrics)
-    except Exception:  # noqa: BLE001 - met again, in the test, by evaluate
+    except Exception:
         outcome.ahead = None
 
 
@@ -139,7 +140,7 @@ JUDGED_CLASSES = ("hallucination", "incomplete")
 _WHERE = re.compile(r"passage (\d+), sentences? (\d+)(?:-(\d+))?")
 
 
-def judged_evidence(score: "ItemScore", judge: str | None, calibration: dict[str, Any] | None) -> list[str]:
+def judged_evidence(score: ItemScore, judge: str | None, calibration: dict[str, Any] | None) -> list[str]:
     """What a failure on a judged verdict adds: which judge decided it and how far it agrees with people
     (its calibration's kappa for the verdict's kind, or "never calibrated"), and each unsupported claim
     with the passage sentences it was checked against. Nothing when no judge decided the failure."""
@@ -175,7 +176,7 @@ def judged_evidence(score: "ItemScore", judge: str | None, calibration: dict[str
     return lines
 
 
-def apply_answer_score(score: "ItemScore", answer: "AnswerScore") -> None:
+def apply_answer_score(score: ItemScore, answer: AnswerScore) -> None:
     """Put the answer layer's result into the item's score (the one place the two shapes meet)."""
     score.metrics.update(answer.metrics)
     score.judge_errors.extend(answer.errors)
@@ -186,7 +187,7 @@ def apply_answer_score(score: "ItemScore", answer: "AnswerScore") -> None:
     score.supporting_chunk_ids = answer.supporting_chunk_ids
 
 
-def strict_failure(item_id: str, score: "ItemScore", thresholds: Sequence["Threshold"] = (),
+def strict_failure(item_id: str, score: ItemScore, thresholds: Sequence[Threshold] = (),
                    judged: Sequence[str] = ()) -> str | None:
     """Strict outcome: why a non-correct item fails, headline first (None: it passes). ``thresholds``:
     crucible_thresholds, each crossed one a reason (the headline when nothing else fails); ``judged``:
@@ -217,8 +218,8 @@ def strict_failure(item_id: str, score: "ItemScore", thresholds: Sequence["Thres
     return f"golden item {item_id}: " + "\n".join(headline + [detail for detail in details if detail not in headline[0]])
 
 
-def judge_run_in_batch(store: "Store", run_id: str, engine: Any, embedder: Any, settings: "Settings",
-                       on_start: Callable[[int], None] | None = None, rubrics: Sequence["Rubric"] = ()) -> list[str]:
+def judge_run_in_batch(store: Store, run_id: str, engine: Any, embedder: Any, settings: Settings,
+                       on_start: Callable[[int], None] | None = None, rubrics: Sequence[Rubric] = ()) -> list[str]:
     """Message Batches: judge every recorded item of the run at once, at session end, and store the
     answer layer (``rubrics`` included) and the error classes. ``on_start(n)``: told how many items go to
     the judge. Returns one line per item whose judging failed."""
@@ -244,7 +245,7 @@ def judge_run_in_batch(store: "Store", run_id: str, engine: Any, embedder: Any, 
     return errors
 
 
-def estimate_cost(golden: Sequence["GoldenItem"], settings: "Settings", judge: Any, rubrics: Sequence["Rubric"] = ()) -> "CostEstimate":
+def estimate_cost(golden: Sequence[GoldenItem], settings: Settings, judge: Any, rubrics: Sequence[Rubric] = ()) -> CostEstimate:
     """What a paid judge will cost on these items (``rubrics``: the rubric metrics it grades), before any is run.
     Repeats multiply it: each repeat's answer is judged, and each request is judged ``judge_repeat`` times."""
     from dataclasses import replace
@@ -264,7 +265,7 @@ def estimate_cost(golden: Sequence["GoldenItem"], settings: "Settings", judge: A
                    cost_usd=None if estimate.cost_usd is None else estimate.cost_usd * times)
 
 
-def cost_refusal(estimate: "CostEstimate", settings: "Settings") -> str | None:
+def cost_refusal(estimate: CostEstimate, settings: Settings) -> str | None:
     """Why the run must not start (--crucible-max-cost), or None."""
     if settings.max_cost is None or (estimate.cost_usd is not None and estimate.cost_usd <= settings.max_cost):
         return None

@@ -20,8 +20,9 @@ This module never imports pytest.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ..judge.engine import JudgeEngine
 from ..judge.types import (
@@ -83,7 +84,7 @@ class AnswerInputs:
         return not _without_text(self.contexts)
 
     @classmethod
-    def from_score(cls, score: dict[str, Any], rubrics: Sequence[Any] = ()) -> "AnswerInputs":
+    def from_score(cls, score: dict[str, Any], rubrics: Sequence[Any] = ()) -> AnswerInputs:
         """``rubrics``: the session's rubric metrics; those whose appliesTo selects the item are kept."""
         item = score["item"]
         return cls(

@@ -22,9 +22,10 @@ import asyncio
 import inspect
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 RATE_LIMIT_RETRIES = 8
 BACKOFF_BASE_S = 0.05
@@ -187,7 +188,7 @@ class Prefetcher:
             started = time.perf_counter()
             try:
                 value = call_pipeline(self.pipeline, self.runner, golden.question, item=golden, **self.kwargs)
-            except Exception as exc:  # noqa: BLE001 - the item's own error, handed to its test
+            except Exception as exc:
                 limited = is_rate_limit(exc) and attempt < RATE_LIMIT_RETRIES
                 self.limit.release(rate_limited=limited)
                 if limited:

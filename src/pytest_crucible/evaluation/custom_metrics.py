@@ -21,11 +21,23 @@ import numbers
 import os
 import re
 import textwrap
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
-__all__ = ["PythonMetric", "Rubric", "CustomMetricError", "metric", "check_metrics", "run_python_metrics",
-           "parse_rubrics", "load_rubrics_file", "definitions", "ruler_changes", "directions"]
+__all__ = [
+    "CustomMetricError",
+    "PythonMetric",
+    "Rubric",
+    "check_metrics",
+    "definitions",
+    "directions",
+    "load_rubrics_file",
+    "metric",
+    "parse_rubrics",
+    "ruler_changes",
+    "run_python_metrics",
+]
 
 BETTER = ("higher", "lower", None)
 NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
@@ -171,7 +183,7 @@ def _metric_problem(found: PythonMetric, builtins: Sequence[str]) -> str | None:
     return problem
 
 
-def check_metrics(found: Iterable[Any], builtins: Sequence[str], rubrics: Sequence["Rubric"] = ()) -> tuple[PythonMetric, ...]:
+def check_metrics(found: Iterable[Any], builtins: Sequence[str], rubrics: Sequence[Rubric] = ()) -> tuple[PythonMetric, ...]:
     """The Python metrics of a session, in name order, each once. Raises :class:`CustomMetricError` for the
     first one that cannot be used: not made by ``@crucible.metric``, a bad name or direction, a name of a
     built-in, a name two different metrics (or a metric and a rubric) share."""
@@ -230,7 +242,7 @@ def run_python_metrics(metrics: Sequence[PythonMetric], item: Any, result: Any,
     for found in metrics:
         try:
             value = found.function(item, result, config=config)
-        except Exception as exc:  # noqa: BLE001 - the user's code: the item's error, never the session's
+        except Exception as exc:
             errors.append(f"metric {found.name} ({found.origin}) raised {type(exc).__name__}: {_clip(str(exc), 200)}")
             continue
         problem = value_problem(value)

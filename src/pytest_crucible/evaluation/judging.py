@@ -4,7 +4,8 @@ what it could not judge. The session asks; this module knows how a judge is set 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..golden_set.schema import GoldenItem

@@ -11,7 +11,8 @@ the stored repeats. No pytest here.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from . import ItemVerdict
@@ -26,7 +27,7 @@ def needed(repeat: int, repeat_pass: float) -> int:
     return max(1, math.ceil(repeat * repeat_pass - _SHARE_TOLERANCE))
 
 
-def _outcome(verdict: "ItemVerdict") -> str:
+def _outcome(verdict: ItemVerdict) -> str:
     """The repeat's outcome under the strict rule (so record mode still sees a flaky item)."""
     score = verdict.score
     if verdict.error is not None or score.error or score.judge_errors or score.metric_errors:
@@ -34,7 +35,7 @@ def _outcome(verdict: "ItemVerdict") -> str:
     return "failed" if verdict.failure or verdict.strict_failure else "passed"
 
 
-def combine(item_id: str, verdicts: Sequence["ItemVerdict"], repeat_pass: float) -> "ItemVerdict":
+def combine(item_id: str, verdicts: Sequence[ItemVerdict], repeat_pass: float) -> ItemVerdict:
     """One verdict for an item from the verdicts of its repeats (in order, at least one)."""
     from . import ItemVerdict
 

@@ -60,7 +60,7 @@ class ItemRunner:
         started = time.perf_counter()
         try:
             value = call_pipeline(pipeline, self.async_runner, golden.question, item=golden, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - the item's own error
+        except Exception as exc:
             return Outcome(error=exc, latency_ms=(time.perf_counter() - started) * 1000.0)
         return Outcome(value=value, latency_ms=(time.perf_counter() - started) * 1000.0)
 

@@ -8,14 +8,15 @@ the store. This module never imports pytest.
 from __future__ import annotations
 
 import operator
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from ..golden_set.schema import GoldenItem
 from ..metrics.guardrail import guardrail_failure, guardrail_item_metrics
 from ..metrics.retrieval import ranking_units, retrieval_metrics
-from .pipeline import PipelineResult, cited_chunk_ids, result_data
 from ..qrels.grades import item_grades
+from .pipeline import PipelineResult, cited_chunk_ids, result_data
 
 
 @dataclass(slots=True)  # one per item: its fields in slots, not a dict grown field by field
@@ -227,8 +228,8 @@ def classify_score(score: dict[str, Any], *, mode: str, today: str | None = None
         return "correct", "retrieval found every required citation"
     from datetime import date
 
-    from .answers import chunks_without_text, unsatisfied_must_assertions
     from ..metrics.errors import ClassificationInputs, classify
+    from .answers import chunks_without_text, unsatisfied_must_assertions
 
     today = today or date.today().isoformat()
     retrieved = score.get("retrieved") or []

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import operator
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
 
 OPERATORS: dict[str, Callable[[float, float], bool]] = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt}
 _THRESHOLD_RE = re.compile(r"^(?P<metric>[^<>=!\s]+)\s*(?P<op>>=|<=|>|<)\s*(?P<value>[^<>=\s]+)$")

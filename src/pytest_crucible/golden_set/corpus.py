@@ -30,7 +30,7 @@ from typing import Any
 from ..json_input import jsonl_object
 from ..json_input import shown as _printable
 
-__all__ = ["Chunk", "CorpusError", "load_corpus", "split_passages", "MIN_PASSAGE_CHARS", "TEXT_SUFFIXES"]
+__all__ = ["MIN_PASSAGE_CHARS", "TEXT_SUFFIXES", "Chunk", "CorpusError", "load_corpus", "split_passages"]
 
 #: A paragraph shorter than this is merged with the next one (same section) into one passage.
 MIN_PASSAGE_CHARS = 200

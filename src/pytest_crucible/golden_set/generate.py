@@ -43,20 +43,36 @@ import math
 import os
 import re
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from .corpus import Chunk
 from ..judge.types import AnswerCheckRequest, GenerateQuestionRequest, GenerateQuestionVerdict, JudgeFailure
+from .corpus import Chunk
 
 if TYPE_CHECKING:
     from ..judge.engine import JudgeEngine
 
 __all__ = [
-    "GENERATION_TYPES", "DEFAULT_MIX", "GenerateError", "PlannedItem", "GenerateReport", "parse_mix", "plan_counts",
-    "plan_generation", "estimate_requests", "generate_items", "finish_drafts", "is_verbatim", "answers_agree",
-    "DuplicateFilter", "default_against", "questions_of_golden_files", "items_jsonl", "chunking_note",
+    "DEFAULT_MIX",
+    "GENERATION_TYPES",
+    "DuplicateFilter",
+    "GenerateError",
+    "GenerateReport",
+    "PlannedItem",
+    "answers_agree",
+    "chunking_note",
+    "default_against",
+    "estimate_requests",
+    "finish_drafts",
+    "generate_items",
+    "is_verbatim",
+    "items_jsonl",
+    "parse_mix",
+    "plan_counts",
+    "plan_generation",
+    "questions_of_golden_files",
 ]
 
 GENERATION_TYPES: tuple[str, ...] = ("simple", "multi_hop", "comparison", "false_premise", "unanswerable")
@@ -74,13 +90,7 @@ CHECK_NEIGHBOURS = 3  # corpus chunks an unanswerable question is checked agains
 
 _WORD_RE = re.compile(r"\w+", re.UNICODE)
 _NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)?")
-_STOP = frozenset("""
-a about above after again all also am an and any are as at be because been before being below between both but by can
-could did do does doing down during each few for from further had has have having he her here hers him his how i if in
-into is it its itself just me more most my no nor not now of off on once only or other our out over own same she should
-so some such than that the their them then there these they this those through to too under until up very was we were
-what when where which while who whom why will with would you your yours
-""".split())
+_STOP = frozenset(["a", "about", "above", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours"])
 
 
 class GenerateError(Exception):
@@ -162,7 +172,7 @@ class PlannedItem:
 
 
 def _rank(seed: int, key: str) -> str:
-    return hashlib.sha256(f"{seed}\x00{key}".encode("utf-8")).hexdigest()
+    return hashlib.sha256(f"{seed}\x00{key}".encode()).hexdigest()
 
 
 def _topics(chunks: Sequence[Chunk]) -> tuple[str, ...]:
@@ -410,7 +420,7 @@ def _check_passages(planned: PlannedItem, question: str, chunks: Sequence[Chunk]
     return tuple(texts)
 
 
-def generate_items(chunks: Sequence[Chunk], plan: Sequence[PlannedItem], engine: "JudgeEngine", *,
+def generate_items(chunks: Sequence[Chunk], plan: Sequence[PlannedItem], engine: JudgeEngine, *,
                    existing_questions: Iterable[str] = (), notes: Sequence[str] = ()) -> GenerateReport:
     """Generate, filter and build the items of ``plan`` (two engine runs: the questions, then the answer checks)."""
     report = GenerateReport(planned=len(plan), notes=list(notes))

@@ -19,7 +19,8 @@ import math
 import random
 import re
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .corpus import Chunk
@@ -38,16 +39,7 @@ _TEMPLATES = (
     "Find the passage about {terms}."
 )
 # Common English words: never distinctive, whatever the corpus.
-_STOPWORDS = frozenset("""
-a about above after again against all also am an and any are as at be because been before being below between both
-but by can could did do does doing down during each either else ever every few for from further had has have having
-he her here hers herself him himself his how however if in into is it its itself just least less like made make many
-may me might more most much must my myself neither no nor not now of off often on once one only or other others our
-ours ourselves out over own per rather same shall she should since so some such than that the their theirs them
-themselves then there these they this those though through thus to too two under until up upon us use used uses using
-very via was we were what when where whether which while who whom whose why will with within without would yet you
-your yours yourself yourselves
-""".split())
+_STOPWORDS = frozenset(["a", "about", "above", "after", "again", "against", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "either", "else", "ever", "every", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "however", "if", "in", "into", "is", "it", "its", "itself", "just", "least", "less", "like", "made", "make", "many", "may", "me", "might", "more", "most", "much", "must", "my", "myself", "neither", "no", "nor", "not", "now", "of", "off", "often", "on", "once", "one", "only", "or", "other", "others", "our", "ours", "ourselves", "out", "over", "own", "per", "rather", "same", "shall", "she", "should", "since", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "though", "through", "thus", "to", "too", "two", "under", "until", "up", "upon", "us", "use", "used", "uses", "using", "very", "via", "was", "we", "were", "what", "when", "where", "whether", "which", "while", "who", "whom", "whose", "why", "will", "with", "within", "without", "would", "yet", "you", "your", "yours", "yourself", "yourselves"])
 
 
 def _terms(text: str) -> list[tuple[str, str]]:
@@ -66,7 +58,7 @@ def _join(terms: Sequence[str]) -> str:
     return terms[0] if len(terms) == 1 else f"{', '.join(terms[:-1])} and {terms[-1]}"
 
 
-def distinctive_terms(chunks: Sequence["Chunk"]) -> list[list[tuple[str, str]]]:
+def distinctive_terms(chunks: Sequence[Chunk]) -> list[list[tuple[str, str]]]:
     """For each chunk, its candidate terms ``(term, surface form)`` best first: TF-IDF against the
     corpus (ties: first occurrence in the passage), terms found in every passage left out."""
     per_chunk = [_terms(chunk.text) for chunk in chunks]
@@ -88,7 +80,7 @@ def distinctive_terms(chunks: Sequence["Chunk"]) -> list[list[tuple[str, str]]]:
     return ranked
 
 
-def lexical_drafts(chunks: Sequence["Chunk"], n: int, *, seed: int = 1337) -> list[dict[str, Any]]:
+def lexical_drafts(chunks: Sequence[Chunk], n: int, *, seed: int = 1337) -> list[dict[str, Any]]:
     """Up to ``n`` draft golden items (camelCase dicts), one per chosen chunk: a known-item retrieval
     question from the chunk's distinctive terms, citing the chunk. Chunks are chosen at random (``seed``)
     among those whose terms single them out; the items come back in corpus order."""
@@ -153,7 +145,7 @@ def _unique_terms(index: int, candidates: list[tuple[str, str]], postings: dict[
 
 
 def _item_id(chunk_id: str, question: str, used: set[str]) -> str:
-    digest = hashlib.sha256(f"{GENERATOR}\0{chunk_id}\0{question}".encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(f"{GENERATOR}\0{chunk_id}\0{question}".encode()).hexdigest()
     for length in range(8, len(digest) + 1, 2):
         candidate = f"lex-{digest[:length]}"
         if candidate not in used:

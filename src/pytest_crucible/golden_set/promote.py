@@ -18,9 +18,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
-from .schema import Citation, GoldenItem, field_path
 from ..store import Store, StoreError, new_ulid, utc_now
 from ..store.ledgers import add_promoted_draft, draft_golden_items
+from .schema import Citation, GoldenItem, field_path
 
 
 class PromoteError(StoreError):

@@ -17,12 +17,13 @@ import difflib
 import json
 import tempfile
 import textwrap
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from .schema import GoldenFileError, GoldenItem, load_golden_file
 from ..json_input import shown as _printable
+from .schema import GoldenFileError, GoldenItem, load_golden_file
 
 if TYPE_CHECKING:
     from .corpus import Chunk
@@ -72,7 +73,7 @@ def source_chunks(item: GoldenItem) -> list[str]:
     return [str(chunk) for chunk in chunks if isinstance(chunk, (str, int))]
 
 
-def review_lines(path: str | Path, status: str = "draft", chunks: "Sequence[Chunk] | None" = None,
+def review_lines(path: str | Path, status: str = "draft", chunks: Sequence[Chunk] | None = None,
                  corpus_name: str = "", width: int = 100) -> list[str]:
     """What `crucible golden review` prints: each item of ``status`` with its question type, question,
     reference, citations and, when ``chunks`` (a loaded corpus) is given, the text of its source passages."""

@@ -14,8 +14,9 @@ import difflib
 import hashlib
 import json
 import re
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Literal, Sequence, get_args
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -76,7 +77,7 @@ class Attack(_Model):
     document: str | None = None
 
     @model_validator(mode="after")
-    def _planted_document_given(self) -> "Attack":
+    def _planted_document_given(self) -> Attack:
         if self.vector == "document" and not (self.document or "").strip():
             raise ValueError("a document attack needs the planted text in 'document'")
         return self

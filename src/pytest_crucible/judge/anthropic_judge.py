@@ -24,7 +24,8 @@ an error body echoes one).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from .model_judge import InvalidVerdict, ModelJudge, Refused, batch_parts, parse_verdict, verdict_schema
 from .prices import DEFAULT_JUDGE_MODEL
@@ -71,7 +72,7 @@ class AnthropicJudge(ModelJudge):
         max_retries: int = 4,
         timeout: float = 60.0,
         poll_interval: float = 2.0,
-        client: "anthropic.Anthropic | None" = None,
+        client: anthropic.Anthropic | None = None,
         prompt_version: str = PROMPT_VERSION,
         max_tokens: int = 4096,
         effort: str | None = None,
@@ -182,7 +183,7 @@ class AnthropicJudge(ModelJudge):
                     results[index] = self._failure(kind, f"{kind} request was canceled in Message Batch {batch.id}")
                 else:
                     results[index] = self._failure(kind, f"{kind} request has unknown result type {outcome.type!r} in Message Batch {batch.id}")
-        except Exception as err:  # noqa: BLE001 - API errors, and a results stream that breaks off
+        except Exception as err:
             where = f"reading Message Batch {batch.id}"
             return [r if r is not None else self._api_failure(q.kind, err, where) for r, q in zip(results, requests)]
         if invalid:  # the one retry, through the plain Messages API (standard price)

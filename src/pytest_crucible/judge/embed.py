@@ -45,37 +45,20 @@ import hashlib
 import math
 import re
 from collections import Counter
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Embedder", "HashingEmbedder", "WordLlamaEmbedder", "default_embedder", "STOPWORDS", "cosine"]
+__all__ = ["STOPWORDS", "Embedder", "HashingEmbedder", "WordLlamaEmbedder", "cosine", "default_embedder"]
 
 # English function words: articles, pronouns, auxiliaries, prepositions,
 # conjunctions, question words and fillers.  Negations ("not", "no", "never")
 # are listed too: they carry polarity, not topic (the lexical judge tracks them
 # separately).
 STOPWORDS: frozenset[str] = frozenset(
-    """
-    a an the this that these those there here
-    i me my mine we us our ours you your yours he him his she her hers it its they them their theirs
-    myself yourself itself ourselves themselves
-    is are was were be been being am do does did doing done have has had having
-    can could will would shall should may might must ought
-    of in on at by for with without to from into onto upon about above below over under
-    between among through during before after since until till than then as
-    and or but nor so yet if else because while whereas although though unless whether
-    what which who whom whose when where why how
-    all any both each either neither few more most other some such own same
-    no not never none nothing nobody nowhere only just also too very really quite rather
-    again further once ever even still already
-    s t d ll m re ve y don doesn didn isn aren wasn weren won wouldn shouldn couldn hasn haven hadn mustn
-    can't cannot couldn't don't doesn't didn't isn't aren't wasn't weren't won't wouldn't
-    shouldn't hasn't haven't hadn't mustn't it's i'm you're we're they're i've we've
-    let's that's there's what's
-    please thanks thank yes ok okay
-    """.split()
+    ["a", "an", "the", "this", "that", "these", "those", "there", "here", "i", "me", "my", "mine", "we", "us", "our", "ours", "you", "your", "yours", "he", "him", "his", "she", "her", "hers", "it", "its", "they", "them", "their", "theirs", "myself", "yourself", "itself", "ourselves", "themselves", "is", "are", "was", "were", "be", "been", "being", "am", "do", "does", "did", "doing", "done", "have", "has", "had", "having", "can", "could", "will", "would", "shall", "should", "may", "might", "must", "ought", "of", "in", "on", "at", "by", "for", "with", "without", "to", "from", "into", "onto", "upon", "about", "above", "below", "over", "under", "between", "among", "through", "during", "before", "after", "since", "until", "till", "than", "then", "as", "and", "or", "but", "nor", "so", "yet", "if", "else", "because", "while", "whereas", "although", "though", "unless", "whether", "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "all", "any", "both", "each", "either", "neither", "few", "more", "most", "other", "some", "such", "own", "same", "no", "not", "never", "none", "nothing", "nobody", "nowhere", "only", "just", "also", "too", "very", "really", "quite", "rather", "again", "further", "once", "ever", "even", "still", "already", "s", "t", "d", "ll", "m", "re", "ve", "y", "don", "doesn", "didn", "isn", "aren", "wasn", "weren", "won", "wouldn", "shouldn", "couldn", "hasn", "haven", "hadn", "mustn", "can't", "cannot", "couldn't", "don't", "doesn't", "didn't", "isn't", "aren't", "wasn't", "weren't", "won't", "wouldn't", "shouldn't", "hasn't", "haven't", "hadn't", "mustn't", "it's", "i'm", "you're", "we're", "they're", "i've", "we've", "let's", "that's", "there's", "what's", "please", "thanks", "thank", "yes", "ok", "okay"]
 )
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -174,7 +157,7 @@ class WordLlamaEmbedder:
         return rows
 
 
-def default_embedder() -> "Embedder":
+def default_embedder() -> Embedder:
     """The embedder a run uses unless the project's ``crucible_embedder`` fixture says otherwise."""
     return WordLlamaEmbedder()
 

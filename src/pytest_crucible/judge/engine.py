@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from .types import VERDICT_TYPES, JudgeFailure, JudgeRequest, Usage, Verdict
-
 
 #: Counters a judge may report (:meth:`Judge.counters`), kept in the run's judge statistics when non-zero.
 JUDGE_COUNTERS = ("jsonMode", "directInsteadOfBatch")

@@ -143,9 +143,10 @@ internal error comes back as a ``JudgeFailure`` naming it).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Iterable, NamedTuple, Sequence
+from typing import NamedTuple
 
 from .embed import STOPWORDS
 from .engine import Judge
@@ -168,20 +169,20 @@ from .types import (
 )
 
 __all__ = [
-    "LexicalJudge",
-    "extract_claims",
-    "split_sentences",
-    "is_noncommittal",
+    "CONTRADICTION_OVERLAP",
     "ENTAILMENT_THRESHOLD",
+    "MAX_PHRASE_WORDS",
     "MAX_WINDOW_SENTENCES",
-    "USEFUL_OVERLAP",
+    "NEGATION_LOOKBACK",
     "RELEVANCE_DEDICATED",
     "RELEVANCE_PARTIAL",
     "RELEVANCE_RELATED",
     "RELEVANCE_WINDOW_SENTENCES",
-    "CONTRADICTION_OVERLAP",
-    "MAX_PHRASE_WORDS",
-    "NEGATION_LOOKBACK",
+    "USEFUL_OVERLAP",
+    "LexicalJudge",
+    "extract_claims",
+    "is_noncommittal",
+    "split_sentences",
 ]
 
 # -- thresholds (every one is documented in the module docstring) ---------------------------------
@@ -350,9 +351,7 @@ def _stem(word: str) -> str:
         return word
     if word.endswith("ies") and len(word) > 4:
         word = word[:-3] + "y"
-    elif word.endswith("sses"):
-        word = word[:-2]
-    elif word.endswith(("ches", "shes", "xes", "zes")):
+    elif word.endswith("sses") or word.endswith(("ches", "shes", "xes", "zes")):
         word = word[:-2]
     elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
         word = word[:-1]

@@ -76,13 +76,14 @@ reference's words and values in another arrangement is not caught.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Callable, NamedTuple, Sequence
+from typing import NamedTuple
 
 import snowballstemmer
 
-from .embed import STOPWORDS
 from ..metrics.crag import reference_gives_no_answer
+from .embed import STOPWORDS
 from .lexical import (
     _CITATION,
     _HEDGES,
@@ -112,8 +113,16 @@ from .types import (
     QuestionsVerdict,
 )
 
-__all__ = ["LexicalJudgeV2", "ANTONYMS", "SUPPORT_THRESHOLD", "NEAR_COPY", "RESTATED", "VALUE_WEIGHT",
-           "PERFECT_COVERAGE", "ACCEPTABLE_COVERAGE"]
+__all__ = [
+    "ACCEPTABLE_COVERAGE",
+    "ANTONYMS",
+    "NEAR_COPY",
+    "PERFECT_COVERAGE",
+    "RESTATED",
+    "SUPPORT_THRESHOLD",
+    "VALUE_WEIGHT",
+    "LexicalJudgeV2",
+]
 
 SUPPORT_THRESHOLD = 0.7  # share of a claim's words in one window
 NEAR_COPY = 0.6  # coverage from which a single different word is a swap, not a paraphrase

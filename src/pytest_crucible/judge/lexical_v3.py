@@ -27,8 +27,8 @@ project's calibration halves are in docs/judge-calibration.md.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Sequence
 
 from .lexical import NEGATION_LOOKBACK, _Support, _Window, _windows, split_sentences
 from .lexical_v2 import ANTONYMS, MAX_WINDOW_SENTENCES, SUPPORT_THRESHOLD, LexicalJudgeV2, _shape, _support, _tokens

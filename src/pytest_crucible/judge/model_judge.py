@@ -23,9 +23,10 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from functools import lru_cache
-from typing import Any, Sequence
+from functools import cache
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -34,9 +35,25 @@ from .prices import cost_usd, estimate_tokens, price_for
 from .prompts import PROMPT_VERSION, render_prompt
 from .types import VERDICT_TYPES, JudgeFailure, JudgeRequest, Usage, Verdict
 
-__all__ = ["ModelJudge", "verdict_schema", "schema_text", "parse_verdict", "InvalidVerdict", "Refused", "STAMP_FIELDS",
-           "RELEVANCE_PROMPT_VERSION", "RUBRIC_PROMPT_VERSION", "GENERATE_PROMPT_VERSION", "GENERATE_KINDS",
-           "answered_locally", "expected_output_tokens", "batch_parts", "check_verdict", "prompt_version_of", "prompt_for"]
+__all__ = [
+    "GENERATE_KINDS",
+    "GENERATE_PROMPT_VERSION",
+    "RELEVANCE_PROMPT_VERSION",
+    "RUBRIC_PROMPT_VERSION",
+    "STAMP_FIELDS",
+    "InvalidVerdict",
+    "ModelJudge",
+    "Refused",
+    "answered_locally",
+    "batch_parts",
+    "check_verdict",
+    "expected_output_tokens",
+    "parse_verdict",
+    "prompt_for",
+    "prompt_version_of",
+    "schema_text",
+    "verdict_schema",
+]
 
 # Verdict fields the engine stamps or the judge's own code fills, never asked of the model (not in the output schema).
 STAMP_FIELDS = ("judge_model", "prompt_version", "contradicts", "contradicts_source")
@@ -157,7 +174,7 @@ def _subset(node: dict[str, Any], description: str | None = None) -> dict[str, A
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def schema_text(kind: str) -> str:
     verdict_type = VERDICT_TYPES[kind]
     source = verdict_type.model_json_schema()
@@ -405,7 +422,7 @@ class ModelJudge(Judge):
     def _safe_one(self, request: JudgeRequest, attempts: int, problem: str) -> Verdict | JudgeFailure:
         try:
             return self._judge_one(request, attempts, problem)
-        except Exception as err:  # noqa: BLE001 - one bad request must not sink the others
+        except Exception as err:
             return self._failure(request.kind, f"{request.kind} request failed: {type(err).__name__}: {err}")
 
     def _judge_one(self, request: JudgeRequest, attempts: int, problem: str) -> Verdict | JudgeFailure:

@@ -28,7 +28,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from .model_judge import InvalidVerdict, ModelJudge, Refused, batch_parts, parse_verdict, schema_text, verdict_schema
@@ -38,7 +39,7 @@ from .types import JudgeFailure, JudgeRequest, Usage, Verdict
 if TYPE_CHECKING:
     import openai
 
-__all__ = ["OpenAIJudge", "judge_identity", "OFFICIAL_HOST"]
+__all__ = ["OFFICIAL_HOST", "OpenAIJudge", "judge_identity"]
 
 OFFICIAL_HOST = "api.openai.com"
 # OpenAI's Batch API takes at most 50,000 requests and a 200 MB input file per batch.
@@ -88,7 +89,7 @@ class OpenAIJudge(ModelJudge):
         max_retries: int = 4,
         timeout: float = 60.0,
         poll_interval: float = 2.0,
-        client: "openai.OpenAI | None" = None,
+        client: openai.OpenAI | None = None,
         prompt_version: str = PROMPT_VERSION,
         max_tokens: int | None = None,
         price_per_mtok: tuple[float, float] | None = None,
@@ -283,7 +284,7 @@ class OpenAIJudge(ModelJudge):
                         error = line.get("error") or (body.get("error") if isinstance(body, dict) else None) or {}
                         reason = f"{error.get('code') or status or 'error'}: {error.get('message') or 'no message'}"
                         results[index] = self._failure(kind, f"{kind} request errored in batch {batch.id}: {reason}")
-        except Exception as err:  # noqa: BLE001 - API errors, and an output file that breaks off
+        except Exception as err:
             return [r if r is not None else self._api_failure(q.kind, err, f"reading batch {batch.id}") for r, q in zip(results, requests)]
         if schema_refused:  # the server takes no schema: JSON mode from now on, these requests again
             self._fall_back_to_json_mode()

@@ -24,13 +24,13 @@ DEFAULT_JUDGE_MODEL = "claude-haiku-5-5"
 CHARS_PER_TOKEN = 3.0
 
 __all__ = [
-    "DEFAULT_JUDGE_MODEL",
     "CHARS_PER_TOKEN",
-    "Rates",
+    "DEFAULT_JUDGE_MODEL",
     "Price",
-    "price_for",
+    "Rates",
     "cost_usd",
     "estimate_tokens",
+    "price_for",
     "price_table",
     "prices_as_of",
 ]

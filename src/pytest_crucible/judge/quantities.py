@@ -34,7 +34,7 @@ import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-__all__ = ["Value", "read_values", "same_value", "PLACEHOLDER", "APPROXIMATE"]
+__all__ = ["APPROXIMATE", "PLACEHOLDER", "Value", "read_values", "same_value"]
 
 APPROXIMATE = 0.1  # relative tolerance of a value written as approximate ("about $45" meets "$44.50")
 

@@ -15,13 +15,14 @@ import importlib
 import importlib.util
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..defaults import JUDGE_CHOICES
 from .engine import Judge
 
-__all__ = ["JudgeSetupError", "make_judge", "read_cache_rows", "parse_price", "load_judge_class", "registered_judges"]
+__all__ = ["JudgeSetupError", "load_judge_class", "make_judge", "parse_price", "read_cache_rows", "registered_judges"]
 
 
 class JudgeSetupError(Exception):
@@ -142,7 +143,7 @@ def _custom(target: Any, source: str) -> Judge:
         return target  # a built-in judge, configured by a plugin (e.g. OpenAIJudge with its own client)
     try:
         impl = target() if isinstance(target, type) else target
-    except Exception as err:  # noqa: BLE001 - the team's constructor
+    except Exception as err:
         raise JudgeSetupError(f"judge {source}: creating it raised {type(err).__name__}: {err}") from None
     if isinstance(impl, Judge):
         return impl

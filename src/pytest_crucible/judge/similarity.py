@@ -17,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["similarity", "EMBEDDING_MODEL"]
+__all__ = ["EMBEDDING_MODEL", "similarity"]
 
 EMBEDDING_MODEL = "wordllama l2_supercat_256"
 _lock = threading.Lock()

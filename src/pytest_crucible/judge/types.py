@@ -233,7 +233,7 @@ class Usage(BaseModel):
     requests: int = 0
     cost_usd: float = 0.0
 
-    def add(self, other: "Usage") -> None:
+    def add(self, other: Usage) -> None:
         for name in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "requests"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.cost_usd += other.cost_usd

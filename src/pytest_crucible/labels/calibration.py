@@ -36,16 +36,29 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..json_input import jsonl_object
 from ..metrics.crag import CRAG_GRADES, is_abstention, is_correct, reference_gives_no_answer
 from ..qrels.formats import QrelsFormatError
 
-__all__ = ["LabelsFormatError", "LabelledCase", "CaseVerdict", "read_labels_file", "label_set_hash", "judge_cases",
-           "calibration_figures", "labels_from_corrections", "labels_from_run", "faithful_verdict", "stored_kappa", "LABEL_KEYS"]
+__all__ = [
+    "LABEL_KEYS",
+    "CaseVerdict",
+    "LabelledCase",
+    "LabelsFormatError",
+    "calibration_figures",
+    "faithful_verdict",
+    "judge_cases",
+    "label_set_hash",
+    "labels_from_corrections",
+    "labels_from_run",
+    "read_labels_file",
+    "stored_kappa",
+]
 
 CASE_KEYS = ("id", "itemId", "question", "contexts", "answer", "reference", "answerable", "assertions", "questionType",
              "abstained", "labels")

@@ -33,18 +33,33 @@ are imported only when a run has labelled answers.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .calibration import LabelledCase
-    from ..verdict.runs import RunData
     from ..stats.ppi import PPIEstimate
     from ..store import Store
+    from ..verdict.runs import RunData
+    from .calibration import LabelledCase
 
-__all__ = ["KINDS", "METRIC_OF_KIND", "answer_hash", "label_number", "label_rows_from_cases", "label_rows_from_corrections",
-           "correction_author", "PPILine", "ppi_for_run", "ppi_summary_lines", "run_ppi_lines", "compare_ppi", "compare_ppi_lines",
-           "compare_ppi_for_runs", "MIN_LABELLED"]
+__all__ = [
+    "KINDS",
+    "METRIC_OF_KIND",
+    "MIN_LABELLED",
+    "PPILine",
+    "answer_hash",
+    "compare_ppi",
+    "compare_ppi_for_runs",
+    "compare_ppi_lines",
+    "correction_author",
+    "label_number",
+    "label_rows_from_cases",
+    "label_rows_from_corrections",
+    "ppi_for_run",
+    "ppi_summary_lines",
+    "run_ppi_lines",
+]
 
 KINDS = ("crag", "faithful")
 # label kind -> the judged metric it is compared with
@@ -87,7 +102,7 @@ def _rows(item_id: str, answer: str | None, labels: Mapping[str, Any], **extra: 
             for kind in KINDS if labels.get(kind) is not None]
 
 
-def label_rows_from_cases(cases: Sequence["LabelledCase"], *, source: str = "import", created_by: str | None = None,
+def label_rows_from_cases(cases: Sequence[LabelledCase], *, source: str = "import", created_by: str | None = None,
                           note: str | None = None) -> list[dict[str, Any]]:
     """Ledger rows of the labels of a labels file (``calibration.read_labels_file``), in file order.
 
@@ -167,7 +182,7 @@ class PPILine:
     kind: str
     n_labelled: int
     n_unlabelled: int
-    estimate: "PPIEstimate | None"
+    estimate: PPIEstimate | None
     note: str | None = None  # why there is no estimate, when it is not too few labels
 
     def text(self) -> str:
@@ -252,7 +267,7 @@ def ppi_summary_lines(results_rows: Iterable[Mapping[str, Any]] | Mapping[str, s
     return [HEADER, *(f"  {line.text()}" for line in lines)] if lines else []
 
 
-def run_ppi_lines(store: "Store", results_rows: Sequence[Mapping[str, Any]],
+def run_ppi_lines(store: Store, results_rows: Sequence[Mapping[str, Any]],
                   item_metrics: Mapping[str, Mapping[str, float]]) -> list[str]:
     """:func:`ppi_summary_lines` of a stored run, its labels read from the ledger (the terminal summary)."""
     if not any(metric in item_metrics for metric in METRIC_OF_KIND.values()):
@@ -347,15 +362,15 @@ def compare_ppi_lines(document: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def compare_ppi_for_runs(store: "Store", a: "RunData", b: "RunData", a_ref: str, b_ref: str) -> dict[str, Any]:
+def compare_ppi_for_runs(store: Store, a: RunData, b: RunData, a_ref: str, b_ref: str) -> dict[str, Any]:
     """:func:`compare_ppi` of two runs as ``crucible compare`` read them (``a_ref``/``b_ref``: how they were
     named: an exported run's answers come from its file, a stored run's from the store), with the labels
     of their items read from the ledger."""
-    from ..verdict.runs import is_export_path
     from ..store import read_export
     from ..store.ledgers import human_labels_for_items, run_answers
+    from ..verdict.runs import is_export_path
 
-    def answers(run: "RunData", ref: str) -> dict[str, str | None]:
+    def answers(run: RunData, ref: str) -> dict[str, str | None]:
         if is_export_path(ref):
             return {row["item_id"]: row.get("answer") for row in read_export(ref)["results"]}
         return run_answers(store, run.run_id)

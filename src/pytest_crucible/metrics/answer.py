@@ -96,11 +96,12 @@ Our deviations (all deliberate, all documented)
 
 from __future__ import annotations
 
-from typing import Literal, Sequence
+from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 
-__all__ = ["faithfulness", "response_relevancy", "context_precision", "context_recall", "noise_sensitivity"]
+__all__ = ["context_precision", "context_recall", "faithfulness", "noise_sensitivity", "response_relevancy"]
 
 
 def _bools(values: Sequence[bool], name: str) -> np.ndarray:

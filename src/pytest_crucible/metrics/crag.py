@@ -180,27 +180,7 @@ CONTRAST_WORDS: frozenset[str] = frozenset(
 
 #: Words that never count as content: function words, politeness, words about answering.
 FILLER_WORDS: frozenset[str] = frozenset(
-    """
-    a an the this that these those it its it's there there's here
-    i i'm i've i'd i'll me my we we're our you you're your they their them
-    am is are was were be been being do does did doesn't don't didn't isn't aren't wasn't weren't
-    have has had haven't hasn't can can't cannot could couldn't would wouldn't should shouldn't
-    will won't may might must shall not no nor any anything some something nothing enough
-    to of in on at by for from with about into onto over under as than then so such
-    and or if whether what which who whom whose when where why how also either neither
-    too very really quite just only even all more most much
-    sorry unfortunately afraid apologies apologize apologise regret regrettably
-    please thank thanks kindly ok okay well hmm
-    based given according provided available supplied retrieved shared attached above below
-    document documents doc docs context contexts source sources passage passages text texts
-    excerpt excerpts snippet snippets material materials record records data
-    information info detail details answer answers answering question questions query
-    specific specifically exact exactly relevant sufficient certain sure able unable
-    find found say says said mention mentions mentioned state states stated contain contains
-    contained include includes included cover covers covered address addresses addressed
-    know knowledge determine determined tell
-    rephrase clarify clarification assist help ask asking asked
-    """.split()
+    ["a", "an", "the", "this", "that", "these", "those", "it", "its", "it's", "there", "there's", "here", "i", "i'm", "i've", "i'd", "i'll", "me", "my", "we", "we're", "our", "you", "you're", "your", "they", "their", "them", "am", "is", "are", "was", "were", "be", "been", "being", "do", "does", "did", "doesn't", "don't", "didn't", "isn't", "aren't", "wasn't", "weren't", "have", "has", "had", "haven't", "hasn't", "can", "can't", "cannot", "could", "couldn't", "would", "wouldn't", "should", "shouldn't", "will", "won't", "may", "might", "must", "shall", "not", "no", "nor", "any", "anything", "some", "something", "nothing", "enough", "to", "of", "in", "on", "at", "by", "for", "from", "with", "about", "into", "onto", "over", "under", "as", "than", "then", "so", "such", "and", "or", "if", "whether", "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "also", "either", "neither", "too", "very", "really", "quite", "just", "only", "even", "all", "more", "most", "much", "sorry", "unfortunately", "afraid", "apologies", "apologize", "apologise", "regret", "regrettably", "please", "thank", "thanks", "kindly", "ok", "okay", "well", "hmm", "based", "given", "according", "provided", "available", "supplied", "retrieved", "shared", "attached", "above", "below", "document", "documents", "doc", "docs", "context", "contexts", "source", "sources", "passage", "passages", "text", "texts", "excerpt", "excerpts", "snippet", "snippets", "material", "materials", "record", "records", "data", "information", "info", "detail", "details", "answer", "answers", "answering", "question", "questions", "query", "specific", "specifically", "exact", "exactly", "relevant", "sufficient", "certain", "sure", "able", "unable", "find", "found", "say", "says", "said", "mention", "mentions", "mentioned", "state", "states", "stated", "contain", "contains", "contained", "include", "includes", "included", "cover", "covers", "covered", "address", "addresses", "addressed", "know", "knowledge", "determine", "determined", "tell", "rephrase", "clarify", "clarification", "assist", "help", "ask", "asking", "asked"]
 )
 
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "`": "'", "\u00b4": "'"})

@@ -102,7 +102,7 @@ from typing import NamedTuple
 
 from pytest_crucible.metrics.crag import CRAG_GRADES
 
-__all__ = ["ERROR_CLASSES", "ClassificationInputs", "ErrorVerdict", "StaleSource", "classify", "DETAIL_WIDTH"]
+__all__ = ["DETAIL_WIDTH", "ERROR_CLASSES", "ClassificationInputs", "ErrorVerdict", "StaleSource", "classify"]
 
 ERROR_CLASSES: tuple[str, ...] = (
     "retrieval_miss",

@@ -8,7 +8,8 @@ A golden item belongs to one value of each CRAG facet (``questionType``, ``popul
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 FACETS = ("questionType", "popularity", "dynamism", "answerable", "kind")
 

@@ -23,7 +23,8 @@ faithful, and it is counted here as a successful attack, not hidden there.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 ATTACK_SUCCESS = "attackSuccessRate"
 FALSE_POSITIVE = "falsePositiveRate"

@@ -89,19 +89,19 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
-    "RETRIEVAL_METRICS",
-    "NDCG_CUTOFF",
-    "GRADE_REQUIRED",
     "GRADE_ACCEPTABLE",
-    "recall_at_k",
-    "precision_at_k",
-    "reciprocal_rank",
-    "ndcg_at_k",
-    "hit_at_k",
-    "retrieval_metrics",
+    "GRADE_REQUIRED",
+    "NDCG_CUTOFF",
+    "RETRIEVAL_METRICS",
     "citation_grade",
+    "hit_at_k",
+    "ndcg_at_k",
+    "precision_at_k",
     "provenance_qrels",
     "ranking_units",
+    "recall_at_k",
+    "reciprocal_rank",
+    "retrieval_metrics",
 ]
 
 #: Keys of the dict returned by :func:`retrieval_metrics`, in report order.

@@ -38,19 +38,19 @@ from ..json_input import jsonl_object, reviewer_name, shown
 from ..metrics.retrieval import ranking_units
 
 __all__ = [
-    "QrelsFormatError",
     "GRADES",
     "IMPORT_SOURCES",
-    "read_qrels_file",
-    "parse_unit",
-    "parse_grade",
-    "grade_problem",
-    "format_qrels",
-    "format_effective_qrels",
-    "run_rankings",
-    "format_trec_run",
-    "chunk_doc_map",
+    "QrelsFormatError",
     "attach_doc_ids",
+    "chunk_doc_map",
+    "format_effective_qrels",
+    "format_qrels",
+    "format_trec_run",
+    "grade_problem",
+    "parse_grade",
+    "parse_unit",
+    "read_qrels_file",
+    "run_rankings",
 ]
 
 GRADES = (0, 1, 2, 3)

@@ -19,7 +19,8 @@ This module never imports pytest.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ..metrics.retrieval import provenance_qrels
 

@@ -63,13 +63,12 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO
 
 import numpy as np
 
-from pytest_crucible.qrels import trec_fast
 from pytest_crucible.metrics.retrieval import (
     hit_at_k,
     ndcg_at_k,
@@ -77,18 +76,19 @@ from pytest_crucible.metrics.retrieval import (
     recall_at_k,
     reciprocal_rank,
 )
+from pytest_crucible.qrels import trec_fast
 
 __all__ = [
-    "TrecFormatError",
-    "DEFAULT_MEASURES",
     "DEFAULT_CUTOFFS",
-    "read_qrels",
-    "read_run",
-    "rank_run",
-    "parse_measures",
+    "DEFAULT_MEASURES",
+    "TrecFormatError",
     "evaluate",
     "format_trec_eval",
     "main_trec_eval",
+    "parse_measures",
+    "rank_run",
+    "read_qrels",
+    "read_run",
 ]
 
 Qrels = dict[str, dict[str, int]]
@@ -410,7 +410,7 @@ def _line(name: str, qid: str, value: float) -> str:
 
 def format_trec_eval(
     per_query: Mapping[str, Mapping[str, float]],
-    all: Mapping[str, float],  # noqa: A002 - mirrors trec_eval's "all" row
+    all: Mapping[str, float],
     measures: Iterable[str],
     per_query_output: bool,
 ) -> str:

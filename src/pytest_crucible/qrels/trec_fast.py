@@ -20,7 +20,7 @@ import numpy as np
 
 from ..json_input import gc_paused
 
-__all__ = ["ParsedRun", "gc_paused", "parse_qrels", "parse_run", "evaluate_bulk"]
+__all__ = ["ParsedRun", "evaluate_bulk", "gc_paused", "parse_qrels", "parse_run"]
 
 _HASH, _MINUS, _PLUS, _DOT, _ZERO = 35, 45, 43, 46, 48
 _UNJUDGED = -1  # an unjudged document behaves exactly as a negative grade: never relevant, no gain

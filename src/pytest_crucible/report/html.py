@@ -19,7 +19,7 @@ from .views import family_note, p_text, verdict_text
 if TYPE_CHECKING:
     from ..verdict.gate import GateResult
 
-__all__ = ["render_report", "write_report", "risk_coverage_plot", "ci_scale"]
+__all__ = ["ci_scale", "render_report", "risk_coverage_plot", "write_report"]
 
 EXCERPT_CHARS = 400
 # Items drilled down in one page: each costs a few kB of HTML, and a browser stops being usable on a
@@ -317,14 +317,13 @@ def _guardrail_context(golden, item_metrics, results) -> dict[str, Any] | None:
 
 
 def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any]:
-    from ..metrics import ordered_metrics
     from ..metrics import METRIC_FAMILIES as FAMILIES
-    from ..metrics import family_of, run_cutoff
-    from ..verdict.runs import metric_means, selective_pairs
+    from ..metrics import family_of, ordered_metrics, run_cutoff
+    from ..store import aggregates
     from ..store.ledgers import latest_judge_calibration
+    from ..verdict.runs import metric_means, selective_pairs
     from .terminal import calibration_line, judge_line, pool_line, stored_facets
     from .views import TARGET_RISK, error_class_table, run_labels, selective_summary
-    from ..store import aggregates
 
     # At scale (100,000 items) the page never holds every result row: the counts come from SQL, the views read
     # the columns they need, and only the items drilled down are read whole.

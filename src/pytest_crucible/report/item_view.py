@@ -21,8 +21,9 @@ from __future__ import annotations
 import difflib
 import re
 import textwrap
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 WIDTH = 100
 EXCERPT_CHARS = 200  # of a chunk's text in the JSON document; the text view fits one line

@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..verdict.gate import GateResult
     from ..session import CrucibleSession
+    from ..verdict.gate import GateResult
 
 GATE_NODEID = "crucible::gate"
 GATE_LOCATION = ("crucible", None, "crucible gate")
@@ -53,7 +53,7 @@ class CaseRepr:
         return "\n".join(self.lines)
 
 
-def gate_case(gate: "GateResult") -> tuple[str, str, Any]:
+def gate_case(gate: GateResult) -> tuple[str, str, Any]:
     """(outcome, when, longrepr) of the gate's test case: failed at call, failed at setup (an error:
     refused), skipped, or passed."""
     if gate.verdict == "failed":
@@ -77,7 +77,7 @@ def faults_case(faults: list[str]) -> tuple[str, str, Any]:
     return "failed", "call", CaseRepr(fault_lines(faults), pointer, FAULTS_NODEID)
 
 
-def suite_properties(crucible: "CrucibleSession") -> dict[str, str]:
+def suite_properties(crucible: CrucibleSession) -> dict[str, str]:
     """The testsuite <properties>: the run, and the gate's verdict and baseline when a gate was asked for."""
     gate = crucible.gate
     properties = {"crucible.runId": crucible.run_id, "crucible.configHash": crucible.settings.config_hash}
@@ -87,7 +87,7 @@ def suite_properties(crucible: "CrucibleSession") -> dict[str, str]:
     return {name: value for name, value in properties.items() if value is not None}
 
 
-def report_to_junit(session, crucible: "CrucibleSession") -> None:
+def report_to_junit(session, crucible: CrucibleSession) -> None:
     """On the controller, after the gate decided and before junitxml writes its file: the gate's test case
     (only when a gate was asked for), the faults' test case (only when there are faults), then the testsuite
     properties (only with --junitxml)."""

@@ -37,7 +37,7 @@ def cell_text(score: dict[str, Any], k: int | None = None) -> str:
 class HtmlColumn:
     """pytest-html's hooks, bound to the session whose gate the gate's row shows."""
 
-    def __init__(self, crucible: "CrucibleSession"):
+    def __init__(self, crucible: CrucibleSession):
         self.crucible = crucible
 
     def pytest_html_results_table_header(self, cells: list[str]) -> None:
@@ -52,6 +52,6 @@ class HtmlColumn:
         cells.insert(2, f"<td>{html.escape(text)}</td>")
 
 
-def register(config: pytest.Config, crucible: "CrucibleSession") -> None:
+def register(config: pytest.Config, crucible: CrucibleSession) -> None:
     if writes_html_report(config) and not config.pluginmanager.has_plugin(PLUGIN_NAME):
         config.pluginmanager.register(HtmlColumn(crucible), PLUGIN_NAME)

@@ -49,7 +49,7 @@ def _stored_means(session: CrucibleSession) -> tuple | None:
         return None
     try:
         return stored_means(session.store, session.run_id)
-    except Exception:  # noqa: BLE001 - reported by _run_lines, which reads the run again
+    except Exception:
         return None
 
 
@@ -65,7 +65,7 @@ def _run_lines(session: CrucibleSession, verbose: int, means: tuple | None = Non
         try:
             lines = run_summary_lines(session.store, session.run_id, unread_keys=session.unread_config_keys(),
                                       faults=session.faults, known_keys=session.known_config_keys(), verbose=verbose, means=means)
-        except Exception as exc:  # noqa: BLE001 - a database that broke during the run
+        except Exception as exc:
             lines = fault_lines([f"could not read the run back from {session.settings.db_path}: {exc}", *session.faults])
     lines.extend(f"JUDGE ERROR {error}" for error in session.judging.batch_errors)
     lines.extend(session.judging.notes())

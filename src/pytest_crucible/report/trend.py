@@ -11,9 +11,10 @@ no statistics: a trend shows the means as measured and decides nothing.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -73,7 +74,7 @@ def _changes(before: TrendPoint | None, run: TrendPoint) -> dict[str, Any]:
     return changes
 
 
-def metric_trends(store: "Store", metric: str, *, workspace: str | None = None, labels: dict[str, str] | None = None,
+def metric_trends(store: Store, metric: str, *, workspace: str | None = None, labels: dict[str, str] | None = None,
                   since: datetime | None = None, kind: str | None = None, limit: int | None = TREND_LIMIT) -> list[Trend]:
     """``metric`` (as stored, or as the terminal shows it: ``ndcg@10``) over the newest ``limit`` complete runs
     of ``workspace`` with every one of ``labels`` started since ``since``, oldest first: one trend, or one per
@@ -91,7 +92,7 @@ def metric_trends(store: "Store", metric: str, *, workspace: str | None = None, 
     return _trends(store, rows, [name], workspace=workspace, labels=labels, since=since, kind=kind)
 
 
-def _trends(store: "Store", rows: list[dict[str, Any]], names: list[str], *, workspace: str | None,
+def _trends(store: Store, rows: list[dict[str, Any]], names: list[str], *, workspace: str | None,
             labels: dict[str, str] | None, since: datetime | None = None, kind: str | None = None) -> list[Trend]:
     """One trend per kind of question (when the runs mix kinds; ``kind``: that one) and metric of ``names``,
     over ``rows`` (oldest first); each run's item metrics and kinds are read once."""
@@ -234,7 +235,7 @@ def _table(trend: Trend) -> list[str]:
 
 
 # -- the HTML report's plot ----------------------------------------------------------------------
-def report_trends(store: "Store", run: dict[str, Any], metrics: Iterable[str]) -> list[Trend]:
+def report_trends(store: Store, run: dict[str, Any], metrics: Iterable[str]) -> list[Trend]:
     """The trend of ``metrics`` over the complete runs of ``run``'s workspace that carry exactly its labels,
     up to it (the newest ``REPORT_TREND_RUNS``; ``run`` itself the last point, complete or not), per kind of
     question when the runs mix kinds. Only the metrics measured in two runs or more; empty when the run has

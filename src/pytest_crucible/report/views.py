@@ -45,7 +45,7 @@ def selective_summary(results: list[dict[str, Any]]) -> dict[str, float] | None:
 def error_class_counts(results: list[dict[str, Any]]) -> dict[str, int]:
     from ..metrics.errors import ERROR_CLASSES
 
-    counts = {name: 0 for name in ERROR_CLASSES}
+    counts = dict.fromkeys(ERROR_CLASSES, 0)
     for row in results:
         if row.get("error_class"):
             counts[row["error_class"]] += 1

@@ -19,11 +19,12 @@ import asyncio
 import hashlib
 import json
 import logging
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Iterator, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import anyio
 from fastapi import Depends, FastAPI, Query, Request, Security
@@ -36,17 +37,17 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import __version__
+from ..defaults import DEFAULT_SEED, MIN_PAIRS, MULTIPLE, ServerLimits
+from ..golden_set.promote import PromoteError, PromoteNotFound, PromoteRequest, parse_request, promote
 from ..golden_set.schema import field_path
 from ..json_input import json_problem, shown
-from .keys import READ_SCOPES, WRITE_FEEDBACK_SCOPE, ApiKey, authenticate, upgrade_legacy_hash
-from ..golden_set.promote import PromoteError, PromoteNotFound, PromoteRequest, parse_request, promote
 from ..report.views import run_metrics_document, run_summary_json
-from ..defaults import DEFAULT_SEED, MIN_PAIRS, MULTIPLE, ServerLimits
-from ..verdict.gate import GateSettings, decide_stored, parse_floors, parse_margins, parse_metric_list
-from ..verdict.runs import load_run, metric_names, parse_run_ref, resolve_run_ref
 from ..store import DatabaseError, RunNotFound, Store, StoreError, is_locked
 from ..store.ledgers import ledger_marks
+from ..verdict.gate import GateSettings, decide_stored, parse_floors, parse_margins, parse_metric_list
+from ..verdict.runs import load_run, metric_names, parse_run_ref, resolve_run_ref
 from ..workspace import parse_label_filters
+from .keys import READ_SCOPES, WRITE_FEEDBACK_SCOPE, ApiKey, authenticate, upgrade_legacy_hash
 from .limits import AnswerCache, ConcurrencyBound, InFlightPerSubject, WindowLimit
 from .models import ComparisonDocument, ErrorBody, FieldProblem, PromoteResponse, RunList, RunMetrics
 
@@ -297,7 +298,7 @@ read_key = _key_with_scope(*READ_SCOPES)
 feedback_key = _key_with_scope(WRITE_FEEDBACK_SCOPE)
 
 
-async def feedback_key_of_path(workspaceId: str, key: ApiKey = Depends(feedback_key)) -> ApiKey:  # noqa: N803 (the spec's name)
+async def feedback_key_of_path(workspaceId: str, key: ApiKey = Depends(feedback_key)) -> ApiKey:
     """A feedback:write key of the path's workspace. Decided from the path and the key alone, never
     from stored data, so the same 403 answers for a workspace that exists and one that does not."""
     if workspaceId != key.workspace:
@@ -465,17 +466,17 @@ def create_app(db_path: str | Path, limits: ServerLimits = ServerLimits()) -> Fa
         b: str = Query(..., min_length=1, max_length=2000, description="Candidate: a run id, latest or "
                        "latest:KEY=VALUE[,KEY=VALUE...]."),
         gate: str | None = Query(None, max_length=2000, description="M1,M2: the gated metrics (default every compared one)."),
-        failUnder: list[str] = Query([], description="METRIC=VALUE: an absolute floor on b's mean (repeatable)."),  # noqa: N803
+        failUnder: list[str] = Query([], description="METRIC=VALUE: an absolute floor on b's mean (repeatable)."),
         margin: list[str] = Query([], description="METRIC=DROP: a non-inferiority margin; the metric passes only when "
                                                   "its interval rules out a drop larger than DROP (repeatable)."),
         seed: int = Query(DEFAULT_SEED, description="Seed of the bootstrap and the permutation test."),
         multiple: Literal["holm", "none"] = Query(MULTIPLE, description="p-value correction across the gated metrics "
                                                   "(default holm: family-wise error at or below alpha)."),
-        allowIncomplete: bool = Query(False, description="Compare an incomplete or interrupted run on the items it has "  # noqa: N803
+        allowIncomplete: bool = Query(False, description="Compare an incomplete or interrupted run on the items it has "
                                                          "instead of refusing (409)."),
         rescore: bool = Query(False, description="Score both runs' retrieval metrics from their stored rankings against "
                                                  "today's relevance grades."),
-        minPairs: int = Query(MIN_PAIRS, ge=2, description="Fewest pairs a gated metric needs; with fewer the gate "  # noqa: N803
+        minPairs: int = Query(MIN_PAIRS, ge=2, description="Fewest pairs a gated metric needs; with fewer the gate "
                                                            "refuses (409)."),
         key: ApiKey = Depends(read_key),
     ) -> Any:
@@ -537,7 +538,7 @@ def create_app(db_path: str | Path, limits: ServerLimits = ServerLimits()) -> Fa
     @app.get("/api/v1/evals/runs/{id}/metrics", response_model=RunMetrics, response_model_exclude_unset=True,
              responses=_errors(401, 403, 404, 408, 422, 429, 503), tags=["runs"], operation_id="getRunMetrics",
              summary="A run's metrics")
-    async def run_metrics(id: str, key: ApiKey = Depends(read_key)) -> Any:  # noqa: A002 (the spec's name)
+    async def run_metrics(id: str, key: ApiKey = Depends(read_key)) -> Any:
         """Retrieval, RAGAS and abstention metrics for one run, overall and by question facet.
         Judge-based metrics name the judge model and prompt version. The server computes a bounded number
         at once, and answers 503 with Retry-After beyond it. Bearer · kb:read or runs:read."""
@@ -560,7 +561,7 @@ def create_app(db_path: str | Path, limits: ServerLimits = ServerLimits()) -> Fa
               response_model_exclude_unset=True, responses=_errors(401, 403, 404, 408, 413, 422, 429, 503), tags=["feedback"],
               operation_id="promoteFeedback",
               summary="Promote a reviewed correction into a draft golden item")
-    def promote_correction(workspaceId: str, body: PromoteRequest, key: ApiKey = Depends(feedback_key_of_path)) -> Any:  # noqa: N803
+    def promote_correction(workspaceId: str, body: PromoteRequest, key: ApiKey = Depends(feedback_key_of_path)) -> Any:
         """Creates the draft golden item (must-assertions, citation anchors, tags) and the linked eval_feedback
         row in one transaction; a validation or write failure leaves both out. The run must belong to the
         workspace, and resultId (when given) to the run. The feedback row records the key that wrote it,

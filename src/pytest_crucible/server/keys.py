@@ -14,8 +14,9 @@ import hashlib
 import hmac
 import json
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from ..store import StoreError, new_ulid, utc_now
 from ..store.keys import KeyDatabase, count_active_keys, insert_key_row, key_row, key_rows, replace_key_hash, set_key_revoked

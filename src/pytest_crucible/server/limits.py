@@ -11,7 +11,8 @@ import math
 import threading
 import time
 from collections import OrderedDict, deque
-from typing import Callable, Generic, Hashable, TypeVar
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
 
 Answer = TypeVar("Answer")
 

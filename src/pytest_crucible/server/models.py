@@ -55,7 +55,7 @@ _FAMILY_EXTRAS = {"abstention": ("eAurc", "coverageAtRisk10")}
 
 
 def _family_model(family: str, names: tuple[str, ...]) -> type[BaseModel]:
-    fields: dict[str, Any] = {name: (float | None, None) for name in (*names, *_FAMILY_EXTRAS.get(family, ()))}
+    fields: dict[str, Any] = dict.fromkeys((*names, *_FAMILY_EXTRAS.get(family, ())), (float | None, None))
     return create_model(f"{family[:1].upper()}{family[1:]}Metrics", __base__=_Open, **fields)
 
 

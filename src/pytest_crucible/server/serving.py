@@ -26,8 +26,9 @@ import logging
 import re
 import socket
 import struct
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 from urllib.parse import unquote, unquote_plus
 
 import h11
@@ -37,8 +38,8 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..defaults import ServerLimits
-from .keys import KEY_PREFIX
 from .app import create_app
+from .keys import KEY_PREFIX
 
 #: Largest request line and headers accepted (h11's buffer for an incomplete event); beyond, 400.
 MAX_HEAD_BYTES = 16 * 1024

@@ -20,10 +20,12 @@ which is what keeps large golden sets fast and within bounded memory)::
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any, Optional
 
 import numpy as np
 
+from ..defaults import DEFAULT_SEED
 from .bootstrap import (
     BootstrapResult,
     bootstrap_result,
@@ -31,33 +33,32 @@ from .bootstrap import (
     paired_bootstrap_bca,
     paired_differences,
 )
+from .clustered import ClusteredTest, paired_cluster_tests
+from .paired_result import PairedTest, checked_options
 from .permutation import needs_random_signs, paired_permutation_test, permutation_p_value
 from .power import holm_adjust, minimum_detectable_effect, required_sample_size
-from .resampling import resample_sums
-from .paired_result import PairedTest, checked_options
-from ..defaults import DEFAULT_SEED
-from .prng import Mulberry32
-from .clustered import ClusteredTest, paired_cluster_tests
 from .ppi import PPIEstimate, ppi_mean, ppi_paired_difference
+from .prng import Mulberry32
+from .resampling import resample_sums
 
 __all__ = [
     "DEFAULT_SEED",
-    "Mulberry32",
     "BootstrapResult",
-    "paired_bootstrap_bca",
-    "paired_permutation_test",
-    "minimum_detectable_effect",
-    "required_sample_size",
-    "holm_adjust",
+    "ClusteredTest",
+    "Mulberry32",
+    "PPIEstimate",
     "PairedTest",
+    "holm_adjust",
+    "min_pairs_for_alpha",
+    "minimum_detectable_effect",
+    "paired_bootstrap_bca",
+    "paired_cluster_tests",
+    "paired_permutation_test",
     "paired_test",
     "paired_tests",
-    "min_pairs_for_alpha",
-    "ClusteredTest",
-    "paired_cluster_tests",
-    "PPIEstimate",
     "ppi_mean",
     "ppi_paired_difference",
+    "required_sample_size",
 ]
 
 
@@ -173,7 +174,7 @@ def _paired_result(
     excludes_zero = boot.ci_low > 0.0 or boot.ci_high < 0.0
     significant = bool(excludes_zero and p_value < alpha)
     mde = minimum_detectable_effect(sd_diff, n, alpha=alpha, power=power)
-    required_n: Optional[int] = None
+    required_n: int | None = None
     if not significant:
         required_n = required_sample_size(boot.delta, sd_diff, alpha=alpha, power=power)
         if required_n is not None:

@@ -12,8 +12,8 @@ is undefined (None, with that category in :attr:`Kappa.single_category`).
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Hashable, Sequence
 
 __all__ = ["Kappa", "cohen_kappa", "confusion_matrix"]
 

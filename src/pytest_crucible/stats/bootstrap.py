@@ -47,15 +47,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 from scipy.special import ndtr, ndtri
 
 from ..defaults import DEFAULT_SEED
 from .resampling import clear_caches as _clear_caches
-from .resampling import matvec, resample_counts  # noqa: F401  (re-exported: callers, tests)
-from .resampling import resample_sums
+from .resampling import matvec, resample_counts, resample_sums  # noqa: F401  (re-exported: callers, tests)
 
 __all__ = ["BootstrapResult", "paired_bootstrap_bca"]
 
@@ -223,7 +222,7 @@ def _bca_from_sums(
 
 def bootstrap_result(
     d: np.ndarray,
-    boot_sums: Optional[np.ndarray],
+    boot_sums: np.ndarray | None,
     n_resamples: int,
     confidence: float,
     seed: int,

@@ -75,11 +75,11 @@ variation between clusters from one cluster).
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Hashable, Iterable, Optional, Sequence
+from typing import Any
 
 import numpy as np
-
 from scipy.special import ndtri, stdtrit
 
 from ..defaults import DEFAULT_SEED
@@ -89,12 +89,12 @@ from .bootstrap import (
     is_constant,
     paired_differences,
 )
-from .permutation import _exact_count
 from .paired_result import PairedTest, checked_options
+from .permutation import _exact_count
 from .power import minimum_detectable_effect, required_sample_size
 from .resampling import resample_sums
 
-__all__ = ["ClusteredTest", "paired_cluster_tests", "cluster_codes", "design_effect"]
+__all__ = ["ClusteredTest", "cluster_codes", "design_effect", "paired_cluster_tests"]
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ class ClusteredTest(PairedTest):
     variance; ``None`` when the latter is 0)."""
 
     n_clusters: int
-    design_effect: Optional[float]
+    design_effect: float | None
 
 
 def cluster_codes(labels: Iterable[Hashable]) -> tuple[np.ndarray, int]:
@@ -139,7 +139,7 @@ def _cluster_sums(d: np.ndarray, codes: np.ndarray, k: int) -> tuple[np.ndarray,
     return sums, sizes
 
 
-def design_effect(d: Any, labels: Iterable[Hashable]) -> Optional[float]:
+def design_effect(d: Any, labels: Iterable[Hashable]) -> float | None:
     """Design effect of the mean of ``d`` under the clustering ``labels``.
 
     ``(k / (k - 1) * sum_c (S_c - m_c * mean(d))**2 / n**2) / (var(d, ddof=1) / n)``;
@@ -155,7 +155,7 @@ def design_effect(d: Any, labels: Iterable[Hashable]) -> Optional[float]:
     return _design_effect(d, sums, sizes, k)
 
 
-def _design_effect(d: np.ndarray, sums: np.ndarray, sizes: np.ndarray, k: int) -> Optional[float]:
+def _design_effect(d: np.ndarray, sums: np.ndarray, sizes: np.ndarray, k: int) -> float | None:
     n = d.shape[0]
     naive = float(np.var(d, ddof=1)) / n
     if not naive > 0.0 or is_constant(d):
@@ -220,7 +220,7 @@ def _needs_random_signs(k: int, n_permutations: int) -> bool:
     return not (k < 62 and (1 << k) <= n_permutations)
 
 
-def _cluster_p_value(d: np.ndarray, sums: np.ndarray, n_permutations: int, perm: Optional[np.ndarray]) -> float:
+def _cluster_p_value(d: np.ndarray, sums: np.ndarray, n_permutations: int, perm: np.ndarray | None) -> float:
     scale = float(np.abs(d).sum())
     if scale == 0.0:
         return 1.0
@@ -280,7 +280,7 @@ def paired_cluster_tests(
             raise ValueError(f"metric {j}: need at least 2 clusters, got {k}")
         parts.append((codes, k))
 
-    results: list[Optional[ClusteredTest]] = [None] * len(ds)
+    results: list[ClusteredTest | None] = [None] * len(ds)
 
     # Singleton clusters: the item-level test itself, bit for bit.
     singles = [j for j, d in enumerate(ds) if parts[j][1] == d.shape[0]]
@@ -349,7 +349,7 @@ def _design_effect_is_none(d: np.ndarray) -> bool:
 def _clustered_result(
     d: np.ndarray,
     k: int,
-    deff: Optional[float],
+    deff: float | None,
     delta: float,
     ci_low: float,
     ci_high: float,
@@ -373,7 +373,7 @@ def _clustered_result(
     excludes_zero = ci_low > 0.0 or ci_high < 0.0
     significant = bool(excludes_zero and p_value < alpha and k >= min_clusters)
     mde = minimum_detectable_effect(sd_eff, n, alpha=alpha, power=power)
-    required_n: Optional[int] = None
+    required_n: int | None = None
     if not significant:
         required_n = required_sample_size(delta, sd_eff, alpha=alpha, power=power)
         if required_n is not None:

@@ -5,7 +5,7 @@ without importing each other."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Optional
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class PairedTest:
     p_value: float
     significant: bool
     mde: float
-    required_n: Optional[int]
+    required_n: int | None
     sd_diff: float
     n: int
     confidence: float

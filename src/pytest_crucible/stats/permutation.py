@@ -35,20 +35,22 @@ pass over the stream serves both.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
+from ..defaults import DEFAULT_SEED
 from .bootstrap import (
     TIE_RTOL,
     _check_positive_int,
     _check_seed,
     paired_differences,
 )
-from ..defaults import DEFAULT_SEED
 from .resampling import clear_caches as _clear_caches
-from .resampling import permutation_signs  # noqa: F401  (re-exported: callers, tests)
-from .resampling import resample_sums
+from .resampling import (
+    permutation_signs,  # noqa: F401  (re-exported: callers, tests)
+    resample_sums,
+)
 
 __all__ = ["paired_permutation_test"]
 
@@ -83,7 +85,7 @@ def needs_random_signs(d: np.ndarray, n_permutations: int) -> bool:
     return not exact and float(np.abs(d).sum()) != 0.0
 
 
-def permutation_p_value(d: np.ndarray, n_permutations: int, sums: Optional[np.ndarray] = None) -> float:
+def permutation_p_value(d: np.ndarray, n_permutations: int, sums: np.ndarray | None = None) -> float:
     """Two-sided p-value of validated differences ``d``.
 
     ``sums`` are the randomized statistics ``signs @ d`` (one per

@@ -17,12 +17,12 @@ MDE are unlikely to be detected".
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from scipy.special import ndtri
 
-__all__ = ["minimum_detectable_effect", "required_sample_size", "holm_adjust"]
+__all__ = ["holm_adjust", "minimum_detectable_effect", "required_sample_size"]
 
 
 def _check_level(name: str, value: float) -> float:
@@ -62,7 +62,7 @@ def minimum_detectable_effect(
 
 def required_sample_size(
     delta: float, sd_diff: float, alpha: float = 0.05, power: float = 0.8
-) -> Optional[int]:
+) -> int | None:
     """Number of paired items needed to detect a true difference ``delta``.
 
     ``ceil(((z_{1-alpha/2} + z_power) * sd_diff / |delta|)**2)``, at least 2

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 from scipy.special import stdtrit
@@ -142,7 +142,7 @@ def ppi_mean(
     unlabelled_f: Any,
     *,
     alpha: float = 0.05,
-    lam: Optional[float] = None,
+    lam: float | None = None,
 ) -> PPIEstimate:
     """PPI++ estimate and ``1 - alpha`` interval of the mean of the labels.
 
@@ -212,7 +212,7 @@ def ppi_paired_difference(
     unlabelled_f_b: Any,
     *,
     alpha: float = 0.05,
-    lam: Optional[float] = None,
+    lam: float | None = None,
 ) -> PPIEstimate:
     """PPI++ for ``mean(y_b - y_a)``: :func:`ppi_mean` on paired differences.
 

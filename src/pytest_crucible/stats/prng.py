@@ -28,7 +28,8 @@ adequate for drawing bootstrap indices and permutation signs.
 from __future__ import annotations
 
 import numbers
-from typing import Iterator, Union
+from collections.abc import Iterator
+from typing import Union
 
 import numpy as np
 
@@ -74,7 +75,7 @@ class Mulberry32:
     (row-major) order, so ``rng.random((r, c))`` fills row 0 first.
     """
 
-    __slots__ = ("_seed", "_counter")
+    __slots__ = ("_counter", "_seed")
 
     def __init__(self, seed: int) -> None:
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
@@ -103,7 +104,7 @@ class Mulberry32:
         self._counter += int(count)
 
     # -- core -----------------------------------------------------------
-    def _blocks(self, count: int, steps: np.ndarray = _STEPS, out: "np.ndarray | None" = None
+    def _blocks(self, count: int, steps: np.ndarray = _STEPS, out: np.ndarray | None = None
                 ) -> Iterator[tuple[int, np.ndarray]]:
         """Yield ``(offset, uint32 block)`` covering the next ``count`` outputs.
 
@@ -150,7 +151,7 @@ class Mulberry32:
                 yield lo, result
 
     # -- public API -----------------------------------------------------
-    def uint32(self, n: SizeLike = None, *, out: "np.ndarray | None" = None) -> np.ndarray:
+    def uint32(self, n: SizeLike = None, *, out: np.ndarray | None = None) -> np.ndarray:
         """Next raw 32-bit outputs (``(t ^ t >>> 14) >>> 0`` in the JS code).
 
         ``n`` is an int or a shape tuple; ``None`` gives a 0-d array.  With
@@ -168,7 +169,7 @@ class Mulberry32:
             pass
         return buf.reshape(shape)
 
-    def rows(self, out: np.ndarray, steps: "np.ndarray | None" = None) -> np.ndarray:
+    def rows(self, out: np.ndarray, steps: np.ndarray | None = None) -> np.ndarray:
         """The next ``out.size`` outputs written into ``out`` (a writeable C-contiguous uint32 array) and
         returned: in C order, or with ``steps`` (:func:`order_steps` of an order of ``out.shape[-1]``
         positions) each row of ``out.shape[-1]`` outputs in that order: ``out[r, j]`` is output ``order[j]`` of

@@ -44,7 +44,8 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -89,7 +90,7 @@ class MatrixCache:
     def fits(self, nbytes: int) -> bool:
         return nbytes <= self.max_bytes
 
-    def lookup(self, key: tuple[Any, ...]) -> Optional[np.ndarray]:
+    def lookup(self, key: tuple[Any, ...]) -> np.ndarray | None:
         with self._lock:
             hit = self._data.get(key)
             if hit is not None:
@@ -151,7 +152,7 @@ class FixedPoint:
     row sums are integers below ``2**53``: float64 BLAS computes them exactly, in any order, on any
     kernel and thread count (an FMA included), at BLAS speed."""
 
-    __slots__ = ("hi", "lo", "k", "shift")
+    __slots__ = ("hi", "k", "lo", "shift")
 
     def __init__(self, vector: np.ndarray, n: int) -> None:
         bits = max(1, n).bit_length()
@@ -234,9 +235,9 @@ def matvec(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
 class _Target:
     """One side (bootstrap counts or permutation signs) of a streaming pass."""
 
-    __slots__ = ("rows", "vectors", "fixed", "halves", "totals", "out", "keep", "groups")
+    __slots__ = ("fixed", "groups", "halves", "keep", "out", "rows", "totals", "vectors")
 
-    def __init__(self, rows: int, vectors: Sequence[np.ndarray], out: np.ndarray, keep: Optional[np.ndarray]) -> None:
+    def __init__(self, rows: int, vectors: Sequence[np.ndarray], out: np.ndarray, keep: np.ndarray | None) -> None:
         self.rows = rows
         self.vectors = list(vectors)
         # The exact form the sums use, every metric's halves as the columns of one matrix (multiplied with a
@@ -253,7 +254,7 @@ class _Target:
             self.fixed.append(fixed)
         self.out = out  # (len(vectors), rows) float64 sums, filled block by block
         self.keep = keep  # matrix being filled for the cache, or None
-        self.groups: Optional[_Groups] = None  # set by _stream when the items fall into few groups
+        self.groups: _Groups | None = None  # set by _stream when the items fall into few groups
 
 
 class _Groups:
@@ -274,7 +275,7 @@ class _Groups:
         self.steps = order_steps(order)
 
     @classmethod
-    def of_halves(cls, halves: np.ndarray) -> Optional["_Groups"]:
+    def of_halves(cls, halves: np.ndarray) -> _Groups | None:
         """The groups of equal rows of ``halves`` (n x 2 * metrics), or None when they are more than n / 2."""
         n = halves.shape[0]
         order = np.lexsort(halves.T)  # equal rows next to each other; which order within a group is immaterial
@@ -348,7 +349,7 @@ class _Stage:
         self.dest = []
 
 
-def _stream(n: int, seed: int, boot: Optional[_Target], perm: Optional[_Target]) -> None:
+def _stream(n: int, seed: int, boot: _Target | None, perm: _Target | None) -> None:
     """Draw the stream once, block by block, feeding both targets.
 
     Blocks are ``G = rows_per_block(n, max rows)`` rows; every sum is an exact integer (:class:`FixedPoint`),
@@ -485,7 +486,7 @@ def _plan(
     out: np.ndarray,
     dtype: Any,
     force_keep: bool = False,
-) -> tuple[Optional[np.ndarray], Optional[_Target]]:
+) -> tuple[np.ndarray | None, _Target | None]:
     """Use the cached matrix if there is one, else plan a streaming target
     (which also fills the matrix for the cache when it fits the budget)."""
     hit = cache.lookup(key)

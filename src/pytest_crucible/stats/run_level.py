@@ -11,15 +11,14 @@ Pure numpy; never imports pytest.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 from scipy.special import ndtr, ndtri
 
 from ..defaults import DEFAULT_SEED
 from .prng import Mulberry32
-
 
 
 @dataclass(frozen=True)

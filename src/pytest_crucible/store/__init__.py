@@ -12,9 +12,10 @@ import os
 import socket
 import sqlite3
 import time
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from ..defaults import DEFAULT_K
 from .files import create_empty
@@ -24,7 +25,7 @@ from .ulid import new_ulid, new_ulids
 if TYPE_CHECKING:
     from .postgres import DatabaseURL
 
-__all__ = ["Store", "StoreError", "RunNotFound", "new_ulid", "SCHEMA_VERSION"]
+__all__ = ["SCHEMA_VERSION", "RunNotFound", "Store", "StoreError", "new_ulid"]
 
 
 class StoreError(Exception):
@@ -96,7 +97,7 @@ class Database:
             yield dict(zip(columns, row))
 
 
-def locate(database: "str | Path | DatabaseURL") -> "Path | DatabaseURL":
+def locate(database: str | Path | DatabaseURL) -> Path | DatabaseURL:
     """Where a database lives: a SQLite file (a path), or a PostgreSQL database (``postgresql://...``)."""
     from .postgres import DatabaseURL, is_database_url
 
@@ -111,13 +112,13 @@ def is_file(database: Any) -> bool:
 
 
 class Store:
-    def __init__(self, db: Database, path: "Path | DatabaseURL"):
+    def __init__(self, db: Database, path: Path | DatabaseURL):
         self.db = db
         self.path = path  # str() of a PostgreSQL URL never shows its password
 
     # -- opening ---------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | Path, *, create: bool = True, verify: bool = False) -> "Store":
+    def open(cls, path: str | Path, *, create: bool = True, verify: bool = False) -> Store:
         """Open (and migrate) the database; ``create``: a missing file is a new database. ``verify``: read
         every page first (``PRAGMA quick_check``, about 0.15 s per 100 MB), so damage that opening alone
         does not reach is refused up front rather than found by a write half way through a run."""
@@ -148,7 +149,7 @@ class Store:
         return store
 
     @classmethod
-    def _open_postgres(cls, url: "DatabaseURL", *, read_only: bool = False) -> "Store":
+    def _open_postgres(cls, url: DatabaseURL, *, read_only: bool = False) -> Store:
         """Open a PostgreSQL database, creating the schema in an empty one (one session at a time: an
         advisory lock serialises processes that meet an empty database at once)."""
         from .postgres import POSTGRES_MIGRATES_FROM, connect, migratable, migration_statements, schema_statements
@@ -183,7 +184,7 @@ class Store:
             raise
 
     @classmethod
-    def _connect(cls, path: Path, verify: bool) -> "Store":
+    def _connect(cls, path: Path, verify: bool) -> Store:
         conn = sqlite3.connect(str(path), timeout=30.0)
         try:
             conn.execute("PRAGMA busy_timeout = 30000")
@@ -289,7 +290,7 @@ class Store:
                         raise
 
     @classmethod
-    def open_read_only(cls, path: str | Path) -> "Store":
+    def open_read_only(cls, path: str | Path) -> Store:
         """Open an existing database for reading only (SQLite ``mode=ro``): nothing is migrated,
         no run is marked interrupted, and any write fails. The schema must be this version's."""
         path = locate(path)

@@ -84,7 +84,7 @@ def serve() -> None:
             fault = checkpoint = None
             try:
                 store.record_scores(run_id, scores)
-            except Exception as exc:  # noqa: BLE001 - the session reports it with the batch's items
+            except Exception as exc:
                 fault = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             if time.monotonic() - checkpointed >= checkpoint_seconds:
                 checkpointed = time.monotonic()
@@ -105,7 +105,7 @@ class BackgroundWriter:
     """The session's side: hands batches over (:meth:`send`), collects the answers (:meth:`answers`), and
     stops the process once every batch it got is written (:meth:`stop`)."""
 
-    def __init__(self, path: "Path | DatabaseURL", checkpoint_seconds: float):
+    def __init__(self, path: Path | DatabaseURL, checkpoint_seconds: float):
         # Its stderr goes nowhere: whatever stops it, the session writes the batches it did not confirm.
         self._process = subprocess.Popen([sys.executable, "-c", SERVE, json.dumps(sys.path)],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)

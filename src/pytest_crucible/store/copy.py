@@ -18,8 +18,9 @@ A run still running in the source is left out (its copy would be partial), and s
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from . import Store, StoreError
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from ..defaults import DEFAULT_FILE_MODE
 

@@ -9,7 +9,8 @@ This module never imports pytest.
 from __future__ import annotations
 
 import sqlite3
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from . import Store
 

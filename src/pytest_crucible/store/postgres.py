@@ -24,8 +24,9 @@ from __future__ import annotations
 import functools
 import re
 import sqlite3
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 URL_SCHEMES = ("postgresql://", "postgres://")
@@ -219,7 +220,7 @@ class PgConnection:
                 self.raw = _raw_connection(self.url, read_only=self.read_only)
                 self._gave_up = False
                 return
-            except Exception as exc:  # noqa: BLE001 - kept, raised as the store's error below
+            except Exception as exc:
                 failure = exc
         self._gave_up = True
         raise _mapped(failure) if failure is not None else sqlite3.OperationalError("the database server went away")
@@ -273,7 +274,7 @@ class PgConnection:
     def in_transaction(self) -> bool:
         return bool(self._transactions)
 
-    def __enter__(self) -> "PgConnection":
+    def __enter__(self) -> PgConnection:
         import psycopg
 
         for attempt in range(2):

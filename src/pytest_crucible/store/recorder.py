@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from . import Store
@@ -148,7 +149,7 @@ class RunRecorder:
         for index, batch in enumerate(batches):
             try:
                 self.store.record_scores(self.ensure_run(late_fields), batch)
-            except Exception as exc:  # noqa: BLE001 - reported as a fault that fails the session
+            except Exception as exc:
                 self._record_fault(batch, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)  # one line per fault
             except BaseException:
                 # Ctrl-C landed in the write: its transaction rolled back, so keep the batch (and those after it)
@@ -180,7 +181,7 @@ class RunRecorder:
             try:
                 self.ensure_run(late_fields)  # the run's row first: the writer's rows point at it
                 self._writer = BackgroundWriter(self.db_path, CHECKPOINT_SECONDS)
-            except Exception:  # noqa: BLE001 - written here instead (a store failure becomes the batch's fault there)
+            except Exception:
                 return None
         return self._writer
 
@@ -191,7 +192,7 @@ class RunRecorder:
         self._in_flight.append(pending)
         try:
             self._writer.send(self.run_id, pending)
-        except Exception:  # noqa: BLE001 - gone (a broken pipe), or a batch pickle cannot carry: written here
+        except Exception:
             self.stop_writer()
             return False
         except BaseException:
@@ -271,7 +272,7 @@ class RunRecorder:
         if self.reserved_run_id is not None and self.run_id is None:
             try:  # nothing recorded (a usage error, an empty selection): the id is free again
                 self.store.release_run(self.reserved_run_id)
-            except Exception:  # noqa: BLE001 - a stale reservation only blocks its own id; never mask the session's own error
+            except Exception:
                 pass
             self.reserved_run_id = None
         if self._store is not None:

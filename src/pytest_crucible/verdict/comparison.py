@@ -14,15 +14,16 @@ verdict on a comparison (floors, refusals, exit code) is decided in :mod:`pytest
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 import math
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from ..config import config_diff
 from ..defaults import MULTIPLE, OFFLINE_JUDGES
 from ..metrics import metric_direction, ordered_metrics
-from .runs import RunData
 from ..stats import DEFAULT_SEED, holm_adjust, min_pairs_for_alpha, paired_tests
+from .runs import RunData
 
 ALPHA = 0.05
 # The normal quantiles of the 95% interval and of 80% power (the comparison's mde is planned with them).

@@ -15,17 +15,18 @@ runs, which reads the judgment ledger through the store (its SQL stays in ``stor
 from __future__ import annotations
 
 import math
-from enum import Enum
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from enum import Enum
+from typing import TYPE_CHECKING, Any
 
 from ..defaults import CALIBRATED_KAPPA, DEFAULT_SEED, MIN_PAIRS, MULTIPLE
 from ..metrics import JUDGED_METRICS
 from .runs import COMPLETE, RunData
 
 if TYPE_CHECKING:
-    from .comparison import Comparison
     from ..store import Store
+    from .comparison import Comparison
 
 
 
@@ -96,7 +97,7 @@ class GateResult:
     """The gate's verdict and everything behind it; views read it, never recompute it."""
 
     verdict: Verdict
-    comparison: "Comparison | None" = None
+    comparison: Comparison | None = None
     failures: list[str] = field(default_factory=list)
     refusal: str | None = None  # why the runs were not compared (with its HINT line)
     warnings: list[str] = field(default_factory=list)
@@ -218,9 +219,8 @@ def baseline_refusal(baseline: RunData) -> str | None:
 def kind_floor_failures(run: RunData, floors: dict[str, float]) -> list[str]:
     """The absolute floors on the run's means; a run that mixes kinds is held to them kind by kind
     (a floor on nDCG judges the retrieval questions' nDCG, not an average with the attacks')."""
-    from .comparison import floor_failures, kind_groups, metric_key
-
     from ..evaluation.custom_metrics import directions
+    from .comparison import floor_failures, kind_groups, metric_key
 
     if not floors:
         return []
@@ -238,7 +238,7 @@ def kind_floor_failures(run: RunData, floors: dict[str, float]) -> list[str]:
     return reasons
 
 
-def _blind_gate(comparison: "Comparison", blind: list[str], settings: GateSettings) -> str | None:
+def _blind_gate(comparison: Comparison, blind: list[str], settings: GateSettings) -> str | None:
     """Why the gate cannot see a regression: a gated metric (or, when none was named, every metric)
     has fewer pairs than ``min_pairs`` (None: the gate can see)."""
     if not blind:
@@ -260,14 +260,14 @@ def skipped(reason: str, settings: GateSettings) -> GateResult:
                       baseline_ref=settings.baseline)
 
 
-def decide_stored(store: "Store | None", current: RunData, baseline: RunData | None, settings: GateSettings) -> GateResult:
+def decide_stored(store: Store | None, current: RunData, baseline: RunData | None, settings: GateSettings) -> GateResult:
     """:func:`decide` after the ruler check (``ruler.prepare_pair``): the entry point of every surface
     that has a store (the session, the CLI, the HTTP API). The runs carry their golden items
     (and their rankings when ``settings.rescore``)."""
     notes: list[str] = []
     if baseline is not None:
-        from .ruler import prepare_pair
         from ..store.selection import selection_of, subset_line
+        from .ruler import prepare_pair
 
         chosen = selection_of(current.run)
         if chosen is not None:  # a -k / --lf run: compared on the items it selected, not held against the rest
@@ -352,8 +352,7 @@ def decide(current: RunData, baseline: RunData | None, settings: GateSettings, n
     """The verdict on ``current`` (the candidate) against ``baseline`` (None: floors only). ``notes``:
     what the caller learnt preparing the pair (``ruler.prepare_pair``), shown with the verdict."""
     from ..store.selection import selection_of
-    from .comparison import (ComparisonRefused, compare_run_data, cutoff_change, margin_reasons, regression_reasons,
-                             undetected_drops)
+    from .comparison import ComparisonRefused, compare_run_data, cutoff_change, margin_reasons, regression_reasons, undetected_drops
 
     result = GateResult(PASSED, has_baseline=baseline is not None, has_floors=bool(settings.floors), gated=settings.gate,
                         baseline=baseline, baseline_ref=settings.baseline)

@@ -64,10 +64,9 @@ def rescored(run: RunData, golden: dict[str, dict[str, Any]], ledger: dict[str, 
     """The run with its retrieval metrics recomputed from its stored rankings against today's grades, at
     cutoff ``k`` (None: the run's own K); the run then records that K."""
     from ..evaluation.scoring import score_ranking
+    from ..metrics import depends_on_k
     from ..metrics.retrieval import RETRIEVAL_METRICS
     from ..qrels.grades import item_grades
-
-    from ..metrics import depends_on_k
 
     k = k or run.k
     # A metric over the top K that rankings alone cannot recompute (nearMissRate reads chunk concepts)
@@ -83,7 +82,7 @@ def rescored(run: RunData, golden: dict[str, dict[str, Any]], ledger: dict[str, 
     return replace(run, run={**run.run, "eval_k": k}, metrics={name: values for name, values in metrics.items() if values})
 
 
-def prepare_pair(store: "Store | None", current: RunData, baseline: RunData, *, rescore: bool) -> tuple[RunData, RunData, list[str]]:
+def prepare_pair(store: Store | None, current: RunData, baseline: RunData, *, rescore: bool) -> tuple[RunData, RunData, list[str]]:
     """(current, baseline, warnings): warn when the ruler moved between the runs; with ``rescore``
     return both runs measured against today's grades. The runs must carry their golden items (and
     their rankings, to rescore). Without a store (two exported files) the ledger is empty."""

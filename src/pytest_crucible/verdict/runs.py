@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -76,7 +77,7 @@ class RunData:
 
         return directions(self.run)
 
-    def restricted(self, item_ids: set[str]) -> "RunData":
+    def restricted(self, item_ids: set[str]) -> RunData:
         """The same run seen through a subset of its items (e.g. one facet value)."""
         kept = {metric: {i: v for i, v in values.items() if i in item_ids} for metric, values in self.metrics.items()}
         return RunData(
@@ -224,7 +225,7 @@ class StoredItem(dict):
         return dict.__contains__(self, key)
 
 
-def load_run(store: "Store", run_id: str, *, golden: bool | tuple[str, ...] = False, rankings: bool = False) -> RunData:
+def load_run(store: Store, run_id: str, *, golden: bool | tuple[str, ...] = False, rankings: bool = False) -> RunData:
     """A stored run (``run_id`` already resolved); ``golden`` also reads its golden items (True: the fields of
     COMPARISON_FIELDS; or these fields) as :class:`StoredItem`, ``rankings`` what each item retrieved (for a
     rescoring)."""
@@ -257,7 +258,7 @@ def is_export_path(ref: str) -> bool:
     return ref.endswith(".json") or Path(ref).is_file()
 
 
-def read_run(ref: str, store: "Store | None", *, workspace: str | None = None, exclude: str | None = None,
+def read_run(ref: str, store: Store | None, *, workspace: str | None = None, exclude: str | None = None,
              golden: bool | tuple[str, ...] = False, rankings: bool = False) -> RunData:
     """A run named by a user (:func:`parse_run_ref`): an exported ``.json``, or a run of ``store`` found by
     :func:`resolve_run_ref` (``latest``: the newest complete run of ``workspace``, other than ``exclude``).
@@ -306,7 +307,7 @@ class RunRef:
         return ",".join(f"{key}={value}" for key, value in self.labels)
 
 
-def parse_run_ref(ref: "str | RunRef") -> RunRef:
+def parse_run_ref(ref: str | RunRef) -> RunRef:
     """Read a run reference: a run id or unique prefix, ``latest``, ``latest:KEY=VALUE[,KEY=VALUE...]``
     (``workspace=NAME`` picks the workspace instead of a label), or an exported run (``PATH.json``).
     Raises ``StoreError`` with an example for a malformed ``latest:`` reference."""
@@ -335,7 +336,7 @@ def parse_run_ref(ref: "str | RunRef") -> RunRef:
     return RunRef(ref, latest=True, labels=tuple(labels.items()), workspace=workspace)
 
 
-def resolve_run_ref(store: "Store", ref: "str | RunRef", *, workspace: str | None = None, exclude: str | None = None,
+def resolve_run_ref(store: Store, ref: str | RunRef, *, workspace: str | None = None, exclude: str | None = None,
                     place: str | None = None) -> str:
     """The id of the stored run ``ref`` names (:func:`parse_run_ref`): an id or unique prefix in any workspace;
     ``latest`` the newest complete run of ``workspace`` (the reference's ``workspace=`` over the caller's;
@@ -358,7 +359,7 @@ def resolve_run_ref(store: "Store", ref: "str | RunRef", *, workspace: str | Non
     raise RunNotFound(_no_match(store, parsed, workspace, exclude, place))
 
 
-def _no_match(store: "Store", ref: RunRef, workspace: str | None, exclude: str | None, place: str | None) -> str:
+def _no_match(store: Store, ref: RunRef, workspace: str | None, exclude: str | None, place: str | None) -> str:
     """Why no run matched ``ref``, then a HINT: the values its label keys take in the complete runs there."""
     where = place or (f"workspace '{workspace}' of {store.path}" if workspace is not None else str(store.path))
     if not ref.labels:
@@ -373,7 +374,7 @@ def _no_match(store: "Store", ref: RunRef, workspace: str | None, exclude: str |
             f"from --crucible-label {first[0]}={first[1]} or the config file's \"labels\"")
 
 
-def carried_labels(store: "Store", keys: Iterable[str], workspace: str | None, exclude: str | None = None) -> str:
+def carried_labels(store: Store, keys: Iterable[str], workspace: str | None, exclude: str | None = None) -> str:
     """The values the complete runs of ``workspace`` (other than ``exclude``) carry for each label key:
     "the complete runs there carry branch: feature-x, main; model: gpt-x" (a no-match's HINT)."""
     complete = find_runs(store, workspace=workspace, complete=True, exclude=exclude)
@@ -406,7 +407,7 @@ def started_at(run: dict[str, Any]) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
 
 
-def find_runs(store: "Store", *, workspace: str | None = None, labels: dict[str, str] | None = None,
+def find_runs(store: Store, *, workspace: str | None = None, labels: dict[str, str] | None = None,
               since: datetime | None = None, config_hash: str | None = None, complete: bool = False,
               exclude: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
     """Run rows, newest first: of ``workspace`` (None: every one), with every one of ``labels``, started at or

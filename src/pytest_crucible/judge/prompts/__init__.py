@@ -29,7 +29,7 @@ This module never imports pytest or the Anthropic SDK.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
@@ -55,8 +55,16 @@ _DATA_TAG_RE = re.compile(r"<(\s*/?\s*)(" + "|".join(DATA_TAGS) + r")\b", re.IGN
 _SEPARATOR_RE = re.compile(r"^---[ \t]*$", re.MULTILINE)
 _MARKER_RE = re.compile(r"^Judge task: (?P<version>[\w.-]+)/(?P<kind>\w+)[ \t]*$")
 
-__all__ = ["PROMPT_VERSION", "DATA_TAGS", "load_prompt", "escape_data", "prompt_fields", "render_prompt", "available_kinds",
-           "rubric_scale_text"]
+__all__ = [
+    "DATA_TAGS",
+    "PROMPT_VERSION",
+    "available_kinds",
+    "escape_data",
+    "load_prompt",
+    "prompt_fields",
+    "render_prompt",
+    "rubric_scale_text",
+]
 
 
 def available_kinds(version: str = PROMPT_VERSION) -> list[str]:
@@ -67,7 +75,7 @@ def available_kinds(version: str = PROMPT_VERSION) -> list[str]:
     return sorted(entry.name[: -len(".md")] for entry in root.iterdir() if entry.name.endswith(".md"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_prompt(version: str, kind: str) -> tuple[str, str]:
     """``(system, user_template)`` of prompt ``version`` for request ``kind``."""
     if not re.fullmatch(r"[\w.-]+", version) or not re.fullmatch(r"\w+", kind):
@@ -170,8 +178,8 @@ def prompt_fields(request: Any) -> dict[str, str]:
             "passage_count": str(len(request.passages)),
             "topics": _numbered("topic", request.topics),
             "variant": (
-                "This is variation {n}: ask about a different fact of the passages than the most obvious "
-                "question would.".format(n=request.variant) if request.variant else "(first question from these passages)"
+                f"This is variation {request.variant}: ask about a different fact of the passages than the most obvious "
+                "question would." if request.variant else "(first question from these passages)"
             ),
         }
     if kind == "answer_check":

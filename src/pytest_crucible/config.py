@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -320,3 +320,45 @@ def key_line(path: str | None, key: str) -> int:
     except (OSError, ValueError):
         lines = []
     return next((number for number, line in enumerate(lines, 1) if name in line), 1)
+
+
+class ConfigUse:
+    """What a session's pipeline did with its config: the keys it read (through :class:`TrackedConfig`, in any
+    process: xdist workers report theirs), and the changed keys it never read, which make an unapplied
+    config a label rather than an experiment."""
+
+    def __init__(self, resolved: Mapping[str, Any], config_path: str | None, baseline_keys: Iterable[str] = ()):
+        self.resolved, self.config_path = resolved, config_path
+        self.reads: set[str] = set()
+        self._baseline_keys = set(baseline_keys)
+        self._tracked: TrackedConfig | None = None
+
+    @property
+    def tracked(self) -> TrackedConfig:
+        """The one config object every pipeline call of the session is handed."""
+        if self._tracked is None:
+            self._tracked = TrackedConfig(self.resolved, self.reads)
+        return self._tracked
+
+    def unread_keys(self) -> list[str]:
+        return unread_changed_keys(self.resolved, self.reads)
+
+    def known_keys(self) -> set[str]:
+        """Config keys an unread key may be a typo of: what the pipeline read, and the baseline's keys."""
+        return self.reads | self._baseline_keys
+
+    def unread_keys_error(self, *, strict: bool, warn: Callable[[str, str | None, int], bool] | None) -> str | None:
+        """The usage error (exit 4) for changed keys never read, or None. Under ``crucible_strict_config`` every
+        such key is one; else each goes through ``warn(message, config file, line)`` (the plugin's CrucibleWarning,
+        under pytest's warning filters), which returns False when a filter made it an error: those keys are then
+        a usage error too. (The summary lists them either way.)"""
+        if warn is None and not strict:
+            return None
+        keys, path = self.unread_keys(), self.config_path
+        if strict:
+            why = "crucible_strict_config = true"
+        else:
+            assert warn is not None
+            why = "a warning filter makes CrucibleWarning an error"
+            keys = [key for key in keys if not warn(unread_key_message(key, self.known_keys()), path, key_line(path, key))]
+        return unread_keys_error(keys, why, path) if keys else None

@@ -22,17 +22,17 @@ The sequence, as the plugin drives it:
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .config import TrackedConfig, key_line, unread_changed_keys, unread_key_message, unread_keys_error
+from .config import ConfigUse, TrackedConfig
 from .evaluation.judging import SessionJudging
 from .evaluation.runner import ItemRunner
 from .settings import Settings
 from .store.recorder import RunRecorder
 from .store.schema import RunStatus
+from .workspace import git_commit
 
 if TYPE_CHECKING:
     from .evaluation import ItemVerdict
@@ -47,14 +47,6 @@ if TYPE_CHECKING:
 USAGE_ERROR = 4
 
 
-def git_commit(directory: Any) -> str | None:
-    try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() or None if done.returncode == 0 else None
-
-
 @dataclass
 class CrucibleSession:
     settings: Settings
@@ -64,20 +56,20 @@ class CrucibleSession:
     outcomes: dict[str, int] = field(default_factory=dict)  # every item's outcome, recorded or not
     faults: list[str] = field(default_factory=list)  # each one fails the session and is shown
     usage_errors: list[str] = field(default_factory=list)  # exit 4, shown last (a config key made an error)
-    config_reads: set[str] = field(default_factory=set)
     skipped: int = 0  # golden items collected but not run (drafts)
     stopped: list[str] = field(default_factory=list)  # items pytest-timeout stopped (the run is then incomplete)
     selection: Selection | None = None  # what was selected of the golden set, when less than all of it
     judge_failed: int = 0
-    _tracked: TrackedConfig | None = None
+    config: ConfigUse = field(init=False)
     judging: SessionJudging = field(init=False)
     items: ItemRunner = field(init=False)
     recorder: RunRecorder = field(init=False)
 
     def __post_init__(self) -> None:
-        self.judging = SessionJudging(self.settings)
-        self.items = ItemRunner(self.judging)
         s = self.settings
+        self.judging = SessionJudging(s)
+        self.items = ItemRunner(self.judging)
+        self.config = ConfigUse(s.resolved, s.config_path, s.baseline_config_keys)
         self.recorder = RunRecorder(s.db_path, run_fields=self._run_fields, faults=self.faults, fixed_id=s.run_id,
                                     background_writes=s.background_writes)
 
@@ -136,7 +128,7 @@ class CrucibleSession:
             relevancy = (score.get("verdicts") or {}).get("responseRelevancy") or {}
             self.judging.embedder_name = self.judging.embedder_name or relevancy.get("embedder")
         if not self.is_worker and self.recorder.record(score, rerun=rerun):
-            self.recorder.flush(self._late_run_fields)
+            self.recorder.flush(self.judging.run_fields)
 
     def stop_pipeline_calls(self) -> None:
         self.items.stop()
@@ -144,45 +136,22 @@ class CrucibleSession:
     # -- the config handed to the pipeline ---------------------------------------------------------------
     @property
     def tracked_config(self) -> TrackedConfig:
-        if self._tracked is None:
-            self._tracked = TrackedConfig(self.settings.resolved, self.config_reads)
-        return self._tracked
+        return self.config.tracked
 
     def unread_config_keys(self) -> list[str]:
-        if not self.items.evaluated:
-            return []
-        return unread_changed_keys(self.settings.resolved, self.config_reads)
-
-    def known_config_keys(self) -> set[str]:
-        """Config keys an unread key may be a typo of: what the pipeline read, and the baseline's keys."""
-        return set(self.config_reads) | set(self.settings.baseline_config_keys)
-
-    def _check_unread_keys(self, warn: Callable[[str, str | None, int], bool] | None) -> None:
-        """Changed config keys the pipeline never read: a usage error (exit 4) under crucible_strict_config;
-        else each one goes through ``warn(message, config file, line)`` (the plugin's CrucibleWarning, under
-        pytest's warning filters), which returns False when a filter made it an error: those keys are then
-        a usage error too. (The summary lists them either way.)"""
-        if self.is_worker or (warn is None and not self.settings.strict_config):
-            return
-        keys, path = self.unread_config_keys(), self.settings.config_path
-        if self.settings.strict_config:
-            why = "crucible_strict_config = true"
-        else:
-            why = "a warning filter makes CrucibleWarning an error"
-            keys = [key for key in keys if not warn(unread_key_message(key, self.known_config_keys()), path, key_line(path, key))]
-        if keys:
-            self.usage_errors.append(unread_keys_error(keys, why, path))
+        """Changed config keys the pipeline never read (none when no pipeline ran)."""
+        return self.config.unread_keys() if self.items.evaluated else []
 
     # -- the workers under xdist ---------------------------------------------------------------------------
     def worker_output(self) -> dict[str, Any]:
         """What a worker reports at its end (plain types): config reads, evaluations, stopped items, judging."""
         selection = self.selection
-        return {"reads": sorted(self.config_reads), "evaluated": self.items.evaluated, "stopped": list(self.stopped),
+        return {"reads": sorted(self.config.reads), "evaluated": self.items.evaluated, "stopped": list(self.stopped),
                 "selection": {"ran": selection.ran, "held": selection.held, "by": selection.by} if selection else None,
                 **self.judging.worker_output()}
 
     def add_worker_output(self, output: dict[str, Any]) -> None:
-        self.config_reads.update(output["reads"])
+        self.config.reads.update(output["reads"])
         self.stopped.extend(output.get("stopped") or [])
         if output.get("selection") and self.selection is None:  # every worker collects the same items
             from .store.selection import Selection
@@ -212,18 +181,6 @@ class CrucibleSession:
                     outcome_mode=s.outcome_mode, config_path=s.config_path, git_commit=git_commit(s.rootdir),
                     pytest_args=list(s.pytest_args), repeats=s.repeat, eval_k=s.k)
 
-    def _late_run_fields(self) -> dict[str, Any]:
-        """What a run's row learns once its tests are collected: the judge, the cost estimate, the custom metrics."""
-        from .evaluation.custom_metrics import definitions
-
-        judge, rubrics, estimate = self.judging.judge, self.judging.graded_rubrics, self.judging.cost_estimate
-        return dict(judge_model=judge.model if judge else None,
-                    judge_prompt_version=judge.prompt_version if judge else None,
-                    judge_label=judge.label if judge else None,
-                    cost_estimate_usd=estimate.cost_usd if estimate else None,
-                    custom_metrics=definitions(self.settings.custom_metrics, rubrics, judge_model=judge.model if rubrics else None,
-                                               rubric_prompt_version=judge.prompt_version_for("rubric") if rubrics else None))
-
     def _close_run(self, interrupted: bool, progress: Callable[[str], None] | None) -> None:
         """Write what is pending, judge Message Batches, and close the run with its status."""
         if self.is_worker:
@@ -231,7 +188,7 @@ class CrucibleSession:
         recorder = self.recorder
         for latest in recorder.held_attempts():  # stopped before its next attempt: the latest one is its result
             self.record(latest)
-        recorder.write_everything(self._late_run_fields)
+        recorder.write_everything(self.judging.run_fields)
         if recorder.run_id is None:
             return
         if not interrupted:
@@ -248,13 +205,16 @@ class CrucibleSession:
             warn: Callable[[str, str | None, int], bool] | None = None) -> None:
         """Session end, in order: close the run, check the config keys, decide the gate, write the HTML report.
         A step that fails is kept as a fault (it fails the session and the summary names it), never raised.
-        ``warn``: how an unread key is reported (see :meth:`check_unread_keys`)."""
+        ``warn``: how an unread key is reported (see :meth:`.config.ConfigUse.unread_keys_error`)."""
         try:
             self._close_run(interrupted, progress)
         except Exception as exc:
             self.faults.append(f"could not finish the run in {self.settings.db_path}: {exc}")
         try:
-            self._check_unread_keys(warn)
+            error = None if self.is_worker or not self.items.evaluated else \
+                self.config.unread_keys_error(strict=self.settings.strict_config, warn=warn)
+            if error:
+                self.usage_errors.append(error)
         except Exception as exc:
             self.faults.append(f"could not report the config keys the pipeline never read: {type(exc).__name__}: {exc}")
         try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import configparser
 import os
+import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,3 +172,12 @@ def parse_label_filters(values: list[str], option: str = "label") -> dict[str, s
 
     return parse_key_values(values, separator=":", option=option,
                             example=f"{option} model:claude-haiku-5-5 (all given labels must match)")
+
+
+def git_commit(directory: str | Path) -> str | None:
+    """The checked-out commit of the project at ``directory``, kept with a run (None outside a git checkout)."""
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None if done.returncode == 0 else None

@@ -188,6 +188,18 @@ class SessionJudging:
             "output_tokens": int(summary.get("output_tokens", 0)),
         }
 
+    def run_fields(self) -> dict[str, Any]:
+        """What the run's row learns once its tests are collected: the judge, the cost estimate, the custom metrics."""
+        from .custom_metrics import definitions
+
+        judge, rubrics, estimate = self.judge, self.graded_rubrics, self.cost_estimate
+        return dict(judge_model=judge.model if judge else None,
+                    judge_prompt_version=judge.prompt_version if judge else None,
+                    judge_label=judge.label if judge else None,
+                    cost_estimate_usd=estimate.cost_usd if estimate else None,
+                    custom_metrics=definitions(self.settings.custom_metrics, rubrics, judge_model=judge.model if rubrics else None,
+                                               rubric_prompt_version=judge.prompt_version_for("rubric") if rubrics else None))
+
     # -- what it could not judge -----------------------------------------------------------------------
     def notes(self) -> list[str]:
         """Said once at the end: rubrics not graded, thresholds that could not fail an item, an unused key."""

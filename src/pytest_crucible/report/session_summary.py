@@ -64,7 +64,7 @@ def _run_lines(session: CrucibleSession, verbose: int, means: tuple | None = Non
     else:
         try:
             lines = run_summary_lines(session.store, session.run_id, unread_keys=session.unread_config_keys(),
-                                      faults=session.faults, known_keys=session.known_config_keys(), verbose=verbose, means=means)
+                                      faults=session.faults, known_keys=session.config.known_keys(), verbose=verbose, means=means)
         except Exception as exc:
             lines = fault_lines([f"could not read the run back from {session.settings.db_path}: {exc}", *session.faults])
     lines.extend(f"JUDGE ERROR {error}" for error in session.judging.batch_errors)

@@ -230,3 +230,48 @@ def test_non_inferiority_margins_pass_only_on_evidence(project: pytest.Pytester,
         result = project.runpytest(f"--crucible-margin={bad}")
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         result.stderr.fnmatch_lines([f"ERROR: --crucible-margin *{message}"])
+
+
+RED, GREEN, RESET = "\x1b[31m", "\x1b[32m", "\x1b[0m"
+
+
+def coloured(result: pytest.RunResult, start: str) -> str | None:
+    """The colour code (or "" for none) of the first line of the output that starts with ``start`` once
+    its colour is taken off; None when there is no such line."""
+    for line in result.stdout.lines:
+        for code in (RED, GREEN):
+            if line.startswith(code) and line[len(code):].startswith(start):
+                return code
+        if line.startswith(start):
+            return ""
+    return None
+
+
+def test_each_level_of_the_summary_gets_its_colour(project: pytest.Pytester) -> None:
+    """--color=yes: alerts and a regressed row red, an improved row and a passed gate green, plain lines and
+    the HINT under an alert uncoloured; under -q the one line ends with the verdict, in its colour."""
+    (project.path / "golden_empty.jsonl").write_text("")  # a golden file without items: a WARNING and its HINT
+    assert project.runpytest("--crucible-config=base.json").ret == pytest.ExitCode.OK
+    result = project.runpytest("--color=yes", "--crucible-config=improved.json", "--crucible-baseline=latest")
+    assert result.ret == pytest.ExitCode.OK
+    assert coloured(result, "  ndcgAt10") == GREEN  # improved
+    assert coloured(result, "gate passed: no significant regression") == GREEN
+    assert coloured(result, "WARNING 1 golden file(s) hold no items") == RED
+    assert coloured(result, "HINT: one JSON object per line") == ""
+    assert coloured(result, "baseline ") == "" and coloured(result, "db ") == ""
+
+    result = project.runpytest("--color=yes", "--crucible-config=degraded.json", "--crucible-baseline=latest")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert coloured(result, "  ndcgAt10") == RED  # regressed
+    assert coloured(result, "GATE FAILED ndcgAt10 regressed") == RED
+    assert coloured(result, "  recall@") == ""  # not significant
+
+    with sqlite3.connect(db(project)) as conn:  # the improved run: the latest is now the degraded one
+        improved = conn.execute("SELECT id FROM runs ORDER BY rowid").fetchall()[1][0]
+    result = project.runpytest("-q", "--color=yes", "--crucible-config=degraded.json", f"--crucible-baseline={improved}")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    [one] = [line for line in result.stdout.lines if "crucible run " in line]
+    assert one.startswith(RED) and one.endswith(f"; GATE FAILED{RESET}")
+    assert coloured(result, "GATE FAILED ndcgAt10 regressed") == RED  # an alert: -q keeps it
+    assert coloured(result, "HINT: one JSON object per line") == ""  # kept too, with its warning
+    assert coloured(result, "  ndcgAt10") is None  # the table is not

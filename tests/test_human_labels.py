@@ -13,6 +13,7 @@ import pytest
 from helpers import crucible_cli
 
 from pytest_crucible.labels.human import answer_hash, compare_ppi, compare_ppi_lines, label_number, ppi_for_run, ppi_summary_lines
+from pytest_crucible.report.lines import texts
 from pytest_crucible.report.terminal import run_summary_lines
 from pytest_crucible.store import Store
 from pytest_crucible.store.ledgers import add_human_labels, human_labels_for_items
@@ -140,9 +141,9 @@ def under_faithful(i: int) -> float:
 def test_the_summary_shows_the_judges_bias_and_the_corrected_mean(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "c.db")
     run_id = record_run(store, answer="answer", truthfulness=over_graded, faithfulness=under_faithful)
-    assert HEADER not in run_summary_lines(store, run_id)  # nobody labelled an answer: no line at all
+    assert HEADER not in texts(run_summary_lines(store, run_id))  # nobody labelled an answer: no line at all
     label_items(store, "answer", range(N_LABELLED))
-    lines = run_summary_lines(store, run_id)
+    lines = texts(run_summary_lines(store, run_id))
     start = lines.index(HEADER)
     truth, faith = lines[start + 1], lines[start + 2]
     # People's mean over all 60 answers is 0.50; the judge says 1.00.
@@ -160,7 +161,7 @@ def test_the_summary_shows_the_judges_bias_and_the_corrected_mean(tmp_path: Path
     # A label of another answer of the same item does not count: labels follow the answer.
     other = record_run(store, answer="a different answer", truthfulness=over_graded, faithfulness=under_faithful,
                        config_hash="h2")
-    assert HEADER not in run_summary_lines(store, other)
+    assert HEADER not in texts(run_summary_lines(store, other))
 
 
 def test_one_labelled_answer_says_how_many_more_are_needed_and_the_newest_label_counts() -> None:

@@ -173,6 +173,7 @@ def _summary_before(store, run_id: str, *, verbose: int = 0) -> list[str]:
     from pytest_crucible.labels.human import run_ppi_lines
     from pytest_crucible.metrics import run_cutoff
     from pytest_crucible.metrics.facets import by_facet, worst_facets
+    from pytest_crucible.report.lines import texts
     from pytest_crucible.report.terminal import (
         SUMMARY_WIDTH,
         custom_metric_lines,
@@ -213,7 +214,7 @@ def _summary_before(store, run_id: str, *, verbose: int = 0) -> list[str]:
         lines.extend(metric_table(means, k))
     else:
         lines.append("  no retrieval metrics: no item had a relevant citation")
-    lines.extend(custom_metric_lines(run, results))
+    lines.extend(texts(custom_metric_lines(run, results)))
     selective = selective_summary(results)
     if selective:
         truth = means.get("truthfulness", (None, 0))[0]
@@ -256,7 +257,7 @@ def test_the_summary_reads_as_it_did(database, run_kind) -> None:
 
     store, run_id = make_run(database, run_kind=run_kind)
     for verbose in (-1, 0, 1):
-        lines = run_summary_lines(store, run_id, verbose=verbose)
+        lines = [line.text for line in run_summary_lines(store, run_id, verbose=verbose)]
         assert lines == _summary_before(store, run_id, verbose=verbose)
     text = "\n".join(lines)
     for seen in ("errored", "custom metric myMetric failed", "abstention:", "error classes:", "worst truthfulness",
@@ -289,7 +290,7 @@ def test_the_summary_of_a_labelled_run_reads_the_labels(database) -> None:
 
     add_human_labels(store, rows)
     assert aggregates.has_human_labels(store, run_id)
-    lines = run_summary_lines(store, run_id)
+    lines = [line.text for line in run_summary_lines(store, run_id)]
     assert lines == _summary_before(store, run_id)
     assert any("PPI" in line for line in lines)
     store.close()

@@ -15,6 +15,7 @@ import pytest
 if TYPE_CHECKING:
     from .evaluation.scoring import ItemScore
     from .golden_set.schema import GoldenItem
+    from .report.lines import SummaryLine
     from .session import CrucibleSession
     from .store.selection import Selection
 
@@ -77,20 +78,22 @@ def note_unmatched_file(config: pytest.Config, path: Path) -> None:
             near.append(path)
 
 
-def collection_lines(config: pytest.Config) -> list[str]:
+def collection_lines(config: pytest.Config) -> list[SummaryLine]:
     """What collection noticed, said once at the end: golden files that hold no item, and files named
     like golden files that no pattern matched."""
     empty = config.stash.get(_EMPTY_GOLDEN_KEY, [])
-    lines = []
+    from .report.lines import alert
+
+    lines: list[SummaryLine] = []
     if empty:
         shown = ", ".join(empty[:NEAR_MISS_SHOWN]) + (f" (+{len(empty) - NEAR_MISS_SHOWN} more)" if len(empty) > NEAR_MISS_SHOWN else "")
-        lines = [f"WARNING {len(empty)} golden file(s) hold no items, so no test came from them: {shown}",
-                 'HINT: one JSON object per line, e.g. {"id": "q1", "question": "...", "citations": '
-                 '[{"docId": "doc-1", "mode": "required"}]} (docs/golden-format.md)']
+        lines = alert(f"WARNING {len(empty)} golden file(s) hold no items, so no test came from them: {shown}",
+                      ['HINT: one JSON object per line, e.g. {"id": "q1", "question": "...", "citations": '
+                       '[{"docId": "doc-1", "mode": "required"}]} (docs/golden-format.md)'])
     return lines + near_miss_lines(config)
 
 
-def near_miss_lines(config: pytest.Config) -> list[str]:
+def near_miss_lines(config: pytest.Config) -> list[SummaryLine]:
     """The warning when no golden file matched while files named like golden files were collected past."""
     import fnmatch
     import re
@@ -119,12 +122,14 @@ def near_miss_lines(config: pytest.Config) -> list[str]:
             if any(fnmatch.fnmatch(candidate, p) for p in patterns):
                 rename = f"{name} -> {candidate}"
     example = f" (e.g. {rename})" if rename else ""
-    return [
+    from .report.lines import alert
+
+    return alert(
         f"WARNING no golden items collected: {len(near)}{'+' if len(near) >= NEAR_MISS_CAP else ''} file(s) look like golden "
         f"files but match no crucible_golden_files pattern ({', '.join(patterns) or 'none set'}): {', '.join(shown)}{more}",
-        f"HINT: rename them to match a pattern{example}, or set the patterns in your pytest configuration: "
-        f"crucible_golden_files = {' '.join(patterns + suggested)}",
-    ]
+        [f"HINT: rename them to match a pattern{example}, or set the patterns in your pytest configuration: "
+         f"crucible_golden_files = {' '.join(patterns + suggested)}"],
+    )
 
 
 class GoldenFile(pytest.File):

@@ -329,18 +329,19 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     crucible = config.stash.get(SESSION_KEY, None)
     if crucible is None:
         return
+    from .report.lines import SummaryLine, alert
+
     try:
         lines = crucible.summary_lines(verbose=config.get_verbosity())
     except Exception as exc:
-        lines = [f"crucible: could not read the run back from {crucible.settings.db_path}: {exc}"]
+        lines = [SummaryLine(f"crucible: could not read the run back from {crucible.settings.db_path}: {exc}")]
     lines = collection.collection_lines(config) + lines
     if UNSHOWN_USAGE_KEY in config.stash and not crucible.is_worker:
-        lines += [f"ERROR: {line}" if index == 0 else line for index, line in enumerate(config.stash[UNSHOWN_USAGE_KEY].splitlines())]
+        usage = config.stash[UNSHOWN_USAGE_KEY].splitlines()
+        lines += alert(f"ERROR: {usage[0]}", usage[1:]) if usage else []
     if not lines:
         return
-    from .report.terminal import markup
-
     if config.get_verbosity() >= 0:
         terminalreporter.write_sep("=", "crucible")
-    for line in lines:
-        terminalreporter.write_line(line, **markup(line))
+    for line in lines:  # each line's colour is its level, set where the line was made
+        terminalreporter.write_line(line.text, **line.level.markup)

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from .evaluation.answers import CostEstimate
     from .golden_set.schema import GoldenItem
     from .judge.engine import JudgeEngine
+    from .report.lines import SummaryLine
     from .store import Store
     from .store.selection import Selection
     from .verdict.gate import GateResult
@@ -266,7 +267,7 @@ class CrucibleSession:
         self.judging.close()
 
     # -- what the terminal shows ---------------------------------------------------------------------------
-    def summary_lines(self, verbose: int = 0) -> list[str]:
+    def summary_lines(self, verbose: int = 0) -> list[SummaryLine]:
         """The crucible section of the terminal summary (:func:`~.report.session_summary.session_summary_lines`)."""
         from .report.session_summary import session_summary_lines
 

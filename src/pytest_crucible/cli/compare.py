@@ -105,8 +105,9 @@ def _compare_item(args: argparse.Namespace) -> int:
 
 def _cmd_compare(args: argparse.Namespace) -> int:
     from ..metrics.facets import items_in_facet, parse_facet
+    from ..report.lines import texts
     from ..report.views import gate_lines
-    from ..verdict.gate import decide_stored
+    from ..verdict.gate import FAILED, REFUSED, decide_stored
 
     if args.item is not None:
         return _compare_item(args)
@@ -157,8 +158,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     elif args.facet:
         print(f"facet {args.facet}")
     # The same verdict as the plugin's gate, in the same words: the table on stdout, what failed on stderr.
-    for line in gate_lines(result):
-        alert = line.startswith(("GATE FAILED", "GATE REFUSED")) or (result.refusal and line.startswith("HINT"))
+    verdicts = (FAILED.headline, REFUSED.headline)
+    for line in texts(gate_lines(result)):
+        alert = line.startswith(verdicts) or (result.refusal and line.startswith("HINT"))
         if alert:
             print(line, file=sys.stderr)
         elif not args.json:
@@ -201,7 +203,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
         gate = decide_stored(store, current, baseline, settings)
     html = render_report(store, run_id, gate=gate)
     # A refusal is the one verdict that fails this command: the page says why nothing was compared.
-    code = EXIT_REFUSED if gate is not None and gate.verdict == "refused" else EXIT_OK
+    from ..verdict.gate import REFUSED
+
+    code = EXIT_REFUSED if gate is not None and gate.verdict == REFUSED else EXIT_OK
     if args.output == "-":
         sys.stdout.write(html)
         return code

@@ -90,7 +90,7 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(run_metrics_document(store, run_id), indent=2))
     else:
-        print("\n".join(run_summary_lines(store, run_id)))
+        print("\n".join(line.text for line in run_summary_lines(store, run_id)))
     return 0
 
 

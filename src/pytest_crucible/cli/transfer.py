@@ -60,10 +60,12 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     print(f"merged run {report.run_id} from {len(report.shards)} shard(s) into {locate(args.output)}: "
           f"{report.items} items, status {report.status}, goldenHash {report.golden_hash[:12]}")
     print(f"qrels: {report.qrels_added} judgment(s) added; judge cache: {report.cache_rows_added} row(s) added")
-    if report.status != "complete":
+    from ..store.schema import RunStatus
+
+    if report.status != RunStatus.COMPLETE:
         # The merge is written (the whole shards' results are worth reading), but a CI step that
         # merges must not go on as if the run were whole: the gate would refuse it anyway.
-        unfinished = ", ".join(f"{shard} is {status}" for shard, status in report.shard_statuses.items() if status != "complete")
+        unfinished = ", ".join(f"{shard} is {status}" for shard, status in report.shard_statuses.items() if status != RunStatus.COMPLETE)
         print(f"crucible: the merged run {report.run_id} is {report.status}: {unfinished or 'a shard did not finish'}\n"
               "HINT: re-run the shard that stopped (`crucible runs --db SHARD` shows each shard's status); "
               "the gate refuses this run unless --allow-incomplete", file=sys.stderr)

@@ -57,8 +57,10 @@ __all__ = [
     "label_rows_from_cases",
     "label_rows_from_corrections",
     "ppi_for_run",
+    "ppi_lines",
     "ppi_summary_lines",
     "run_ppi_lines",
+    "stored_run_ppi",
 ]
 
 KINDS = ("crag", "faithful")
@@ -263,8 +265,28 @@ def ppi_summary_lines(results_rows: Iterable[Mapping[str, Any]] | Mapping[str, s
     (``judge``: the judge's mean over every judged item; ``ppi``: the corrected mean and its 95%
     interval; ``bias``: mean(judge - label) on the labelled items, + when the judge over-grades).
     Nothing at all when no answer of the run with a judged value is labelled."""
-    lines = ppi_for_run(results_rows, item_metrics, labels)
-    return [HEADER, *(f"  {line.text()}" for line in lines)] if lines else []
+    return ppi_lines(ppi_for_run(results_rows, item_metrics, labels))
+
+
+def ppi_lines(estimates: Sequence[PPILine]) -> list[str]:
+    """The summary's PPI++ lines of estimates already made (nothing when there is none)."""
+    return [HEADER, *(f"  {line.text()}" for line in estimates)] if estimates else []
+
+
+def stored_run_ppi(store: Store, run_id: str, metrics: Iterable[str]) -> list[PPILine]:
+    """:func:`ppi_for_run` of a stored run whose measured ``metrics`` include a judged one that people label,
+    its labels read from the ledger; [] when nobody labelled one of its answers. It reads the answers and
+    the item metrics only then: most runs have no label, and a large run's rows are many."""
+    from ..store import aggregates
+
+    if not set(metrics) & set(METRIC_OF_KIND.values()) or not aggregates.has_human_labels(store, run_id):
+        return []
+    from ..store.ledgers import human_labels_for_items
+
+    results_rows = aggregates.result_columns(store, run_id, ("item_id", "answer"))
+    item_metrics = store.item_metrics(run_id)
+    labels = human_labels_for_items(store, (row["item_id"] for row in results_rows))
+    return ppi_for_run(results_rows, item_metrics, labels) if labels else []
 
 
 def run_ppi_lines(store: Store, results_rows: Sequence[Mapping[str, Any]],

@@ -173,9 +173,13 @@ def _warnings(warnings: list[str]) -> list[str]:
 
 def _gate_context(gate: GateResult, run_id: str, k: int | None) -> dict[str, Any]:
     """The gate's verdict as the page shows it: the same object that set the exit code."""
+    from ..verdict.gate import FAILED, PASSED, REFUSED, SKIPPED
+
     context: dict[str, Any] = {
         "verdict": gate.verdict, "summary": gate.summary(), "failures": list(gate.failures),
-        "refused": gate.refusal if gate.verdict in ("refused", "skipped") else None,
+        # the class of the line that states the verdict: a refusal reads as a failure
+        "css": {PASSED: "improved", SKIPPED: "ns"}.get(gate.verdict, "regressed"), "failed_headline": FAILED.headline,
+        "refused": gate.refusal if gate.verdict in (REFUSED, SKIPPED) else None,
         "baseline_id": gate.baseline.run_id if gate.baseline is not None else (gate.baseline_ref or ""),
         "label": gate.baseline_ref or "", "rows": [], "warnings": _warnings(gate.warnings),
         "baseline_selective": gate.baseline.selective if gate.baseline is not None else None,

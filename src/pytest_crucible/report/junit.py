@@ -56,14 +56,18 @@ class CaseRepr:
 def gate_case(gate: GateResult) -> tuple[str, str, Any]:
     """(outcome, when, longrepr) of the gate's test case: failed at call, failed at setup (an error:
     refused), skipped, or passed."""
-    if gate.verdict == "failed":
+    from ..verdict.gate import FAILED, REFUSED, SKIPPED
+
+    if gate.verdict == FAILED:
         n = len(gate.failures)
-        lines = [f"GATE FAILED {reason}" for reason in gate.failures] or [gate.summary()]
-        return "failed", "call", CaseRepr(lines, f"the gate failed ({n} reason{'s' if n != 1 else ''}): see the GATE FAILED lines at the end")
-    if gate.verdict == "refused":
+        lines = [f"{FAILED.headline} {reason}" for reason in gate.failures] or [gate.summary()]
+        return "failed", "call", CaseRepr(lines, f"the gate failed ({n} reason{'s' if n != 1 else ''}): "
+                                                 f"see the {FAILED.headline} lines at the end")
+    if gate.verdict == REFUSED:
         first, *rest = (gate.refusal or "").splitlines() or [""]
-        return "failed", "setup", CaseRepr([f"GATE REFUSED {first}", *rest], "the gate refused to compare: see the GATE REFUSED line at the end")
-    if gate.verdict == "skipped":
+        return "failed", "setup", CaseRepr([f"{REFUSED.headline} {first}", *rest],
+                                           f"the gate refused to compare: see the {REFUSED.headline} line at the end")
+    if gate.verdict == SKIPPED:
         return "skipped", "call", (GATE_LOCATION[0], 0, f"Skipped: {gate.summary()}")
     return "passed", "call", None
 

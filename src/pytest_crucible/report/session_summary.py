@@ -10,19 +10,20 @@ from typing import TYPE_CHECKING
 
 from ..store.schema import RunStatus
 from ..verdict.gate import SKIPPED
+from .lines import Level, SummaryLine, alert, alerts, plain
 
 if TYPE_CHECKING:
     from ..session import CrucibleSession
 
 
-def session_summary_lines(session: CrucibleSession, verbose: int = 0) -> list[str]:
+def session_summary_lines(session: CrucibleSession, verbose: int = 0) -> list[SummaryLine]:
     """``verbose < 0`` (-q) keeps one line, plus every warning, fault and gate failure (those are never hidden).
     The usage errors come last, with their HINT, always."""
-    errors = [line for error in session.usage_errors for line in error.splitlines()]
+    errors = [line for error in session.usage_errors if error.splitlines() for line in alert(*_first_and_rest(error))]
     if session.run_id is None and not session.faults:
         return errors
     from .terminal import alerts_only, one_line_summary
-    from .views import chosen_baseline, gate_lines
+    from .views import VERDICT_LEVELS, chosen_baseline, gate_lines
 
     means = _stored_means(session)  # read once: the run's lines and its one-line summary both show them
     lines = _run_lines(session, verbose, means)
@@ -31,13 +32,20 @@ def session_summary_lines(session: CrucibleSession, verbose: int = 0) -> list[st
         lines += gate_lines(gate)
     if verbose >= 0:
         return lines + errors
-    ending = None
+    ending, level = None, Level.PLAIN
     if gate is not None and gate.verdict != SKIPPED:
         chosen = chosen_baseline(gate)  # the run a baseline named by its labels turned out to be
-        ending = f"{chosen}; {gate.verdict.headline}" if chosen else gate.verdict.headline  # the verdict stays last (the line's colour)
-    head = [one_line_summary(session.store, session.run_id, gate=ending, means=means)] if session.run_id is not None else []
-    skipped = gate.summary().splitlines() if gate is not None and gate.verdict == SKIPPED else []
+        ending = f"{chosen}; {gate.verdict.headline}" if chosen else gate.verdict.headline  # the verdict stays last
+        level = VERDICT_LEVELS[gate.verdict]  # the line's colour is the verdict's
+    head = ([SummaryLine(one_line_summary(session.store, session.run_id, gate=ending, means=means), level)]
+            if session.run_id is not None else [])
+    skipped = plain(gate.summary().splitlines()) if gate is not None and gate.verdict == SKIPPED else []
     return head + alerts_only(lines) + skipped + errors
+
+
+def _first_and_rest(message: str) -> tuple[str, list[str]]:
+    first, *rest = message.splitlines() or [""]
+    return first, rest
 
 
 def _stored_means(session: CrucibleSession) -> tuple | None:
@@ -53,36 +61,37 @@ def _stored_means(session: CrucibleSession) -> tuple | None:
         return None
 
 
-def _run_lines(session: CrucibleSession, verbose: int, means: tuple | None = None) -> list[str]:
+def _run_lines(session: CrucibleSession, verbose: int, means: tuple | None = None) -> list[SummaryLine]:
     """The run's own lines (metrics, unread keys, faults, judge errors), before the gate's. The faults are
     shown even when there is no run to read back: they say why."""
     from .terminal import fault_lines, run_summary_lines
 
     recorder, status = session.recorder, session.status
     if session.run_id is None:
-        lines = fault_lines(session.faults)
+        lines = alerts(fault_lines(session.faults))
     else:
         try:
             lines = run_summary_lines(session.store, session.run_id, unread_keys=session.unread_config_keys(),
                                       faults=session.faults, known_keys=session.config.known_keys(), verbose=verbose, means=means)
         except Exception as exc:
-            lines = fault_lines([f"could not read the run back from {session.settings.db_path}: {exc}", *session.faults])
-    lines.extend(f"JUDGE ERROR {error}" for error in session.judging.batch_errors)
-    lines.extend(session.judging.notes())
+            lines = alerts(fault_lines([f"could not read the run back from {session.settings.db_path}: {exc}", *session.faults]))
+    lines.extend(alerts(f"JUDGE ERROR {error}" for error in session.judging.batch_errors))
+    lines.extend(plain(session.judging.notes()))
     if recorder.unrecorded:
         ran = sum(session.outcomes.values())  # every item handed to record(), written or not
         where = f"this run is {status}, never `latest`" if status else "the run was not stored"
-        lines.append(f"WARNING {recorder.unrecorded} of {ran} items lost: the database could not record them "
-                     f"(see the FAULT lines); {where}")
+        lines.append(SummaryLine(f"WARNING {recorder.unrecorded} of {ran} items lost: the database could not record them "
+                                 f"(see the FAULT lines); {where}", Level.ALERT))
     if recorder.wal_note:
-        lines.append(f"WARNING {recorder.wal_note}")
+        lines.append(SummaryLine(f"WARNING {recorder.wal_note}", Level.ALERT))
     stopped = session.stopped
     if stopped:
         shown = ", ".join(stopped[:10]) + (f" (+{len(stopped) - 10} more)" if len(stopped) > 10 else "")
         many = len(stopped) != 1
-        lines.append(f"WARNING {len(stopped)} item{'s' if many else ''} stopped before {'their' if many else 'its'} "
-                     f"evaluation ended (pytest-timeout): {shown}; stored errored with the reason, and this run is "
-                     f"{status or 'incomplete'}")
+        lines.append(SummaryLine(f"WARNING {len(stopped)} item{'s' if many else ''} stopped before {'their' if many else 'its'} "
+                                 f"evaluation ended (pytest-timeout): {shown}; stored errored with the reason, and this run "
+                                 f"is {status or RunStatus.INCOMPLETE}", Level.ALERT))
     if status == RunStatus.INCOMPLETE and session.judge_failed:
-        lines.append("WARNING run incomplete: some items' judge requests failed after retries; their answer metrics are missing")
+        lines.append(SummaryLine("WARNING run incomplete: some items' judge requests failed after retries; their answer "
+                                 "metrics are missing", Level.ALERT))
     return lines

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..metrics import display_name, ordered_metrics, run_cutoff
+from .lines import Level, SummaryLine, alerts, plain
 
 
 def metric_table(means: dict[str, tuple[float, int]], k: int | None = None) -> list[str]:
@@ -193,30 +194,12 @@ SUMMARY_WIDTH = 100
 
 # The headline numbers of the one-line (-q) summary, one per layer, when measured.
 ONE_LINE_METRICS = ("ndcgAt10", "recallAtK", "faithfulness", "truthfulness", "attackSuccessRate", "falsePositiveRate")
-ALERT_PREFIXES = ("WARNING", "FAULT", "GATE FAILED", "GATE REFUSED", "JUDGE ERROR", "ERROR")
 
 
-def markup(line: str) -> dict[str, bool]:
-    """Colour where the terminal supports it: red for regressions and faults, green for improvements."""
-    if line.startswith(ALERT_PREFIXES) or line.rstrip().endswith(("regressed", "GATE FAILED", "GATE REFUSED")):
-        return {"red": True}
-    if line.rstrip().endswith(("improved", "gate passed")) or line.startswith("gate passed"):  # -q ends with it
-        return {"green": True}
-    return {}
-
-
-def alerts_only(lines: list[str]) -> list[str]:
+def alerts_only(lines: list[SummaryLine]) -> list[SummaryLine]:
     """What -q keeps of the summary: every alert whole, with the lines that continue it (a wrapped
     warning's indented rest, a refusal's HINT), and nothing else."""
-    kept, keeping = [], False
-    for line in lines:
-        if line.startswith(ALERT_PREFIXES):
-            keeping = True
-        elif not (keeping and line.startswith((" ", "HINT:"))):
-            keeping = False
-        if keeping:
-            kept.append(line)
-    return kept
+    return [line for line in lines if line.level.alert]
 
 
 def one_line_summary(store, run_id: str, *, gate: str | None = None, means: tuple | None = None) -> str:
@@ -227,8 +210,8 @@ def one_line_summary(store, run_id: str, *, gate: str | None = None, means: tupl
     run = store.get_run(run_id)
     k = run_cutoff(run)
     parts = []
-    for kind, means in (means or stored_means(store, run_id, ONE_LINE_METRICS))[1]:
-        shown = " ".join(f"{display_name(name, k)} {means[name][0]:.3f}" for name in ONE_LINE_METRICS if name in means)
+    for kind, kind_means in (means or stored_means(store, run_id, ONE_LINE_METRICS))[1]:
+        shown = " ".join(f"{display_name(name, k)} {kind_means[name][0]:.3f}" for name in ONE_LINE_METRICS if name in kind_means)
         if shown:
             parts.append(f"{kind} {shown}" if kind else shown)
     shown = " | ".join(parts)
@@ -333,7 +316,7 @@ def repeat_lines(repeats: int, rows: list[dict], k: int | None) -> list[str]:
     return lines
 
 
-def custom_metric_lines(run: dict, results: list[dict]) -> list[str]:
+def custom_metric_lines(run: dict, results: list[dict]) -> list[SummaryLine]:
     """Where the run's custom metrics come from (the ruler), and how many items a metric failed on."""
     from ..evaluation.custom_metrics import RUBRIC, read_definitions
 
@@ -345,7 +328,7 @@ def custom_metric_lines(run: dict, results: list[dict]) -> list[str]:
         how = (f"rubric judged by {row.get('judgeModel')} ({row.get('promptVersion')})" if row.get("kind") == RUBRIC
                else f"better {row.get('better') or 'none: never a regression'}")
         parts.append(f"{name} ({how}, {row.get('origin')})")
-    lines = ["custom metrics: " + "; ".join(parts)]
+    lines = [SummaryLine("custom metrics: " + "; ".join(parts))]
     failed: dict[str, list[str]] = {}  # metric -> the items it failed on
     for row in results:
         errors = row.get("metric_errors")
@@ -355,13 +338,13 @@ def custom_metric_lines(run: dict, results: list[dict]) -> list[str]:
             failed.setdefault(error.split(" ")[1] if error.startswith("metric ") else "?", []).append(row["item_id"])
     for name, items in sorted(failed.items()):
         shown = ", ".join(items[:5]) + (f" and {len(items) - 5} more" if len(items) > 5 else "")
-        lines.append(f"WARNING custom metric {name} failed on {len(items)} item{'s' if len(items) != 1 else ''} ({shown}): "
-                     "those items have no value for it")
+        lines.append(SummaryLine(f"WARNING custom metric {name} failed on {len(items)} item{'s' if len(items) != 1 else ''} "
+                                 f"({shown}): those items have no value for it", Level.ALERT))
     return lines
 
 
 def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults: list[str] = (), verbose: int = 0,
-                      known_keys: Iterable[str] = (), means: tuple | None = None) -> list[str]:
+                      known_keys: Iterable[str] = (), means: tuple | None = None) -> list[SummaryLine]:
     """The run's summary (the session's crucible section, `crucible show`); ``known_keys``: config keys an
     unread key may be a typo of (see ``config.unread_key_message``); ``means``: the run's
     ``verdict.runs.stored_means`` when the caller has read them already.
@@ -375,43 +358,43 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
     n_results, errored = tally["n"], tally["errored"]
     k = run_cutoff(run)
     outcome_text = ", ".join(f"{n} {name}" for name, n in sorted(tally["outcomes"].items()))
-    lines = run_header(run)
+    text = run_header(run)
     if run.get("judge_model"):  # right under the judge lines: how far to trust its judged metrics
         from ..store.ledgers import latest_judge_calibration
 
-        lines.append(calibration_line(latest_judge_calibration(store, run["judge_model"], run.get("judge_prompt_version"))))
+        text.append(calibration_line(latest_judge_calibration(store, run["judge_model"], run.get("judge_prompt_version"))))
     from ..verdict.runs import stored_means, unrecorded_items
 
     skipped = run.get("n_skipped") or 0
     lost = unrecorded_items(run)  # ran, but the database could not record them: no outcome to show
     counts_text = (f": {n_results - errored} scored, {errored} errored" + (f", {skipped} skipped" if skipped else "")
                    + (f", {lost} lost" if lost else "") if errored or skipped or lost else "")
-    lines.append(f"items {n_results + lost} ({outcome_text or 'none'}){counts_text}")
-    lines.extend(selection_lines(run))
-    lines.extend(rerun_lines(store.item_attempts(run_id)))
+    text.append(f"items {n_results + lost} ({outcome_text or 'none'}){counts_text}")
+    text.extend(selection_lines(run))
+    text.extend(rerun_lines(store.item_attempts(run_id)))
 
     means, by_kind = means or stored_means(store, run_id)
     if means and len(by_kind) > 1:
         # A run that mixes kinds shows each kind's means: none is taken across them.
-        lines.append("this run mixes kinds of question: every mean is of one kind (--crucible-kind=KIND runs one)")
+        text.append("this run mixes kinds of question: every mean is of one kind (--crucible-kind=KIND runs one)")
         for kind, kind_table in by_kind:
-            lines.append(f"{kind} questions:")
-            lines.extend(metric_table(kind_table, k))
+            text.append(f"{kind} questions:")
+            text.extend(metric_table(kind_table, k))
     elif means:
-        lines.extend(metric_table(means, k))
+        text.extend(metric_table(means, k))
     elif lost and not n_results:
-        lines.append(f"  no metrics: no item could be recorded ({lost} lost); this run is {run['status']}")
+        text.append(f"  no metrics: no item could be recorded ({lost} lost); this run is {run['status']}")
     elif n_results and errored == n_results:
-        lines.append(f"  no metrics: every item's pipeline call errored ({n_results} errored); this run is {run['status']}")
+        text.append(f"  no metrics: every item's pipeline call errored ({n_results} errored); this run is {run['status']}")
     else:
-        lines.append("  no retrieval metrics: no item had a relevant citation")
+        text.append("  no retrieval metrics: no item had a relevant citation")
+    lines = plain(text)
     from ..evaluation.custom_metrics import read_definitions
 
     if read_definitions(run):
         lines.extend(custom_metric_lines(run, aggregates.result_columns(store, run_id, ("item_id", "metric_errors"),
                                                                         where="metric_errors")))
-    if (run.get("repeats") or 1) > 1:
-        lines.extend(repeat_lines(run["repeats"], store.item_repeats(run_id), k))
+    text = repeat_lines(run["repeats"], store.item_repeats(run_id), k) if (run.get("repeats") or 1) > 1 else []
     from .views import error_class_table, selective_summary
 
     selective = selective_summary(aggregates.result_columns(store, run_id, ("item_id", "confidence", "crag_grade"),
@@ -419,55 +402,60 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
     if selective:
         truth = means.get("truthfulness", (None, 0))[0]
         abstain = means.get("abstainRate", (None, 0))[0]
-        lines.append(
+        text.append(
             "abstention: " + ", ".join(part for part in (
                 f"truthfulness {truth:+.4f}" if truth is not None else "",
                 f"abstainRate {abstain:.4f}" if abstain is not None else "",
                 f"aurc {selective['aurc']:.4f} (eAurc {selective['eAurc']:.4f})") if part)
         )
-        lines.append(f"  coverage at risk <= 10%: {selective['coverageAtRisk']:.2f} (n {selective['n']})")
-    from ..labels.human import METRIC_OF_KIND, run_ppi_lines
+        text.append(f"  coverage at risk <= 10%: {selective['coverageAtRisk']:.2f} (n {selective['n']})")
+    from ..labels.human import ppi_lines, stored_run_ppi
 
-    if any(metric in means for metric in METRIC_OF_KIND.values()) and aggregates.has_human_labels(store, run_id):
-        # people labelled some of its answers
-        lines.extend(run_ppi_lines(store, aggregates.result_columns(store, run_id, ("item_id", "answer")),
-                                   store.item_metrics(run_id)))
+    text.extend(ppi_lines(stored_run_ppi(store, run_id, means)))  # when people labelled some of its answers
     classes = error_class_table(tally["error_classes"])
     if classes:
-        lines.append("error classes: " + ", ".join(f"{name} {n}" for name, n in classes.items()))
-    lines.extend(stored_guardrail_lines(store, run_id, means, verbose=verbose))
+        text.append("error classes: " + ", ".join(f"{name} {n}" for name, n in classes.items()))
+    text.extend(stored_guardrail_lines(store, run_id, means, verbose=verbose))
     table = None
     if "truthfulness" in means or verbose > 0:
         table = stored_facets(store, run_id)
     if "truthfulness" in means:
-        from ..metrics.facets import worst_facets
-
-        worst = worst_facets(table, "truthfulness")
+        worst = worst_facet_line(table)
         if worst:
-            line = "worst truthfulness by facet:"
-            for index, (facet, value, mean, n) in enumerate(worst):
-                entry = f" {facet}={value} {mean:+.2f} (n {n})"
-                if index and len(line) + len(entry) + 1 > SUMMARY_WIDTH:
-                    break
-                line += ("," if index else "") + entry
-            lines.append(line)
+            text.append(worst)
     if verbose > 0:
-        lines.extend(facet_table_lines(table))
+        text.extend(facet_table_lines(table))
     pool_text = pool_line(tally["pool"], k)
     if pool_text:
-        lines.extend(pool_text.splitlines())
-    lines.append(f"db {store.path}")
+        text.extend(pool_text.splitlines())
+    text.append(f"db {store.path}")
+    lines.extend(plain(text))
     from ..config import unread_key_message
 
-    for key in unread_keys:
-        lines.append(f"WARNING CrucibleWarning: {unread_key_message(key, known_keys)}")
+    lines.extend(alerts(f"WARNING CrucibleWarning: {unread_key_message(key, known_keys)}" for key in unread_keys))
     if run.get("mode") == "system":
         textless = textless_chunks_line(run, aggregates.result_columns(store, run_id, ("error", "blocked", "retrieved"),
                                                                        where="answered"))
         if textless:
-            lines.append(textless)
-    lines.extend(fault_lines(faults))
+            lines.append(SummaryLine(textless, Level.ALERT))
+    lines.extend(alerts(fault_lines(faults)))
     return lines
+
+
+def worst_facet_line(table: dict) -> str | None:
+    """``worst truthfulness by facet: difficulty=hard -0.50 (n 4), ...``, as many facets as fit the summary's width."""
+    from ..metrics.facets import worst_facets
+
+    worst = worst_facets(table, "truthfulness")
+    if not worst:
+        return None
+    line = "worst truthfulness by facet:"
+    for index, (facet, value, mean, n) in enumerate(worst):
+        entry = f" {facet}={value} {mean:+.2f} (n {n})"
+        if index and len(line) + len(entry) + 1 > SUMMARY_WIDTH:
+            break
+        line += ("," if index else "") + entry
+    return line
 
 
 def stored_facets(store, run_id: str, item_metrics: dict[str, dict[str, float]] | None = None) -> dict:

@@ -8,6 +8,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..metrics import METRIC_FAMILIES as FAMILIES
 from ..metrics import family_of
+from ..verdict.gate import FAILED, PASSED, REFUSED, SKIPPED
+from .lines import Level, SummaryLine
+
+# The colour of the line that states each verdict (-q's one line ends with it).
+VERDICT_LEVELS = {PASSED: Level.GOOD, FAILED: Level.BAD, REFUSED: Level.BAD, SKIPPED: Level.PLAIN}
+# The colour of a metric's row in the comparison table, by its verdict.
+ROW_LEVELS = {"regressed": Level.BAD, "improved": Level.GOOD}
+# How a warning of the gate begins (its other notes are facts: the subset compared, the ruler's checks).
+WARNING = "WARNING"
 
 if TYPE_CHECKING:  # the comparison engine (numpy) is imported only when a comparison is shown
     from ..verdict.comparison import Comparison
@@ -195,7 +204,7 @@ def list_lines(head: str, parts: list[str], width: int = 100) -> list[str]:
             line = "    " + piece
         else:
             line += ("" if line.endswith(" ") else " ") + piece
-    return lines + [line]
+    return [*lines, line]
 
 
 def family_note(comparison: Comparison) -> str:
@@ -208,43 +217,46 @@ def family_note(comparison: Comparison) -> str:
     return f", p Holm-adjusted over {size} gated metric{'s' if size != 1 else ''}"
 
 
-def comparison_lines(comparison: Comparison, gated: set[str] | None = None) -> list[str]:
-    """An aligned table that fits 100 columns: metric, a, b, delta, CI, p, verdict."""
+def comparison_lines(comparison: Comparison, gated: set[str] | None = None) -> list[SummaryLine]:
+    """An aligned table that fits 100 columns: metric, a, b, delta, CI, p, verdict (a row is red when
+    its metric regressed, green when it improved)."""
+    from .lines import plain
+
     clusters = (f", {comparison.clusters} cluster{'s' if comparison.clusters != 1 else ''} "
                 f"(--crucible-cluster={comparison.cluster_by}: resampled by cluster)"
                 if comparison.clusters is not None else "")
     about = f"  {comparison.paired_items} paired items{clusters}, seed {comparison.seed}" + family_note(comparison)
-    lines = [
+    lines = plain([
         f"baseline {comparison.a} -> this run {comparison.b}",
         *textwrap.wrap(about, width=100, subsequent_indent="    ", break_on_hyphens=False),
         f"  {'metric':<22} {'a':>7} {'b':>7} {'delta':>8} {'95% CI':>16} {'p':>5}  verdict",
-    ]
+    ])
     legend = False
     kind = None
     for name, m in comparison.metrics.items():
         if m.kind != kind:  # runs that mix kinds are compared kind by kind: one block each
             kind = m.kind
-            lines.append(f"  {kind} questions:")
+            lines.append(SummaryLine(f"  {kind} questions:"))
         ci = f"[{m.ci[0]:+.3f}, {m.ci[1]:+.3f}]" if m.ci else "-"
         delta = f"{m.delta:+8.4f}" if m.delta is not None else f"{'-':>8}"
         verdict = verdict_text(m, compact=True)
         label = comparison.label(m.metric) + ("*" if gated is not None and name not in gated else "")
         legend = legend or verdict.startswith("ns") or label.endswith("*")
-        lines.append(f"  {label:<22} {_fmt(m.a)} {_fmt(m.b)} {delta} {ci:>16} {p_text(m.p)}  {verdict}")
-    if legend:
-        lines.extend(COMPARISON_LEGEND)
-    lines.extend(excluded_lines(comparison.excluded))  # after the table: the header stays over its rows
+        lines.append(SummaryLine(f"  {label:<22} {_fmt(m.a)} {_fmt(m.b)} {delta} {ci:>16} {p_text(m.p)}  {verdict}",
+                                 ROW_LEVELS.get(verdict, Level.PLAIN)))
+    text = list(COMPARISON_LEGEND) if legend else []
+    text.extend(excluded_lines(comparison.excluded))  # after the table: the header stays over its rows
     margins = [f"{comparison.label(m.metric)} {m.margin:g}" for m in comparison.metrics.values() if m.margin is not None]
     if margins:
-        lines.extend(MARGIN_LEGEND)
-        lines.extend(list_lines("margins:", sorted(set(margins))))
+        text.extend(MARGIN_LEGEND)
+        text.extend(list_lines("margins:", sorted(set(margins))))
     effects = [f"{comparison.label(name)} {m.design_effect:.2f}" for name, m in comparison.metrics.items() if m.design_effect is not None]
     if effects:  # how much wider the clustered intervals are than independent items would make them (squared)
-        lines.extend(list_lines("design effect (clustered / independent-items variance):", effects))
+        text.extend(list_lines("design effect (clustered / independent-items variance):", effects))
     for key, (old, new) in comparison.config_changes.items():
-        lines.append(f"  config {key}: {old!r} -> {new!r}")
-    for warning in comparison.warnings:
-        lines.append(f"WARNING {warning}")
+        text.append(f"  config {key}: {old!r} -> {new!r}")
+    lines.extend(plain(text))
+    lines.extend(SummaryLine(f"WARNING {warning}", Level.ALERT) for warning in comparison.warnings)
     return lines
 
 
@@ -257,24 +269,28 @@ def chosen_baseline(result: GateResult) -> str | None:
     return None
 
 
-def gate_lines(result: GateResult) -> list[str]:
+def gate_lines(result: GateResult) -> list[SummaryLine]:
     """The gate as the terminal and `crucible compare` print it: warnings, the comparison table,
     one line per failure (or the refusal with its HINT), then the conclusion."""
-    lines = [wrapped for warning in result.warnings
-             for wrapped in textwrap.wrap(warning, width=100, subsequent_indent="  ", break_on_hyphens=False)]
+    from .lines import alert, alerts
+
+    lines = []
+    for warning in result.warnings:
+        wrapped = textwrap.wrap(warning, width=100, subsequent_indent="  ", break_on_hyphens=False)
+        lines.extend(alert(wrapped[0], wrapped[1:]) if warning.startswith(WARNING) else
+                     [SummaryLine(line) for line in wrapped])
     chosen = chosen_baseline(result)
     if chosen:
-        lines.append(f"{chosen} (started {result.baseline.run.get('started_at')})")
+        lines.append(SummaryLine(f"{chosen} (started {result.baseline.run.get('started_at')})"))
     if result.comparison is not None:
         lines.extend(comparison_lines(result.comparison, set(result.gated) if result.gated else None))
-    if result.verdict == "refused" and result.refusal:
+    if result.verdict == REFUSED and result.refusal:
         first, *rest = result.refusal.splitlines()
-        lines.append(f"GATE REFUSED {first}")
-        lines.extend(rest)
-    elif result.verdict == "skipped":
-        lines.append(result.summary())
+        lines.extend(alert(f"{REFUSED.headline} {first}", rest))
+    elif result.verdict == SKIPPED:
+        lines.append(SummaryLine(result.summary()))
     else:
-        lines.extend(f"GATE FAILED {reason}" for reason in result.failures)
+        lines.extend(alerts(f"{FAILED.headline} {reason}" for reason in result.failures))
         if result.passed:
-            lines.append(result.summary())
+            lines.append(SummaryLine(result.summary(), VERDICT_LEVELS[PASSED]))
     return lines

@@ -44,7 +44,8 @@ from ..json_input import json_problem, shown
 from ..report.views import run_metrics_document, run_summary_json
 from ..store import DatabaseError, RunNotFound, Store, StoreError, is_locked
 from ..store.ledgers import ledger_marks
-from ..verdict.gate import GateSettings, decide_stored, parse_floors, parse_margins, parse_metric_list
+from ..store.schema import RunStatus
+from ..verdict.gate import REFUSED, GateSettings, decide_stored, parse_floors, parse_margins, parse_metric_list
 from ..verdict.runs import load_run, metric_names, parse_run_ref, resolve_run_ref
 from ..workspace import parse_label_filters
 from .keys import READ_SCOPES, WRITE_FEEDBACK_SCOPE, ApiKey, authenticate, upgrade_legacy_hash
@@ -351,7 +352,7 @@ def _comparison_identity(db_path: Path, a: str, b: str, workspace: str) -> tuple
     never kept). Raises the 404 of a run that is not the workspace's, before anything else is read."""
     with _reading(db_path) as store:
         runs = [store.get_run(_run_of_workspace(store, run_id, workspace)) for run_id in (a, b)]
-        if any(run["status"] != "complete" for run in runs):
+        if any(run["status"] != RunStatus.COMPLETE for run in runs):
             return None
         # A complete run never changes; the judgments and calibrations a comparison also reads may grow.
         return a, runs[0]["finished_at"], b, runs[1]["finished_at"], ledger_marks(store)
@@ -511,8 +512,8 @@ def create_app(db_path: str | Path, limits: ServerLimits = ServerLimits()) -> Fa
                     result = decide_stored(store, candidate, baseline, settings)
             finally:
                 compare_bound.release()  # here, not in the awaiting request: the work ends when this thread is done
-            if result.verdict == "refused":
-                return ("refused", *_split_hint(result.refusal or "the runs cannot be compared"))
+            if result.verdict == REFUSED:
+                return (REFUSED, *_split_hint(result.refusal or "the runs cannot be compared"))
             return ("compared", {**result.comparison.to_json(), "gate": result.to_json()})
 
         # Cheap, and first: a run of another workspace is a 404 whatever is kept or computed. A reference
@@ -531,7 +532,7 @@ def create_app(db_path: str | Path, limits: ServerLimits = ServerLimits()) -> Fa
             answer = await _in_pool(compare_pool, compute)
             if remembered is not None:  # in the key's share: one key cannot push out every other key's answers
                 compare_answers.put(remembered, answer, owner=key.id)
-        if answer[0] == "refused":
+        if answer[0] == REFUSED:
             raise ApiError(409, "conflict", answer[1], hint=answer[2])
         return answer[1]
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import Store, StoreError
+from .schema import RunStatus
 
 #: A run's rows, table by table, in an order the foreign keys accept (the run first).
 RUN_TABLES = ("golden_items", "golden_concepts", "results", "item_metrics", "item_repeats", "item_attempts")
@@ -74,7 +75,7 @@ def _copy(src: Store, dst: Store, wanted: list[str] | None) -> CopyReport:
     for run in runs:
         if wanted is not None and run["id"] not in wanted:
             continue
-        if run["status"] == "running":
+        if run["status"] == RunStatus.RUNNING:
             report.runs_running.append(run["id"])
             continue
         present = dst.db.conn.execute("SELECT started_at, config_hash FROM runs WHERE id = ?", [run["id"]]).fetchone()

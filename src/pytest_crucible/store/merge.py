@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from . import Store, StoreError, utc_now
+from .schema import RunStatus
 
 __all__ = ["MergeReport", "merge_shards"]
 
@@ -159,15 +160,15 @@ def _check_no_overlap(shards: list[_Shard]) -> None:
                          "HINT: the shards' selections must not overlap (each item in exactly one shard)")
 
 
-def _merged_status(statuses: Iterable[str]) -> str:
+def _merged_status(statuses: Iterable[str]) -> RunStatus:
     statuses = set(statuses)
-    if statuses & {"interrupted", "running"}:
-        return "interrupted"
-    if statuses == {"failed"}:  # no shard scored an item
-        return "failed"
-    if statuses & {"incomplete", "failed"}:  # a failed shard beside others: its items are missing from the whole
-        return "incomplete"
-    return "complete"
+    if statuses & {RunStatus.INTERRUPTED, RunStatus.RUNNING}:
+        return RunStatus.INTERRUPTED
+    if statuses == {RunStatus.FAILED}:  # no shard scored an item
+        return RunStatus.FAILED
+    if statuses & {RunStatus.INCOMPLETE, RunStatus.FAILED}:  # a failed shard beside others: its items are missing from the whole
+        return RunStatus.INCOMPLETE
+    return RunStatus.COMPLETE
 
 
 def _sum(values: Iterable[Any]) -> Any:

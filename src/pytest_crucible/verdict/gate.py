@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..defaults import CALIBRATED_KAPPA, DEFAULT_SEED, MIN_PAIRS, MULTIPLE
 from ..metrics import JUDGED_METRICS
+from ..store.schema import RunStatus
 from .runs import COMPLETE, RunData
 
 if TYPE_CHECKING:
@@ -60,11 +61,11 @@ ALLOW_HINT = "pass --crucible-allow-incomplete (crucible compare --allow-incompl
 # A run that lost items (a full disk): what was lost cannot be compared, only measured again.
 LOST_HINT = ("the database could not record every item (the session's FAULT lines say why): make room on the disk, "
              "or point --crucible-db elsewhere, and run again")
-_WHY_NOT_COMPLETE = {
-    "failed": "no item was scored: every pipeline call errored",
-    "incomplete": "some of its items were not recorded or have no judge-based metrics",
-    "interrupted": "it stopped part way",
-    "running": "it has not finished",
+_WHY_NOT_COMPLETE: dict[str, str] = {
+    RunStatus.FAILED: "no item was scored: every pipeline call errored",
+    RunStatus.INCOMPLETE: "some of its items were not recorded or have no judge-based metrics",
+    RunStatus.INTERRUPTED: "it stopped part way",
+    RunStatus.RUNNING: "it has not finished",
 }
 
 
@@ -200,7 +201,7 @@ def not_complete(run: RunData) -> str | None:
     status = run.status
     if status in (COMPLETE, None):
         return None
-    judge_failed = len(run.judge_failed) if status == "incomplete" else 0
+    judge_failed = len(run.judge_failed) if status == RunStatus.INCOMPLETE else 0
     details = [f"{_items(run.unrecorded)} lost: never recorded in the database"] if run.unrecorded else []
     details += [f"{_items(judge_failed)} without judge-based metrics"] if judge_failed else []
     return f"{status} ({'; '.join(details) or _WHY_NOT_COMPLETE.get(status, 'it did not complete')})"
@@ -433,7 +434,6 @@ def gate_of_session_run(store: Any, run_id: str | None, status: str | None, sett
     closed) by ``settings``: compared with its baseline, its floors judged, or refused; None when there is
     nothing to judge by. The summary, the HTML report and the exit status all read the one result."""
     from ..store import StoreError
-    from ..store.schema import RunStatus
     from .runs import load_run, read_run
 
     if not settings.active:  # no baseline and no floor: nothing to judge by

@@ -21,11 +21,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..store.schema import RunStatus
+
 if TYPE_CHECKING:
     from ..store import Store
 
 # Run statuses a gate takes at face value; any other needs --crucible-allow-incomplete.
-COMPLETE = "complete"
+COMPLETE = RunStatus.COMPLETE
 
 
 @dataclass

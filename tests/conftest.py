@@ -10,6 +10,7 @@ classes. So a preloaded package's submodules that inner sessions use are preload
 """
 
 import anthropic  # noqa: F401
+import hypothesis
 import numpy  # noqa: F401
 import openai  # noqa: F401
 import pytest
@@ -28,6 +29,11 @@ import pytest_crucible.judge.openai_judge
 import pytest_crucible.report.html
 import pytest_crucible.store
 import pytest_crucible.verdict.comparison  # noqa: F401
+
+# Hypothesis's per-example deadline is a timed assertion: on a shared two-core machine the first call of a
+# property (imports, caches) can take longer than any deadline, and that says nothing about the code.
+hypothesis.settings.register_profile("crucible", deadline=None)
+hypothesis.settings.load_profile("crucible")
 
 # Plugins installed for tests/test_other_plugins.py that would change every inner run: pytest-randomly reorders and
 # reseeds, pytest-asyncio warns about its unset loop scope, pytest-html and pytest-metadata add to the output.

@@ -138,7 +138,9 @@ from pytest_crucible.collection import SESSION_KEY
 
 def pytest_runtest_setup(item):
     if item.name == os.environ.get("KILL_WRITER_AT"):  # the writing process dies between two batches
-        os.kill(item.config.stash[SESSION_KEY].recorder._writer._process.pid, signal.SIGKILL)
+        process = item.config.stash[SESSION_KEY].recorder._writer._process
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(30)  # gone before the next batch (a process inside an fsync dies only when it returns)
 """
 
 

@@ -11,6 +11,8 @@
 7. The offline judge versions are frozen: no module in ``judge/`` imports a private (``_name``) from another
    lexical version module (``judge/lexical.py``, ``judge/lexical_vN.py``, ``judge/lexical_common.py``); what
    versions share is public, documented as frozen, so an edit to it is seen as one to every version.
+   And the judge engine and the session's judging ask a judge what the ``Judge`` protocol declares
+   (``judge/engine.py``): no ``getattr``/``hasattr`` probing of a judge.
 
 A failure names the module, its file and the line.
 """
@@ -402,6 +404,16 @@ def test_the_private_lexical_import_check_sees_both_ways_in() -> None:
     ]
     own = modules()[f"{PACKAGE}.judge.lexical_v2"]
     assert private_lexical_imports(own, ast.parse("from .lexical_v2 import _shape\n")) == []
+
+
+def test_the_engine_and_the_session_judging_never_probe_a_judge() -> None:
+    problems = []
+    for name in (f"{PACKAGE}.judge.engine", f"{PACKAGE}.evaluation.judging"):
+        module = modules()[name]
+        problems += [f"{module.where(node.lineno)}: {ast.unparse(node)}" for node in module.nodes
+                     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                     and node.func.id in ("getattr", "hasattr") and node.args and "judge" in ast.unparse(node.args[0])]
+    assert not problems, "declare what a judge is asked on Judge (judge/engine.py) instead of probing:\n" + "\n".join(problems)
 
 
 # -- the checks themselves --------------------------------------------------------------------------------

@@ -260,7 +260,8 @@ class LexicalJudge(Judge):
             "correctness": self._correctness,  # type: ignore[dict-item]
         }
 
-    def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict | JudgeFailure]:
+    def judge(self, requests: Sequence[JudgeRequest], *, now: bool = False) -> list[Verdict | JudgeFailure]:
+        """Every request at once, offline (no batches: ``now`` changes nothing)."""
         results: list[Verdict | JudgeFailure] = []
         for request in requests:
             kind = getattr(request, "kind", type(request).__name__)

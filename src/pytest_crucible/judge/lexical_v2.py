@@ -68,6 +68,9 @@ supported, whatever a weaker window says.
    with the reference's own "Yes"/"No", *acceptable*; else *incorrect*. Every target that holds a
    value counts once more in the mean: values are what questions ask for.
 
+``lexical-v3`` builds on :func:`tokens_v2`, :func:`shape_v2` and :func:`support_v2`: like the blocks of
+:mod:`pytest_crucible.judge.lexical_common` they are frozen (an edit changes v2's and v3's verdicts).
+
 Limits: paraphrase with no shared word and no shared value ("money back" for "refund") is not
 recognised; the antonym table is small and English only; a wrong answer that shares the
 reference's words and values in another arrangement is not caught.
@@ -122,6 +125,9 @@ __all__ = [
     "SUPPORT_THRESHOLD",
     "VALUE_WEIGHT",
     "LexicalJudgeV2",
+    "shape_v2",
+    "support_v2",
+    "tokens_v2",
 ]
 
 SUPPORT_THRESHOLD = 0.7  # share of a claim's words in one window

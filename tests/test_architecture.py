@@ -8,6 +8,11 @@
 5. ``plugin.py`` stays small, the package's top level holds only what is cross-cutting (fewer than 15
    modules; a subsystem is a folder), and no ``cli/`` module grows past 400 lines.
 6. docs/architecture.md names every module, and every module it names exists.
+7. The offline judge versions are frozen: no module in ``judge/`` imports a private (``_name``) from another
+   lexical version module (``judge/lexical.py``, ``judge/lexical_vN.py``, ``judge/lexical_common.py``); what
+   versions share is public, documented as frozen, so an edit to it is seen as one to every version.
+   And the judge engine and the session's judging ask a judge what the ``Judge`` protocol declares
+   (``judge/engine.py``): no ``getattr``/``hasattr`` probing of a judge.
 
 A failure names the module, its file and the line.
 """
@@ -350,6 +355,65 @@ def test_no_subpackage_hides_a_public_name() -> None:
     children = {name.split(".")[1] for name in modules() if name.count(".") >= 1}
     assert "golden" in public and "metric" in public
     assert not children & set(public), f"modules named like public names of {PACKAGE}: {sorted(children & set(public))}"
+
+
+# -- 7. the offline judge versions are frozen --------------------------------------------------------------
+LEXICAL_VERSION_MODULE = re.compile(rf"^{PACKAGE}\.judge\.lexical(?:_v\d+|_common)?$")
+
+
+def private_lexical_imports(module: Module, tree: ast.AST | None = None) -> list[str]:
+    """Where the module takes a private name of another lexical version module: ``from .lexical import _x``,
+    or ``lexical._x`` after ``from . import lexical`` / ``import ....lexical as lexical``."""
+    nodes = list(ast.walk(tree)) if tree is not None else module.nodes
+    problems: list[str] = []
+    aliases: dict[str, str] = {}  # a local name bound to a lexical version module -> that module
+    for node in nodes:
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        for alias in node.names:
+            single = ast.ImportFrom(module=node.module, names=[alias], level=node.level) if isinstance(
+                node, ast.ImportFrom) else ast.Import(names=[alias])
+            target = imported_names(module, single)[0]
+            if not LEXICAL_VERSION_MODULE.match(target) or target == module.name:
+                continue
+            if isinstance(node, ast.Import) or target.endswith("." + alias.name):  # the module itself
+                aliases[alias.asname or alias.name] = target
+            elif alias.name.startswith("_"):
+                problems.append(f"{module.where(node.lineno)}: imports {alias.name} from {target}")
+    for node in nodes:
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                and node.attr.startswith("_") and not node.attr.startswith("__")):
+            problems.append(f"{module.where(node.lineno)}: reads {node.attr} of {aliases[node.value.id]}")
+    return problems
+
+
+def test_no_judge_module_takes_a_private_name_of_another_lexical_version() -> None:
+    problems = [problem for module in modules().values() if module.under("judge")
+                for problem in private_lexical_imports(module)]
+    assert not problems, ("a released offline judge's verdicts would change with another module's private code; "
+                          "share it under a public name in judge/lexical_common.py (frozen):\n" + "\n".join(problems))
+
+
+def test_the_private_lexical_import_check_sees_both_ways_in() -> None:
+    v3 = modules()[f"{PACKAGE}.judge.lexical_v3"]
+    taken = ast.parse("from .lexical_v2 import _shape, LexicalJudgeV2\nfrom . import lexical\nlexical._support(1)\n"
+                      "from .lexical_common import Window\nfrom .quantities import _private\n")
+    assert private_lexical_imports(v3, taken) == [
+        f"{v3.where(1)}: imports _shape from {PACKAGE}.judge.lexical_v2",
+        f"{v3.where(3)}: reads _support of {PACKAGE}.judge.lexical",
+    ]
+    own = modules()[f"{PACKAGE}.judge.lexical_v2"]
+    assert private_lexical_imports(own, ast.parse("from .lexical_v2 import _shape\n")) == []
+
+
+def test_the_engine_and_the_session_judging_never_probe_a_judge() -> None:
+    problems = []
+    for name in (f"{PACKAGE}.judge.engine", f"{PACKAGE}.evaluation.judging"):
+        module = modules()[name]
+        problems += [f"{module.where(node.lineno)}: {ast.unparse(node)}" for node in module.nodes
+                     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                     and node.func.id in ("getattr", "hasattr") and node.args and "judge" in ast.unparse(node.args[0])]
+    assert not problems, "declare what a judge is asked on Judge (judge/engine.py) instead of probing:\n" + "\n".join(problems)
 
 
 # -- the checks themselves --------------------------------------------------------------------------------

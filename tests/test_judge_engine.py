@@ -169,3 +169,55 @@ def test_identical_requests_in_one_call_are_sent_once() -> None:
     failing = JudgeEngine(ScriptedJudge(fail={"relevance"}), cache_mode="off")
     results = failing.run([same, same])
     assert all(isinstance(r, JudgeFailure) for r in results) and failing.stats.failures == 2
+
+
+# -- the one judge protocol (Judge): what the engine calls ---------------------------------------------------
+class BatchJudge(ScriptedJudge):
+    """Sends batches unless told ``now``; records how it was called."""
+
+    batch = True
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def judge(self, requests, *, now=False):
+        self.calls.append(now)
+        return super().judge(requests)
+
+
+def test_a_batch_judge_is_told_now_when_the_caller_cannot_wait() -> None:
+    judge = BatchJudge()
+    engine = JudgeEngine(judge, cache_mode="off", judge_repeat=2)
+    request = RelevanceRequest(question="How long is the warranty?", chunk="Two years.")
+    engine.run([request], now=True)
+    engine.run([request])
+    assert judge.calls == [True, True, False, False]  # the repeat of --crucible-judge-repeat too
+
+
+def test_a_judge_without_batches_is_called_without_now() -> None:
+    """A Judge subclass whose judge() takes only the requests (a plugin's, written before ``now``) keeps working."""
+    judge = ScriptedJudge()  # def judge(self, requests)
+    request = RelevanceRequest(question="How long is the warranty?", chunk="Two years.")
+    [verdict] = JudgeEngine(judge, cache_mode="off").run([request], now=True)
+    assert isinstance(verdict, RelevanceVerdict) and verdict.judge_model == "scripted-1"
+
+
+def test_every_built_in_judge_speaks_the_protocol() -> None:
+    import inspect
+
+    from pytest_crucible.judge.anthropic_judge import AnthropicJudge
+    from pytest_crucible.judge.custom_judge import CustomJudge
+    from pytest_crucible.judge.lexical import LexicalJudge
+    from pytest_crucible.judge.lexical_v2 import LexicalJudgeV2
+    from pytest_crucible.judge.lexical_v3 import LexicalJudgeV3
+    from pytest_crucible.judge.model_judge import ModelJudge
+    from pytest_crucible.judge.openai_judge import OpenAIJudge
+
+    for cls in (LexicalJudge, LexicalJudgeV2, LexicalJudgeV3, ModelJudge, AnthropicJudge, OpenAIJudge, CustomJudge):
+        assert issubclass(cls, Judge), cls
+        now = inspect.signature(cls.judge).parameters.get("now")
+        assert now is not None and now.kind is inspect.Parameter.KEYWORD_ONLY and now.default is False, cls
+    for judge in (LexicalJudge(), LexicalJudgeV3()):
+        assert judge.batch is False and judge.on_progress is None and judge.model == judge.prompt_version
+        assert judge.judge([], now=True) == []

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..golden_set.schema import GoldenItem
-    from ..judge.engine import JudgeEngine
+    from ..judge.engine import Judge, JudgeEngine
     from ..settings import Settings
     from ..store import Store
     from .answers import CostEstimate
@@ -49,7 +49,7 @@ class SessionJudging:
         return self._engine
 
     @property
-    def judge(self) -> Any:
+    def judge(self) -> Judge | None:
         """The judge of the run's row, or None when the session judges nothing."""
         return self.engine.judge if self.settings.uses_judge else None
 
@@ -70,7 +70,7 @@ class SessionJudging:
 
             judge = self.judge
             self._calibration = None if judge is None else read_latest_judge_calibration(
-                self.settings.db_path, judge.model, getattr(judge, "prompt_version", None))
+                self.settings.db_path, judge.model, judge.prompt_version)
         return self._calibration
 
     @property
@@ -122,7 +122,7 @@ class SessionJudging:
 
     def _watch_batches(self, n_items: int, write: Callable[[str], None] | None) -> None:
         """Progress lines while Message Batches are processed (one Progress per batch)."""
-        if write is None or not hasattr(self.engine.judge, "on_progress"):
+        if write is None or not self.engine.judge.batch:  # only a batch judge polls batches (Judge.on_progress)
             return
         from ..progress import Progress
 

@@ -21,7 +21,7 @@ This module never imports pytest.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -51,7 +51,7 @@ class CustomJudge(Judge):
         if name in reserved or name.startswith(("openai:", "claude-")):
             raise CustomJudgeError(f"judge {source}: name {impl.name!r} is a built-in judge's\n"
                                    "HINT: give your judge its own name, so its verdicts are never mistaken for another's")
-        self._one = getattr(impl, "judge_one", None) if not callable(getattr(impl, "judge", None)) else None
+        self._one: Callable[[JudgeRequest], Any] | None = getattr(impl, "judge_one", None) if not callable(getattr(impl, "judge", None)) else None
         if not callable(getattr(impl, "judge", None)) and not callable(self._one):
             raise CustomJudgeError(f"judge {source}: it has no judge(requests) method (nor judge_one(request))\n"
                                    "HINT: def judge(self, requests): return [one verdict per request, in order]")
@@ -70,7 +70,8 @@ class CustomJudge(Judge):
     def __repr__(self) -> str:
         return f"CustomJudge({self.model!r}, version={self.prompt_version!r}, source={self.source!r})"
 
-    def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict | JudgeFailure]:
+    def judge(self, requests: Sequence[JudgeRequest], *, now: bool = False) -> list[Verdict | JudgeFailure]:
+        """Your judge's verdicts, checked (it has no batches: ``now`` changes nothing and is not passed on)."""
         requests = list(requests)
         if not requests:
             return []
@@ -97,6 +98,7 @@ class CustomJudge(Judge):
 
     def _judge_single(self, request: JudgeRequest) -> Verdict | JudgeFailure:
         try:
+            assert self._one is not None  # only judge_one judges call this
             return self._verdict(request, self._one(request))
         except Exception as err:
             return self._failure(request.kind, f"raised {type(err).__name__}: {err}")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +25,24 @@ JUDGE_COUNTERS = ("jsonMode", "directInsteadOfBatch")
 
 
 class Judge(ABC):
-    """Something that grades requests: a model behind an API, or an offline heuristic."""
+    """The one judge protocol: everything the engine, the session's judging and the CLI ask of a judge.
+
+    Every judge implements it: the offline heuristics (``judge/lexical*.py``), the model judges
+    (``judge/model_judge.py`` and its Claude and OpenAI-compatible subclasses) and a judge of your own,
+    which :class:`~pytest_crucible.judge.custom_judge.CustomJudge` wraps (docs/judges.md: your class says
+    ``name`` and ``version``; they become its :attr:`model` and :attr:`prompt_version`).
+
+    * **Identity**: :attr:`model` and :attr:`prompt_version` (per request kind:
+      :meth:`prompt_version_for`) are what every verdict, cache key and run row stores; runs judged under
+      different identities are never compared.
+    * **Judging**: :meth:`judge` answers a list of requests, one verdict or failure each, in order.
+    * **Batches**: a judge with :attr:`batch` true sends its requests as batches (cheaper, answered
+      later); the engine then passes ``now=True`` when the caller cannot wait, and the judge answers
+      through direct calls. A judge without batches is never passed ``now``. While a batch is polled
+      the judge reports ``on_progress(batch_id, done, total)`` when the session set it.
+    * **What the session reads**: :attr:`label`, :attr:`paid`, :attr:`grades_rubrics`, :attr:`overlaps`,
+      :meth:`usage`, :meth:`counters`, and :meth:`close` at the end.
+    """
 
     #: The exact model id stored on every verdict (e.g. "claude-haiku-5-5", "lexical-v1").
     model: str
@@ -42,10 +59,19 @@ class Judge(ABC):
     #: offline judges compute (threads would only share one core) and a judge of your own is called one call at
     #: a time (its max_concurrency), so they say False.
     overlaps: bool = False
+    #: True when :meth:`judge` sends batches (``--crucible-judge-batch``): verdicts at session end, unless ``now``.
+    batch: bool = False
+    #: What a batch is called in progress lines (e.g. "Message Batch").
+    batch_name: str = "batch"
+    #: Set by the session to watch batches: called as ``on_progress(batch_id, done, total)`` while one is polled.
+    on_progress: Callable[[str, int, int], None] | None = None
 
     @abstractmethod
-    def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict | JudgeFailure]:
-        """One verdict (or failure) per request, in the same order."""
+    def judge(self, requests: Sequence[JudgeRequest], *, now: bool = False) -> list[Verdict | JudgeFailure]:
+        """One verdict (or failure) per request, in the same order.
+
+        ``now`` (passed only to a judge with :attr:`batch` true): the caller needs the verdicts before it
+        goes on, so answer through direct calls instead of a batch."""
 
     def prompt_version_for(self, kind: str) -> str:
         """The prompt version of one request kind (a judge may version some prompts apart)."""
@@ -127,7 +153,7 @@ class JudgeEngine:
         unique = list(first.values())
         if unique:
             todo = [requests[i] for i in unique]
-            answered = self.judge.judge(todo, now=True) if now and getattr(self.judge, "batch", False) else self.judge.judge(todo)
+            answered = self._ask(todo, now)
             if len(answered) != len(unique):
                 raise RuntimeError(f"judge {self.model} returned {len(answered)} verdicts for {len(unique)} requests")
             with self._lock:
@@ -146,12 +172,17 @@ class JudgeEngine:
                         if isinstance(original, JudgeFailure):
                             self.stats.failures += 1
                             results[index] = original
-                        else:
+                        elif original is not None:  # always: the first copy was answered above
                             self.stats.cache_hits += 1
                             results[index] = original.model_copy(deep=True)
         if self.judge_repeat > 1 and requests:
             self._judge_again(requests, results, now)  # type: ignore[arg-type]
         return results  # type: ignore[return-value]
+
+    def _ask(self, requests: Sequence[JudgeRequest], now: bool) -> list[Verdict | JudgeFailure]:
+        # ``now`` only reaches a batch judge: a judge without batches (e.g. a plugin's Judge subclass written
+        # before the keyword existed) is called as it always was.
+        return self.judge.judge(requests, now=True) if now and self.judge.batch else self.judge.judge(requests)
 
     def _judge_again(self, requests: Sequence[JudgeRequest], used: list[Verdict | JudgeFailure], now: bool) -> None:
         """Self-agreement: judge every request ``judge_repeat - 1`` more times, past the cache, and count per
@@ -164,7 +195,7 @@ class JudgeEngine:
         agree = [content(verdict) is not None for verdict in used]
         wanted = [content(verdict) for verdict in used]
         for _ in range(self.judge_repeat - 1):
-            again = self.judge.judge(list(requests), now=True) if now and getattr(self.judge, "batch", False) else self.judge.judge(list(requests))
+            again = self._ask(list(requests), now)
             with self._lock:
                 self.stats.judged += sum(1 for verdict in again if not isinstance(verdict, JudgeFailure))
                 self.stats.failures += sum(1 for verdict in again if isinstance(verdict, JudgeFailure))

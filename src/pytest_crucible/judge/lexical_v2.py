@@ -68,6 +68,9 @@ supported, whatever a weaker window says.
    with the reference's own "Yes"/"No", *acceptable*; else *incorrect*. Every target that holds a
    value counts once more in the mean: values are what questions ask for.
 
+``lexical-v3`` builds on :func:`tokens_v2`, :func:`shape_v2` and :func:`support_v2`: like the blocks of
+:mod:`pytest_crucible.judge.lexical_common` they are frozen (an edit changes v2's and v3's verdicts).
+
 Limits: paraphrase with no shared word and no shared value ("money back" for "refund") is not
 recognised; the antonym table is small and English only; a wrong answer that shares the
 reference's words and values in another arrangement is not caught.
@@ -84,19 +87,19 @@ import snowballstemmer
 
 from ..metrics.crag import reference_gives_no_answer
 from .embed import STOPWORDS
-from .lexical import (
-    _CITATION,
-    _HEDGES,
-    _NEGATIONS,
-    _PREMISE_REJECTION,
-    LexicalJudge,
-    _normalise,
-    _span_negated,
-    _Support,
-    _Window,
-    _windows,
+from .lexical import LexicalJudge
+from .lexical_common import (
+    CITATION,
+    HEDGES,
+    NEGATIONS,
+    PREMISE_REJECTION,
+    Support,
+    Window,
     extract_claims,
     is_noncommittal,
+    make_windows,
+    normalise,
+    span_negated,
     split_sentences,
 )
 from .quantities import PLACEHOLDER, Value, read_values, same_value
@@ -122,6 +125,9 @@ __all__ = [
     "SUPPORT_THRESHOLD",
     "VALUE_WEIGHT",
     "LexicalJudgeV2",
+    "shape_v2",
+    "support_v2",
+    "tokens_v2",
 ]
 
 SUPPORT_THRESHOLD = 0.7  # share of a claim's words in one window
@@ -186,7 +192,7 @@ _EPISTEMIC_LEAD = re.compile(
 def _claims_of(text: str) -> list[str]:
     claims: list[str] = []
     for claim in extract_claims(text, _is_hedge):
-        bare = _EPISTEMIC_LEAD.sub("", _normalise(claim)).strip()
+        bare = _EPISTEMIC_LEAD.sub("", normalise(claim)).strip()
         bare = bare[:1].upper() + bare[1:] if bare else claim
         if bare not in claims:
             claims.append(bare)
@@ -194,8 +200,8 @@ def _claims_of(text: str) -> list[str]:
 
 
 def _is_hedge(sentence: str) -> bool:
-    text = _normalise(sentence)
-    return bool(_HEDGES.search(text) or _MORE_HEDGES.search(text))
+    text = normalise(sentence)
+    return bool(HEDGES.search(text) or _MORE_HEDGES.search(text))
 
 
 # -- tokens ---------------------------------------------------------------------------------------
@@ -214,8 +220,8 @@ def _stem(word: str) -> str:
 
 
 @lru_cache(maxsize=8192)
-def _tokens(text: str) -> tuple[_Token, ...]:
-    replaced, values = read_values(_CITATION.sub("", _normalise(text)))
+def tokens_v2(text: str) -> tuple[_Token, ...]:
+    replaced, values = read_values(CITATION.sub("", normalise(text)))
     tokens: list[_Token] = []
     for match in _WORD.finditer(replaced):
         raw = match.group(0)
@@ -227,7 +233,7 @@ def _tokens(text: str) -> tuple[_Token, ...]:
         if word.startswith("non-") and len(word) > 4:
             tokens.append(_Token("", False, True, False, "non-"))
             word = word[4:]
-        negation = word in _NEGATIONS or word.endswith("n't")
+        negation = word in NEGATIONS or word.endswith("n't")
         if word.endswith("'s"):
             word = word[:-2]
         content = not negation and len(word) >= 2 and word not in _STOPWORDS
@@ -242,15 +248,15 @@ class _Shape(NamedTuple):
 
 
 @lru_cache(maxsize=8192)
-def _shape(text: str) -> _Shape:
-    tokens = _tokens(text)
+def shape_v2(text: str) -> _Shape:
+    tokens = tokens_v2(text)
     words = frozenset(t.key for t in tokens if t.content)
     values = tuple(t.value for t in tokens if t.value is not None and not t.value.soft)
-    return _Shape(words, values, _span_negated(tokens, [0] * len(tokens), words))
+    return _Shape(words, values, span_negated(tokens, [0] * len(tokens), words))
 
 
 def _sequence(tokens: Sequence[_Token]) -> tuple[str, ...]:
-    return tuple(t.key if t.content else f"<{t.value.kind}>" for t in tokens if t.content or t.value is not None)
+    return tuple(t.key if t.content or t.value is None else f"<{t.value.kind}>" for t in tokens if t.content or t.value is not None)
 
 
 def _values_in(tokens: Sequence[_Token]) -> list[Value]:
@@ -261,14 +267,14 @@ def _has_value(value: Value, pool: Sequence[Value]) -> bool:
     return any(same_value(value, other) for other in pool)
 
 
-def _windows_v2(passages: Sequence[str], max_sentences: int) -> list[_Window]:
-    return _windows(passages, max_sentences, _tokens)
+def _windows_v2(passages: Sequence[str], max_sentences: int) -> list[Window]:
+    return make_windows(passages, max_sentences, tokens_v2)
 
 
-def _flips(words: frozenset[str], negated: bool, window: _Window) -> tuple[int, list[str]]:
+def _flips(words: frozenset[str], negated: bool, window: Window) -> tuple[int, list[str]]:
     """Negation difference plus antonym swaps between a claim and the window (odd = opposite meaning)."""
     swaps = [f"{w}/{a}" for w in words if w not in window.keys for a in ANTONYMS.get(w, ()) if a in window.keys]
-    window_negated = _span_negated(window.tokens, window.sentence_of, words | frozenset(
+    window_negated = span_negated(window.tokens, window.sentence_of, words | frozenset(
         a for w in words for a in ANTONYMS.get(w, ()) if a in window.keys))
     return int(window_negated != negated) + len(swaps), swaps
 
@@ -277,7 +283,7 @@ def _surfaces(tokens: Sequence[_Token]) -> dict[str, str]:
     return {t.key: t.surface for t in tokens if t.content}
 
 
-def _swap(claim_tokens: Sequence[_Token], window: _Window, ignore: frozenset[str] = frozenset()) -> str:
+def _swap(claim_tokens: Sequence[_Token], window: Window, ignore: frozenset[str] = frozenset()) -> str:
     """A word of the claim that the window replaces by a dissimilar word between the same neighbours.
 
     "personal license" -> "team license": the claim's word ``u`` sits between neighbours ``a`` and
@@ -321,21 +327,21 @@ def _swap(claim_tokens: Sequence[_Token], window: _Window, ignore: frozenset[str
     return ""
 
 
-def _v2_flips(shape: _Shape, claim_tokens: Sequence[_Token], window: _Window, coverage: float) -> tuple[int, list[str]]:
+def _v2_flips(shape: _Shape, claim_tokens: Sequence[_Token], window: Window, coverage: float) -> tuple[int, list[str]]:
     return _flips(shape.words, shape.negated, window)
 
 
-def _support(claim: str, windows: Sequence[_Window], *, flips: Callable[..., tuple[int, list[str]]] = _v2_flips,
-             smallest_first: bool = False, name_best: bool = False) -> _Support:
+def support_v2(claim: str, windows: Sequence[Window], *, flips: Callable[..., tuple[int, list[str]]] = _v2_flips,
+             smallest_first: bool = False, name_best: bool = False) -> Support:
     """Is the claim supported by one window? (the rule is in the module docstring). lexical-v3 reuses the
     rule with its own reading of polarity (``flips(shape, claim_tokens, window, coverage)``), the smallest
     window first among equally covering ones, and the best window named when none supports the claim."""
-    shape = _shape(claim)
+    shape = shape_v2(claim)
     if not shape.words and not shape.values:
-        return _Support(False, 0.0, "the claim has no content word")
+        return Support(False, 0.0, "the claim has no content word")
     if not windows:
-        return _Support(False, 0.0, "no context")
-    claim_tokens = _tokens(claim)
+        return Support(False, 0.0, "no context")
+    claim_tokens = tokens_v2(claim)
     # typed values (times, money, dates, durations, percentages) rarely meet in one window by chance
     anchored = bool(shape.values) and all(v.kind != "number" for v in shape.values)
     scored = []
@@ -362,14 +368,14 @@ def _support(claim: str, windows: Sequence[_Window], *, flips: Callable[..., tup
             problem = f"{swapped} ({window.where()})" if swapped else ""
         if problem:
             if coverage >= SUPPORT_THRESHOLD and not missing:  # a near copy that says the opposite
-                return _Support(False, coverage, problem)
+                return Support(False, coverage, problem)
             continue
         if coverage >= SUPPORT_THRESHOLD:
-            return _Support(True, coverage, f"coverage {coverage:.2f} in {window.where()}")
+            return Support(True, coverage, f"coverage {coverage:.2f} in {window.where()}")
         if anchored and coverage >= VALUE_ANCHORED_COVERAGE:
-            return _Support(True, coverage, f"every value in {window.where()} (word coverage {coverage:.2f})")
+            return Support(True, coverage, f"every value in {window.where()} (word coverage {coverage:.2f})")
     where = f", in {scored[0][1].where()}" if name_best else ""
-    return _Support(False, best, f"no window supports it (best word coverage {best:.2f}{where})")
+    return Support(False, best, f"no window supports it (best word coverage {best:.2f}{where})")
 
 
 # -- correctness ------------------------------------------------------------------------------------
@@ -402,7 +408,7 @@ def _targets(request: CorrectnessRequest) -> _Targets:
             clause = re.sub(r"^\W*(?:yes|no)\s*[,.:!]\s*", "", clause.strip(), flags=re.IGNORECASE)
             # a parenthesis in a reference adds detail the question did not ask for
             clause = re.sub(r"\s*\([^()]*\)", "", clause) if re.sub(r"\([^()]*\)", "", clause).strip(" .") else clause
-            shape = _shape(clause)
+            shape = shape_v2(clause)
             if (shape.words or shape.values) and not _is_hedge(clause):
                 texts.append(clause)
                 quotes.append(sentence)
@@ -429,7 +435,7 @@ class LexicalJudgeV2(LexicalJudge):
 
     def _entailment(self, request: EntailmentRequest) -> EntailmentVerdict:
         windows = _windows_v2(request.context, MAX_WINDOW_SENTENCES)
-        results = [_support(claim, windows) for claim in request.claims]
+        results = [support_v2(claim, windows) for claim in request.claims]
         return EntailmentVerdict(supported=[r.supported for r in results], reasons=[r.reason for r in results])
 
     def _questions(self, request: QuestionsRequest) -> QuestionsVerdict:
@@ -485,13 +491,13 @@ class LexicalJudgeV2(LexicalJudge):
     @staticmethod
     def _coverage(request: CorrectnessRequest, targets: Sequence[str], answer: str) -> float:
         """Each target's share of its words (question words left out) and values found in the answer, averaged."""
-        question_words = _shape(request.question).words
+        question_words = shape_v2(request.question).words
         answer_tokens = tuple(t for w in _windows_v2([answer], 1) for t in w.tokens)
         answer_words = frozenset(t.key for t in answer_tokens if t.content)
         answer_values = _values_in(answer_tokens)
         scores: list[float] = []
         for target in targets:
-            shape = _shape(target)
+            shape = shape_v2(target)
             words = (shape.words - question_words) or shape.words
             found = len(words & answer_words) + VALUE_WEIGHT * sum(_has_value(v, answer_values) for v in shape.values)
             total = len(words) + VALUE_WEIGHT * len(shape.values)
@@ -502,14 +508,14 @@ class LexicalJudgeV2(LexicalJudge):
     @staticmethod
     def _contradiction(request: CorrectnessRequest, targets: Sequence[str], answer: str) -> tuple[str, int]:
         """What contradicts which target (its index), or ("", -1)."""
-        known = _values_in(_tokens(request.reference or "")) + _values_in(_tokens(request.question))
+        known = _values_in(tokens_v2(request.reference or "")) + _values_in(tokens_v2(request.question))
         for target in request.assertions:
-            known += _values_in(_tokens(target))
-        question_words = _shape(request.question).words
+            known += _values_in(tokens_v2(target))
+        question_words = shape_v2(request.question).words
         sentences = _windows_v2([answer], 1)
         answer_values = [v for w in sentences for v in _values_in(w.tokens)]
         for index, target in enumerate(targets):
-            shape = _shape(target)
+            shape = shape_v2(target)
             where = f"{index + 1} ({target!r})"
             for value in shape.values:
                 if _has_value(value, answer_values):
@@ -533,19 +539,19 @@ class LexicalJudgeV2(LexicalJudge):
                 if flips % 2 and coverage >= OPPOSITE_RESTATED:
                     what = f"antonym {', '.join(swaps)}" if swaps else "opposite negation"
                     return f"{what} against target {where}", index
-                swapped = _swap(_tokens(target), sentence, ignore=question_words)
+                swapped = _swap(tokens_v2(target), sentence, ignore=question_words)
                 if swapped and len(shape.words) >= 2:
                     return f"{swapped} against target {where}", index
         return "", -1
 
     @staticmethod
-    def _rejects_premise_v2(answer: str, reference: str | None, windows: Sequence[_Window]) -> str:
-        match = _PREMISE_REJECTION.search(_normalise(answer))
+    def _rejects_premise_v2(answer: str, reference: str | None, windows: Sequence[Window]) -> str:
+        match = PREMISE_REJECTION.search(normalise(answer))
         if match:
             return f"says {match.group(0)!r}"
         if _NO.search(answer):
             return "answers 'no'"
         for sentence in extract_claims(reference or "", _is_hedge):
-            if _shape(sentence).negated and _support(sentence, windows).supported:
+            if shape_v2(sentence).negated and support_v2(sentence, windows).supported:
                 return f"supports the reference's correction {sentence!r}"
         return ""

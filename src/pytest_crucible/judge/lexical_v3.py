@@ -30,8 +30,16 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
-from .lexical import NEGATION_LOOKBACK, _Support, _Window, _windows, split_sentences
-from .lexical_v2 import ANTONYMS, MAX_WINDOW_SENTENCES, SUPPORT_THRESHOLD, LexicalJudgeV2, _shape, _support, _tokens
+from .lexical_common import NEGATION_LOOKBACK, Support, Window, make_windows, split_sentences
+from .lexical_v2 import (
+    ANTONYMS,
+    MAX_WINDOW_SENTENCES,
+    SUPPORT_THRESHOLD,
+    LexicalJudgeV2,
+    shape_v2,
+    support_v2,
+    tokens_v2,
+)
 from .types import CorrectnessRequest, CorrectnessVerdict, EntailmentRequest, EntailmentVerdict, JudgeFailure
 
 __all__ = ["LexicalJudgeV3", "with_lexical_negation"]
@@ -50,7 +58,7 @@ def with_lexical_negation(text: str) -> str:
 
 
 def _tokens_v3(text: str):
-    return _tokens(with_lexical_negation(text))
+    return tokens_v2(with_lexical_negation(text))
 
 
 def _copy_sequence(tokens) -> tuple[str, ...]:
@@ -97,7 +105,7 @@ def _cues(tokens, keys: frozenset[str]) -> int:
     return sum(token.negation for token in tokens[start:matched[-1] + 1])
 
 
-def _flips_v3(words: frozenset[str], claim_cues: int, window: _Window, near_copy: bool) -> tuple[int, list[str]]:
+def _flips_v3(words: frozenset[str], claim_cues: int, window: Window, near_copy: bool) -> tuple[int, list[str]]:
     """v2's negation difference plus antonym swaps, with the negation read sentence by sentence: a cue
     counts only inside its own sentence's span of the claim's words, never across into a neighbour.
     A near copy of one sentence must also have as many cues, mod 2, as that sentence: "non-residents
@@ -118,20 +126,20 @@ _ANSWER_WORD = re.compile(r"^\W*(?:(?:unfortunately|sadly|sorry)\W+)?(?:no|not|n
                           re.IGNORECASE)
 
 
-def _support_v3(claim: str, passages: Sequence[str], windows: Sequence[_Window]) -> _Support:
-    """Is the claim supported? A copy first, then v2's window rule (:func:`lexical_v2._support`) with the
+def _support_v3(claim: str, passages: Sequence[str], windows: Sequence[Window]) -> Support:
+    """Is the claim supported? A copy first, then v2's window rule (:func:`lexical_v2.support_v2`) with the
     polarity read per sentence, the smallest window first and the best window named."""
     claim = _ANSWER_WORD.sub("", claim) or claim
     copied = _copied_from(claim, passages)
     if copied is not None:
-        return _Support(True, 1.0, f"copied from passage {copied + 1}")
+        return Support(True, 1.0, f"copied from passage {copied + 1}")
     text = with_lexical_negation(claim)
-    claim_cues = _cues(_tokens(text), _shape(text).words)
+    claim_cues = _cues(tokens_v2(text), shape_v2(text).words)
 
     def flips(shape, claim_tokens, window, coverage):
         return _flips_v3(shape.words, claim_cues, window, coverage >= SUPPORT_THRESHOLD)
 
-    return _support(text, windows, flips=flips, smallest_first=True, name_best=True)
+    return support_v2(text, windows, flips=flips, smallest_first=True, name_best=True)
 
 
 class LexicalJudgeV3(LexicalJudgeV2):
@@ -143,7 +151,7 @@ class LexicalJudgeV3(LexicalJudgeV2):
     label = "lexical-v3 (offline heuristic)"
 
     def _entailment(self, request: EntailmentRequest) -> EntailmentVerdict:
-        windows = _windows(request.context, MAX_WINDOW_SENTENCES, _tokens_v3)
+        windows = make_windows(request.context, MAX_WINDOW_SENTENCES, _tokens_v3)
         results = [_support_v3(claim, request.context, windows) for claim in request.claims]
         return EntailmentVerdict(supported=[r.supported for r in results], reasons=[r.reason for r in results])
 

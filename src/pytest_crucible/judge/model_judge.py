@@ -33,7 +33,7 @@ from pydantic import ValidationError
 from .engine import Judge
 from .prices import cost_usd, estimate_tokens, price_for
 from .prompts import PROMPT_VERSION, render_prompt
-from .types import VERDICT_TYPES, JudgeFailure, JudgeRequest, Usage, Verdict
+from .types import VERDICT_TYPES, EntailmentVerdict, JudgeFailure, JudgeRequest, Usage, Verdict
 
 __all__ = [
     "GENERATE_KINDS",
@@ -250,7 +250,7 @@ def check_verdict(request: Any, verdict: Any) -> None:
 def answered_locally(request: Any) -> Verdict | None:
     """The verdict of a request that needs no model (entailment of zero claims), else None."""
     if request.kind == "entailment" and not request.claims:
-        return VERDICT_TYPES["entailment"](supported=[], reasons=[])
+        return EntailmentVerdict(supported=[], reasons=[])
     return None
 
 
@@ -320,7 +320,10 @@ class ModelJudge(Judge):
     paid = True
     grades_rubrics = True
     overlaps = True  # a semaphore bounds the requests in flight across every caller's threads
-    batch = False
+    # set by the subclass (see the class doc)
+    _sdk: Any
+    _client: Any
+    max_retries: int
     #: USD per million input and output tokens that replace the price table (ini crucible_judge_price_per_mtok):
     #: a self-hosted model, or a contract price. Cached input is billed at the input rate, and no batch discount.
     price_override: tuple[float, float] | None = None

@@ -4,7 +4,8 @@ A request is a frozen pydantic model with a ``kind``; its verdict type is fixed 
 the kind. Verdicts are what a judge returns, validated (for a model judge, the
 structured JSON output is parsed into the verdict model, so a malformed answer is
 an error, not a silent default). Every verdict is stamped with the judge model and
-prompt version that produced it.
+prompt version that produced it. What a judge is asked to do with them, and what it
+says about itself, is the ``Judge`` protocol (:class:`pytest_crucible.judge.engine.Judge`).
 
 This module never imports pytest.
 """
@@ -151,7 +152,7 @@ class RubricVerdict(Verdict):
     reason: str = ""
 
 
-# -- golden set generation (`crucible golden generate`, golden_generate.py) --------------------------
+# -- golden set generation (`crucible golden generate`, golden_set/generate.py) ---------------------
 #: What a generated question asks for; "unanswerable" is near the corpus but answered by none of it.
 GenerateQuestionType = Literal["simple", "multi_hop", "comparison", "false_premise", "unanswerable"]
 

@@ -55,7 +55,7 @@ def evaluate(golden: GoldenItem, outcome: Outcome, *, settings: Settings, ledger
     names. The Python custom metrics (``settings.custom_metrics``) run on every item the pipeline answered.
     An outcome judged ahead (``outcome.ahead``, from :func:`judge_ahead`) is not judged again."""
     from .pipeline import PipelineResultError, result_data
-    from .scoring import classify_score, score_error
+    from .scoring import item_error_class, score_error
 
     latency = round(outcome.latency_ms, 3)
     if outcome.error is not None:
@@ -80,8 +80,8 @@ def evaluate(golden: GoldenItem, outcome: Outcome, *, settings: Settings, ledger
         score.metrics.update(values)
     if engine is not None:
         score.cache_rows = engine.drain_cache_rows()
-    if not score.blocked and not score.judge_errors and not (settings.judges_answers and settings.judge_batch):
-        score.error_class, score.error_evidence = classify_score(score.to_plain(), mode=settings.mode)
+    score.error_class, score.error_evidence = item_error_class(score.to_plain(), mode=settings.mode,
+                                                               pending=settings.judges_answers and settings.judge_batch)
     if score.judge_errors:
         # In every outcome mode: an item whose judging failed is an error, never a silent pass.
         return ItemVerdict(score, failure=f"golden item {golden.id}: judge failed after retries: " + "; ".join(score.judge_errors))
@@ -99,7 +99,8 @@ def score_result(golden: GoldenItem, data: dict[str, Any], latency: float, *, se
     judge, so it may run ahead of the test."""
     from .scoring import score_item
 
-    labelled, label_errors = [], []
+    labelled: list[dict[str, Any]] = []
+    label_errors: list[str] = []
     if settings.label_pool:
         from .pool import label_pool
         from .scoring import item_judgments
@@ -224,7 +225,7 @@ def judge_run_in_batch(store: Store, run_id: str, engine: Any, embedder: Any, se
     answer layer (``rubrics`` included) and the error classes. ``on_start(n)``: told how many items go to
     the judge. Returns one line per item whose judging failed."""
     from .answers import AnswerInputs, score_answers
-    from .scoring import classify_score, missing_required_citations
+    from .scoring import item_error_class, missing_required_citations
 
     items = {item["id"]: item for item in store.golden_items(run_id)}
     rows = [{**row, "item": items[row["item_id"]]} for row in store.results(run_id, decoded=True)
@@ -232,12 +233,12 @@ def judge_run_in_batch(store: Store, run_id: str, engine: Any, embedder: Any, se
     if on_start is not None:
         on_start(len(rows))
     results = score_answers([AnswerInputs.from_score(row, rubrics) for row in rows], engine, embedder)
-    errors = []
+    errors: list[str] = []
     for row, result in zip(rows, results):
         row.update(assertions=result.assertions, crag_grade=result.crag_grade, unsupported_claims=result.unsupported_claims,
                    supporting_chunk_ids=result.supporting_chunk_ids, verdicts=result.verdicts,
                    missing_citations=missing_required_citations(row["item"], row["retrieved"], settings.k))
-        error_class, evidence = (None, None) if result.errors else classify_score(row, mode=settings.mode)
+        error_class, evidence = item_error_class({**row, "judge_errors": result.errors}, mode=settings.mode)
         store.add_answer_scores(run_id, row["item_id"], result.metrics, result.errors, result.verdicts, result.assertions,
                                 error_class=error_class, error_evidence=evidence, crag_grade=result.crag_grade)
         errors.extend(f"golden item {row['item_id']}: judge failed: {error}" for error in result.errors)

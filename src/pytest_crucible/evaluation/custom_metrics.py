@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..metrics.properties import BETTER
+
 __all__ = [
     "CustomMetricError",
     "PythonMetric",
@@ -39,7 +41,6 @@ __all__ = [
     "run_python_metrics",
 ]
 
-BETTER = ("higher", "lower", None)
 NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 PYTHON, RUBRIC = "python", "rubric"
 # What a rubric's "appliesTo" may select on: golden item fields (a list field matches on any of its values).
@@ -389,7 +390,8 @@ def load_rubrics_file(path: str, builtins: Sequence[str] = ()) -> tuple[Rubric, 
 
     shown = shown_path(path)  # every message names the file the same way
     try:
-        text = open(path, encoding="utf-8-sig").read()
+        with open(path, encoding="utf-8-sig") as handle:
+            text = handle.read()
     except OSError as exc:
         raise CustomMetricError(f"{shown}: cannot read the rubrics file: {exc.strerror}\n"
                                 "HINT: ini crucible_rubrics names a JSON file of rubrics, relative to the rootdir") from None

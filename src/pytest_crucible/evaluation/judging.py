@@ -217,11 +217,10 @@ class SessionJudging:
         s = self.settings
         if not (s.judge_batch and s.judges_answers and s.strict and s.thresholds):
             return []
-        from ..metrics import METRIC_FAMILIES, OTHER_METRICS
+        from ..metrics.properties import names
 
-        at_test_time = {*METRIC_FAMILIES["retrieval"], *METRIC_FAMILIES["guardrails"], *OTHER_METRICS,
-                        *(m.name for m in s.custom_metrics)}
-        late = sorted({t.metric for t in s.thresholds if t.metric not in at_test_time or t.metric == "assertionSatisfaction"})
+        at_test_time = {*names(answer_layer=False), *(m.name for m in s.custom_metrics)}
+        late = sorted({t.metric for t in s.thresholds if t.metric not in at_test_time})
         if not late:
             return []
         return [f"NOTE crucible_thresholds on {', '.join(late)} did not fail any item:",

@@ -72,8 +72,14 @@ class PythonMetric:
         self.__doc__ = getattr(function, "__doc__", None)
         self.__wrapped__ = function
         self._fingerprint: str | None = None
+        self._checked = False
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not self._checked:  # a session checks its metrics as it registers them; a direct call checks here
+            problem = argument_problem(self.name, self.better)
+            if problem is not None:
+                raise CustomMetricError(f"@crucible.metric at {self.origin}: {problem}\nHINT: see docs/custom-metrics.md")
+            self._checked = True
         return self.function(*args, **kwargs)
 
     def __repr__(self) -> str:
@@ -168,10 +174,21 @@ def name_problem(name: Any, builtins: Iterable[str]) -> str | None:
     return None
 
 
+def argument_problem(name: Any, better: Any, builtins: Iterable[str] | None = None) -> str | None:
+    """Why ``@crucible.metric(name, better=better)`` cannot be used (None: it can): the one check of its
+    arguments (``builtins``: the built-in metric names a custom one may not take; None: every one)."""
+    if builtins is None:
+        from ..metrics import KNOWN_METRICS
+
+        builtins = KNOWN_METRICS
+    problem = name_problem(name, builtins)
+    if problem is None and better not in BETTER:
+        problem = f"better={better!r}: expected \"higher\", \"lower\" or None (a change is reported, never a regression)"
+    return problem
+
+
 def _metric_problem(found: PythonMetric, builtins: Sequence[str]) -> str | None:
-    problem = name_problem(found.name, builtins)
-    if problem is None and found.better not in BETTER:
-        problem = f"better={found.better!r}: expected \"higher\", \"lower\" or None (a change is reported, never a regression)"
+    problem = argument_problem(found.name, found.better, builtins)
     if problem is None and not callable(found.function):
         problem = "it decorates something that is not a function"
     if problem is None:

@@ -80,3 +80,22 @@ def test_unread_changed_keys_lists_only_changed_and_unread() -> None:
 def test_config_diff_lists_changed_leaves() -> None:
     a, b = resolve_config({}), resolve_config({"retrieval": {"rerank": True}, "promptVersion": "v3"})
     assert config_diff(a, b) == {"promptVersion": ("default", "v3"), "retrieval.rerank": (False, True)}
+
+
+def test_every_label_surface_reads_labels_with_the_one_parser() -> None:
+    from pytest_crucible.config import parse_label_options, parse_labels
+    from pytest_crucible.store import StoreError
+    from pytest_crucible.verdict.runs import parse_label_args, parse_run_ref
+    from pytest_crucible.workspace import parse_label_filters
+
+    assert parse_labels([" model = a=b ", "mode=dense", "mode=hybrid"]) == {"model": "a=b", "mode": "hybrid"}
+    assert parse_label_options(["x=1"]) == parse_label_args(["x:1"]) == parse_label_filters(["x:1"]) == {"x": "1"}
+    with pytest.raises(ValueError, match=r"^--crucible-label 'model': expected KEY=VALUE\nHINT: e\.g\. --crucible-label model="):
+        parse_label_options(["model"])
+    with pytest.raises(ValueError, match=r"^label '=x': expected KEY:VALUE"):
+        parse_label_filters(["=x"])
+    assert parse_run_ref("latest:branch=main,workspace=ci").labels == (("branch", "main"),)
+    with pytest.raises(StoreError, match=r"got 'branch=' \(no value\)"):
+        parse_run_ref("latest:branch=")
+    with pytest.raises(StoreError, match=r"got 'workspace=b' \('workspace' given twice\)"):
+        parse_run_ref("latest:workspace=a,workspace=b")

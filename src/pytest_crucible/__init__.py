@@ -11,21 +11,36 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import os
+
     import pytest
 
 __version__ = "0.1.0"
 __all__ = ["CrucibleWarning", "ItemScore", "PipelineResult", "Retrieved", "__version__", "golden", "metric"]
 
 
-def golden(*paths: str, **filters: Any) -> pytest.MarkDecorator:
+def golden(*paths: str | os.PathLike[str], **filters: Any) -> pytest.MarkDecorator:
     """``@crucible.golden("golden/faq.jsonl", questionType="multi_hop")``.
 
     Same as ``@pytest.mark.crucible_golden(...)``: parametrizes the test's
     ``golden_item`` argument with the matching items of the files (paths relative
-    to the test file), one case per item, ids = item ids.
+    to the test file), one case per item, ids = item ids. A missing or unusable path, or a filter on a
+    field golden items do not have, is one collection error naming the line that wrote the marker.
     """
+    import sys
+
     import pytest  # here, so that the CLI and the pure core never load pytest
 
+    from .evaluation.custom_metrics import shown_path
+    from .golden_set.schema import GoldenFileError, check_marker_arguments
+
+    caller = sys._getframe(1)
+    where = f"{shown_path(caller.f_code.co_filename)}:{caller.f_lineno}: @crucible.golden"
+    try:
+        check_marker_arguments(paths, filters, where)
+    except GoldenFileError as exc:
+        # pytest reports a CollectError raised while it imports a test module as its message alone
+        raise pytest.Collector.CollectError(str(exc)) from None
     return pytest.mark.crucible_golden(*paths, **filters)
 
 

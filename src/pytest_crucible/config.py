@@ -136,22 +136,35 @@ def run_labels(params: Mapping[str, Any], *, source: str = "<config>", text: str
     return {str(key): str(value) for key, value in labels.items()}
 
 
-def parse_key_values(values: list[str], *, separator: str, option: str, example: str) -> dict[str, str]:
-    """``KEY<separator>VALUE`` strings as a dict, split at the first separator (a value may hold
-    more); raises ValueError naming the bad one."""
-    pairs = {}
+def parse_labels(values: Iterable[str], *, separators: str = "=", option: str = "--crucible-label",
+                 expected: str | None = None, example: str = "--crucible-label model=claude-haiku --crucible-label mode=dense",
+                 need_value: bool = False, once: bool = False,
+                 error: Callable[[str, str], Exception] | None = None) -> dict[str, str]:
+    """The one parser of ``KEY=VALUE`` label strings (``--crucible-label``, a command's ``--label``, the
+    API's ``label``, the pieces of ``latest:KEY=VALUE,...``): each split at the first of ``separators`` (a
+    value may hold more), key and value stripped; a later key wins unless ``once``. A bad string raises
+    ``error(value, problem)`` (default: ValueError ``OPTION 'VALUE': expected EXPECTED`` with a HINT)."""
+    expected = expected or " or ".join(f"KEY{sep}VALUE" for sep in separators)
+    labels: dict[str, str] = {}
     for value in values:
-        key, sep, rest = value.partition(separator)
-        if not sep or not key.strip():
-            raise ValueError(f"{option} {value!r}: expected KEY{separator}VALUE\nHINT: e.g. {example}")
-        pairs[key.strip()] = rest.strip()
-    return pairs
+        at = min((i for i in (value.find(sep) for sep in separators) if i >= 0), default=-1)
+        key, rest = (value[:at].strip(), value[at + 1:].strip()) if at >= 0 else (value.strip(), "")
+        problem = ("nothing" if not value.strip() else
+                   f"no {' or '.join(repr(sep) for sep in separators)}" if at < 0 else "no key" if not key else
+                   "no value" if need_value and not rest else f"'{key}' given twice" if once and key in labels else None)
+        if problem:
+            raise (error or _label_error(option, expected, example))(value, problem)
+        labels[key] = rest
+    return labels
+
+
+def _label_error(option: str, expected: str, example: str) -> Callable[[str, str], Exception]:
+    return lambda value, _problem: ValueError(f"{option} {value!r}: expected {expected}\nHINT: e.g. {example}")
 
 
 def parse_label_options(values: list[str]) -> dict[str, str]:
     """``--crucible-label key=value`` options as a dict."""
-    return parse_key_values(values, separator="=", option="--crucible-label",
-                            example="--crucible-label model=claude-haiku --crucible-label mode=dense")
+    return parse_labels(values)
 
 
 def load_config_file(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -174,9 +187,9 @@ def load_config_file(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
     unusable = value_problem(params)
     if unusable is not None:
         loc, problem = unusable
-        line = _line_of_key(text, loc[0]) if loc and isinstance(loc[0], str) else None
+        key_line = _line_of_key(text, loc[0]) if loc and isinstance(loc[0], str) else None
         dotted = shown(".".join(map(str, loc)))
-        raise ConfigError(f"{path}{f':{line}' if line else ''}: field '{dotted}': {problem}\n"
+        raise ConfigError(f"{path}{f':{key_line}' if key_line else ''}: field '{dotted}': {problem}\n"
                           "HINT: a config holds plain JSON values; keep your own keys a few levels deep.")
     return params, resolve_config(params, source=str(path), text=text)
 
@@ -250,12 +263,12 @@ class TrackedConfig(dict):
         self._mark(key)
         return super().get(key, default)
 
-    def items(self):  # type: ignore[override]
+    def items(self):
         for key in self.keys():
             self._mark(key)
         return super().items()
 
-    def values(self):  # type: ignore[override]
+    def values(self):
         for key in self.keys():
             self._mark(key)
         return super().values()

@@ -168,10 +168,10 @@ def parse_label_filters(values: list[str], option: str = "label") -> dict[str, s
     """``key:value`` run-label filters (the CLI's ``--label`` and the API's ``label``) as a dict.
 
     Split at the first colon, so a value may hold colons (``label=model:claude:haiku``)."""
-    from .config import parse_key_values
+    from .config import parse_labels
 
-    return parse_key_values(values, separator=":", option=option,
-                            example=f"{option} model:claude-haiku-5-5 (all given labels must match)")
+    return parse_labels(values, separators=":", option=option,
+                        example=f"{option} model:claude-haiku-5-5 (all given labels must match)")
 
 
 def git_commit(directory: str | Path) -> str | None:

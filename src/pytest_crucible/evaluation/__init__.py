@@ -2,8 +2,9 @@
 
 :func:`evaluate` scores retrieval (with pool labelling when asked), judges the answer layer,
 classifies the result and applies the outcome rule; the plugin only turns the returned
-:class:`ItemVerdict` into pass or fail. Message Batches judge the whole run at session end
-(:func:`judge_run_in_batch`). No pytest here.
+:class:`ItemVerdict` into pass or fail. Where the judging happens is the session's route
+(``route``): in the test, ahead of it in the prefetch worker (:func:`judge_ahead`), or for the
+whole run in Message Batches at session end (:func:`judge_run_in_batch`). No pytest here.
 
 Modules: ``pipeline`` (what a pipeline returns), ``concurrency`` (calling it, sync or async, ahead of
 the tests), ``scoring`` (retrieval metrics, the error class), ``answers`` (the answer layer through
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from .answers import AnswerScore, CostEstimate
     from .concurrency import Outcome
     from .custom_metrics import Rubric
+    from .route import AnswerRoute
     from .scoring import ItemScore
     from .thresholds import Threshold
 
@@ -46,8 +48,9 @@ class ItemVerdict:
 
 def evaluate(golden: GoldenItem, outcome: Outcome, *, settings: Settings, ledger: Sequence[dict[str, Any]],
              engine: Any = None, embedder: Any = None, explain_keys: bool = True, rubrics: Sequence[Rubric] = (),
-             calibration: dict[str, Any] | None = None) -> ItemVerdict:
-    """Score one item from its pipeline outcome. ``ledger``: the item's human and llm judgments;
+             calibration: dict[str, Any] | None = None, route: AnswerRoute | None = None) -> ItemVerdict:
+    """Score one item from its pipeline outcome. ``route``: the session's (``evaluation.route``; None: judged
+    now, or left pending with Message Batches); ``ledger``: the item's human and llm judgments;
     ``engine``: the judge engine (None when the run uses no judge); ``explain_keys``: an unknown key in
     a returned dict lists every accepted key (else a one-line reference to the first such failure);
     ``rubrics``: the rubric metrics the judge grades (none when it cannot); ``calibration``: the judge's
@@ -55,8 +58,9 @@ def evaluate(golden: GoldenItem, outcome: Outcome, *, settings: Settings, ledger
     names. The Python custom metrics (``settings.custom_metrics``) run on every item the pipeline answered.
     An outcome judged ahead (``outcome.ahead``, from :func:`judge_ahead`) is not judged again."""
     from .pipeline import PipelineResultError, result_data
-    from .scoring import classify_score, score_error
+    from .scoring import item_error_class, score_error
 
+    route = route or _route(settings)
     latency = round(outcome.latency_ms, 3)
     if outcome.error is not None:
         return ItemVerdict(score_error(golden, f"{type(outcome.error).__name__}: {outcome.error}", latency), error=outcome.error)
@@ -69,7 +73,7 @@ def evaluate(golden: GoldenItem, outcome: Outcome, *, settings: Settings, ledger
             return ItemVerdict(score_error(golden, exc.problem, latency), failure=f"golden item {golden.id}: {exc}",
                                explained_keys=explain_keys and bool(exc.unknown_keys))
         score = score_result(golden, data, latency, settings=settings, ledger=ledger, engine=engine, embedder=embedder,
-                             rubrics=rubrics)
+                             rubrics=rubrics, route=route)
     if settings.custom_metrics:
         from .custom_metrics import read_only, run_python_metrics
         from .pipeline import coerce_result
@@ -80,8 +84,8 @@ def evaluate(golden: GoldenItem, outcome: Outcome, *, settings: Settings, ledger
         score.metrics.update(values)
     if engine is not None:
         score.cache_rows = engine.drain_cache_rows()
-    if not score.blocked and not score.judge_errors and not (settings.judges_answers and settings.judge_batch):
-        score.error_class, score.error_evidence = classify_score(score.to_plain(), mode=settings.mode)
+    score.error_class, score.error_evidence = item_error_class(score.to_plain(), mode=settings.mode,
+                                                               pending=route.answers_pending)
     if score.judge_errors:
         # In every outcome mode: an item whose judging failed is an error, never a silent pass.
         return ItemVerdict(score, failure=f"golden item {golden.id}: judge failed after retries: " + "; ".join(score.judge_errors))
@@ -92,14 +96,24 @@ def evaluate(golden: GoldenItem, outcome: Outcome, *, settings: Settings, ledger
     return ItemVerdict(score, failure=strict if settings.strict else None, strict_failure=strict)
 
 
+def _route(settings: Settings) -> AnswerRoute:
+    """The route of a caller that names none: now, or pending with Message Batches (never ahead: only the
+    session's prefetcher judges ahead)."""
+    from .route import choose_route
+
+    return choose_route(settings, overlaps=lambda: False)
+
+
 def score_result(golden: GoldenItem, data: dict[str, Any], latency: float, *, settings: Settings,
-                 ledger: Sequence[dict[str, Any]], engine: Any, embedder: Any, rubrics: Sequence[Rubric]) -> ItemScore:
+                 ledger: Sequence[dict[str, Any]], engine: Any, embedder: Any, rubrics: Sequence[Rubric],
+                 route: AnswerRoute | None = None) -> ItemScore:
     """The item's retrieval and answer layers (pool labelling and the judge included): the part of
     :func:`evaluate` that reads nothing but the item, its result (``data``: ``pipeline.result_data``) and the
     judge, so it may run ahead of the test."""
     from .scoring import score_item
 
-    labelled, label_errors = [], []
+    labelled: list[dict[str, Any]] = []
+    label_errors: list[str] = []
     if settings.label_pool:
         from .pool import label_pool
         from .scoring import item_judgments
@@ -113,14 +127,14 @@ def score_result(golden: GoldenItem, data: dict[str, Any], latency: float, *, se
         from .answers import AnswerInputs, score_answers
 
         score.abstained = score.abstained or is_abstention(score.answer)
-        if not settings.judge_batch:
+        if (route or _route(settings)).answers_in_test:  # else Message Batches judge it at session end
             [answer] = score_answers([AnswerInputs.from_score(score.to_plain(), rubrics)], engine, embedder)
             apply_answer_score(score, answer)
     return score
 
 
 def judge_ahead(golden: GoldenItem, outcome: Outcome, *, settings: Settings, ledger: Sequence[dict[str, Any]],
-                engine: Any, embedder: Any, rubrics: Sequence[Rubric]) -> None:
+                engine: Any, embedder: Any, rubrics: Sequence[Rubric], route: AnswerRoute | None = None) -> None:
     """Judge one item in a prefetch worker, ahead of its test (``outcome.ahead``), so that the judge's requests
     of many items wait on the provider together. Anything unusual (a pipeline error, a result that does not
     validate, an exception) is left to :func:`evaluate` in the test, which meets it as it always did."""
@@ -130,7 +144,7 @@ def judge_ahead(golden: GoldenItem, outcome: Outcome, *, settings: Settings, led
         return
     try:
         outcome.ahead = score_result(golden, result_data(outcome.value), round(outcome.latency_ms, 3), settings=settings,
-                                     ledger=ledger, engine=engine, embedder=embedder, rubrics=rubrics)
+                                     ledger=ledger, engine=engine, embedder=embedder, rubrics=rubrics, route=route)
     except Exception:
         outcome.ahead = None
 
@@ -224,7 +238,7 @@ def judge_run_in_batch(store: Store, run_id: str, engine: Any, embedder: Any, se
     answer layer (``rubrics`` included) and the error classes. ``on_start(n)``: told how many items go to
     the judge. Returns one line per item whose judging failed."""
     from .answers import AnswerInputs, score_answers
-    from .scoring import classify_score, missing_required_citations
+    from .scoring import item_error_class, missing_required_citations
 
     items = {item["id"]: item for item in store.golden_items(run_id)}
     rows = [{**row, "item": items[row["item_id"]]} for row in store.results(run_id, decoded=True)
@@ -232,12 +246,12 @@ def judge_run_in_batch(store: Store, run_id: str, engine: Any, embedder: Any, se
     if on_start is not None:
         on_start(len(rows))
     results = score_answers([AnswerInputs.from_score(row, rubrics) for row in rows], engine, embedder)
-    errors = []
+    errors: list[str] = []
     for row, result in zip(rows, results):
         row.update(assertions=result.assertions, crag_grade=result.crag_grade, unsupported_claims=result.unsupported_claims,
                    supporting_chunk_ids=result.supporting_chunk_ids, verdicts=result.verdicts,
                    missing_citations=missing_required_citations(row["item"], row["retrieved"], settings.k))
-        error_class, evidence = (None, None) if result.errors else classify_score(row, mode=settings.mode)
+        error_class, evidence = item_error_class({**row, "judge_errors": result.errors}, mode=settings.mode)
         store.add_answer_scores(run_id, row["item_id"], result.metrics, result.errors, result.verdicts, result.assertions,
                                 error_class=error_class, error_evidence=evidence, crag_grade=result.crag_grade)
         errors.extend(f"golden item {row['item_id']}: judge failed: {error}" for error in result.errors)

@@ -38,11 +38,12 @@ from ..judge.types import (
 )
 from ..metrics import answer as formulas
 from ..metrics.crag import crag_score
+from ..metrics.properties import names
 
 GENERATED_QUESTIONS = 3
 
 #: The answer metrics that read the retrieved chunks' text: skipped for an item whose chunks have none.
-CONTEXT_METRICS = ("faithfulness", "contextPrecision", "contextRecall", "noiseSensitivity")
+CONTEXT_METRICS = names(needs_context=True)  # faithfulness, contextPrecision, contextRecall, noiseSensitivity
 
 
 def _without_text(texts: Sequence[str]) -> bool:

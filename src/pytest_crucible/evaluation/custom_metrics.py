@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..metrics.properties import BETTER
+
 __all__ = [
     "CustomMetricError",
     "PythonMetric",
@@ -39,7 +41,6 @@ __all__ = [
     "run_python_metrics",
 ]
 
-BETTER = ("higher", "lower", None)
 NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 PYTHON, RUBRIC = "python", "rubric"
 # What a rubric's "appliesTo" may select on: golden item fields (a list field matches on any of its values).
@@ -71,8 +72,14 @@ class PythonMetric:
         self.__doc__ = getattr(function, "__doc__", None)
         self.__wrapped__ = function
         self._fingerprint: str | None = None
+        self._checked = False
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not self._checked:  # a session checks its metrics as it registers them; a direct call checks here
+            problem = argument_problem(self.name, self.better)
+            if problem is not None:
+                raise CustomMetricError(f"@crucible.metric at {self.origin}: {problem}\nHINT: see docs/custom-metrics.md")
+            self._checked = True
         return self.function(*args, **kwargs)
 
     def __repr__(self) -> str:
@@ -167,10 +174,21 @@ def name_problem(name: Any, builtins: Iterable[str]) -> str | None:
     return None
 
 
+def argument_problem(name: Any, better: Any, builtins: Iterable[str] | None = None) -> str | None:
+    """Why ``@crucible.metric(name, better=better)`` cannot be used (None: it can): the one check of its
+    arguments (``builtins``: the built-in metric names a custom one may not take; None: every one)."""
+    if builtins is None:
+        from ..metrics import KNOWN_METRICS
+
+        builtins = KNOWN_METRICS
+    problem = name_problem(name, builtins)
+    if problem is None and better not in BETTER:
+        problem = f"better={better!r}: expected \"higher\", \"lower\" or None (a change is reported, never a regression)"
+    return problem
+
+
 def _metric_problem(found: PythonMetric, builtins: Sequence[str]) -> str | None:
-    problem = name_problem(found.name, builtins)
-    if problem is None and found.better not in BETTER:
-        problem = f"better={found.better!r}: expected \"higher\", \"lower\" or None (a change is reported, never a regression)"
+    problem = argument_problem(found.name, found.better, builtins)
     if problem is None and not callable(found.function):
         problem = "it decorates something that is not a function"
     if problem is None:
@@ -389,7 +407,8 @@ def load_rubrics_file(path: str, builtins: Sequence[str] = ()) -> tuple[Rubric, 
 
     shown = shown_path(path)  # every message names the file the same way
     try:
-        text = open(path, encoding="utf-8-sig").read()
+        with open(path, encoding="utf-8-sig") as handle:
+            text = handle.read()
     except OSError as exc:
         raise CustomMetricError(f"{shown}: cannot read the rubrics file: {exc.strerror}\n"
                                 "HINT: ini crucible_rubrics names a JSON file of rubrics, relative to the rootdir") from None

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from ..settings import Settings
     from ..store import Store
     from .answers import CostEstimate
+    from .route import AnswerRoute
 
 _UNREAD = object()  # a lazily read value not read yet (None is a value: "never calibrated")
 
@@ -29,6 +30,7 @@ class SessionJudging:
         self._engine: JudgeEngine | None = None
         self._ledger: dict[str, list[dict[str, Any]]] | None = None
         self._calibration: Any = _UNREAD
+        self._route: AnswerRoute | None = None
         self._worker_totals: dict[str, float] = {}
         self._worker_agreement: dict[str, list[int]] = {}
 
@@ -93,23 +95,34 @@ class SessionJudging:
         self.cost_estimate = estimate_cost(golden, self.settings, judge, self.graded_rubrics)
         return self.cost_estimate
 
+    @property
+    def route(self) -> AnswerRoute:
+        """Where this session judges its items (``evaluation.route``), chosen once: the judge is built to
+        choose only when the prefetcher could judge ahead."""
+        if self._route is None:
+            from .route import choose_route
+
+            self._route = choose_route(self.settings, overlaps=lambda: bool(self.engine.judge.overlaps))
+        return self._route
+
     def judging_ahead(self) -> Callable[[Any, Any], None] | None:
-        """What the prefetcher runs after each pipeline call: the item's judging, when the judge waits on a
-        network (Judge.overlaps) and answers now (Message Batches judge at session end); else None."""
+        """What the prefetcher runs after each pipeline call: the item's judging on the ``ahead`` route
+        (a judge that waits on a network, answering now: Message Batches judge at session end); else None."""
         s = self.settings
-        if not s.uses_judge or s.judge_batch or not self.engine.judge.overlaps:
+        if not self.route.ahead:
             return None
         from . import judge_ahead
 
         self.ledger_rows("")  # loaded here, once, not by two workers at once
         engine, embedder, rubrics = self.engine, self.embedder, self.graded_rubrics
+        route = self.route
         return lambda golden, outcome: judge_ahead(golden, outcome, settings=s, ledger=self.ledger_rows(golden.id),
-                                                   engine=engine, embedder=embedder, rubrics=rubrics)
+                                                   engine=engine, embedder=embedder, rubrics=rubrics, route=route)
 
     def judge_run_in_batch(self, store: Store, run_id: str, progress: Callable[[str], None] | None) -> None:
         """With --crucible-judge-batch: the run's answers judged now, in Message Batches; their errors kept."""
         s = self.settings
-        if not (s.judges_answers and s.judge_batch):
+        if not self.route.answers_pending:
             return
         from ..judge.embed import default_embedder
         from . import judge_run_in_batch
@@ -227,13 +240,12 @@ class SessionJudging:
     def _threshold_note(self) -> list[str]:
         """With Message Batches the judged metrics arrive after the tests: thresholds on them cannot fail an item."""
         s = self.settings
-        if not (s.judge_batch and s.judges_answers and s.strict and s.thresholds):
+        if not (self.route.answers_pending and s.strict and s.thresholds):
             return []
-        from ..metrics import METRIC_FAMILIES, OTHER_METRICS
+        from ..metrics.properties import names
 
-        at_test_time = {*METRIC_FAMILIES["retrieval"], *METRIC_FAMILIES["guardrails"], *OTHER_METRICS,
-                        *(m.name for m in s.custom_metrics)}
-        late = sorted({t.metric for t in s.thresholds if t.metric not in at_test_time or t.metric == "assertionSatisfaction"})
+        at_test_time = {*names(answer_layer=False), *(m.name for m in s.custom_metrics)}
+        late = sorted({t.metric for t in s.thresholds if t.metric not in at_test_time})
         if not late:
             return []
         return [f"NOTE crucible_thresholds on {', '.join(late)} did not fail any item:",

@@ -78,7 +78,7 @@ class ItemRunner:
             verdicts.append(evaluate(golden, outcome, settings=s, ledger=judging.ledger_rows(golden.id),
                                      engine=judging.engine if s.uses_judge else None, embedder=embedder,
                                      explain_keys=not self._result_keys_explained, rubrics=judging.graded_rubrics,
-                                     calibration=judging.calibration))
+                                     calibration=judging.calibration, route=judging.route))
             self._result_keys_explained = self._result_keys_explained or verdicts[-1].explained_keys
         if s.repeat == 1:
             return verdicts[0]

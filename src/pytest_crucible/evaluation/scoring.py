@@ -213,6 +213,16 @@ def _stale_chunk(chunk: dict[str, Any], today: str) -> bool:
     return bool(meta.get("superseded_by") or meta.get("supersededBy")) or bool(valid_to and str(valid_to) < today)
 
 
+def item_error_class(score: dict[str, Any], *, mode: str, pending: bool = False) -> tuple[str | None, str | None]:
+    """The one decision of an item's error class (and its evidence), for the test and for Message Batches
+    at session end alike: none while its answer layer is ``pending`` (judged in batches later), when its
+    judge failed (the item is an error, not a wrong answer) or when a guardrail blocked the question (its
+    outcome is the guardrail metrics'); else :func:`classify_score`."""
+    if pending or score.get("judge_errors") or score.get("blocked"):
+        return None, None
+    return classify_score(score, mode=mode)
+
+
 def classify_score(score: dict[str, Any], *, mode: str, today: str | None = None) -> tuple[str, str]:
     """(error class, evidence) of one scored item (plain data), by the rules of metrics/errors.py.
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -402,13 +403,9 @@ def load_golden_file(path: str | Path, display_path: str | None = None) -> list[
     return items
 
 
-def filter_items(items: Sequence[GoldenItem], filters: dict[str, Any], where: str = "") -> list[GoldenItem]:
-    """Keep items whose fields match every filter.
-
-    A filter value may be one value or a list/tuple of accepted values; ``tags``
-    matches when the item carries any of the given tags. Filter names use either
-    spelling (``questionType`` or ``question_type``).
-    """
+def check_filters(filters: dict[str, Any], where: str = "") -> dict[str, tuple[Any, ...]]:
+    """A marker's filters by field name, each as the tuple of values it accepts; a filter on a field golden
+    items do not have is a ``GoldenFileError`` naming it, with a did-you-mean or the fields there are."""
     by_alias = {info.alias or name: name for name, info in GoldenItem.model_fields.items()}
     resolved: dict[str, tuple[Any, ...]] = {}
     for key, value in filters.items():
@@ -418,6 +415,29 @@ def filter_items(items: Sequence[GoldenItem], filters: dict[str, Any], where: st
             hint = f"did you mean '{close[0]}'?" if close else f"filter on one of: {', '.join(sorted(by_alias))}"
             raise GoldenFileError(where or "crucible_golden marker", None, key, "unknown golden item field in a filter", hint)
         resolved[name] = tuple(value) if isinstance(value, (list, tuple, set, frozenset)) else (value,)
+    return resolved
+
+
+def check_marker_arguments(paths: Sequence[Any], filters: dict[str, Any], where: str) -> None:
+    """``@crucible.golden(*paths, **filters)`` checked where it is written: at least one path, each a str or
+    a path object, and filters on fields golden items have. Raises ``GoldenFileError`` naming the argument."""
+    if not paths:
+        raise GoldenFileError(where, None, None, "needs at least one golden file path", 'e.g. @crucible.golden("golden/faq.jsonl")')
+    for position, path in enumerate(paths, 1):
+        if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+            raise GoldenFileError(where, None, None, f"path {position} is {path!r} ({type(path).__name__}): expected a "
+                                  "golden file path (str or pathlib.Path)", 'e.g. @crucible.golden("golden/faq.jsonl")')
+    check_filters(filters, where)
+
+
+def filter_items(items: Sequence[GoldenItem], filters: dict[str, Any], where: str = "") -> list[GoldenItem]:
+    """Keep items whose fields match every filter.
+
+    A filter value may be one value or a list/tuple of accepted values; ``tags``
+    matches when the item carries any of the given tags. Filter names use either
+    spelling (``questionType`` or ``question_type``).
+    """
+    resolved = check_filters(filters, where)
     kept = []
     for item in items:
         ok = True

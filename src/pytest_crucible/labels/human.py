@@ -37,6 +37,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..metrics.properties import BUILTIN, REGISTRY
+
 if TYPE_CHECKING:
     from ..stats.ppi import PPIEstimate
     from ..store import Store
@@ -65,7 +67,7 @@ __all__ = [
 
 KINDS = ("crag", "faithful")
 # label kind -> the judged metric it is compared with
-METRIC_OF_KIND = {"crag": "truthfulness", "faithful": "faithfulness"}
+METRIC_OF_KIND = {kind: next(m.name for m in BUILTIN if m.label_kind == kind) for kind in KINDS}  # crag: truthfulness
 # The fewest labelled answers PPI++ gives an interval from: with t quantiles its 95% interval covered 0.945 and
 # 0.942 at 30 labels in simulation (an informative and a weak judge; 0.93-0.94 at 20, 0.92-0.93 at 10), so
 # below 30 the number would claim more than the labels support (docs/statistics.md, the PPI rows).
@@ -171,7 +173,7 @@ def _newest(labels: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str], f
 
 
 # What each corrected metric can be: truthfulness is a CRAG score (-1 .. 1), faithfulness a share.
-METRIC_RANGES = {"truthfulness": (-1.0, 1.0), "faithfulness": (0.0, 1.0)}
+METRIC_RANGES = {metric: REGISTRY[metric].range for metric in METRIC_OF_KIND.values()}
 
 
 # -- one run ------------------------------------------------------------------------------------

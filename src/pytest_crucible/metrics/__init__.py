@@ -5,26 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from ..defaults import DEFAULT_K
+from . import properties as _properties
 
-# Metric families, in the order the spec's metrics JSON lists them, and the metrics
-# where lower is better (every other metric is higher-is-better). One list for the
-# comparison, the terminal and the JSON views.
-METRIC_FAMILIES: dict[str, tuple[str, ...]] = {
-    "retrieval": ("recallAtK", "precisionAtK", "ndcgAt10", "mrr", "hitAtK"),
-    "ragas": ("faithfulness", "responseRelevancy", "contextPrecision", "contextRecall", "noiseSensitivity"),
-    "abstention": ("truthfulness", "abstainRate", "aurc"),
-    "guardrails": ("attackSuccessRate", "falsePositiveRate"),
-}
+# Metric families, in the order the spec's metrics JSON lists them, and the metrics where lower is
+# better (every other metric is higher-is-better): views of the one table, metrics/properties.py.
+METRIC_FAMILIES: dict[str, tuple[str, ...]] = _properties.families()
 # Metrics a judge decides, and the human label kind (`crucible judge calibrate`) that measures the
 # judge on them: the CRAG grade behind truthfulness and the risk-coverage curve, faithfulness itself;
 # None for a judged metric no label kind measures.
-JUDGED_METRICS: dict[str, str | None] = {
-    "faithfulness": "faithful", "responseRelevancy": None, "contextPrecision": None, "contextRecall": None,
-    "noiseSensitivity": None, "truthfulness": "crag", "aurc": "crag", "eAurc": "crag",
-}
+JUDGED_METRICS: dict[str, str | None] = {m.name: m.label_kind for m in _properties.BUILTIN if m.judged}
 # Metrics with no better direction: a significant change is reported, never gated as a regression.
-NO_DIRECTION = frozenset({"abstainRate"})
-LOWER_IS_BETTER = frozenset({"noiseSensitivity", "aurc", "eAurc", "nearMissRate", "attackSuccessRate", "falsePositiveRate"})
+NO_DIRECTION = frozenset(m.name for m in _properties.BUILTIN if m.better is None)
+LOWER_IS_BETTER = frozenset(_properties.names(better=_properties.LOWER))
 
 
 def ordered_metrics(names) -> list[str]:
@@ -42,11 +34,7 @@ def family_of(metric: str) -> str | None:
 def metric_direction(metric: str, custom: Mapping[str, str | None] | None = None) -> str | None:
     """"higher", "lower", or None (a change is reported, never gated) for a built-in metric, or for a
     custom one as its run recorded it (``custom``: name -> better, see ``custom_metrics.directions``)."""
-    if custom and metric in custom:
-        return custom[metric]
-    if metric in NO_DIRECTION:
-        return None
-    return "lower" if metric in LOWER_IS_BETTER else "higher"
+    return _properties.properties_of(metric, custom).better
 
 
 def higher_is_better(metric: str, custom: Mapping[str, str | None] | None = None) -> bool:
@@ -54,9 +42,9 @@ def higher_is_better(metric: str, custom: Mapping[str, str | None] | None = None
 
 
 # Per-item metrics outside the spec's families (reported under "other").
-OTHER_METRICS = ("conceptRecall", "nearMissRate", "assertionSatisfaction")
+OTHER_METRICS = tuple(m.name for m in _properties.BUILTIN if m.family is None and m.per_item)
 # Every metric name the plugin can measure, compare or gate (run-level ones included).
-KNOWN_METRICS = tuple(name for names in METRIC_FAMILIES.values() for name in names) + OTHER_METRICS + ("eAurc",)
+KNOWN_METRICS = tuple(_properties.REGISTRY)
 
 
 def depends_on_k(metric: str) -> bool:

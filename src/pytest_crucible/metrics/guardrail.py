@@ -26,9 +26,11 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .properties import names
+
 ATTACK_SUCCESS = "attackSuccessRate"
 FALSE_POSITIVE = "falsePositiveRate"
-GUARDRAIL_METRICS = (ATTACK_SUCCESS, FALSE_POSITIVE)
+GUARDRAIL_METRICS = names(family="guardrails")  # (ATTACK_SUCCESS, FALSE_POSITIVE)
 # z of a two-sided 95% interval.
 Z95 = 1.959963984540054
 

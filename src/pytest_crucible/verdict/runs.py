@@ -319,22 +319,15 @@ def parse_run_ref(ref: str | RunRef) -> RunRef:
         return RunRef(ref, latest=True)
     if not ref.startswith(LATEST + ":"):
         return RunRef(ref)
+    from ..config import parse_labels
     from ..store import StoreError
 
-    labels: dict[str, str] = {}
-    workspace = None
-    for part in ref[len(LATEST) + 1:].split(","):
-        piece = part.strip()
-        key, sep, value = (text.strip() for text in piece.partition("="))
-        problem = ("nothing" if not piece else "no '='" if not sep else "no key" if not key else "no value" if not value
-                   else f"'{key}' given twice" if key in labels or (key == WORKSPACE_KEY and workspace is not None) else None)
-        if problem:
-            raise StoreError(f"run reference '{ref}': expected latest:KEY=VALUE[,KEY=VALUE...], got '{piece}' ({problem})"
-                             f"\nHINT: e.g. {REF_EXAMPLE}")
-        if key == WORKSPACE_KEY:
-            workspace = value
-        else:
-            labels[key] = value
+    def bad(piece: str, problem: str) -> Exception:
+        return StoreError(f"run reference '{ref}': expected latest:KEY=VALUE[,KEY=VALUE...], got '{piece}' ({problem})"
+                          f"\nHINT: e.g. {REF_EXAMPLE}")
+
+    labels = parse_labels([part.strip() for part in ref[len(LATEST) + 1:].split(",")], need_value=True, once=True, error=bad)
+    workspace = labels.pop(WORKSPACE_KEY, None)
     return RunRef(ref, latest=True, labels=tuple(labels.items()), workspace=workspace)
 
 
@@ -432,14 +425,10 @@ def find_runs(store: Store, *, workspace: str | None = None, labels: dict[str, s
 def parse_label_args(values: Iterable[str], option: str = "--label") -> dict[str, str]:
     """``--label`` filters of a command: ``KEY=VALUE`` (as ``--crucible-label`` writes them) or ``KEY:VALUE``,
     split at the first ``=`` or ``:`` (a value may hold either). ValueError with an example."""
-    labels = {}
-    for value in values:
-        match = re.match(r"\s*([^=:]*?)\s*[=:]\s*(.*?)\s*$", value)
-        if match is None or not match.group(1):
-            raise ValueError(f"{option} {value!r}: expected KEY:VALUE or KEY=VALUE\nHINT: e.g. {option} branch=main "
-                             "(repeatable: every label must match)")
-        labels[match.group(1)] = match.group(2)
-    return labels
+    from ..config import parse_labels
+
+    return parse_labels(values, separators="=:", option=option, expected="KEY:VALUE or KEY=VALUE",
+                        example=f"{option} branch=main (repeatable: every label must match)")
 
 
 def parse_since(text: str, option: str = "--since", now: datetime | None = None) -> datetime:

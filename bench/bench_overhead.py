@@ -261,7 +261,7 @@ def last_line(log: Path) -> str:
 
 
 def package_of(filename: str) -> str:
-    if filename.startswith("~") or filename.startswith("<"):
+    if filename.startswith(("~", "<")):
         return "builtins/C (sqlite3, json, ...)" if filename.startswith("~") else filename
     for marker, name in (("pytest_crucible", "pytest_crucible"), ("_pytest", "_pytest"), ("pluggy", "pluggy"),
                          ("pydantic_core", "pydantic"), ("pydantic", "pydantic"), ("sqlite_utils", "sqlite_utils"),
@@ -454,7 +454,7 @@ def profile(plugin_dir: Path, bare_dir: Path, tmp: Path, n_items: int) -> None:
     for (filename, line, name), (_cc, _nc, tt, _ct, _callers) in bare_stats.stats.items():
         bare_tt[f"{_short(filename)}:{line}({name})"] = tt
     diffs = []
-    for (filename, line, name), (_cc, nc, tt, ct, _callers) in plugin_stats.stats.items():
+    for (filename, line, name), (_cc, nc, tt, _ct, _callers) in plugin_stats.stats.items():
         key = f"{_short(filename)}:{line}({name})"
         diffs.append((tt - bare_tt.get(key, 0.0), nc, tt, key))
     diffs.sort(reverse=True)

@@ -65,7 +65,7 @@ def work(seed, steps=STEPS):
 def pipeline(question, *, item, config, mode):
     i = int(item.id.split("-")[1])
     hit_rank = work(i + 1) % 15  # the cited chunk's rank (0-based); >= 10 means not retrieved
-    doc = "doc-%03d" % (i % 100)
+    doc = f"doc-{i % 100:03d}"
     chunks = []
     for rank in range(config["retrievalLimit"]):
         if rank == hit_rank:
@@ -126,7 +126,7 @@ def build(directory: Path, n_items: int, steps: int) -> None:
     (directory / "conftest.py").write_text(CONFTEST.format(steps=steps))
     lines = []
     for i in range(n_items):
-        doc = "doc-%03d" % (i % 100)
+        doc = f"doc-{i % 100:03d}"
         citations = [{"docId": doc, "chunkId": f"{doc}#p{i % 5}", "mode": "required"}]
         if i % 3 == 0:
             citations.append({"docId": doc, "chunkId": f"{doc}#p{(i + 1) % 5}", "mode": "acceptable"})

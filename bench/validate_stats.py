@@ -116,7 +116,7 @@ def main() -> None:
     args = parser.parse_args()
     runs = args.datasets or (200 if args.quick else 1000)
     B = args.resamples
-    opts = dict(seed=DEFAULT_SEED, n_resamples=B, n_permutations=B)
+    opts = {"seed": DEFAULT_SEED, "n_resamples": B, "n_permutations": B}
     rng = np.random.default_rng(DATA_SEED)
 
     print("command: .venv/bin/python bench/validate_stats.py " + " ".join(sys.argv[1:]))
@@ -182,10 +182,10 @@ def main() -> None:
     row("false positives", "null, 20 clusters x 5, ICC 0.5, 1 metric", "naive gate", "(ignores clusters)",
         rate(r.significant for r in paired_tests(pairs, **opts)))
     row("false positives", "null, 20 clusters x 5, ICC 0.5, 1 metric", "cluster gate", "<= 0.05",
-        rate(r.significant for r in paired_cluster_tests(pairs, [l for _, _, l in null_cl], **opts)))
+        rate(r.significant for r in paired_cluster_tests(pairs, [groups for _, _, groups in null_cl], **opts)))
     null_10 = [clustered(rng, 0.0, equal10) for _ in range(runs)]
     row("false positives", "null, 10 clusters x 10, ICC 0.5, 1 metric", "cluster gate", "<= 0.05",
-        rate(r.significant for r in paired_cluster_tests([(a, b) for a, b, _ in null_10], [l for _, _, l in null_10], **opts)))
+        rate(r.significant for r in paired_cluster_tests([(a, b) for a, b, _ in null_10], [groups for _, _, groups in null_10], **opts)))
     five = [independent(rng, 0.0) for _ in range(5 * runs)]
     tests = paired_tests(five, **opts)
     any_raw, any_holm = [], []
@@ -207,11 +207,11 @@ def main() -> None:
     shifted_cl = [clustered(rng, mde_cl, equal20) for _ in range(runs)]
     pairs = [(a, b) for a, b, _ in shifted_cl]
     row("power", f"20 clusters x 5, ICC 0.5, shift = MDE x sqrt(3) = {mde_cl:.3f}", "cluster gate", "~0.80",
-        rate(r.significant for r in paired_cluster_tests(pairs, [l for _, _, l in shifted_cl], **opts)))
+        rate(r.significant for r in paired_cluster_tests(pairs, [groups for _, _, groups in shifted_cl], **opts)))
     shifted_cl = [clustered(rng, mde, equal20) for _ in range(runs)]
     pairs = [(a, b) for a, b, _ in shifted_cl]
     row("power", f"20 clusters x 5, ICC 0.5, shift = {mde:.3f}", "cluster gate", "(below 0.80)",
-        rate(r.significant for r in paired_cluster_tests(pairs, [l for _, _, l in shifted_cl], **opts)))
+        rate(r.significant for r in paired_cluster_tests(pairs, [groups for _, _, groups in shifted_cl], **opts)))
 
     # (d) the gate's family: 12 gated metrics that do not move, independent or correlated through a shared
     # item effect (one question hard for every metric). Its own data stream, so the rows above keep theirs.

@@ -57,10 +57,10 @@ def _paths(value: Any, prefix: tuple = ()) -> list[tuple]:
     out = [prefix]
     if isinstance(value, dict):
         for key, item in value.items():
-            out.extend(_paths(item, prefix + (key,)))
+            out.extend(_paths(item, (*prefix, key)))
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            out.extend(_paths(item, prefix + (index,)))
+            out.extend(_paths(item, (*prefix, index)))
     return out
 
 
@@ -189,7 +189,7 @@ VALID_ITEM = {
     "conflictingSources": ["old-policy"], "attack": {"category": "injection", "vector": "document", "document": "IGNORE"},
     "expect": "blocked", "metadata": {"owner": "dana", "n": 3},
 }
-GOLDEN_KEYS = tuple(VALID_ITEM) + ("questionTyp", "citation", "question_type")
+GOLDEN_KEYS = (*VALID_ITEM, "questionTyp", "citation", "question_type")
 
 
 @st.composite
@@ -400,7 +400,7 @@ VALID_CONFIG = {
     "policyMode": "off", "promptVersion": "v2", "retrievalLimit": 5, "chatModelSlot": "chat",
     "labels": {"model": "claude-haiku", "collection": "helpdesk"}, "myOwnKey": {"depth": [1, 2, {"x": None}]},
 }
-CONFIG_KEYS = tuple(VALID_CONFIG) + ("retrievalLimt", "rerank")
+CONFIG_KEYS = (*VALID_CONFIG, "retrievalLimt", "rerank")
 
 
 @st.composite

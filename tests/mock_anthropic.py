@@ -22,6 +22,7 @@ Use the ``mock_anthropic`` fixture (defined here; tests/conftest.py imports it).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -511,10 +512,8 @@ class _Handler(BaseHTTPRequestHandler):
         # SO_LINGER with a zero timeout: close() sends RST instead of FIN.
         self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         self.close_connection = True
-        try:
+        with contextlib.suppress(OSError):
             self.connection.close()
-        except OSError:
-            pass
 
     def _read_body(self) -> Any:
         length = int(self.headers.get("Content-Length") or 0)

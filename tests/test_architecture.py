@@ -20,6 +20,7 @@ A failure names the module, its file and the line.
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
@@ -293,7 +294,7 @@ def test_no_import_cycle() -> None:
     finally:
         sys.setrecursionlimit(limit)
     known = modules()
-    shown = [" -> ".join(f"{known[a].where(graph[a][b])} imports {b}" for a, b in zip(cycle, cycle[1:])) for cycle in cycles]
+    shown = [" -> ".join(f"{known[a].where(graph[a][b])} imports {b}" for a, b in itertools.pairwise(cycle)) for cycle in cycles]
     assert not cycles, "import cycles among module-level imports:\n" + "\n".join(shown)
 
 

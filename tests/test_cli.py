@@ -98,7 +98,7 @@ from pytest_crucible.cli import EXAMPLES, build_parser, subcommands  # noqa: E40
 
 def test_every_command_help_ends_with_an_example() -> None:
     """Walks every parser, nested ones and any added later included."""
-    paths = {path: parser for path, parser in subcommands(build_parser())}
+    paths = dict(subcommands(build_parser()))
     assert {"", "compare", "qrels override", "golden export"} <= set(paths)
     missing = [path or "crucible" for path, parser in paths.items()
                if not re.search(r"^examples?:\n  crucible ", parser.format_help(), flags=re.M)]

@@ -6,6 +6,7 @@ exact with ``fractions.Fraction`` where the arithmetic has thirds.
 
 from __future__ import annotations
 
+import itertools
 import math
 from fractions import Fraction
 
@@ -353,8 +354,8 @@ def test_curve_shape(pairs) -> None:
     conf, ok = zip(*pairs)
     curve = risk_coverage_curve(conf, ok)
     assert len(curve) == len(set(conf))
-    assert [p.threshold for p in curve] == sorted(set(float(c) for c in conf), reverse=True)
-    assert all(a.coverage < b.coverage for a, b in zip(curve, curve[1:]))
+    assert [p.threshold for p in curve] == sorted({float(c) for c in conf}, reverse=True)
+    assert all(a.coverage < b.coverage for a, b in itertools.pairwise(curve))
     assert curve[-1].coverage == 1.0
     assert curve[-1].risk == pytest.approx(ok.count(False) / len(ok))
 

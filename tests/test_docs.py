@@ -144,7 +144,7 @@ RUN_ID = re.compile(r"\b[0-9A-HJKMNP-TV-Z]{26}\b")  # a ULID
 def _quickstart_files() -> dict[str, str]:
     page = (DOCS / "quickstart.md").read_text(encoding="utf-8")
     blocks = re.findall(r"<!-- file: (\S+) -->\n```[a-z]*\n(.*?)```", page, flags=re.S)
-    return {name: body for name, body in blocks}
+    return dict(blocks)
 
 
 def _transcripts(page: str) -> list[tuple[str, list[str]]]:

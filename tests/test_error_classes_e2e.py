@@ -69,7 +69,7 @@ def test_hallucination() -> None:
 
 
 def test_citation_error() -> None:
-    error_class, evidence = classify({"id": "e", "citations": [{"docId": "returns"}]},
+    error_class, _evidence = classify({"id": "e", "citations": [{"docId": "returns"}]},
                                      {"answer": "Bikes can be returned within 30 days of delivery.", "retrieved": [RETURNS]})
     assert error_class == "citation_error"
 

@@ -77,7 +77,9 @@ def test_same_config_reproduces_and_rerank_changes_ndcg(tmp_path) -> None:
     for config, metrics in (("baseline.json", base_a), ("rerank.json", rerank)):
         means = rounded_means(metrics)
         assert {name: means.get(name) for name in PINNED_MEANS[config]} == PINNED_MEANS[config], config
-    mean = lambda metrics: sum(v for (i, m), v in metrics.items() if m == "ndcgAt10") / sum(1 for (i, m) in metrics if m == "ndcgAt10")
+    def mean(metrics):
+        return sum(v for (i, m), v in metrics.items() if m == "ndcgAt10") / sum(1 for (i, m) in metrics if m == "ndcgAt10")
+
     assert mean(rerank) != mean(base_a)
 
     # The reranker's effect as the gate sees it: nDCG@10 improved significantly, the gate passes.

@@ -123,7 +123,7 @@ def test_check_signature_unit() -> None:
     check_signature(lambda question, **kwargs: {})
     with pytest.raises(PipelineSignatureError, match=r"got:      full\(question, \*, item, config, mode, extra\)"):
         check_signature(full)
-    with pytest.raises(PipelineSignatureError, match="returned dict .* which is not callable"):
+    with pytest.raises(PipelineSignatureError, match=r"returned dict .* which is not callable"):
         check_signature({"answer": "x"})
 
 

@@ -74,7 +74,7 @@ def pairs(draw):
     a["judge"] = "lexical-v1"
     a["k"], b["k"] = 10, draw(st.sampled_from((10, 10, 5)))  # the cutoff each run measured its metrics at K at
     options = {
-        "gate": draw(st.none() | st.lists(st.sampled_from(metrics + ["recallAtK"]), min_size=1, max_size=2, unique=True)),
+        "gate": draw(st.none() | st.lists(st.sampled_from([*metrics, "recallAtK"]), min_size=1, max_size=2, unique=True)),
         "floors": draw(st.lists(st.tuples(st.sampled_from(metrics), st.sampled_from((0.25, 0.5, 0.75))), max_size=2)),
         "allow_incomplete": draw(st.booleans()),
         "multiple": draw(st.sampled_from(("none", "holm"))),
@@ -137,7 +137,7 @@ def test_session_cli_api_and_html_give_one_verdict(served, tmp_path, pair) -> No
     finally:
         store.close()
 
-    code, out, err = cli("compare", a, b, "--db", str(db), "--json", *gate_flags(options))
+    code, out, _err = cli("compare", a, b, "--db", str(db), "--json", *gate_flags(options))
     document = json.loads(out)
 
     params = [("a", a), ("b", b), ("multiple", options["multiple"]), ("allowIncomplete", str(options["allow_incomplete"]).lower())]

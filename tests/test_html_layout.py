@@ -157,7 +157,7 @@ def test_every_table_lines_up_and_fits_the_window(reports) -> None:
             for width in WIDTHS:
                 page = browser.new_page(viewport={"width": width, "height": 900})
                 requests = []
-                page.on("request", lambda request: requests.append(request.url))
+                page.on("request", lambda request, seen=requests: seen.append(request.url))  # this page's list
                 for name, path in reports.items():
                     page.goto(path.as_uri())
                     # Open a few items: an item's drill-down (its own tables) is measured too.

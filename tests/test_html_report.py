@@ -101,7 +101,7 @@ def _parse(html: str) -> _Elements:
 # -- content ----------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_report_of_the_example_project(example_runs, example_html) -> None:
-    db, baseline, candidate = example_runs
+    db, _baseline, candidate = example_runs
     html = example_html.read_text(encoding="utf-8")
     page = _parse(html)
     store = Store.open(db, create=False)

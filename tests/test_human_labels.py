@@ -173,7 +173,7 @@ def test_one_labelled_answer_says_how_many_more_are_needed_and_the_newest_label_
     assert ppi_summary_lines(results, metrics, []) == []
     # A faithful label of an item without a judged faithfulness (an abstention) is not a labelled answer.
     assert ppi_summary_lines(results, metrics, [{**one[0], "kind": "faithful", "value": "true"}]) == []
-    relabelled = one + [{"item_id": "b", "answer_hash": answer_hash("y"), "kind": "crag", "value": "perfect"},
+    relabelled = [*one, {"item_id": "b", "answer_hash": answer_hash("y"), "kind": "crag", "value": "perfect"},
                         {"item_id": "a", "answer_hash": answer_hash("x"), "kind": "crag", "value": "perfect"}]  # newest last
     [line] = ppi_for_run(results, metrics, relabelled)
     assert (line.metric, line.n_labelled, line.n_unlabelled, line.estimate) == ("truthfulness", 2, 1, None)

@@ -22,12 +22,6 @@ from pytest_crucible.judge.anthropic_judge import AnthropicJudge
 from pytest_crucible.judge.engine import JudgeEngine
 from pytest_crucible.judge.model_judge import STAMP_FIELDS, InvalidVerdict, parse_verdict, verdict_schema
 from pytest_crucible.judge.prompts import DATA_TAGS, PROMPT_VERSION, escape_data, load_prompt, prompt_fields, render_prompt
-
-
-def version_of(kind: str) -> str:
-    """Graded relevance (pool labelling) has its own UMBRELA-style prompt version, rubric metrics theirs."""
-    return {"relevance": "umbrela-v1", "rubric": "rubric-v1", "generate": "generate-v1",
-            "answer_check": "generate-v1"}.get(kind, PROMPT_VERSION)
 from pytest_crucible.judge.types import (
     REQUEST_TYPES,
     VERDICT_TYPES,
@@ -51,6 +45,13 @@ from pytest_crucible.judge.types import (
     UsefulnessRequest,
     UsefulnessVerdict,
 )
+
+
+def version_of(kind: str) -> str:
+    """Graded relevance (pool labelling) has its own UMBRELA-style prompt version, rubric metrics theirs."""
+    return {"relevance": "umbrela-v1", "rubric": "rubric-v1", "generate": "generate-v1",
+            "answer_check": "generate-v1"}.get(kind, PROMPT_VERSION)
+
 
 API_KEY = "sk-ant-test-not-a-real-key"
 SRC = Path(__file__).resolve().parents[1] / "src"

@@ -175,7 +175,7 @@ def test_a_rerun_is_served_from_the_cache(tmp_path: Path, capsys) -> None:
 
 
 def test_calibrate_claude_through_the_mock_and_its_cache(tmp_path: Path, capsys, monkeypatch,
-                                                         mock_anthropic: MockAnthropic) -> None:  # noqa: F811
+                                                         mock_anthropic: MockAnthropic) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-a-real-key")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", mock_anthropic.base_url)
     labels, db = write_labels(tmp_path / "labels.jsonl"), tmp_path / "c.db"
@@ -280,7 +280,7 @@ def test_the_summary_and_the_report_show_the_judges_calibration(pytester: pytest
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines([f"judge {OFFLINE}*", "  calibrated: crag kappa * (binary *), faithful kappa * on 5 labels (20*)"])
     lines = result.stdout.lines
-    assert lines[[i for i, line in enumerate(lines) if line.startswith(f"judge {OFFLINE}")][0] + 1].startswith("  calibrated: ")
+    assert lines[next(i for i, line in enumerate(lines) if line.startswith(f"judge {OFFLINE}")) + 1].startswith("  calibrated: ")
     assert all(len(line) <= 100 for line in lines if "calibrated" in line)
     # The HTML report shows the same line near its judge line.
     report = pytester.path / "report.html"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import textwrap
 import threading
@@ -449,7 +450,7 @@ def test_a_missing_class_or_module_is_a_clear_setup_error(tmp_path, monkeypatch)
     message = str(info.value)
     assert "cannot import module 'nosuchmodule_for_crucible'" in message and "HINT:" in message
 
-    with pytest.raises(JudgeSetupError, match="expected package.module:ClassName"):
+    with pytest.raises(JudgeSetupError, match=re.escape("expected package.module:ClassName")):
         make_judge(f"{package}.mod:")
 
 

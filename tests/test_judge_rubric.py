@@ -27,28 +27,28 @@ RUDE = "That is a rude question; you should have read the tracking page yourself
 
 
 def politeness(answer: str = POLITE, **overrides) -> RubricRequest:
-    fields = dict(
-        name="politeness",
-        criteria="The answer is courteous and does not blame the customer.",
-        question="Where is my parcel?",
-        answer=answer,
-    )
+    fields = {
+        "name": "politeness",
+        "criteria": "The answer is courteous and does not blame the customer.",
+        "question": "Where is my parcel?",
+        "answer": answer,
+    }
     fields.update(overrides)
     return RubricRequest(**fields)
 
 
 def helpfulness(answer: str = POLITE, **overrides) -> RubricRequest:
-    fields = dict(
-        name="helpfulness",
-        criteria="The answer tells the customer what happens next.",
-        steps=("Find what the customer asked for.", "Check that the answer says what will be done about it."),
-        pass_fail=False,
-        scale_min=1,
-        scale_max=5,
-        question="Where is my parcel?",
-        answer=answer,
-        reference="The parcel is delayed; a replacement ships today.",
-    )
+    fields = {
+        "name": "helpfulness",
+        "criteria": "The answer tells the customer what happens next.",
+        "steps": ("Find what the customer asked for.", "Check that the answer says what will be done about it."),
+        "pass_fail": False,
+        "scale_min": 1,
+        "scale_max": 5,
+        "question": "Where is my parcel?",
+        "answer": answer,
+        "reference": "The parcel is delayed; a replacement ships today.",
+    }
     fields.update(overrides)
     return RubricRequest(**fields)
 

@@ -99,7 +99,7 @@ def test_a_passed_gate_is_a_passed_test_case(project: pytest.Pytester) -> None:
 def test_floors_only_gate_has_no_baseline_property(project: pytest.Pytester) -> None:
     result = project.runpytest("--crucible-fail-under=ndcgAt10=0.99", "--junitxml=junit.xml")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    suite, properties, gate = read_junit(project.path / "junit.xml")
+    _suite, properties, gate = read_junit(project.path / "junit.xml")
     assert gate.find("failure").get("message").startswith("GATE FAILED ndcgAt10 = ")
     assert properties["crucible.verdict"] == "failed" and "crucible.baseline" not in properties
 

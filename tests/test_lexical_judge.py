@@ -275,11 +275,11 @@ def test_correctness_grades(judge: LexicalJudge, answer: str, grade: str) -> Non
 
 
 def test_false_premise(judge: LexicalJudge) -> None:
-    base = dict(
-        question="How do I enable offline mode on the Free plan?",
-        reference="The Free plan has no offline mode. Offline mode is only available on Pro.",
-        false_premise=True,
-    )
+    base = {
+        "question": "How do I enable offline mode on the Free plan?",
+        "reference": "The Free plan has no offline mode. Offline mode is only available on Pro.",
+        "false_premise": True,
+    }
     rejects = one(judge, CorrectnessRequest(answer="The Free plan does not have an offline mode; it is a Pro feature.", **base))
     complies = one(judge, CorrectnessRequest(answer="Open Settings and toggle Offline mode on the Free plan.", **base))
     abstains = one(judge, CorrectnessRequest(answer="I don't know.", **base))

@@ -290,7 +290,7 @@ def test_a_random_order_stores_the_same_numbers_and_p_values(project: pytest.Pyt
         shuffled = project.runpytest("-p", "randomly", "-p", "no:cacheprovider", "--randomly-seed=1234",
                                      "--crucible-baseline=" + runs(project.path / ".crucible/crucible.db")[0]["id"])
     assert "Using --randomly-seed=1234" in shuffled.stdout.str()
-    table = [line for line in ordered.stdout.lines if line.startswith("  recall@10") or line.startswith("  ndcgAt10")]
+    table = [line for line in ordered.stdout.lines if line.startswith(("  recall@10", "  ndcgAt10"))]
     assert table and table == [line for line in shuffled.stdout.lines if line.startswith(("  recall@10", "  ndcgAt10"))]
     store = Store.open(project.path / ".crucible/crucible.db")
     try:

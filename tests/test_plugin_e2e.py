@@ -245,7 +245,7 @@ def test_results_are_written_to_sqlite(pytester: pytest.Pytester) -> None:
     answer = "Bikes can be returned within 30 days [S1]."
     assert results == [("q-001", "passed", answer, 4, "correct"), ("q-002", "passed", answer, 4, "correct"),
                        ("q-004", "passed", "I don't know.", 4, "correct")]
-    metrics = dict(((item, metric), value) for item, metric, value in db_rows(pytester, "SELECT item_id, metric, value FROM item_metrics"))
+    metrics = {(item, metric): value for item, metric, value in db_rows(pytester, "SELECT item_id, metric, value FROM item_metrics")}
     assert metrics[("q-001", "ndcgAt10")] == 1.0
     assert metrics[("q-001", "precisionAtK")] == pytest.approx(0.1)
     assert ("q-004", "ndcgAt10") not in metrics  # no relevant judgment: undefined, not zero

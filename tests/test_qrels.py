@@ -436,7 +436,7 @@ def test_bad_input_errors_name_file_line_and_field(tmp_path, capsys, name, conte
     message = str(error)
     assert message.startswith(f"{path}:{line}: field '{field}': ")
     assert says in message
-    first, hint = message.split("\n")
+    _first, hint = message.split("\n")
     assert hint.startswith("HINT: ") and len(hint) > len("HINT: ")
 
     # Through the CLI: one line and a hint on stderr, exit 2, nothing appended.

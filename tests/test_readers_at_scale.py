@@ -113,7 +113,7 @@ def test_means_are_the_same_bits_as_the_means_of_item_metrics(database, run_kind
     only = {name: values for name, values in table.items() if name in ONE_LINE_METRICS}
     assert stored_means(store, run_id, ONE_LINE_METRICS)[1] == kind_means(store.item_kinds(run_id), only)
     # The order matters: these values added in another order give other bits.
-    values = [value for value in table["ndcgAt10"].values()]
+    values = list(table["ndcgAt10"].values())
     assert sum(values) != sum(sorted(values)) or sum(values) != sum(reversed(values))
     assert aggregates.metric_values(store, run_id) == {name: list(values.values()) for name, values in table.items()}
     assert aggregates.metric_table(store, run_id) == table

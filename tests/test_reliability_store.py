@@ -50,7 +50,7 @@ def test_concurrent_sessions_and_xdist_write_one_new_database_without_losing_a_r
     pytester.makeini("[pytest]\ncrucible_mode = component\n")
     db = pytester.path / "shared" / "crucible.db"  # does not exist yet: the sessions race to create it
     base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--crucible-db={db}"]
-    commands = [base + ["-p", "no:xdist"], base + ["-n", "2"], base + ["-p", "no:xdist", "--crucible-concurrency=4"]]
+    commands = [[*base, "-p", "no:xdist"], [*base, "-n", "2"], [*base, "-p", "no:xdist", "--crucible-concurrency=4"]]
     processes = [subprocess.Popen(command, cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
                  for command in commands]
     # Read the file the whole time it is being written, the way `crucible runs` does.

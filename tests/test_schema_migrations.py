@@ -80,8 +80,8 @@ def test_the_views_read_the_migrated_rows(migrated: tuple[str, Path, dict]) -> N
     conn = sqlite3.connect(path)
     by_hand = conn.execute("SELECT run_id, metric, AVG(value), COUNT(*) FROM item_metrics GROUP BY run_id, metric ORDER BY 1, 2").fetchall()
     assert conn.execute("SELECT run_id, metric, mean, n FROM run_metrics ORDER BY 1, 2").fetchall() == by_hand
-    ndcg = dict(((run, item), value) for run, item, value in conn.execute(
-        "SELECT run_id, item_id, value FROM item_metrics WHERE metric = 'ndcgAt10'"))
+    ndcg = {(run, item): value for run, item, value in conn.execute(
+        "SELECT run_id, item_id, value FROM item_metrics WHERE metric = 'ndcgAt10'")}
     rows = conn.execute("SELECT run_id, item_id, ndcgAt10, outcome FROM item_results").fetchall()
     assert len(rows) == conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]
     assert {(run, item): value for run, item, value, _ in rows} == {key: ndcg.get(key) for key in ((r, i) for r, i, _, _ in rows)}
@@ -126,7 +126,7 @@ def test_the_ledgers_stay_append_only(migrated: tuple[str, Path, dict]) -> None:
 
 
 def test_the_current_code_writes_and_compares_a_migrated_run(migrated: tuple[str, Path, dict], capsys: pytest.CaptureFixture[str]) -> None:
-    name, path, before = migrated
+    _name, path, before = migrated
     old_run = before["content"]["runs"][0][0]
     # Compare an old run with itself: every metric paired, nothing changed.
     # (a fixture holds a handful of items: --min-pairs 2 lets the gate judge them instead of refusing)

@@ -349,7 +349,7 @@ def test_read_endpoints_open_the_database_read_only(api, monkeypatch) -> None:
     assert get(api, RUNS).status_code == 200
     monkeypatch.undo()
     reader = Store.open_read_only(api["db"])
-    with pytest.raises(sqlite3.OperationalError, match="readonly|read-only"):  # SQLite's words, PostgreSQL's
+    with pytest.raises(sqlite3.OperationalError, match=r"readonly|read-only"):  # SQLite's words, PostgreSQL's
         reader.db.conn.execute("DELETE FROM runs")
     reader.close()
 

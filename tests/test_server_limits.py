@@ -511,7 +511,7 @@ def test_the_database_is_created_readable_by_its_owner_only(tmp_path) -> None:
 
 
 def test_a_key_in_the_query_string_stays_out_of_the_access_log(tmp_path) -> None:
-    db, runs = make_db(tmp_path)
+    db, _runs = make_db(tmp_path)
     key = new_key(db, "shop", "runs:read")
     secret = parse_key(key)[1]
     process = subprocess.Popen([sys.executable, "-m", "pytest_crucible.cli", "serve", "--db", str(db), "--port", "0"],

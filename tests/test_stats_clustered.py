@@ -104,7 +104,7 @@ def plain_cluster_test(d, labels, seed, n_resamples, n_permutations, confidence=
     for r in range(n_resamples):
         num = den = 0.0
         for j in range(k):
-            c = int(math.floor(u[r, j] * k))
+            c = math.floor(u[r, j] * k)
             num += sums[c]
             den += sizes[c]
         thetas.append(num / den)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -109,7 +110,7 @@ def test_holm_properties(ps):
         assert q <= min(1.0, m * p) + 1e-15  # never worse than Bonferroni
     order = np.argsort(ps, kind="stable")
     sorted_adj = [adj[i] for i in order]
-    assert all(x <= y for x, y in zip(sorted_adj, sorted_adj[1:]))  # monotone
+    assert all(x <= y for x, y in itertools.pairwise(sorted_adj))  # monotone
 
 
 # ---------------------------------------------------------------------------

@@ -131,7 +131,7 @@ def test_paired_test_is_bit_identical(case, budget):
 
 @pytest.mark.parametrize("case", list(EXPECTED), ids=CASE_IDS)
 def test_distributions_are_bit_identical(case, budget):
-    kind, n, data_seed, seed, B, P, confidence = case
+    kind, n, data_seed, seed, B, P, _confidence = case
     skip_redundant(budget, n)
     a, b = make(kind, n, data_seed)
     d = b - a

@@ -92,7 +92,7 @@ def test_latest_and_prefixes_resolve_alike(database) -> None:
 def test_a_fixed_run_id_is_taken_once(database) -> None:
     store = Store.open(database)
     new_run(store, run_id="ci-42")
-    with pytest.raises(RunIdTaken, match="--crucible-run-id=ci-42: .*is writing a run with this id right now"):
+    with pytest.raises(RunIdTaken, match=r"--crucible-run-id=ci-42: .*is writing a run with this id right now"):
         new_run(store, run_id="ci-42")
     store.close()
 

@@ -512,7 +512,7 @@ def raw_file(draw, fields: int, well_formed: bool = False) -> str:  # type: igno
             values = [qid, "0", docno, number]
         else:
             values = [qid, "Q0", docno, "1", number, "tag"]
-        values = (values + ["junk", "more"])[:count]
+        values = [*values, "junk", "more"][:count]
         sep = draw(SEPARATORS)
         lines.append(draw(st.sampled_from(["", " ", "\t"])) + sep.join(values) + draw(LINE_ENDS))
     text = "".join(lines)

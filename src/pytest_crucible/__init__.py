@@ -8,12 +8,19 @@ imported on first use so that loading the plugin stays cheap.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 if TYPE_CHECKING:
     import os
 
     import pytest
+
+    # What the lazy attributes below resolve to, for type checkers (at run time they load on first use).
+    from .evaluation.custom_metrics import PythonMetric
+    from .evaluation.pipeline import PipelineResult, Retrieved
+    from .evaluation.scoring import ItemScore
+    from .warning import CrucibleWarning
 
 __version__ = "0.1.0"
 __all__ = ["CrucibleWarning", "ItemScore", "PipelineResult", "Retrieved", "__version__", "golden", "metric"]
@@ -41,9 +48,16 @@ def golden(*paths: str | os.PathLike[str], **filters: Any) -> pytest.MarkDecorat
     except GoldenFileError as exc:
         # pytest reports a CollectError raised while it imports a test module as its message alone
         raise pytest.Collector.CollectError(str(exc)) from None
-    return pytest.mark.crucible_golden(*paths, **filters)
+    # (typed here: MarkDecorator's call is overloaded on a lone callable, which *paths leaves to Any)
+    mark: pytest.MarkDecorator = pytest.mark.crucible_golden(*paths, **filters)
+    return mark
 
 
+@overload
+def metric(name: Callable[..., Any], *, better: Literal["higher", "lower"] | None = "higher") -> PythonMetric: ...
+@overload
+def metric(name: str | None = None, *, better: Literal["higher", "lower"] | None = "higher"
+           ) -> Callable[[Callable[..., Any]], PythonMetric]: ...
 def metric(name: Any = None, *, better: Any = "higher") -> Any:
     """``@crucible.metric("answerWords", better="lower")``: a per-item metric of your own, called as
     ``function(item, result, *, config)``; returns a number, or None when it does not apply to the item.

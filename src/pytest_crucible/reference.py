@@ -15,7 +15,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    import pytest
 
 REGENERATE = "python scripts/gen-docs.py"
 SCHEMA_BEGIN = "<!-- BEGIN generated: crucible schema golden -->"
@@ -84,7 +87,7 @@ def plugin_definitions() -> tuple[list[Option], list[IniKey]]:
     from . import plugin
 
     parser = _RecordingParser()
-    plugin.pytest_addoption(parser)
+    plugin.pytest_addoption(cast("pytest.Parser", parser))  # duck-typed: the hook calls only what it records
     return parser.options, parser.ini
 
 

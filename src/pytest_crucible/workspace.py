@@ -13,6 +13,7 @@ from __future__ import annotations
 import configparser
 import os
 import subprocess
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,8 +98,9 @@ def default_db(cwd: str | Path | None = None) -> Path | str:
         return os.environ[DB_ENV_VAR].strip()
     cwd = Path(cwd or os.getcwd()).absolute()
     project = find_project(cwd)
-    if project is not None and is_database_url(project.value(DB_INI_KEY)):
-        return project.value(DB_INI_KEY)
+    configured = project.value(DB_INI_KEY) if project is not None else None
+    if configured is not None and is_database_url(configured):
+        return configured
     if project is None:
         # No pytest configuration up the tree: the nearest existing database from here up (pytest
         # rooted the run where it was started), else the default here.
@@ -140,10 +142,10 @@ def _read_ini(path: Path, name: str) -> dict[str, str] | None:
 def _read_toml(path: Path, name: str) -> dict[str, str] | None:
     """The pytest table of a TOML file: ``[pytest]`` in pytest.toml, ``[tool.pytest]`` or
     ``[tool.pytest.ini_options]`` in pyproject.toml; None without one."""
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10: pytest itself depends on tomli there
-        import tomli as tomllib  # type: ignore[no-redef]
+    else:  # Python 3.10: pytest itself depends on tomli there
+        import tomli as tomllib
 
     document = tomllib.loads(path.read_text(encoding="utf-8"))
     if name in ALWAYS_CONFIG:

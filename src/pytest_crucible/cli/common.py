@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import NoReturn
 
 from ..defaults import DEFAULT_DB
 
@@ -18,7 +19,7 @@ EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 class CrucibleParser(argparse.ArgumentParser):
     """argparse with the house style of errors: what is wrong, then a HINT; exit 2."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\nHINT: `{self.prog} --help` lists the options, with an example\n")
 

@@ -37,11 +37,13 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _cmd_promote(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from ..golden_set.promote import promote
 
     if args.json:
         try:
-            text = sys.stdin.read() if args.json == "-" else open(args.json, encoding="utf-8-sig").read()
+            text = sys.stdin.read() if args.json == "-" else Path(args.json).read_text(encoding="utf-8-sig")
         except OSError as exc:
             print(f"crucible: {args.json}: cannot read the request body: {exc.strerror or exc}\n"
                   "HINT: --json takes a file holding one JSON object, or - for stdin", file=sys.stderr)
@@ -163,7 +165,7 @@ def _cmd_golden_generate(args: argparse.Namespace) -> int:
         output = Path(args.output) if args.output != "-" else None
         appending = output is not None and output.exists()
         against = list(args.against) if args.against is not None else default_against(Path.cwd())
-        if appending and output.resolve() not in {Path(path).resolve() for path in against}:
+        if output is not None and appending and output.resolve() not in {Path(path).resolve() for path in against}:
             against.append(output)
         existing = questions_of_golden_files(against)
         if args.generator != "lexical":
@@ -203,12 +205,15 @@ def _cmd_golden_generate(args: argparse.Namespace) -> int:
             print(f"crucible: --generator {args.generator}: {judge.label} cannot write test cases\n"
                   "HINT: --generator anthropic or openai (a model), or lexical for offline drafts", file=sys.stderr)
             return EXIT_USAGE
+        from ..judge.model_judge import ModelJudge
+
+        assert isinstance(judge, ModelJudge)  # the one kind of built-in judge that grades rubrics (checked above)
         engine = JudgeEngine(judge, cache_mode="readwrite")
         engine.load_cache(read_cache_rows(args.db, engine.model))  # read only: nothing is written before a refusal
         uncached = [p for p in plan
                     if p.request.cache_key(engine.model, judge.prompt_version_for(p.request.kind)) not in engine.cache]
         checks = estimate_requests(uncached, chunks)
-        estimate = judge.estimate_usd([p.request for p in uncached] + checks)
+        estimate = judge.estimate_usd([*(p.request for p in uncached), *checks])
         shown = "unknown (no price for this model)" if estimate is None else f"${estimate:.4f}"
         print(f"estimated cost {shown}: {len(uncached)} generation request(s) and up to {len(checks)} answer check(s) "
               f"({len(plan) - len(uncached)} of {len(plan)} generations cached; {judge.label})", file=info)
@@ -232,7 +237,7 @@ def _cmd_golden_generate(args: argparse.Namespace) -> int:
     for message in report.failures[:5]:
         print(f"crucible: {message}", file=sys.stderr)
     print(report.summary(), file=info)
-    if appending:
+    if output is not None and appending:
         text = output.read_bytes()
         ends_with_newline = not text or text.endswith(b"\n")
         with open(output, "a", encoding="utf-8") as handle:

@@ -73,10 +73,10 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     config_width = max(len("config"), *(len(row[2]) for row in rows))
     print(f"{'run id':<26}  {'started':<24}  {'status':<11}  {'mode':<9}  {'items':>5}  {'configHash':<12}  "
           f"{'workspace':<{ws_width}}  {'config':<{config_width}}  labels")
-    for run, run_workspace, config, labels_text in rows:
+    for run, run_workspace, config, shown_labels in rows:
         print(
             f"{run['id']:<26}  {run['started_at']:<24}  {run['status']:<11}  {run['mode']:<9}  "
-            f"{run['n_items']:>5}  {run['config_hash'][:12]:<12}  {run_workspace:<{ws_width}}  {config:<{config_width}}  {labels_text}"
+            f"{run['n_items']:>5}  {run['config_hash'][:12]:<12}  {run_workspace:<{ws_width}}  {config:<{config_width}}  {shown_labels}"
         )
     return 0
 

@@ -143,10 +143,10 @@ def split_passages(text: str, min_chars: int = MIN_PASSAGE_CHARS) -> list[tuple[
         if in_fence:
             para.append(line)
             continue
-        heading = _HEADING_RE.match(line)
-        if heading:
+        heading_match = _HEADING_RE.match(line)
+        if heading_match:
             end_paragraph()
-            blocks.append(("heading", heading["title"].strip()))
+            blocks.append(("heading", heading_match["title"].strip()))
         elif not line.strip():
             end_paragraph()
         else:
@@ -154,7 +154,7 @@ def split_passages(text: str, min_chars: int = MIN_PASSAGE_CHARS) -> list[tuple[
     end_paragraph()
 
     passages: list[tuple[str, str]] = []
-    heading, current = "", []  # the section's heading, the paragraphs gathered for the next passage
+    heading, current = "", list[str]()  # the section's heading, the paragraphs gathered for the next passage
 
     def flush(at_section_end: bool) -> None:
         if not current:

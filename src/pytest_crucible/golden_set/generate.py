@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..judge.types import AnswerCheckRequest, GenerateQuestionRequest, GenerateQuestionVerdict, JudgeFailure
+from ..judge.types import AnswerCheckRequest, AnswerCheckVerdict, GenerateQuestionRequest, GenerateQuestionVerdict, JudgeFailure
 from .corpus import Chunk
 
 if TYPE_CHECKING:
@@ -156,7 +156,7 @@ def plan_counts(n: int, mix: Mapping[str, float]) -> dict[str, int]:
     """How many items of each type: ``n * weight`` rounded by largest remainder (ties: the mix's type order)."""
     total = sum(mix.values()) or 1.0
     exact = {name: n * mix.get(name, 0.0) / total for name in GENERATION_TYPES}
-    counts = {name: int(math.floor(value)) for name, value in exact.items()}
+    counts = {name: math.floor(value) for name, value in exact.items()}
     left = n - sum(counts.values())
     by_remainder = sorted(GENERATION_TYPES, key=lambda name: (-(exact[name] - counts[name]), GENERATION_TYPES.index(name)))
     for name in by_remainder[:left]:
@@ -304,10 +304,8 @@ class DuplicateFilter:
 
     def is_duplicate(self, question: str) -> bool:
         vocab, flat = self._key(question)
-        for seen_vocab, seen_flat in self._seen:
-            if flat == seen_flat or (vocab and seen_vocab and _jaccard(vocab, seen_vocab) >= DUPLICATE_JACCARD):
-                return True
-        return False
+        return any(flat == seen_flat or (vocab and seen_vocab and _jaccard(vocab, seen_vocab) >= DUPLICATE_JACCARD)
+                   for seen_vocab, seen_flat in self._seen)
 
     def add(self, question: str) -> None:
         self._seen.append(self._key(question))
@@ -455,11 +453,12 @@ def generate_items(chunks: Sequence[Chunk], plan: Sequence[PlannedItem], engine:
             report.failures.append(answer.message)
             report.drop("failed", item["question"])
             continue
-        found = answer.found and not _not_found(answer.answer)  # type: ignore[union-attr]
+        assert isinstance(answer, AnswerCheckVerdict)  # the engine's verdict for an answer-check request
+        found = answer.found and not _not_found(answer.answer)
         if planned.question_type == "unanswerable":
             keep = not found
         else:
-            keep = found and answers_agree(answer.answer, item.get("reference", ""))  # type: ignore[union-attr]
+            keep = found and answers_agree(answer.answer, item.get("reference", ""))
         if not keep:
             report.drop("answer_check", item["question"])
             continue

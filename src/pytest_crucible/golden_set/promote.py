@@ -20,7 +20,7 @@ from pydantic.alias_generators import to_camel
 
 from ..store import Store, StoreError, new_ulid, utc_now
 from ..store.ledgers import add_promoted_draft, draft_golden_items
-from .schema import Citation, GoldenItem, field_path
+from .schema import Assertion, Citation, GoldenItem, field_path
 
 
 class PromoteError(StoreError):
@@ -127,7 +127,7 @@ def promote(store: Store, request: PromoteRequest | dict[str, Any], *, source: s
         id=golden_id,
         question=request.question,
         status="draft",
-        assertions=[{"text": text, "kind": "must", "weight": 1.0} for text in request.corrected_assertions],
+        assertions=[Assertion(text=text, kind="must", weight=1.0) for text in request.corrected_assertions],
         citations=request.citations,
         tags=request.tags,
         metadata={"promotedFrom": {"runId": request.run_id, "resultId": request.result_id, "itemId": item_id_of_result}},

@@ -21,6 +21,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
+from pydantic_core import ErrorDetails
 
 from ..defaults import KINDS
 from ..json_input import MAX_DEPTH, MAX_VALUES, json_problem, value_problem
@@ -127,9 +128,14 @@ class GoldenItem(_Model):
             raise ValueError("must not be blank")
         return value
 
+    def _private(self) -> dict[str, Any]:
+        private = self.__pydantic_private__
+        assert private is not None  # set by pydantic on every model that declares private attributes
+        return private
+
     @property
     def source(self) -> str:
-        return self.__pydantic_private__["_source"]
+        return self._private()["_source"]
 
     @property
     def expected_guardrail(self) -> str:
@@ -138,13 +144,13 @@ class GoldenItem(_Model):
 
     @property
     def line(self) -> int:
-        return self.__pydantic_private__["_line"]
+        return self._private()["_line"]
 
     def to_json(self) -> dict[str, Any]:
         """The item as it appears in a golden file (camelCase, defaults filled in).
 
         Computed once (the model is frozen); treat the result as read-only."""
-        private = self.__pydantic_private__
+        private = self._private()
         if private["_json"] is None:
             data = self.model_dump(by_alias=True, mode="json")
             if data.get("cluster") is None:  # unset: left out, so items written before the field keep their hash
@@ -155,7 +161,7 @@ class GoldenItem(_Model):
     def forget_json(self) -> None:
         """Drop the cached :meth:`to_json` once the item is scored: pytest keeps every collected item (and
         so this model) alive until the session ends, and on a large golden set the copies add up."""
-        self.__pydantic_private__["_json"] = None
+        self._private()["_json"] = None
 
 
 class GoldenFileError(Exception):
@@ -179,13 +185,13 @@ _FIELD_NAMES = {
     name: sorted(
         (info.alias or name) for name, info in model.model_fields.items()
     )
-    for name, model in {
+    for name, model in dict[str, type[BaseModel]]({
         "item": GoldenItem,
         "assertions": Assertion,
         "citations": Citation,
         "concepts": Concept,
         "attack": Attack,
-    }.items()
+    }).items()
 }
 
 
@@ -200,7 +206,7 @@ def field_path(loc: Sequence[str | int], rename: Callable[[str], str] = str) -> 
     return path
 
 
-def _hint_for(error: dict[str, Any]) -> str:
+def _hint_for(error: ErrorDetails) -> str:
     kind = error["type"]
     loc = error["loc"]
     if kind == "extra_forbidden":
@@ -398,7 +404,7 @@ def load_golden_file(path: str | Path, display_path: str | None = None) -> list[
                 "ids must be unique within a golden set: they are the test ids and the keys that pair runs.",
             )
         first_line[item.id] = line
-        item.__pydantic_private__.update(_source=shown, _line=line)
+        item._private().update(_source=shown, _line=line)
         items.append(item)
     return items
 

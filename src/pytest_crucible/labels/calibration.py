@@ -34,9 +34,10 @@ touches the store.
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -267,7 +268,7 @@ def read_labels_file(path: str | Path) -> list[LabelledCase]:
                                     "save the file as UTF-8") from None
         if not text.strip():
             continue
-        obj = jsonl_object(text, lambda field, problem, hint: LabelsFormatError(path, number, field, problem, hint),
+        obj = jsonl_object(text, functools.partial(LabelsFormatError, path, number),
                            example=_EXAMPLE, object_hint=f"one labelled case per line, e.g. {_EXAMPLE}",
                            plain_hint="labels hold plain text")
         cases.append(_case(path, number, obj, seen))
@@ -349,7 +350,8 @@ def calibration_figures(cases: Sequence[LabelledCase], verdicts: Sequence[CaseVe
     four = cohen_kappa(crag, reference=0)
     binary = cohen_kappa([(_binary(a), _binary(b)) for a, b in crag], reference=0)
     faith = cohen_kappa(faithful, reference=0)
-    groups = {BINARY[0]: ("perfect", "acceptable"), BINARY[1]: ("missing", "incorrect")}
+    # keyed by the kappa's single category, whatever its type
+    groups: dict[Hashable, tuple[str, ...]] = {BINARY[0]: ("perfect", "acceptable"), BINARY[1]: ("missing", "incorrect")}
     return {
         "crag": {"n": four.n, "accuracy": four.observed if four.n else None, "kappa": four.kappa,
                  "kappaUndefined": _undefined("crag", four),

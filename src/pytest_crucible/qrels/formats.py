@@ -28,11 +28,12 @@ field, what was expected, and a hint. This module never imports pytest.
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from ..json_input import jsonl_object, reviewer_name, shown
 from ..metrics.retrieval import ranking_units
@@ -252,6 +253,10 @@ def _read_trec(path: Path, source: str, by: str | None, judge_model: str | None,
     return rows
 
 
+@overload
+def _text_field(path: Path, line: int, obj: Mapping[str, Any], key: str, *, required: Literal[True]) -> str: ...
+@overload
+def _text_field(path: Path, line: int, obj: Mapping[str, Any], key: str, *, required: bool = False) -> str | None: ...
 def _text_field(path: Path, line: int, obj: Mapping[str, Any], key: str, *, required: bool = False) -> str | None:
     value = obj.get(key)
     if value is None:
@@ -272,7 +277,7 @@ def _read_jsonl(path: Path, source: str, by: str | None, judge_model: str | None
     for number, line in _lines(path):
         if not line.strip():
             continue
-        obj = jsonl_object(line, lambda field, problem, hint: QrelsFormatError(path, number, field, problem, hint),
+        obj = jsonl_object(line, functools.partial(QrelsFormatError, path, number),
                            example=_JSONL_EXAMPLE, object_hint=f"one JSON object per line, e.g. {_JSONL_EXAMPLE}",
                            plain_hint="judgments hold plain text and numbers")
         for key in obj:

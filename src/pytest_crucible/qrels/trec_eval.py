@@ -63,9 +63,9 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 import numpy as np
 
@@ -290,9 +290,8 @@ def _split_measure(name: str) -> tuple[str, int | None]:
         return name, None
     for family in _CUTOFF_FAMILIES:
         digits = name[len(family) + 1:]
-        if name.startswith(family + "_") and digits.isascii() and digits.isdigit():
-            if int(digits) >= 1:
-                return family, int(digits)
+        if name.startswith(family + "_") and digits.isascii() and digits.isdigit() and int(digits) >= 1:
+            return family, int(digits)
     raise ValueError(
         f"unknown measure {name!r}: supported are num_q, recip_rank, P_k, recall_k, "
         f"ndcg_cut_k, success_k (k >= 1), or trec_eval's P.5,10 form"
@@ -323,7 +322,8 @@ def parse_measures(measures: Iterable[str]) -> list[str]:
 def _score(name: str, ranking: Sequence[str], judged: Mapping[str, int], level: int) -> float:
     family, cutoff = _split_measure(name)
     if family == "recip_rank":
-        return reciprocal_rank(ranking, judged, level)
+        # the metric's Mapping[Hashable, int] is invariant in its key type; it only reads the grades
+        return reciprocal_rank(ranking, cast(Mapping[Hashable, int], judged), level)
     return _CUTOFF_FAMILIES[family](ranking, judged, cutoff, level)
 
 
@@ -446,7 +446,7 @@ def main_trec_eval(
     """
     out = sys.stdout if stdout is None else stdout
     err = sys.stderr if stderr is None else stderr
-    wanted = list(DEFAULT_MEASURES if not measures else measures)
+    wanted = list(measures if measures else DEFAULT_MEASURES)
     try:
         parse_measures(wanted)  # fail on a bad measure before reading big files
         qrels = read_qrels(qrels_path)

@@ -28,7 +28,7 @@ _UNJUDGED = -1  # an unjudged document behaves exactly as a negative grade: neve
 _MAX_DIGITS = 15
 
 
-class ParsedRun(dict):  # type: ignore[type-arg]
+class ParsedRun(dict[str, list[tuple[str, float]]]):
     """A run as :func:`pytest_crucible.qrels.trec_eval.read_run` returns it (a plain ``{qid: [(docno, score)]}``
     dict), which also keeps the columns it was built from so that evaluation need not rebuild them.
 
@@ -48,7 +48,7 @@ _WHITESPACE[[9, 10, 11, 12, 13, 32]] = True  # what bytes.split() splits on
 
 
 def _lines(
-    data: bytes, fields: int, exact: bool, wanted: Sequence[int]
+    data: bytes | memoryview, fields: int, exact: bool, wanted: Sequence[int]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """The bytes, and the start and end offsets of the ``wanted`` fields of each content line.
 
@@ -189,6 +189,8 @@ def _numbers(arr: np.ndarray, start: np.ndarray, end: np.ndarray, integer: bool)
     per_column = dot.sum(axis=0)
     (dot_columns,) = np.nonzero(per_column)
     ok = short.copy()
+    decimals: np.ndarray | int
+    remove_dot: np.ndarray | None
     if len(dot_columns) == 1 and per_column[dot_columns[0]] == n and not integer:
         # Fixed precision (every token's dot in the same column): one weight vector drops the dot.
         column = int(dot_columns[0])
@@ -205,8 +207,11 @@ def _numbers(arr: np.ndarray, start: np.ndarray, end: np.ndarray, integer: bool)
         ok &= (dots == 0) if integer else (dots <= 1)
         ndigits = length - signed - dots
         weights = _POW10[width - 1 - cols]
-        remove_dot = dots > 0 if len(dot_columns) else None
-        decimals = np.where(remove_dot, width - 1 - np.argmax(dot, axis=1), 0) if len(dot_columns) else 0
+        if len(dot_columns):
+            remove_dot = dots > 0
+            decimals = np.where(remove_dot, width - 1 - np.argmax(dot, axis=1), 0)
+        else:
+            remove_dot, decimals = None, 0
     if (digit > 9).any():
         ok &= (digit <= 9).all(axis=1)
     ok &= (ndigits >= 1) & (ndigits <= _MAX_DIGITS)  # "." or "-" alone is not a number
@@ -448,8 +453,8 @@ def _rank_rows(scores: np.ndarray, valid: np.ndarray, names: Any, first: np.ndar
     for group_rows, group_cols in zip(np.split(rows, breaks), np.split(cols, breaks)):
         row, a, b = int(group_rows[0]), int(group_cols[0]), int(group_cols[-1]) + 2
         members = order[row, a:b].tolist()
-        keys = [_byte_key(name) for name in names([int(first[row]) + c for c in members])]
-        order[row, a:b] = [c for _key, c in sorted(zip(keys, members), reverse=True)]
+        docno_keys = [_byte_key(name) for name in names([int(first[row]) + c for c in members])]
+        order[row, a:b] = [c for _key, c in sorted(zip(docno_keys, members), reverse=True)]
     return order
 
 
@@ -510,7 +515,7 @@ def evaluate_bulk(
     judged_rows = np.repeat(np.arange(n), judged_lengths)
     relevant_judged = (judged_grades >= 0) & (judged_grades >= relevance_level)
     num_rel = np.bincount(judged_rows[relevant_judged], minlength=n)
-    cutoffs = sorted({k for family, k in families if family == "ndcg_cut"})
+    cutoffs = sorted({k for family, k in families if family == "ndcg_cut" and k is not None})
     ideal = _ideal_dcg(judged_grades, judged_first, judged_lengths, cutoffs)
     deepest = max((k for family, k in families if k is not None), default=1)
     wants_rr = any(family == "recip_rank" for family, _ in families)
@@ -550,6 +555,7 @@ def evaluate_bulk(
             if family == "recip_rank":
                 values[members, j] = np.where(relevant.any(axis=1), 1.0 / (np.argmax(relevant, axis=1) + 1), 0.0)
                 continue
+            assert k is not None  # every family but recip_rank has a cutoff
             at = min(k, width) - 1
             if family == "P":
                 values[members, j] = hits[:, at] / k

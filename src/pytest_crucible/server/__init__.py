@@ -50,7 +50,7 @@ def listen(host: str, port: int, *, active_keys: int, db: Any) -> Listener:
                            "or serve on 127.0.0.1 (the default)")
     try:
         family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-        if active_keys == 0 and not is_loopback(address[0]):
+        if active_keys == 0 and not is_loopback(str(address[0])):  # a host name resolves to IPv4 or IPv6: a str
             raise refusal  # before binding anything
         sock = socket.socket(family, kind, proto)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

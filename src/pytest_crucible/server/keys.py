@@ -132,7 +132,7 @@ def authenticate(db: KeyDatabase, token: str) -> ApiKey | None:
     """The live key ``token`` names, or None (malformed, unknown, revoked or wrong secret alike)."""
     parsed = parse_key(token)
     row = key_row(db, parsed[0]) if parsed else None
-    if row is None:
+    if parsed is None or row is None:
         # Spend the same hashing time as a real check, so a response's timing does not tell key ids apart.
         _hash_secret(token, b"\0" * 16)
         return None
@@ -149,7 +149,7 @@ def upgrade_legacy_hash(db: KeyDatabase, token: str) -> bool:
     ``db`` must be writable."""
     parsed = parse_key(token)
     row = key_row(db, parsed[0]) if parsed else None
-    if row is None or not row["key_hash"].startswith(f"{_LEGACY_SCHEME}$"):
+    if parsed is None or row is None or not row["key_hash"].startswith(f"{_LEGACY_SCHEME}$"):
         return False
     secret = parsed[1]
     if not _secret_matches(secret, row["salt"], row["key_hash"]):

@@ -63,22 +63,27 @@ def _family_model(family: str, names: tuple[str, ...]) -> type[BaseModel]:
 # shows up in the OpenAPI document (and the committed copy's test asks for a refresh).
 _FAMILY_MODELS = {family: _family_model(family, names) for family, names in METRIC_FAMILIES.items()}
 
+# The fields in the document's order (the families between n and errorClasses), as one mapping: create_model's
+# signature cannot type a mix of named fields and an unpacked dict.
+_RUN_METRICS_FIELDS: dict[str, Any] = {
+    "runId": (str, ...),
+    "configHash": (str, ...),
+    "n": (int, Field(description="items in the run")),
+    **{family: (model | None, None) for family, model in _FAMILY_MODELS.items()},
+    "errorClasses": (dict[str, int] | None, Field(default=None, description="error class -> results")),
+    "other": (dict[str, float] | None, Field(default=None, description="metrics outside the families")),
+    "custom": (dict[str, float] | None, Field(default=None, description="the run's custom metrics (Python and rubric): name -> mean")),
+    "customMetrics": (list[CustomMetricInfo] | None, Field(default=None, description="what the run recorded of its custom metrics")),
+    "judge": (JudgeInfo | None, Field(default=None, description="the judge model and prompt version behind judge-based metrics")),
+    "byFacet": (dict[str, dict[str, dict[str, int | float]]] | None,
+                Field(default=None, description="facet -> value -> {n, metric: mean}")),
+}
 RunMetrics = create_model(
     "RunMetrics",
     __base__=_Open,
     __doc__="Retrieval, RAGAS and abstention metrics of one run, overall and by question facet. "
             "A family the run did not compute is left out, never zero-filled.",
-    runId=(str, ...),
-    configHash=(str, ...),
-    n=(int, Field(description="items in the run")),
-    **{family: (model | None, None) for family, model in _FAMILY_MODELS.items()},
-    errorClasses=(dict[str, int] | None, Field(default=None, description="error class -> results")),
-    other=(dict[str, float] | None, Field(default=None, description="metrics outside the families")),
-    custom=(dict[str, float] | None, Field(default=None, description="the run's custom metrics (Python and rubric): name -> mean")),
-    customMetrics=(list[CustomMetricInfo] | None, Field(default=None, description="what the run recorded of its custom metrics")),
-    judge=(JudgeInfo | None, Field(default=None, description="the judge model and prompt version behind judge-based metrics")),
-    byFacet=(dict[str, dict[str, dict[str, int | float]]] | None,
-             Field(default=None, description="facet -> value -> {n, metric: mean}")),
+    **_RUN_METRICS_FIELDS,
 )
 
 

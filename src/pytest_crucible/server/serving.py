@@ -20,6 +20,7 @@ is ``invalid``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import ipaddress
 import logging
@@ -28,7 +29,7 @@ import socket
 import struct
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 from urllib.parse import unquote, unquote_plus
 
 import h11
@@ -103,15 +104,13 @@ class HeadDeadlineH11Protocol(H11Protocol):
     def _write_too_slow(self) -> None:
         self._write_deadline = None
         if self.flow is not None and self.flow.write_paused:
-            address = "%s:%d" % self.client if self.client else "a client"  # the socket's peer: never a header
+            address = f"{self.client[0]}:{self.client[1]:d}" if self.client else "a client"  # the socket's peer: never a header
             self.logger.warning("closing the connection of %s: it read none of the answers for %g s", address,
                                 self.write_timeout)
             sock = self.transport.get_extra_info("socket")
             if sock is not None:  # a reset, not a close: the kernel drops what it still holds for the client too
-                try:
+                with contextlib.suppress(OSError):
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                except OSError:
-                    pass
             self.transport.abort()  # drops the buffered answers; connection_lost frees the request waiting on them
 
     def _await_head(self) -> None:
@@ -217,10 +216,11 @@ class RedactKeysFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
-        if isinstance(args, tuple) and len(args) >= 3 and all(isinstance(arg, str) for arg in args[:3]):
-            address = logged_address(args[0]) if args[0] else args[0]
+        client, method, target = args[:3] if isinstance(args, tuple) and len(args) >= 3 else (None, None, None)
+        if isinstance(args, tuple) and isinstance(client, str) and isinstance(method, str) and isinstance(target, str):
+            address = logged_address(client) if client else client
             rest = tuple(printable(arg) if isinstance(arg, str) else arg for arg in args[3:])
-            record.args = (address, _uri_text(printable(args[1])), _uri_text(redact_keys(args[2])), *rest)
+            record.args = (address, _uri_text(printable(method)), _uri_text(redact_keys(target)), *rest)
         else:
             SafeLogFilter.clean(record)
         return True
@@ -284,19 +284,22 @@ def build_app(db_path: str | Path, limits: ServerLimits = ServerLimits(), *,
     app: ASGIApp = create_app(db_path, limits)
     trusted = trusted_proxies(forwarded_allow_ips)
     if trusted:
-        app = ProxyHeadersMiddleware(ClientAddressCheck(app), trusted_hosts=list(trusted))  # type: ignore[arg-type]
+        # uvicorn types the scope as its own TypedDicts, starlette as a mapping: the same ASGI callable
+        app = cast(ASGIApp, ProxyHeadersMiddleware(cast(Any, ClientAddressCheck(app)), trusted_hosts=list(trusted)))
     return app
 
 
 def build_server(db_path: str | Path, limits: ServerLimits = ServerLimits(), *, log_level: str = "info",
-                 lifespan: str = "auto", forwarded_allow_ips: Iterable[str] = ()) -> uvicorn.Server:
+                 lifespan: Literal["auto", "on", "off"] = "auto", forwarded_allow_ips: Iterable[str] = ()) -> uvicorn.Server:
     """The uvicorn server of `crucible serve` over ``db_path``: run it with ``.run(sockets=[...])``.
     ``forwarded_allow_ips``: the proxies whose ``X-Forwarded-For`` names the client (none by default)."""
     config = uvicorn.Config(
         build_app(db_path, limits, forwarded_allow_ips=forwarded_allow_ips), log_level=log_level, lifespan=lifespan,
-        http=functools.partial(HeadDeadlineH11Protocol, head_timeout=limits.read_timeout, write_timeout=limits.write_timeout),
+        # uvicorn calls its protocol class to make each connection's protocol: a partial of one does the same
+        http=cast("type[asyncio.Protocol]", functools.partial(HeadDeadlineH11Protocol, head_timeout=limits.read_timeout,
+                                                              write_timeout=limits.write_timeout)),
         h11_max_incomplete_event_size=MAX_HEAD_BYTES,
-        timeout_keep_alive=limits.keep_alive,  # type: ignore[arg-type]  (a float works: it is a call_later delay)
+        timeout_keep_alive=limits.keep_alive,  # type: ignore[arg-type]  # a float works: it is a call_later delay
         limit_concurrency=limits.max_connections,
         server_header=False,
         # uvicorn's default believes X-Forwarded-For from 127.0.0.1 (FORWARDED_ALLOW_IPS): build_app adds

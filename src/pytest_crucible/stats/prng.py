@@ -52,7 +52,7 @@ def _normalize_size(size: SizeLike) -> tuple[tuple[int, ...], int]:
     """Return ``(shape, count)`` for a numpy-style ``size`` argument."""
     if size is None:
         return (), 1
-    if isinstance(size, numbers.Integral):
+    if isinstance(size, (int, numbers.Integral)):
         shape: tuple[int, ...] = (int(size),)
     else:
         shape = tuple(int(s) for s in size)
@@ -80,8 +80,8 @@ class Mulberry32:
     def __init__(self, seed: int) -> None:
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
             raise TypeError(f"seed must be an integer, got {type(seed).__name__}")
-        self._seed = int(seed) & _MASK32
-        self._counter = 0  # number of 32-bit draws consumed so far
+        self._seed: int = int(seed) & _MASK32
+        self._counter: int = 0  # number of 32-bit draws consumed so far
 
     @property
     def seed(self) -> int:

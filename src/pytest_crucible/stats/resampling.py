@@ -245,7 +245,8 @@ class _Target:
         # each metric's sum of q (an exact integer), for the permutation sums taken from the sign bits alone.
         self.fixed = []
         self.totals = []
-        self.halves = np.empty((self.vectors[0].shape[0], 2 * len(self.vectors))) if self.vectors else None
+        # (no vectors: an empty matrix, never multiplied, as nothing is fixed)
+        self.halves = np.empty((self.vectors[0].shape[0] if self.vectors else 0, 2 * len(self.vectors)))
         for j, v in enumerate(self.vectors):
             fixed = fixed_point(v, v.shape[0])
             self.halves[:, 2 * j], self.halves[:, 2 * j + 1] = fixed.hi, fixed.lo
@@ -373,6 +374,7 @@ def _stream(n: int, seed: int, boot: _Target | None, perm: _Target | None) -> No
                 if target.groups is not None:
                     target.halves = target.groups.halves
     if shared:
+        assert boot is not None and perm is not None  # implied by shared
         perm.halves, perm.groups = boot.halves, boot.groups  # the same vectors: one product serves both
     workers = _workers(n, total, boot, perm)
     if workers == 1:
@@ -439,15 +441,18 @@ def _stream_rows(n: int, seed: int, boot: _Target | None, perm: _Target | None, 
                 np.multiply(u[:m], np.int64(n), out=idx)  # u * n, exact
                 np.right_shift(idx, 32, out=idx)  # floor(u * n / 2**32): the float path's index, exactly
             else:
+                assert fbuf is not None  # allocated for n >= _INTEGER_INDEX_ITEMS
                 f = fbuf[:m]
                 np.multiply(u[:m], scale, out=f)  # exact uint32 -> float64, one rounding
                 np.copyto(idx, f, casting="unsafe")  # truncation == floor (f >= 0)
             if boot.groups is not None:
+                assert gbuf is not None  # allocated when the bootstrap has groups
                 idx = boot.groups.of.take(idx, out=gbuf[:m], mode="clip")  # each draw's group (idx < n: no clipping)
             if m > 1:  # one bincount for the whole block (many small rows at small n)
                 idx = np.add(idx, offsets[:m], out=idx if idx.dtype == offsets.dtype else None)
             counts = np.bincount(idx.reshape(-1), minlength=m * width).reshape(m, width)  # each row's draws per item or group
             if boot.keep is not None:
+                assert fbuf is not None  # allocated when a target keeps its matrix
                 top = int(counts.max())
                 if top > np.iinfo(boot.keep.dtype).max:  # never for n >= 256 in practice
                     boot.keep = boot.keep.astype(np.min_scalar_type(max(top, n)))
@@ -463,6 +468,7 @@ def _stream_rows(n: int, seed: int, boot: _Target | None, perm: _Target | None, 
             bits = u[:m]
             np.right_shift(bits, np.uint32(31), out=bits)  # floor(2u) (u no longer needed)
             if perm.keep is not None:
+                assert fbuf is not None  # allocated when a target keeps its matrix
                 f = fbuf[:m]
                 np.multiply(bits, -2.0, out=f)
                 f += 1.0  # sign = 1 - 2 * bit, exactly +-1

@@ -11,7 +11,7 @@ Pure numpy; never imports pytest.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -100,10 +100,10 @@ def paired_aurc_test(a: Sequence[tuple[float, bool]], b: Sequence[tuple[float, b
 
     Resamples and permutations are drawn from the stream block by block (never a whole resamples x n
     matrix), so memory stays bounded on large golden sets; the time grows as n log n per resample."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    if a.shape != b.shape or a.ndim != 2 or a.shape[1] != 2:
+    pa, pb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if pa.shape != pb.shape or pa.ndim != 2 or pa.shape[1] != 2:
         raise ValueError("a and b must list (confidence, correct) per paired item, in the same item order")
-    n = a.shape[0]
+    n = pa.shape[0]
     if n < 2:
         raise ValueError(f"a paired test needs at least 2 paired items, got {n}")
     rows_at_once = max(1, min(chunk, _BLOCK_ELEMENTS // n))
@@ -116,17 +116,18 @@ def paired_aurc_test(a: Sequence[tuple[float, bool]], b: Sequence[tuple[float, b
             out.append(aurc_rows(rb[..., 0], rb[..., 1]) - aurc_rows(ra[..., 0], ra[..., 1]))
         return np.concatenate(out)
 
-    delta = float(deltas(a[None], b[None])[0])
+    delta = float(deltas(pa[None], pb[None])[0])
     draws = Mulberry32(seed)  # the resample indices, row after row (the same stream as the mean bootstrap)
-    boots = np.concatenate([deltas(a[rows], b[rows]) for rows in
+    boots = np.concatenate([deltas(pa[rows], pb[rows]) for rows in
                             (draws.integers(n, size=(min(rows_at_once, n_resamples - start), n))
                              for start in range(0, n_resamples, rows_at_once))])
-    low, high = _bca(delta, boots, _jackknife(a, b, deltas), confidence)
+    low, high = _bca(delta, boots, _jackknife(pa, pb, deltas), confidence)
 
     exact = 2**n <= n_permutations if n < 64 else False
+    blocks: Iterable[np.ndarray]
     if exact:
         blocks = [np.array(list(itertools.product((False, True), repeat=n)), dtype=bool)]
-        total = len(blocks[0])
+        total = 2**n
     else:
         coin = Mulberry32(seed)
         blocks = (coin.random((min(rows_at_once, n_permutations - start), n)) < 0.5 for start in range(0, n_permutations, rows_at_once))
@@ -135,7 +136,7 @@ def paired_aurc_test(a: Sequence[tuple[float, bool]], b: Sequence[tuple[float, b
     count = 0
     for part in blocks:
         mask = part[..., None]
-        count += int(np.count_nonzero(np.abs(deltas(np.where(mask, b, a), np.where(mask, a, b))) >= abs(delta) - tol))
+        count += int(np.count_nonzero(np.abs(deltas(np.where(mask, pb, pa), np.where(mask, pa, pb))) >= abs(delta) - tol))
     p = count / total if exact else (count + 1) / (n_permutations + 1)
     if abs(delta) <= tol:
         p = 1.0

@@ -82,9 +82,9 @@ def metric_table(store: Store, run_id: str, metrics: Iterable[str] | None = None
 
 def kind_counts(store: Store, run_id: str) -> dict[str | None, int]:
     """The golden items of the run counted by their ``kind`` as stored (None: the item does not say)."""
-    return {kind: n for kind, n in store.db.conn.execute(
+    return dict(store.db.conn.execute(
         "SELECT json_extract(item, '$.kind'), COUNT(*) FROM golden_items WHERE run_id = ? GROUP BY json_extract(item, '$.kind')",
-        [run_id])}
+        [run_id]))
 
 
 def golden_fields(store: Store, run_id: str, fields: Sequence[str]) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ Frames on both pipes: a 4-byte length, then a pickle.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pickle
 import queue
@@ -25,7 +26,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .postgres import DatabaseURL
@@ -42,14 +43,14 @@ _ENDED = object()
 SERVE = "import json, sys; sys.path[:] = json.loads(sys.argv[1]); from pytest_crucible.store.background import serve; serve()"
 
 
-def _send(stream: BinaryIO, value: Any) -> None:
+def _send(stream: IO[bytes], value: Any) -> None:
     data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     stream.write(_LENGTH.pack(len(data)))
     stream.write(data)
     stream.flush()
 
 
-def _receive(stream: BinaryIO) -> Any:
+def _receive(stream: IO[bytes]) -> Any:
     """The next frame's value; ``_ENDED`` at the end of the stream, or on a frame cut short (its sender
     stopped half way: the frame is not a batch)."""
     header = stream.read(_LENGTH.size)
@@ -109,33 +110,36 @@ class BackgroundWriter:
         # Its stderr goes nowhere: whatever stops it, the session writes the batches it did not confirm.
         self._process = subprocess.Popen([sys.executable, "-c", SERVE, json.dumps(sys.path)],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        stdin, stdout = self._process.stdin, self._process.stdout
+        assert stdin is not None and stdout is not None  # both are pipes (PIPE above)
+        self._stdin, self._stdout = stdin, stdout
         try:
             import fcntl
 
-            fcntl.fcntl(self._process.stdin.fileno(), _F_SETPIPE_SZ, _PIPE_BYTES)
+            fcntl.fcntl(self._stdin.fileno(), _F_SETPIPE_SZ, _PIPE_BYTES)
         except (ImportError, OSError):  # a smaller pipe only makes a test wait for the writer sooner
             pass
         self._answers: queue.SimpleQueue = queue.SimpleQueue()
         self._reader = threading.Thread(target=self._read_answers, name="crucible-writer-answers", daemon=True)
         self._reader.start()
         try:
-            _send(self._process.stdin, (path, checkpoint_seconds))  # never on its command line: a URL's password
+            _send(self._stdin, (path, checkpoint_seconds))  # never on its command line: a URL's password
         except OSError:  # it stopped at once: nothing to write there
             self.stop()
             raise
 
     def _read_answers(self) -> None:
-        while (answer := _receive(self._process.stdout)) is not _ENDED:
+        while (answer := _receive(self._stdout)) is not _ENDED:
             self._answers.put(answer)
         self._answers.put(_ENDED)
 
     def send(self, run_id: str, scores: list[dict[str, Any]]) -> None:
         """Hand one batch over; raises OSError when the process is gone (the batch did not reach it whole)."""
-        _send(self._process.stdin, (run_id, scores))
+        _send(self._stdin, (run_id, scores))
 
     def answers(self) -> list[tuple[str | None, tuple[str, str | None] | None]]:
         """The answers that arrived since the last call, in the order of the batches."""
-        out = []
+        out: list[tuple[str | None, tuple[str, str | None] | None]] = []
         while True:
             try:
                 answer = self._answers.get_nowait()
@@ -149,10 +153,8 @@ class BackgroundWriter:
     def stop(self, timeout: float = 300.0) -> list[tuple[str | None, tuple[str, str | None] | None]]:
         """Close the input, wait until the process has written what it received and stopped (at most
         ``timeout`` seconds, then it is killed). Returns the answers not read yet."""
-        try:
-            self._process.stdin.close()
-        except OSError:  # the process is gone already: closing its pipe cannot flush
-            pass
+        with contextlib.suppress(OSError):  # the process is gone already: closing its pipe cannot flush
+            self._stdin.close()
         try:
             self._process.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -162,5 +164,5 @@ class BackgroundWriter:
         answers = []
         while (answer := self._answers.get()) is not _ENDED:
             answers.append(answer)
-        self._process.stdout.close()
+        self._stdout.close()
         return answers

@@ -12,6 +12,7 @@ so a full disk or a kill half way leaves the previous file (or none), never a tr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from collections.abc import Mapping
@@ -103,9 +104,7 @@ def write_output_file(path: str | Path, data: str | bytes, *, mode: int | None =
         os.chmod(tmp, file_mode() if mode is None else mode)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
     return path

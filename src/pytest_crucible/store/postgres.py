@@ -26,7 +26,7 @@ import re
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 URL_SCHEMES = ("postgresql://", "postgres://")
@@ -172,15 +172,18 @@ class PgCursor:
                             if cursor.description else None)
 
     def _row(self, row: Sequence[Any] | None) -> tuple | None:
-        if row is None or not self._hidden:
-            return None if row is None else tuple(row)
+        return None if row is None else self._values(row)
+
+    def _values(self, row: Sequence[Any]) -> tuple:
+        if not self._hidden:
+            return tuple(row)
         return tuple(value for i, value in enumerate(row) if i not in self._hidden)
 
     def fetchone(self) -> tuple | None:
         return self._row(self._cursor.fetchone()) if self.description else None
 
     def fetchall(self) -> list[tuple]:
-        return [self._row(row) for row in self._cursor.fetchall()] if self.description else []
+        return [self._values(row) for row in self._cursor.fetchall()] if self.description else []
 
     def __iter__(self):
         return iter(self.fetchall())
@@ -291,7 +294,7 @@ class PgConnection:
         self._transactions.append(transaction)
         return self
 
-    def __exit__(self, kind, exc, traceback) -> bool:
+    def __exit__(self, kind, exc, traceback) -> Literal[False]:
         import psycopg
 
         transaction = self._transactions.pop()

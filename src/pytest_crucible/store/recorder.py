@@ -9,6 +9,7 @@ is appended to ``faults`` and counted in ``unrecorded``, and the run can then ne
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections import deque
@@ -188,7 +189,7 @@ class RunRecorder:
     def _hand_over(self, pending: list[dict[str, Any]]) -> bool:
         """Give one batch to the writing process. False: the process is gone, or could not write a batch; it is
         stopped, and what it did not write (this batch included) is in ``_taken_back``, for this process."""
-        assert self._writer is not None
+        assert self._writer is not None and self.run_id is not None  # the writer starts once the run is recorded
         self._in_flight.append(pending)
         try:
             self._writer.send(self.run_id, pending)
@@ -223,6 +224,7 @@ class RunRecorder:
             if kind == "note":
                 self.wal_note = value
             elif value not in self.faults:
+                assert value is not None  # a fault always says why (store.background.serve)
                 self.faults.append(value)
 
     def stop_writer(self) -> None:
@@ -270,10 +272,8 @@ class RunRecorder:
         """Release the writing process (what it received is still written), an unused reservation, the store."""
         self.stop_writer()
         if self.reserved_run_id is not None and self.run_id is None:
-            try:  # nothing recorded (a usage error, an empty selection): the id is free again
+            with contextlib.suppress(Exception):  # nothing recorded (a usage error, an empty selection): the id is free again
                 self.store.release_run(self.reserved_run_id)
-            except Exception:
-                pass
             self.reserved_run_id = None
         if self._store is not None:
             self._store.close()

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import config_diff
 from ..defaults import MULTIPLE, OFFLINE_JUDGES
 from ..metrics import metric_direction, ordered_metrics
-from ..stats import DEFAULT_SEED, holm_adjust, min_pairs_for_alpha, paired_tests
+from ..stats import DEFAULT_SEED, PairedTest, holm_adjust, min_pairs_for_alpha, paired_tests
 from .runs import RunData
 
 ALPHA = 0.05
@@ -231,24 +231,26 @@ def compare_run_data(
             results[metric_key(name, kind)] = entry
             if pairs is not None:
                 to_test.append((entry, pairs))
-        if (metrics is None or "aurc" in metrics) and a.selective and b.selective:
-            if kind is None or any(item in a.selective for item in items):
-                entry = _compare_aurc(a, b, items, **options)
-                entry.kind = kind
-                results[metric_key("aurc", kind)] = entry
+        if ((metrics is None or "aurc" in metrics) and a.selective and b.selective
+                and (kind is None or any(item in a.selective for item in items))):
+            entry = _compare_aurc(a, b, items, **options)
+            entry.kind = kind
+            results[metric_key("aurc", kind)] = entry
 
     labels = item_clusters(shared, a, b, cluster)
     clustered = len(set(labels.values())) < len(labels)
     if clustered:
-        from ..stats.clustered import paired_cluster_tests
+        from ..stats.clustered import ClusteredTest, paired_cluster_tests
 
         groups_of = [[labels[i] for i in items] for _, (_, _, items) in to_test]
-        for (entry, _), group in zip(to_test, groups_of):
+        testable = []
+        for index, ((entry, _), group) in enumerate(zip(to_test, groups_of)):
             entry.n_clusters = len(set(group))
             if entry.n_clusters < 2:  # one cluster: nothing to resample, no sign to flip
                 entry.note = "not tested: 1 cluster"
-        testable = [index for index, (entry, _) in enumerate(to_test) if entry.n_clusters >= 2]
-        tests = paired_cluster_tests([to_test[i][1][:2] for i in testable], [groups_of[i] for i in testable],
+            else:
+                testable.append(index)
+        tests: Sequence[PairedTest] = paired_cluster_tests([to_test[i][1][:2] for i in testable], [groups_of[i] for i in testable],
                                      seed=seed, n_resamples=n_resamples, n_permutations=n_permutations, alpha=alpha)
         tested = [to_test[i] for i in testable]
     else:
@@ -261,6 +263,7 @@ def compare_run_data(
         entry.delta, entry.ci, entry.p = test.delta, (test.ci_low, test.ci_high), test.p_value
         entry.significant, entry.mde, entry.required_n = test.significant, test.mde, test.required_n
         if clustered:
+            assert isinstance(test, ClusteredTest)  # paired_cluster_tests' results
             entry.n_clusters, entry.design_effect = test.n_clusters, test.design_effect
             if test.n_clusters < min_pairs_for_alpha(alpha):  # k clusters: no p below 2 / 2**k
                 entry.note = f"ns: {test.n_clusters} clusters (need {min_pairs_for_alpha(alpha)})"
@@ -272,8 +275,8 @@ def compare_run_data(
     members = [key for key, m in results.items() if m.p is not None and m.direction is not None
                and (wanted is None or m.metric in wanted) and m.units >= family_min_units]
     if multiple == "holm":
-        tested = [results[key] for key in members]
-        for m, adjusted in zip(tested, holm_adjust([m.p for m in tested])):
+        family_rows = [results[key] for key in members]
+        for m, adjusted in zip(family_rows, holm_adjust([m.p for m in family_rows if m.p is not None])):
             m.p_unadjusted, m.p = m.p, adjusted
             excludes_zero = m.ci is not None and (m.ci[0] > 0 or m.ci[1] < 0)
             m.significant = bool(excludes_zero and adjusted < alpha)
@@ -463,12 +466,14 @@ def _compare_aurc(a: RunData, b: RunData, shared: list[str], **options: Any) -> 
 def regression_reasons(comparison: Comparison, gated: Iterable[str] | None = None) -> list[str]:
     """One line per gated metric (default: every compared one) that regressed significantly."""
     names = set(comparison.metrics) if gated is None else set(gated)
-    return [
-        f"{comparison.label(name)} regressed: {m.a:.4f} -> {m.b:.4f} (delta {m.delta:+.4f}, "
-        f"95% CI [{m.ci[0]:+.4f}, {m.ci[1]:+.4f}], p = {m.p:.4f}, n = {m.n})"
-        for name, m in comparison.metrics.items()
-        if name in names and m.regressed
-    ]
+    lines = []
+    for name, m in comparison.metrics.items():
+        if name not in names or not m.regressed:
+            continue
+        assert m.ci is not None  # a significant row was tested: it has its interval
+        lines.append(f"{comparison.label(name)} regressed: {m.a:.4f} -> {m.b:.4f} (delta {m.delta:+.4f}, "
+                     f"95% CI [{m.ci[0]:+.4f}, {m.ci[1]:+.4f}], p = {m.p:.4f}, n = {m.n})")
+    return lines
 
 
 def margin_reasons(comparison: Comparison, gated: Iterable[str] | None = None) -> list[str]:
@@ -480,6 +485,8 @@ def margin_reasons(comparison: Comparison, gated: Iterable[str] | None = None) -
     for name, m in comparison.metrics.items():
         if name not in names or m.verdict not in ("inferior", "inconclusive"):
             continue
+        # these verdicts are given with a margin to a tested row (see MetricComparison.verdict)
+        assert m.margin is not None and m.delta is not None and m.ci is not None and m.drops is not None
         where = f"({m.a:.4f} -> {m.b:.4f}, delta {m.delta:+.4f}, 95% CI [{m.ci[0]:+.4f}, {m.ci[1]:+.4f}], n = {m.n})"
         if m.verdict == "inferior":
             lines.append(f"{comparison.label(name)} is inferior: it dropped by more than the margin {m.margin:g} {where}")

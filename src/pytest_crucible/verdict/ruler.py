@@ -97,7 +97,8 @@ def prepare_pair(store: Store | None, current: RunData, baseline: RunData, *, re
             f"WARNING the relevance grades of {len(moved)} paired item(s) changed between the runs ({shown}): "
             "their retrieval deltas mix the system's change with the ruler's; --crucible-rescore "
             "(crucible compare --rescore) scores both runs against today's grades"]
-    golden = {item.get("id"): item for item in baseline.golden}
+    # keyed by the ids as stored (an item without one would sit under None, never looked up)
+    golden: dict[Any, dict[str, Any]] = {item.get("id"): item for item in baseline.golden}
     golden.update({item.get("id"): item for item in current.golden})  # the candidate's items are today's
     k = baseline.k  # the baseline's cutoff is the ruler the candidate is measured against
     note = "NOTE rescored: both runs' retrieval metrics recomputed from their stored rankings against today's grades"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -175,7 +175,7 @@ def selective_pairs(results: Iterable[dict[str, Any]]) -> dict[str, tuple[float,
 
 
 def run_data_from_rows(run: dict[str, Any], metrics: dict[str, dict[str, float]], results: Iterable[dict[str, Any]],
-                       golden: list[dict[str, Any]] | None = None, kinds: dict[str, str] | None = None) -> RunData:
+                       golden: Sequence[dict[str, Any]] | None = None, kinds: dict[str, str] | None = None) -> RunData:
     rows = list(results)
     golden = list(golden or [])
     if kinds is None:
@@ -195,7 +195,7 @@ COMPARISON_FIELDS = ("id", "kind", "cluster", "citations")
 FACET_FIELDS = (*COMPARISON_FIELDS, "questionType", "popularity", "dynamism", "answerable", "tags")
 
 
-class StoredItem(dict):
+class StoredItem(dict[str, Any]):
     """A stored golden item as a comparison reads it (the fields it was read with), its ``citations`` decoded
     on first use from the JSON text kept beside (``citations_json``): the ruler compares two runs' texts, and
     decodes an item's citations only when they differ (or a judgment was added since)."""
@@ -240,7 +240,7 @@ def load_run(store: Store, run_id: str, *, golden: bool | tuple[str, ...] = Fals
         rows = store.result_rows(run_id, rankings=rankings)
         items = None
         if golden:
-            fields = [field for field in (COMPARISON_FIELDS if golden is True else golden) if field != "citations"]
+            fields = [field for field in (COMPARISON_FIELDS if isinstance(golden, bool) else golden) if field != "citations"]
             items = [StoredItem(values, text) for values, text in golden_fields_and_json(store, run_id, fields, "citations")]
         # the kinds as Store.item_kinds reads them (from the golden items just read, when they were)
         kinds = {item["id"]: item.get("kind") or "retrieval" for item in items} if items is not None else store.item_kinds(run_id)

@@ -339,7 +339,7 @@ def deobfuscated_variants(text: str) -> list[tuple[str, str]]:
     if spaced != base:
         add("spaced-out letters", spaced)
     for table in (_LEET_I, _LEET_L):
-        leet = _LEET_TOKEN.sub(lambda m: m.group(0).translate(table) if re.search(r"[0-9@$!|]", m.group(0)) else m.group(0), base)
+        leet = _LEET_TOKEN.sub(lambda m, table=table: m.group(0).translate(table) if re.search(r"[0-9@$!|]", m.group(0)) else m.group(0), base)
         if leet != base:
             add("leetspeak", leet)
     # Mirror writing: the whole text reversed, and each word reversed in place.

@@ -10,6 +10,7 @@ and phrase features; computing them once at build time keeps queries fast.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -53,7 +54,7 @@ class BM25Index:
                     tokens=tuple(tokens),
                     token_set=frozenset(tokens),
                     title_tokens=frozenset(title),
-                    bigrams=frozenset(zip(tokens, tokens[1:])),
+                    bigrams=frozenset(itertools.pairwise(tokens)),
                 )
             )
 

@@ -41,6 +41,7 @@ the BM25 order.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -116,7 +117,7 @@ class FeatureReranker:
         idf = {t: index.idf(t) for t in q}
         idf_total = sum(idf.values()) or 1.0
         q_seq = [t for t in query_terms if index.known(t)]
-        q_bigrams = {(a, b) for a, b in zip(q_seq, q_seq[1:]) if a != b}
+        q_bigrams = {(a, b) for a, b in itertools.pairwise(q_seq) if a != b}
 
         doc_scores = index.document_scores(query_terms)
         top_passage = max(h.score for h in candidates) or 1.0

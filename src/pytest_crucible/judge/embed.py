@@ -42,6 +42,7 @@ Features of :class:`HashingEmbedder`, per text:
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import re
 from collections import Counter
@@ -95,7 +96,7 @@ def _features(text: str) -> Counter[str]:
         padded = f"#{word}#"
         for start in range(len(padded) - 2):
             features["c:" + padded[start : start + 3]] += 1
-    for first, second in zip(kept, kept[1:]):
+    for first, second in itertools.pairwise(kept):
         features[f"b:{first} {second}"] += 1
     return features
 

@@ -148,7 +148,7 @@ def _custom(target: Any, source: str) -> Judge:
     if isinstance(impl, Judge):
         return impl
     try:
-        return CustomJudge(impl, source, reserved=JUDGE_CHOICES + ("openai",))
+        return CustomJudge(impl, source, reserved=(*JUDGE_CHOICES, "openai"))
     except CustomJudgeError as err:
         raise JudgeSetupError(str(err)) from None
 

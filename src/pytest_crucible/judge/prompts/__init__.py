@@ -29,7 +29,7 @@ This module never imports pytest or the Anthropic SDK.
 from __future__ import annotations
 
 import re
-from functools import cache, lru_cache
+from functools import cache
 from importlib import resources
 from typing import Any
 
@@ -80,7 +80,7 @@ def load_prompt(version: str, kind: str) -> tuple[str, str]:
     """``(system, user_template)`` of prompt ``version`` for request ``kind``."""
     if not re.fullmatch(r"[\w.-]+", version) or not re.fullmatch(r"\w+", kind):
         raise ValueError(f"invalid prompt version or kind: {version!r}/{kind!r}")
-    path = resources.files(__name__).joinpath(version, f"{kind}.md")
+    path = resources.files(__name__).joinpath(version).joinpath(f"{kind}.md")
     if not path.is_file():
         known = available_kinds(version)
         hint = f"kinds available in {version}: {', '.join(known)}" if known else f"no prompt version {version!r} is installed"

@@ -163,7 +163,8 @@ class GoldenFile(pytest.File):
             self.config.stash.setdefault(_EMPTY_GOLDEN_KEY, []).append(shown)
         # Every item of the file runs the same function with the same fixtures: their closure is worked out
         # once (as pytest does for the instances of one parametrized test), not once per item.
-        fixtureinfo = self.session._fixturemanager.getfixtureinfo(node=self, func=golden_file_test, cls=None) if items else None
+        fixtureinfo = (self.session._fixturemanager.getfixtureinfo(node=self, func=golden_file_test, cls=None)  # type: ignore[arg-type]  # any node works; pytest annotates Item
+                       if items else None)
         tests = []
         kinds = self.config.stash[SESSION_KEY].settings.kinds
         for golden in items:
@@ -263,7 +264,7 @@ def golden_file_test(crucible_pipeline, crucible_config) -> None:
     set up and tear down per item); :meth:`GoldenItemTest.runtest` evaluates the item with them."""
 
 
-def evaluate_node(node: pytest.Item, pipeline, config) -> ItemScore:
+def evaluate_node(node: pytest.Function, pipeline, config) -> ItemScore:
     """Evaluate the golden item of the test ``node`` once, attach its score, and fail the test if the
     item fails; returns the :class:`ItemScore` (what ``crucible_evaluate()`` returns)."""
     __tracebackhide__ = True
@@ -426,8 +427,13 @@ def repeat_copies_refusal(config: pytest.Config, golden_tests: list[pytest.Item]
     copied = next((item for item in golden_tests if _REPEAT_PARAM in getattr(getattr(item, "callspec", None), "params", {})), None)
     if (count is None or count == 1) and copied is None:
         return
-    n = count if count is not None and count != 1 else copied.callspec.params.get(_REPEAT_PARAM, 0) + 1 if copied else count
-    what = f"--count {count}" if count is not None and count != 1 else f"@pytest.mark.repeat on {copied.nodeid}"
+    if count is not None and count != 1:
+        n, what = count, f"--count {count}"
+    else:
+        assert isinstance(copied, pytest.Function)  # a parametrized copy (returned above when there is none)
+        index = copied.callspec.params.get(_REPEAT_PARAM, 0)
+        assert isinstance(index, int)  # pytest-repeat numbers its copies
+        n, what = index + 1, f"@pytest.mark.repeat on {copied.nodeid}"
     if count is not None and count < 1:
         raise pytest.UsageError(f"{what}: pytest-repeat runs every test at least once, so golden items cannot be run {count} times\n"
                                 "HINT: leave --count out, or repeat golden items with --crucible-repeat N (N >= 2)")
@@ -463,10 +469,11 @@ def deselect_unwanted(config: pytest.Config, kinds: tuple[str, ...] | None, item
     Rejected items are deselected rather than skipped: a person decided they are not part of the set, so
     they are neither run nor counted with the drafts a run skips (pytest reports them as "deselected",
     as it does -k and --crucible-kind)."""
-    keep, drop = [], []
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
     for item in items:
         golden = golden_of(item)
-        unwanted = golden is not None and (golden.status == "rejected" or (bool(kinds) and golden.kind not in kinds))
+        unwanted = golden is not None and (golden.status == "rejected" or (kinds is not None and len(kinds) > 0 and golden.kind not in kinds))
         (drop if unwanted else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
@@ -507,7 +514,7 @@ def marker_params(metafunc: pytest.Metafunc, marker: pytest.Mark, include_drafts
         for raw in marker.args:
             path = _marker_path(metafunc, str(raw))
             shown = display_path(metafunc.config, path)
-            for golden in filter_items(load_golden_file(path, display_path=shown), marker.kwargs, where):
+            for golden in filter_items(load_golden_file(path, display_path=shown), dict(marker.kwargs), where):
                 if golden.id in seen:
                     raise GoldenFileError(shown, golden.line, "id", f"duplicate id '{golden.id}' (also in {seen[golden.id]})", "ids must be unique across the files of one marker.")
                 seen[golden.id] = shown

@@ -15,6 +15,7 @@ import pytest
 from .defaults import DEFAULT_DB, DEFAULT_JUDGE, DEFAULT_K, DEFAULT_SEED, JUDGE_CHOICES, KINDS, MIN_PAIRS, MULTIPLE, MULTIPLE_CHOICES
 
 if TYPE_CHECKING:
+    from .evaluation.custom_metrics import Rubric
     from .settings import Settings
     from .store.postgres import DatabaseURL
 
@@ -299,7 +300,7 @@ def _rubrics(config: pytest.Config, params: dict[str, Any], config_path: str | N
     from .metrics import KNOWN_METRICS
 
     try:
-        rubrics = ()
+        rubrics: tuple[Rubric, ...] = ()
         if params.get("rubrics") is not None:
             text = Path(config_path).read_text(encoding="utf-8-sig") if config_path else ""
             rubrics = parse_rubrics(params["rubrics"], source=config_path or "<config>", text=text, builtins=KNOWN_METRICS)
@@ -464,7 +465,7 @@ def _positive_int(config: pytest.Config, name: str, example: int) -> int:
     return value
 
 
-def _run_id_option(config: pytest.Config, db_path: Path) -> str | None:
+def _run_id_option(config: pytest.Config, db_path: Path | DatabaseURL) -> str | None:
     run_id = config.getoption("crucible_run_id")
     if not run_id or hasattr(config, "workerinput"):
         return run_id
@@ -481,7 +482,7 @@ def _run_id_option(config: pytest.Config, db_path: Path) -> str | None:
     return run_id
 
 
-def _gate_settings(config: pytest.Config, db_path: Path, k: int, custom: tuple[str, ...] = ()):
+def _gate_settings(config: pytest.Config, db_path: Path | DatabaseURL, k: int, custom: tuple[str, ...] = ()):
     """The gate options, with the baseline checked before any test runs (and before any judge call is paid
     for), and the baseline's config keys (a did-you-mean for a config key the pipeline never read)."""
     from .verdict.gate import GateSettings, baseline_refusal, parse_floors, parse_margins, parse_metric_list

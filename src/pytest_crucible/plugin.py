@@ -297,9 +297,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     crucible.stop_pipeline_calls()
     if crucible.is_worker:
-        session.config.workeroutput["crucible"] = crucible.worker_output()
-        session.config.workeroutput["crucible_usage_error"] = session.config.stash.get(USAGE_ERROR_KEY, None)
-        session.config.workeroutput["crucible_usage_unshown"] = UNSHOWN_USAGE_KEY in session.config.stash
+        output = session.config.workeroutput  # type: ignore[attr-defined]  # xdist sets it on a worker's config
+        output["crucible"] = crucible.worker_output()
+        output["crucible_usage_error"] = session.config.stash.get(USAGE_ERROR_KEY, None)
+        output["crucible_usage_unshown"] = UNSHOWN_USAGE_KEY in session.config.stash
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     progress = (lambda line: (reporter.ensure_newline(), reporter.write_line(line))) if reporter is not None else None

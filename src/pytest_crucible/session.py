@@ -182,7 +182,7 @@ class CrucibleSession:
                     outcome_mode=s.outcome_mode, config_path=s.config_path, git_commit=git_commit(s.rootdir),
                     pytest_args=list(s.pytest_args), repeats=s.repeat, eval_k=s.k)
 
-    def _close_run(self, interrupted: bool, progress: Callable[[str], None] | None) -> None:
+    def _close_run(self, interrupted: bool, progress: Callable[[str], object] | None) -> None:
         """Write what is pending, judge Message Batches, and close the run with its status."""
         if self.is_worker:
             return
@@ -202,7 +202,7 @@ class CrucibleSession:
                                          selection=self.selection.to_json() if self.selection is not None else None)
 
     # -- the end -----------------------------------------------------------------------------------------
-    def end(self, *, interrupted: bool, html_path: str | None = None, progress: Callable[[str], None] | None = None,
+    def end(self, *, interrupted: bool, html_path: str | None = None, progress: Callable[[str], object] | None = None,
             warn: Callable[[str, str | None, int], bool] | None = None) -> None:
         """Session end, in order: close the run, check the config keys, decide the gate, write the HTML report.
         A step that fails is kept as a fault (it fails the session and the summary names it), never raised.

@@ -16,6 +16,7 @@ from .verdict.gate import GateSettings
 if TYPE_CHECKING:
     from .evaluation.custom_metrics import PythonMetric, Rubric
     from .evaluation.thresholds import Threshold
+    from .store.postgres import DatabaseURL
 
 SYSTEM, COMPONENT = "system", "component"  # --crucible-mode
 STRICT, RECORD = "strict", "record"  # --crucible-outcome
@@ -27,7 +28,7 @@ class Settings:
     resolved: dict[str, Any]
     config_hash: str
     config_path: str | None
-    db_path: Path  # or a store.postgres.DatabaseURL (--crucible-db=postgresql://...)
+    db_path: Path | DatabaseURL  # a SQLite file, or a PostgreSQL database (--crucible-db=postgresql://...)
     mode: str = SYSTEM
     outcome_mode: str = STRICT
     include_drafts: bool = False

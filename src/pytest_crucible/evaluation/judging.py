@@ -119,7 +119,7 @@ class SessionJudging:
         return lambda golden, outcome: judge_ahead(golden, outcome, settings=s, ledger=self.ledger_rows(golden.id),
                                                    engine=engine, embedder=embedder, rubrics=rubrics, route=route)
 
-    def judge_run_in_batch(self, store: Store, run_id: str, progress: Callable[[str], None] | None) -> None:
+    def judge_run_in_batch(self, store: Store, run_id: str, progress: Callable[[str], object] | None) -> None:
         """With --crucible-judge-batch: the run's answers judged now, in Message Batches; their errors kept."""
         s = self.settings
         if not self.route.answers_pending:

@@ -7,11 +7,13 @@ import argparse
 import json
 import sys
 
-from .common import EXIT_REFUSED, add_workspace_flag, open_store, resolve_run, with_db, write_output, write_text
+from .common import EXIT_REFUSED, EXIT_USAGE, add_workspace_flag, open_store, resolve_run, with_db, write_output, write_text
 
 EXAMPLES: dict[str, str] = {
     "export": "crucible export latest -o baselines/main.json\n"
-              "crucible export latest --format trec -o run.txt",
+              "crucible export latest --format trec -o run.txt\n"
+              "crucible export latest --format csv -o items.csv          # one row per item, for a spreadsheet\n"
+              "crucible export latest --format openmetrics -o metrics.txt  # GitLab's metrics report",
     "import": "crucible import baselines/main.json --db .crucible/crucible.db",
     "merge": "crucible merge shard-1.db shard-2.db -o run.db\n"
              "crucible compare baselines/main.json latest --db run.db",
@@ -25,8 +27,34 @@ def _cmd_export(args: argparse.Namespace) -> int:
     run_id = resolve_run(store, args, args.run)
     if args.format == "trec":
         return _export_trec_run(store, run_id, args.output)
+    if args.format in ("csv", "parquet", "openmetrics"):
+        return _export_table(store, run_id, args.format, args.output)
     text = json.dumps(store.export_run(run_id), indent=1, sort_keys=True) + "\n"
     write_output(args.output, text, f"exported run {run_id} to {args.output}")
+    return 0
+
+
+def _export_table(store, run_id: str, form: str, output: str) -> int:
+    """One row per item (csv, parquet), or the run's means as GitLab's metrics report reads them (openmetrics)."""
+    from ..report.tables import ParquetUnavailable, item_table, openmetrics, to_csv, to_parquet
+    from ..verdict.runs import load_run
+
+    if form == "openmetrics":
+        write_output(output, openmetrics(load_run(store, run_id).means()), f"exported the means of run {run_id} to {output}")
+        return 0
+    header, rows = item_table(store, run_id)
+    if form == "csv":
+        write_output(output, to_csv(header, rows), f"exported {len(rows)} items of run {run_id} as CSV to {output}")
+        return 0
+    if output == "-":
+        print("crucible: --format parquet writes a file, not stdout\nHINT: give -o run.parquet", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        to_parquet(header, rows, output)
+    except ParquetUnavailable as exc:
+        print(f"crucible: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"exported {len(rows)} items of run {run_id} as Parquet to {output}")
     return 0
 
 
@@ -92,9 +120,12 @@ def add_export(sub) -> None:
     export = with_db(sub.add_parser("export", help="write one run as JSON (commit it as a CI baseline)"))
     export.add_argument("run", help="run id, unique prefix, or latest")
     export.add_argument("-o", "--output", required=True, help="output file, or - for stdout")
-    export.add_argument("--format", choices=["json", "trec"], default="json",
+    export.add_argument("--format", choices=["json", "trec", "csv", "parquet", "openmetrics"], default="json",
                         help="json: the whole run (default); trec: a TREC run file of the ranked units the plugin "
-                             "scored, for `crucible trec-eval` with `crucible qrels export --effective`")
+                             "scored, for `crucible trec-eval` with `crucible qrels export --effective`; csv: one row "
+                             "per item (id, kind, question, outcome, error class, every metric, latency); parquet: the "
+                             "same table (needs pyarrow: the parquet extra); openmetrics: the run's means as GitLab's "
+                             "metrics report reads them")
     export.set_defaults(func=_cmd_export)
     add_workspace_flag(export)
 

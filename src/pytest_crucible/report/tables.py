@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -86,3 +87,35 @@ def comparison_table(comparison: Comparison, baseline: RunData, current: RunData
             worse = None if delta is None or m.direction is None else (delta < 0 if m.higher_is_better else delta > 0)
             rows.append([item_id, kind, comparison.label(m.metric), a, b, delta, worse])
     return list(COMPARISON_COLUMNS), rows
+
+
+PARQUET_HINT = "pip install 'pytest-crucible[parquet]' (pyarrow) in this environment, or use --format csv"
+
+
+class ParquetUnavailable(Exception):
+    """``--format parquet`` without pyarrow."""
+
+
+def to_parquet(header: Sequence[str], rows: Sequence[Sequence[Any]], path: str) -> None:
+    """The same table as a Parquet file (one column per header name; text stays text, no formula guard needed)."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ParquetUnavailable(f"--format parquet needs pyarrow, which is not installed\nHINT: {PARQUET_HINT}") from None
+    columns = {name: [row[index] for row in rows] for index, name in enumerate(header)}
+    pq.write_table(pa.table(columns), path)
+
+
+_NOT_IN_A_METRIC_NAME = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def openmetrics_name(name: str) -> str:
+    """A crucible metric as an OpenMetrics metric name: ``recall@10`` -> ``crucible_recall_at_10``."""
+    return "crucible_" + _NOT_IN_A_METRIC_NAME.sub("_", name.replace("@", "_at_"))
+
+
+def openmetrics(means: dict[str, float]) -> str:
+    """Run means as the ``name value`` text that GitLab's metrics report reads (OpenMetrics text, ``# EOF`` last)."""
+    lines = [f"{openmetrics_name(name)} {value:.6g}" for name, value in sorted(means.items()) if value == value]
+    return "\n".join([*lines, "# EOF"]) + "\n"

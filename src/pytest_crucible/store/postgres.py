@@ -404,7 +404,7 @@ def migratable(version: int) -> bool:
 
 def migration_statements(version: int) -> list[str]:
     """The PostgreSQL form of every migration after ``version``, in order (run under the schema lock)."""
-    from . import _statements
+    from .database import _statements
     from .schema import MIGRATIONS
 
     return [_ddl(statement) for script in MIGRATIONS[version:] for statement in _statements(script)]
@@ -413,7 +413,7 @@ def migration_statements(version: int) -> list[str]:
 @functools.lru_cache(maxsize=1)
 def schema_statements() -> tuple[str, ...]:
     """The current schema as PostgreSQL statements, in an order it can create them."""
-    from . import _statements
+    from .database import _statements
     from .schema import MIGRATIONS
 
     conn = sqlite3.connect(":memory:")

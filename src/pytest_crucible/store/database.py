@@ -152,7 +152,8 @@ class Connection:
     def _open_postgres(cls: type[S], url: DatabaseURL, *, read_only: bool = False) -> S:
         """Open a PostgreSQL database, creating the schema in an empty one (one session at a time: an
         advisory lock serialises processes that meet an empty database at once)."""
-        from .postgres import POSTGRES_MIGRATES_FROM, connect, migratable, migration_statements, schema_statements
+        from .postgres import connect
+        from .postgres_schema import POSTGRES_MIGRATES_FROM, migratable, migration_statements, schema_statements
 
         conn = connect(url, read_only=read_only)
         try:

@@ -8,6 +8,9 @@ that already exist and are not crucible's output keep their modes.
 
 An output file is written beside itself under a temporary name, flushed and renamed over the old one,
 so a full disk or a kill half way leaves the previous file (or none), never a truncated report.
+
+Before a session's first test, :func:`check_before_writing` asks whether the database's file (and its
+folder, for -wal and -shm) can be written, so a session never runs its tests only to lose their scores.
 """
 
 from __future__ import annotations

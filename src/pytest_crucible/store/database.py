@@ -1,6 +1,6 @@
 """The store's connection to its database: the errors, where a database lives (a SQLite file or a
-PostgreSQL database, ``locate``), opening and migrating it, the insert helpers every table's writer
-shares, and the read-only path xdist workers and the pre-flight checks take.
+PostgreSQL database, ``locate``), opening and migrating it, the -wal checkpoints, the insert helpers every
+table's writer shares, and the read-only path xdist workers take (``read_only_rows``).
 
 Only one process writes during a pytest session (the controller); every write is a short transaction,
 so an interrupted session leaves earlier runs intact. This module never imports pytest.

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..defaults import DEFAULT_K
 from .database import Connection, RunIdTaken, RunNotFound, StoreError, locate, read_only_rows, utc_now
+from .refs import resolve_run_ref
 from .ulid import new_ulid
 
 if TYPE_CHECKING:
@@ -193,8 +194,6 @@ class RunsMixin(Connection):
         :func:`.refs.resolve_run_ref`, the one resolver.
 
         Ids and prefixes resolve in every workspace: the workspace only says which run is 'latest'."""
-        from .refs import resolve_run_ref
-
         return resolve_run_ref(self, ref, workspace=workspace, exclude=exclude)
 
     def run_id_from_prefix(self, ref: str) -> str:

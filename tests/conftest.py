@@ -7,7 +7,11 @@ that imported them itself would import them again each time (seconds per run). A
 preloaded package keeps the attribute of a submodule an inner session imported, while
 the snapshot drops the module: the next session would then see two PipelineResult
 classes. So a preloaded package's submodules that inner sessions use are preloaded too.
+psycopg as well: imported a second time, its compiled part still raises the first import's
+exception classes, which the second import's ``except psycopg.Error`` no longer catches.
 """
+
+import contextlib
 
 import anthropic  # noqa: F401
 import hypothesis
@@ -15,6 +19,9 @@ import numpy  # noqa: F401
 import openai  # noqa: F401
 import pytest
 import scipy.special  # noqa: F401
+
+with contextlib.suppress(ImportError):  # optional: the PostgreSQL tests skip without it
+    import psycopg  # noqa: F401
 from mock_anthropic import mock_anthropic  # noqa: F401  (fixture: a local Messages API server)
 from mock_openai import mock_openai  # noqa: F401  (fixture: a local OpenAI-compatible API server)
 

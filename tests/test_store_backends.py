@@ -89,6 +89,57 @@ def test_latest_and_prefixes_resolve_alike(database) -> None:
     store.close()
 
 
+def test_the_store_and_every_surface_resolve_a_reference_alike(database) -> None:
+    """One resolver: ``Store.resolve_run`` and ``verdict.runs.resolve_run_ref`` give the same run and the
+    same messages for ``latest``, ``latest:KEY=VALUE`` (labels, workspace=) and ids."""
+    from pytest_crucible.verdict.runs import resolve_run_ref
+
+    store = Store.open(database)
+    runs = {}
+    for name, labels, workspace in (("main", {"branch": "main"}, "default"), ("feature", {"branch": "feature"}, "default"),
+                                    ("other", {"branch": "main"}, "team")):
+        runs[name] = new_run(store, labels=labels, workspace=workspace)
+        store.record_score(runs[name], SCORE)
+        store.finish_run(runs[name], status="complete", golden_hash=None)
+    for ref, workspace, expected in (("latest", None, "other"), ("latest", "default", "feature"),
+                                     ("latest:branch=main", "default", "main"), ("latest:branch=main", None, "other"),
+                                     ("latest:branch=main,workspace=default", None, "main"), (runs["feature"][:-2], "team", "feature")):
+        assert store.resolve_run(ref, workspace=workspace) == resolve_run_ref(store, ref, workspace=workspace) == runs[expected]
+    assert store.resolve_run("latest:branch=main", exclude=runs["other"]) == runs["main"]
+    for ref, workspace, message in (("latest", "empty", r"no complete run in workspace 'empty' of .*\nHINT: run the whole golden set "
+                                                        r"once to make a baseline .*--workspace NAME"),
+                                    ("latest:branch=gone", None, r"no complete run labelled branch=gone in .*\nHINT: the complete "
+                                                                 r"runs there carry branch: feature, main"),
+                                    ("latest:branch", None, r"run reference 'latest:branch': expected latest:KEY=VALUE")):
+        with pytest.raises(StoreError, match=message) as by_store:
+            store.resolve_run(ref, workspace=workspace)
+        with pytest.raises(StoreError) as by_surface:
+            resolve_run_ref(store, ref, workspace=workspace)
+        assert str(by_surface.value) == str(by_store.value)
+    store.close()
+
+
+def test_every_row_type_names_columns_of_its_table(database) -> None:
+    """The write path's rows are NamedTuples whose fields are the INSERT's columns: each names real columns of its
+    table, and the results row names every column a result is written with (none left to a default by mistake)."""
+    from pytest_crucible.store.qrels import QrelRow
+    from pytest_crucible.store.results import AttemptRow, ConceptRow, FeedbackRow, GoldenRow, MetricRow, RepeatRow, ResultRow
+
+    store = Store.open(database)
+    columns = {table: [row["column_name"] for row in store.db.query(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position", [table])]
+        if store.db.dialect == "postgres" else [row["name"] for row in store.db.query(f"SELECT name FROM pragma_table_info('{table}')")]
+        for table in ("golden_items", "results", "item_metrics", "eval_feedback", "golden_concepts", "item_repeats",
+                      "item_attempts", "qrels")}
+    for table, row_type in (("golden_items", GoldenRow), ("results", ResultRow), ("item_metrics", MetricRow),
+                            ("eval_feedback", FeedbackRow), ("golden_concepts", ConceptRow), ("item_repeats", RepeatRow),
+                            ("item_attempts", AttemptRow), ("qrels", QrelRow)):
+        assert set(row_type._fields) <= set(columns[table]), (table, set(row_type._fields) - set(columns[table]))
+    assert set(columns["results"]) - set(ResultRow._fields) <= {"rowid"}
+    assert set(columns["qrels"]) - set(QrelRow._fields) == {"id"}  # the ledger numbers its own rows
+    store.close()
+
+
 def test_a_fixed_run_id_is_taken_once(database) -> None:
     store = Store.open(database)
     new_run(store, run_id="ci-42")

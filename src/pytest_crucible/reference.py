@@ -283,6 +283,11 @@ def render() -> str:
         "only: they hold the questions and answers); `0640` lets the group read them. A folder crucible creates for "
         "them gets the matching mode (`0700`, `0750`). Octal, owner read and write, no execute bits; anything else is "
         "a usage error |",
+        "| `GITHUB_ACTIONS`, `GITHUB_STEP_SUMMARY` | set by GitHub Actions: the session appends its verdict, as Markdown, to "
+        "the step summary file and prints workflow commands (annotations) for regressions, refusals and faults "
+        "(`crucible_step_summary = false` turns both off) |",
+        "| `MLFLOW_TRACKING_URI`, `MLFLOW_EXPERIMENT_NAME` | with `--crucible-mlflow`, the tracking server and the "
+        "experiment each run is logged to (MLflow's own variables; the experiment defaults to `crucible/WORKSPACE`) |",
         "",
     ]
     return "\n".join(lines)

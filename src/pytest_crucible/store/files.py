@@ -8,6 +8,9 @@ that already exist and are not crucible's output keep their modes.
 
 An output file is written beside itself under a temporary name, flushed and renamed over the old one,
 so a full disk or a kill half way leaves the previous file (or none), never a truncated report.
+
+Before a session's first test, :func:`check_before_writing` asks whether the database's file (and its
+folder, for -wal and -shm) can be written, so a session never runs its tests only to lose their scores.
 """
 
 from __future__ import annotations
@@ -108,3 +111,53 @@ def write_output_file(path: str | Path, data: str | bytes, *, mode: int | None =
             os.unlink(tmp)
         raise
     return path
+
+
+# -- the database's file ------------------------------------------------------------------------------
+def check_writable(path: str | Path) -> None:
+    """Raise StoreError (the path, the cause, a HINT) when the database at ``path`` could not be written: the
+    path is a directory or lies under a regular file, or the file or its folder cannot be written (SQLite
+    writes its -wal and -shm files beside the database). Creates nothing: the checks open the file for
+    writing without changing it, and an anonymous temporary file in the folder."""
+    from .database import StoreError, is_file
+
+    if not is_file(path):
+        return  # PostgreSQL: opening it (check_before_writing) is the check
+    path = Path(path).absolute()
+
+    def refuse(cause: str) -> StoreError:
+        return StoreError(f"{path}: cannot write the crucible database: {cause}\n"
+                          "HINT: make it writable, or point --crucible-db (crucible: --db) at a file in a writable folder")
+
+    if path.is_dir():
+        raise refuse("it is a directory, not a file")
+    if path.exists():
+        for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            try:
+                if file.exists():
+                    os.close(os.open(file, os.O_WRONLY))
+            except OSError as exc:
+                raise refuse(f"{'the file' if file == path else file.name + ' beside it'} is not writable ({exc.strerror})") from None
+        folder = path.parent
+    else:
+        folder = next(parent for parent in path.parents if parent.exists())  # the first folder Store.open would not create
+        if not folder.is_dir():
+            raise refuse(f"{folder} is a file, not a folder")
+    try:
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as exc:
+        raise refuse(f"its folder {folder} is not writable ({exc.strerror})") from None
+
+
+def check_before_writing(path: str | Path) -> None:
+    """What a session asks before its first test: the database at ``path`` can be written, and SQLite reads
+    every page of it when it exists (``Store.open(verify=True)``; an empty file is a new database).
+    Raises StoreError with the message the CLI gives for the same file."""
+    from . import Store  # the whole store: opening for writing marks dead sessions' runs interrupted
+    from .database import is_file
+
+    check_writable(path)
+    if not is_file(path) or Path(path).exists():
+        Store.open(path, verify=True).close()
+
+

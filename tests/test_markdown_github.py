@@ -29,7 +29,7 @@ def run(run_id: str, metrics: dict[str, dict[str, float]], questions: dict[str, 
 
 def regressed_pair(questions: dict[str, str] | None = None) -> tuple[RunData, RunData]:
     worse = {item: value - 0.3 - 0.01 * (i % 3) for i, (item, value) in enumerate(BASE.items())}
-    steady = {item: 0.5 for item in ITEMS}
+    steady = dict.fromkeys(ITEMS, 0.5)
     baseline = run("01BASE", {"ndcgAt10": BASE, "mrr": steady})
     current = run("01CAND", {"ndcgAt10": worse, "mrr": steady}, questions, resolved={"retrievalLimit": 20})
     return baseline, current
@@ -68,7 +68,7 @@ def test_a_passed_and_a_refused_gate_say_so_on_the_first_line() -> None:
 
 
 def test_hostile_golden_text_is_shown_as_text_and_never_as_markup() -> None:
-    result, baseline, current = failing_result({item: HOSTILE for item in ITEMS})
+    result, baseline, current = failing_result(dict.fromkeys(ITEMS, HOSTILE))
     text = markdown.gate_markdown(result, changed=markdown.changed_items(result.comparison, baseline, current))
     assert "<script>" not in text and "&lt;script&gt;" in text
     rows = [line for line in text.splitlines() if line.startswith("| q")]
@@ -81,7 +81,7 @@ def test_hostile_golden_text_is_shown_as_text_and_never_as_markup() -> None:
 
 
 def test_the_comment_stays_under_githubs_limit_and_keeps_the_verdict() -> None:
-    long = {item: "why " * 5000 for item in ITEMS}
+    long = dict.fromkeys(ITEMS, "why " * 5000)
     result, baseline, current = failing_result(long)
     changed = markdown.changed_items(result.comparison, baseline, current) * 400
     text = markdown.gate_markdown(result, changed=changed, limit=20_000)

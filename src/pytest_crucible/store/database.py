@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 from .files import create_empty
 from .schema import LATE_COLUMNS, MIGRATIONS, SCHEMA_VERSION
@@ -89,8 +89,8 @@ def locate(database: str | Path | DatabaseURL) -> Path | DatabaseURL:
     return DatabaseURL(str(database)) if is_database_url(database) else Path(database)
 
 
-def is_file(database: Any) -> bool:
-    """Whether ``database`` names a SQLite file (else a PostgreSQL database)."""
+def is_file(database: Any) -> TypeGuard[str | Path]:
+    """Whether ``database`` names a SQLite file (else a PostgreSQL database: a URL, or its text)."""
     return isinstance(locate(database), Path)
 
 
@@ -339,7 +339,7 @@ class Connection:
             self._insert_values(table, columns, values, replace=replace)
 
 
-def read_only_rows(db_path: str | Path, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
+def read_only_rows(db_path: str | Path | DatabaseURL, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
     """Query a crucible database without writing to it (xdist workers read, only the controller writes).
 
     A missing file, or an older file without the table, reads as no rows.

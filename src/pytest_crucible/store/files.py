@@ -20,8 +20,12 @@ import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..defaults import DEFAULT_FILE_MODE
+
+if TYPE_CHECKING:
+    from .postgres import DatabaseURL
 
 ENV_VAR = "CRUCIBLE_FILE_MODE"
 
@@ -114,7 +118,7 @@ def write_output_file(path: str | Path, data: str | bytes, *, mode: int | None =
 
 
 # -- the database's file ------------------------------------------------------------------------------
-def check_writable(path: str | Path) -> None:
+def check_writable(path: str | Path | DatabaseURL) -> None:
     """Raise StoreError (the path, the cause, a HINT) when the database at ``path`` could not be written: the
     path is a directory or lies under a regular file, or the file or its folder cannot be written (SQLite
     writes its -wal and -shm files beside the database). Creates nothing: the checks open the file for
@@ -149,7 +153,7 @@ def check_writable(path: str | Path) -> None:
         raise refuse(f"its folder {folder} is not writable ({exc.strerror})") from None
 
 
-def check_before_writing(path: str | Path) -> None:
+def check_before_writing(path: str | Path | DatabaseURL) -> None:
     """What a session asks before its first test: the database at ``path`` can be written, and SQLite reads
     every page of it when it exists (``Store.open(verify=True)``; an empty file is a new database).
     Raises StoreError with the message the CLI gives for the same file."""

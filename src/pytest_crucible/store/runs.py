@@ -215,7 +215,7 @@ class RunsMixin(Connection):
         return json.loads(row[0]) if row and row[0] else []
 
 
-def run_id_taken(db_path: str | Path, run_id: str) -> str | None:
+def run_id_taken(db_path: str | Path | DatabaseURL, run_id: str) -> str | None:
     """Why the database (if it exists yet) cannot take a run with this fixed id, or None; never writes."""
     rows = read_only_rows(db_path, "SELECT status, host, pid, started_at FROM runs WHERE id = ?", [run_id])
     return _run_id_taken_message(locate(db_path), run_id, rows[0]) if rows else None

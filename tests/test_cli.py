@@ -211,8 +211,9 @@ def test_every_help_example_parses() -> None:
             words = shlex.split(re.split(r"\s#\s", command)[0])  # a trailing comment; '#' inside a chunk id stays
             if not words or words[0] != "crucible":
                 continue
-            if ">" in words:
-                words = words[:words.index(">")]
+            redirect = next((i for i, word in enumerate(words) if word in (">", ">>")), None)
+            if redirect is not None:
+                words = words[:redirect]
             try:
                 parser.parse_args(words[1:])
             except SystemExit:

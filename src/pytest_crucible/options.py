@@ -84,6 +84,12 @@ def add_options(parser: pytest.Parser) -> None:
                          "crucible_pipeline; default: ini crucible_concurrency, else 1).")
     group.addoption("--crucible-html", dest="crucible_html", metavar="PATH", default=None,
                     help="Write the run as one self-contained HTML report (with the comparison when --crucible-baseline is given).")
+    group.addoption("--crucible-markdown", dest="crucible_markdown", metavar="PATH", default=None,
+                    help="Write the verdict as GitHub-flavoured Markdown (the verdict first, the comparison, the items "
+                         "that changed most), for a pull-request comment; also on a refused or faulted run.")
+    group.addoption("--crucible-mlflow", dest="crucible_mlflow", action="store_true", default=None,
+                    help="Log the run to MLflow (the mlflow extra; MLFLOW_TRACKING_URI): params, metrics, the verdict, "
+                         "the junit and HTML reports; a tracker that cannot be reached is a warning (ini crucible_mlflow).")
     group.addoption("--crucible-run-id", dest="crucible_run_id", metavar="ID", default=None,
                     help="Give this run a fixed id, so CI shards of one suite share it (join them with `crucible merge`).")
     group.addoption("--crucible-max-cost", dest="crucible_max_cost", type=_usd, metavar="USD", default=None,
@@ -150,6 +156,11 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("crucible_repeat_pass", default="1.0",
                   help="With repeats, in strict mode: the share of an item's repeats that must pass for the item to "
                        "pass (default 1.0: every repeat).")
+    parser.addini("crucible_mlflow", type="bool", default=False,
+                  help="true: log every run to MLflow, as --crucible-mlflow does.")
+    parser.addini("crucible_step_summary", type="bool", default=True,
+                  help="Under GitHub Actions (GITHUB_STEP_SUMMARY set): append the verdict as Markdown to the job's "
+                       "step summary and print annotations for regressions, refusals and faults; false turns both off.")
     parser.addini("crucible_strict_config", type="bool", default=False,
                   help="true: a changed config key the pipeline never read fails the session (exit 4, usage error) "
                        "instead of a CrucibleWarning, and --crucible-gate or --crucible-margin without a baseline "
@@ -188,12 +199,23 @@ def _check_file_mode() -> None:
         raise pytest.UsageError(str(exc)) from None
 
 
+def wants_mlflow(config: pytest.Config) -> bool:
+    return bool(config.getoption("crucible_mlflow") or config.getini("crucible_mlflow"))
+
+
 def build_settings(config: pytest.Config) -> Settings:
     from .config import ConfigError, config_hash, load_config_file, resolve_config
     from .settings import Settings
 
     rootdir = config.rootpath
     _check_file_mode()
+    if wants_mlflow(config):  # said before any test runs, not after the run it was meant to log
+        from .report.tracking import TrackerMissing, require_mlflow
+
+        try:
+            require_mlflow()
+        except TrackerMissing as exc:
+            raise pytest.UsageError(str(exc)) from None
     config_path = config.getoption("crucible_config")
     if not config_path and config.getini("crucible_config"):
         config_path = str(rootdir / config.getini("crucible_config"))

@@ -13,7 +13,6 @@ once a golden item or a crucible option is actually used.
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,7 +22,7 @@ import pytest
 from . import collection
 from .collection import GOLDEN_ITEM_KEY, SCORE_KEY, SESSION_KEY, UNSHOWN_USAGE_KEY, USAGE_ERROR_KEY, GoldenFile
 from .options import add_options, build_settings, find_custom_metrics
-from .report.junit import report_to_junit
+from .report.junit import report_to_junit, restrict_junit_file
 from .warning import warn
 
 if TYPE_CHECKING:
@@ -279,14 +278,13 @@ class _Recorder:
 def pytest_testnodedown(node, error) -> None:
     # xdist controller: the pipeline ran on the workers, so their config reads and
     # evaluation counts come back here (plain types only) for the unread-key warning.
-    crucible = node.config.stash.get(SESSION_KEY, None)
-    output = getattr(node, "workeroutput", {}).get("crucible")
-    if crucible is not None and output:
-        crucible.add_worker_output(output)
-    usage = getattr(node, "workeroutput", {}).get("crucible_usage_error")
+    crucible, output = node.config.stash.get(SESSION_KEY, None), getattr(node, "workeroutput", {})
+    if crucible is not None and output.get("crucible"):
+        crucible.add_worker_output(output["crucible"])
+    usage = output.get("crucible_usage_error")
     if usage:  # a worker stopped on a usage error: the session exits 4 (pytest_sessionfinish)
         node.config.stash[USAGE_ERROR_KEY] = usage
-        if getattr(node, "workeroutput", {}).get("crucible_usage_unshown"):
+        if output.get("crucible_usage_unshown"):
             node.config.stash[UNSHOWN_USAGE_KEY] = usage
 
 
@@ -317,20 +315,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         report_to_junit(session, crucible)  # the gate's test case and the properties, before junitxml writes its file
     finally:
         session.config.pluginmanager.unregister(case_status)
-    junit = next((getattr(plugin, "logfile", None) for plugin in session.config.pluginmanager.get_plugins()
-                  if hasattr(plugin, "add_global_property")), None)
-    if junit:  # it holds the questions and verdicts too: junitxml's truncating open keeps this file's mode
-        from .store.files import restrict
-
-        with contextlib.suppress(OSError):  # junitxml reports its own error when it cannot write there
-            restrict(Path(junit))
+    restrict_junit_file(session.config)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     crucible = config.stash.get(SESSION_KEY, None)
     if crucible is None:
         return
-    from .report.lines import SummaryLine, alert
+    from .report.lines import SummaryLine, alert, alerts
+    from .report.publish import publish_session
 
     try:
         lines = crucible.summary_lines(verbose=config.get_verbosity())
@@ -340,9 +333,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if UNSHOWN_USAGE_KEY in config.stash and not crucible.is_worker:
         usage = config.stash[UNSHOWN_USAGE_KEY].splitlines()
         lines += alert(f"ERROR: {usage[0]}", usage[1:]) if usage else []
+    published = publish_session(config, crucible)
+    lines += alerts(f"WARNING {warning}" for warning in published.warnings)
+    for command in published.commands:  # GitHub Actions reads these lines from the log as annotations
+        terminalreporter.write_line(command)
     if not lines:
         return
     if config.get_verbosity() >= 0:
         terminalreporter.write_sep("=", "crucible")
     for line in lines:  # each line's colour is its level, set where the line was made
         terminalreporter.write_line(line.text, **line.level.markup)
+

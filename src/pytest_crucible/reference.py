@@ -286,6 +286,8 @@ def render() -> str:
         "| `GITHUB_ACTIONS`, `GITHUB_STEP_SUMMARY` | set by GitHub Actions: the session appends its verdict, as Markdown, to "
         "the step summary file and prints workflow commands (annotations) for regressions, refusals and faults "
         "(`crucible_step_summary = false` turns both off) |",
+        "| `GITHUB_WORKSPACE` | set by GitHub Actions: a failed item's annotation names its golden file relative to "
+        "this checkout, so GitHub shows it on that file's line |",
         "| `MLFLOW_TRACKING_URI`, `MLFLOW_EXPERIMENT_NAME` | with `--crucible-mlflow`, the tracking server and the "
         "experiment each run is logged to (MLflow's own variables; the experiment defaults to `crucible/WORKSPACE`) |",
         "",

@@ -16,6 +16,7 @@ EXAMPLES: dict[str, str] = {
                "crucible compare 01J9Z3 latest --metrics ndcgAt10,mrr --json\n"
                "crucible compare 01J9Z3 latest --facet questionType=multi_hop\n"
                "crucible compare 01J9Z3 latest --ppi              # judged deltas corrected with human labels\n"
+               "crucible compare baselines/main.json latest --format markdown > comment.md   # for the pull request\n"
                "crucible compare baselines/main.json latest --item hd-002   # one item: answers, rankings, metrics",
     "report": "crucible report latest -o report.html\n"
               "crucible report latest --against baselines/main.json -o report.html\n"
@@ -111,6 +112,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     if args.item is not None:
         return _compare_item(args)
+    form = "json" if args.json else args.format
     try:
         _gate_settings(args, args.a)  # bad flags are a usage error before any file is read
     except ValueError as exc:
@@ -147,6 +149,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         from ..labels.human import compare_ppi_for_runs
 
         ppi = compare_ppi_for_runs(store, a, b, args.a, args.b)
+    if form in ("markdown", "csv"):
+        return _print_document(store, result, a, b, form)
     if args.json:
         document = result.comparison.to_json() if result.comparison is not None else {"a": a.run_id, "b": b.run_id}
         document["gate"] = result.to_json()
@@ -169,6 +173,28 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         from ..labels.human import compare_ppi_lines
 
         print("\n".join(compare_ppi_lines(ppi)))
+    return result.exit_code
+
+
+def _print_document(store, result, a, b, form: str) -> int:
+    """The verdict as Markdown (a pull-request comment) or the pairs as CSV on stdout; for CSV, what failed
+    or was refused goes to stderr, as the table's lines do."""
+    from ..report.lines import texts
+    from ..report.views import gate_lines
+    from ..verdict.gate import FAILED, REFUSED
+
+    if form == "markdown":
+        from ..report.markdown import stored_gate_markdown
+
+        sys.stdout.write(stored_gate_markdown(store, result, workspace=b.run.get("workspace")))
+        return result.exit_code
+    from ..report.tables import comparison_table, to_csv
+
+    if result.comparison is not None:
+        sys.stdout.write(to_csv(*comparison_table(result.comparison, a, b)))
+    for line in texts(gate_lines(result)):
+        if line.startswith((FAILED.headline, REFUSED.headline)) or (result.refusal and line.startswith("HINT")):
+            print(line, file=sys.stderr)
     return result.exit_code
 
 
@@ -229,7 +255,13 @@ def add_compare(sub) -> None:
                                    "with those labels, e.g. latest:branch=main), or an exported run .json")
     compare.add_argument("b", help="candidate: run id, prefix, latest, latest:KEY=VALUE[,...], or an exported run .json")
     compare.add_argument("--json", action="store_true",
-                         help="print JSON: a, b, pairedItems, seed, metrics (delta, ci, p, significant), verdicts, power")
+                         help="print JSON: a, b, pairedItems, seed, metrics (delta, ci, p, significant), verdicts, power "
+                              "(the same as --format json)")
+    compare.add_argument("--format", choices=["text", "json", "markdown", "csv"], default="text",
+                         help="text: the table (default); json: as --json; markdown: the verdict first, a table per kind "
+                              "of question, the config change, the notes and the items that changed most, for a "
+                              "pull-request comment (under GitHub's 65,536 characters); csv: one row per item and "
+                              "metric with both runs' values")
     compare.add_argument("--metrics", default=None, metavar="M1,M2", help="only these metrics")
     add_gate_flags(compare)
     compare.add_argument("--facet", default=None, metavar="FACET=VALUE",

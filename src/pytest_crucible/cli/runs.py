@@ -19,7 +19,8 @@ EXAMPLES: dict[str, str] = {
             "crucible show 01J9Z3 --json          # a unique prefix of the run id\n"
             "crucible show latest --item hd-002   # one item: answer, ranking with grades, metrics, evidence\n"
             "crucible show latest --failed        # the failed items, one line each\n"
-            "crucible show latest --class hallucination --json",
+            "crucible show latest --class hallucination --json\n"
+            "crucible summary latest --format markdown >> \"$GITHUB_STEP_SUMMARY\"",
     "metrics": "crucible metrics latest\n"
                "crucible metrics latest --json   # runId, configHash, n, one block per family, byFacet",
     "trend": "crucible trend ndcg@10 --label branch=main\n"
@@ -87,7 +88,11 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
 
     store = open_store(args)
     run_id = resolve_run(store, args, args.run)
-    if args.json:
+    if getattr(args, "format", None) == "markdown":
+        from ..report.markdown import run_markdown
+
+        sys.stdout.write(run_markdown(store, run_id, workspace=store.get_run(run_id).get("workspace")))
+    elif args.json or getattr(args, "format", None) == "json":
         print(json.dumps(run_metrics_document(store, run_id), indent=2))
     else:
         print("\n".join(line.text for line in run_summary_lines(store, run_id)))
@@ -98,6 +103,12 @@ def _cmd_show(args: argparse.Namespace) -> int:
     if args.item is None and not args.failed and args.error_class is None:
         return _cmd_metrics(args)
     from ..report import item_view
+
+    if args.format == "markdown":
+        print("crucible: --format markdown summarises a run; --item, --failed and --class print text or JSON\n"
+              "HINT: leave --format out, or give --json", file=sys.stderr)
+        return EXIT_USAGE
+    args.json = args.json or args.format == "json"
 
     if args.item is not None and (args.failed or args.error_class is not None):
         print("crucible: --item shows one item; --failed and --class list several\n"
@@ -189,12 +200,16 @@ def add_trend(sub) -> None:
 
 
 def add_show(sub) -> None:
-    show = with_db(sub.add_parser("show", help="summarise one run (the same as metrics), or show one item of it, "
-                                                "or list its failed items"))
+    show = with_db(sub.add_parser("show", aliases=["summary"],
+                                  help="summarise one run (the same as metrics), or show one item of it, or list its "
+                                       "failed items (`crucible summary` is the same command)"))
     show.add_argument("run", help="run id, unique prefix, latest, or latest:KEY=VALUE[,...] (the newest complete run "
                                   "with those labels)")
     show.add_argument("--json", action="store_true", help="print JSON: the metrics (as `crucible metrics --json`); "
                                                            "with --item the item's document, with --failed/--class the list")
+    show.add_argument("--format", choices=["text", "json", "markdown"], default="text",
+                      help="text (default); json: as --json; markdown: the run's summary for a pull request or a CI "
+                           "step summary")
     show.add_argument("--item", default=None, metavar="ID",
                       help="one item: its question, reference, answer, retrieved chunks with their grades, metrics, "
                            "outcome, error class and the evidence stored for it")

@@ -15,9 +15,13 @@ never recomputed. pytest is imported only where the reports are built (the plugi
 
 from __future__ import annotations
 
+import contextlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import pytest
+
     from ..session import CrucibleSession
     from ..verdict.gate import GateResult
 
@@ -122,3 +126,20 @@ def _report_case(session, nodeid: str, location: tuple, outcome: str, when: str,
         session.config.hook.pytest_runtest_logreport(report=report)
         report.__dict__.pop("crucible_live_status", None)
     session.testsfailed = testsfailed
+
+
+def junit_path(config: pytest.Config) -> str | None:
+    """Where pytest's junitxml writes (``--junitxml``, or the ini ``junit_xml``...), None without it."""
+    return next((getattr(plugin, "logfile", None) for plugin in config.pluginmanager.get_plugins()
+                 if hasattr(plugin, "add_global_property")), None)
+
+
+def restrict_junit_file(config: pytest.Config) -> None:
+    """The junit file holds the questions and verdicts too: give it crucible's file mode (junitxml's truncating
+    open keeps it). junitxml reports its own error when it cannot write there."""
+    junit = junit_path(config)
+    if junit:
+        from ..store.files import restrict
+
+        with contextlib.suppress(OSError):
+            restrict(Path(junit))

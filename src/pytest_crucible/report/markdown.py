@@ -10,6 +10,7 @@ HTML, and the whole stays under GitHub's 65,536-character limit for a comment.
 from __future__ import annotations
 
 import html
+import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 from .views import p_text, verdict_text
 
 if TYPE_CHECKING:
+    from ..store import Store
     from ..verdict.comparison import Comparison, MetricComparison
     from ..verdict.gate import GateResult
     from ..verdict.runs import RunData
@@ -62,10 +64,12 @@ class ChangedItem:
         return abs(self.after - self.before)
 
 
-def changed_items(comparison: Comparison, baseline: RunData, current: RunData, *,
+def changed_items(comparison: Comparison, baseline: RunData, current: RunData, *, questions: dict[str, str] | None = None,
                   error_classes: dict[str, str] | None = None) -> list[ChangedItem]:
-    """The paired items whose value of a compared metric changed, the worse moves first, then the largest."""
-    questions = {str(item.get("id")): str(item.get("question") or "") for item in current.golden or baseline.golden}
+    """The paired items whose value of a compared metric changed, the worse moves first, then the largest.
+    ``questions``: item id -> question (default: the runs' golden items, when they were read with theirs)."""
+    if questions is None:
+        questions = {str(item.get("id")): str(item.get("question") or "") for item in current.golden or baseline.golden}
     found: list[ChangedItem] = []
     for m in comparison.metrics.values():
         before, after = baseline.metrics.get(m.metric, {}), current.metrics.get(m.metric, {})
@@ -149,7 +153,7 @@ def _config_section(comparison: Comparison) -> list[str]:
     if not comparison.config_changes:
         return []
     lines = ["", "**Config changes**", ""]
-    lines.extend(f"- {text(key)}: {text(repr(old))} → {text(repr(new))}" for key, (old, new) in comparison.config_changes.items())
+    lines.extend(f"- {text(key)}: {text(json.dumps(old))} → {text(json.dumps(new))}" for key, (old, new) in comparison.config_changes.items())
     return lines
 
 
@@ -211,3 +215,31 @@ def summary_markdown(lines: Iterable[str], *, title: str) -> str:
     longest = max((len(run) for line in body for run in re.findall(r"`+", line)), default=0)
     fence = "`" * max(3, longest + 1)
     return "\n".join([f"**{text(title)}**", "", fence + "text", *body, fence]) + "\n"
+
+
+def stored_gate_markdown(store: Store | None, result: GateResult, *, workspace: str | None = None,
+                         limit: int = COMMENT_LIMIT) -> str:
+    """:func:`gate_markdown` with the items that changed most, their questions and error classes read from the
+    store that holds the candidate run (none when it is an exported file)."""
+    changed: list[ChangedItem] = []
+    current, baseline = result.current, result.baseline
+    if result.comparison is not None and current is not None and baseline is not None:
+        questions = error_classes = None
+        if store is not None and store.has_run(current.run_id):
+            from ..store.aggregates import golden_fields, result_columns
+
+            questions = {str(row.get("id")): str(row.get("question") or "") for row in golden_fields(store, current.run_id, ("id", "question"))}
+            error_classes = {str(row["item_id"]): row["error_class"] for row in result_columns(store, current.run_id, ("item_id", "error_class"))
+                             if row["error_class"]}
+        changed = changed_items(result.comparison, baseline, current, questions=questions, error_classes=error_classes)
+    return gate_markdown(result, changed=changed, workspace=workspace, limit=limit)
+
+
+def run_markdown(store: Store, run_id: str, *, workspace: str | None = None) -> str:
+    """A run with no gate (``crucible show --format markdown``, a step summary without a baseline): its
+    one-line summary first, then the terminal's summary lines in a fenced block."""
+    from .terminal import one_line_summary, run_summary_lines
+
+    head = [marker_line(workspace)] if workspace is not None else []
+    lines = [line.text for line in run_summary_lines(store, run_id)]
+    return "\n".join([*head, summary_markdown(lines, title=one_line_summary(store, run_id)).rstrip("\n")]) + "\n"

@@ -303,11 +303,18 @@ class ResultsMixin(Connection):
                     row[column] = json.loads(row[column]) if row.get(column) else None
         return rows
 
+    def failed_items(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's failed and errored items, by id: failures (decoded), pipeline error, golden file and line."""
+        rows = [dict(row) for row in self.db.query(
+            "SELECT r.item_id, r.failures, r.error, g.source, g.line FROM results r LEFT JOIN golden_items g ON g.run_id = r.run_id"
+            " AND g.item_id = r.item_id WHERE r.run_id = ? AND r.outcome IN ('failed', 'error') ORDER BY r.item_id", [run_id])]
+        for row in rows:
+            row["failures"] = json.loads(row["failures"] or "[]")
+        return rows
 
     def count_judge_failed(self, run_id: str) -> int:
         """Items of the run whose judging failed after retries."""
         return self.db.conn.execute("SELECT COUNT(*) FROM results WHERE run_id = ? AND judge_errors != '[]'", [run_id]).fetchone()[0]
-
 
     def item_kinds(self, run_id: str) -> dict[str, str]:
         """item id -> the kind of the golden item as it ran (retrieval when the item does not say)."""

@@ -108,6 +108,7 @@ class GateResult:
     # The baseline as compared (None: floors only, or it could not be read); ``baseline_ref`` as the user named it.
     baseline: RunData | None = None
     baseline_ref: str | None = None
+    current: RunData | None = None  # the run judged, as compared (views of the items that changed read it)
 
     @property
     def exit_code(self) -> int:
@@ -356,7 +357,7 @@ def decide(current: RunData, baseline: RunData | None, settings: GateSettings, n
     from .comparison import ComparisonRefused, compare_run_data, cutoff_change, margin_reasons, regression_reasons, undetected_drops
 
     result = GateResult(PASSED, has_baseline=baseline is not None, has_floors=bool(settings.floors), gated=settings.gate,
-                        baseline=baseline, baseline_ref=settings.baseline)
+                        baseline=baseline, baseline_ref=settings.baseline, current=current)
     result.warnings.extend(notes)
     state = not_complete(current)
     if state is not None:

@@ -294,3 +294,16 @@ def test_the_comment_renders_as_github_shows_it_with_hostile_text_as_text(pytest
             assert row.locator("code, a, em, strong:not(:last-child)").count() <= 1  # at most the bold new value
         finally:
             browser.close()
+
+
+def test_a_run_that_is_not_there_names_the_runs_that_are(project) -> None:
+    assert project.runpytest("--crucible-config=base.json").ret == pytest.ExitCode.OK
+    db = str(project.path / ".crucible" / "crucible.db")
+    newest = json.loads(crucible_cli("runs", "--json", "--db", db).stdout.str())[0]["id"]
+    for argv in (["compare", "01NOPE", "latest", "--format", "markdown"], ["summary", "01NOPE", "--format", "markdown"],
+                 ["export", "01NOPE", "--format", "csv", "-o", "items.csv"]):
+        result = crucible_cli(*argv, "--db", db)
+        assert result.ret == 2, argv
+        assert result.errlines[0] == f"crucible: no run matches '01NOPE' in {db}"
+        assert result.errlines[1].startswith(f"HINT: the newest runs here are {newest} (base.json, ")
+    assert not (project.path / "items.csv").exists()

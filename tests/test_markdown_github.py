@@ -6,7 +6,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -142,3 +144,41 @@ def test_a_comparison_table_has_both_values_for_each_item_and_metric() -> None:
     assert len(rows) == 2 * len(ITEMS)
     first = next(row for row in rows if row[0] == "q00" and row[2] == "ndcgAt10")
     assert first[3] == pytest.approx(0.9) and first[4] == pytest.approx(0.6) and first[6] is True
+
+
+# -- the whole comment, as a reviewer reads it, against a file kept in the repository -----------------------
+GOLDEN_MARKDOWN = Path(__file__).parent / "data" / "markdown"
+
+
+def _comparisons() -> dict[str, str]:
+    """The four comments a pull request can get: a failed, a passed, a refused and a subset comparison."""
+    from pytest_crucible.verdict.gate import decide_stored
+
+    settings = GateSettings(baseline="01BASE")
+    result, baseline, current = failing_result({"q03": HOSTILE})
+    failed = markdown.gate_markdown(result, changed=markdown.changed_items(result.comparison, baseline, current),
+                                    workspace="shop")
+    better = {item: min(1.0, value + 0.01 * (i % 2)) for i, (item, value) in enumerate(BASE.items())}
+    base = run("01BASE", {"ndcgAt10": BASE})
+    passed_result = decide(run("01CAND", {"ndcgAt10": better}), base, settings)
+    passed = markdown.gate_markdown(passed_result, workspace="shop",
+                                    changed=markdown.changed_items(passed_result.comparison, base, run("01CAND", {"ndcgAt10": better})))
+    few = {item: BASE[item] for item in ITEMS[:3]}
+    refused = markdown.gate_markdown(decide(run("01CAND", {"ndcgAt10": few}), run("01BASE", {"ndcgAt10": few}), settings),
+                                     workspace="shop")
+    chosen = run("01CAND", {"ndcgAt10": {item: BASE[item] for item in ITEMS[:2]}},
+                 selection=json.dumps({"ran": 2, "held": len(ITEMS), "by": "-k q00 or q01"}))
+    subset = markdown.gate_markdown(decide_stored(None, chosen, base, settings), workspace="shop")
+    return {"failed": failed, "passed": passed, "refused": refused, "subset": subset}
+
+
+@pytest.mark.parametrize("name", ["failed", "passed", "refused", "subset"])
+def test_the_comment_is_the_one_kept_in_the_repository(name: str) -> None:
+    """tests/data/markdown/NAME.md is the comment exactly: a change to any line of it is a change reviewers see.
+    CRUCIBLE_REWRITE_GOLDEN=1 rewrites the files (then read the diff before committing it)."""
+    text = _comparisons()[name]
+    path = GOLDEN_MARKDOWN / f"{name}.md"
+    if os.environ.get("CRUCIBLE_REWRITE_GOLDEN") == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    assert text == path.read_text(encoding="utf-8"), f"{path} differs (CRUCIBLE_REWRITE_GOLDEN=1 rewrites it)"

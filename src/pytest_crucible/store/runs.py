@@ -180,7 +180,7 @@ class RunsMixin(Connection):
     def get_run(self, run_id: str) -> dict[str, Any]:
         rows = list(self.db.query("SELECT * FROM runs WHERE id = ?", [run_id]))
         if not rows:
-            raise RunNotFound(f"no run with id {run_id} in {self.path}\nHINT: `crucible runs` lists the runs")
+            raise RunNotFound(f"no run with id {run_id} in {self.path}\n{self._runs_hint()}")
         return rows[0]
 
     def has_run(self, run_id: str, *, workspace: str | None = None) -> bool:
@@ -204,10 +204,18 @@ class RunsMixin(Connection):
         # LIKE is case-insensitive in SQLite: ULID prefixes work in either case.
         matches = [row[0] for row in self.db.conn.execute("SELECT id FROM runs WHERE id LIKE ? || '%' ORDER BY id", [ref])]
         if not matches:
-            raise RunNotFound(f"no run matches '{ref}' in {self.path}\nHINT: `crucible runs` lists the runs")
+            raise RunNotFound(f"no run matches '{ref}' in {self.path}\n{self._runs_hint()}")
         if len(matches) > 1:
             raise StoreError(f"'{ref}' matches {len(matches)} runs ({', '.join(matches[:3])}...)\nHINT: give more characters of the run id")
         return matches[0]
+
+    def _runs_hint(self) -> str:
+        """The hint of a run that is not there: the newest runs that are (a typo shows against them)."""
+        newest = [f"{run_id} ({config or 'no config'}, {started[:10]})" for run_id, config, started in self.db.conn.execute(
+            "SELECT id, config_path, started_at FROM runs ORDER BY started_at DESC, id DESC LIMIT 3")]
+        if not newest:
+            return "HINT: this database holds no run yet (a pytest session with --crucible-config records one)"
+        return f"HINT: the newest runs here are {', '.join(newest)}; `crucible runs --all-workspaces` lists them all"
 
     def unread_keys(self, run_id: str) -> list[str]:
         """The changed config keys the pipeline never read in this run (empty for runs stored before schema 8)."""

@@ -30,7 +30,7 @@ class Progress:
     The ETA assumes the remaining work goes at the average rate so far; it is left
     out until something is done (no rate yet)."""
 
-    def __init__(self, label: str, total: int, write: Callable[[str], None], *, unit: str = "",
+    def __init__(self, label: str, total: int, write: Callable[[str], object], *, unit: str = "",
                  interval: float = 10.0, clock: Callable[[], float] = time.monotonic):
         self.label, self.total, self.write, self.unit = label, total, write, unit
         self.interval, self.clock = interval, clock

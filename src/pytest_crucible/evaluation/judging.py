@@ -133,7 +133,7 @@ class SessionJudging:
                                                on_start=lambda n_items: self._watch_batches(n_items, progress),
                                                rubrics=self.graded_rubrics)
 
-    def _watch_batches(self, n_items: int, write: Callable[[str], None] | None) -> None:
+    def _watch_batches(self, n_items: int, write: Callable[[str], object] | None) -> None:
         """Progress lines while Message Batches are processed (one Progress per batch)."""
         if write is None or not self.engine.judge.batch:  # only a batch judge polls batches (Judge.on_progress)
             return
@@ -206,12 +206,13 @@ class SessionJudging:
         from .custom_metrics import definitions
 
         judge, rubrics, estimate = self.judge, self.graded_rubrics, self.cost_estimate
+        grader = judge if rubrics else None  # graded rubrics need answers judged, so a judge (settings.uses_judge)
         return dict(judge_model=judge.model if judge else None,
                     judge_prompt_version=judge.prompt_version if judge else None,
                     judge_label=judge.label if judge else None,
                     cost_estimate_usd=estimate.cost_usd if estimate else None,
-                    custom_metrics=definitions(self.settings.custom_metrics, rubrics, judge_model=judge.model if rubrics else None,
-                                               rubric_prompt_version=judge.prompt_version_for("rubric") if rubrics else None))
+                    custom_metrics=definitions(self.settings.custom_metrics, rubrics, judge_model=grader.model if grader else None,
+                                               rubric_prompt_version=grader.prompt_version_for("rubric") if grader else None))
 
     # -- what it could not judge -----------------------------------------------------------------------
     def notes(self) -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
     from . import ItemVerdict
@@ -20,6 +20,17 @@ if TYPE_CHECKING:
 # A share computed from integers compared with a user's share (0.67 for two of three) must not fail
 # on the last bit.
 _SHARE_TOLERANCE = 1e-9
+
+
+class RepeatRow(TypedDict):
+    """One repeat of an item, as the item keeps it (``ItemScore.repeats``) and the store writes it."""
+
+    repeat: int  # 0-based, in call order
+    outcome: str  # passed | failed | error (the strict rule: see _outcome)
+    answer: str | None
+    metrics: dict[str, float]
+    failure: str | None
+    error: str | None
 
 
 def needed(repeat: int, repeat_pass: float) -> int:
@@ -40,8 +51,8 @@ def combine(item_id: str, verdicts: Sequence[ItemVerdict], repeat_pass: float) -
     from . import ItemVerdict
 
     first = verdicts[0]
-    rows = [{"repeat": index, "outcome": _outcome(v), "answer": v.score.answer, "metrics": dict(v.score.metrics),
-             "failure": v.failure or v.strict_failure, "error": v.score.error} for index, v in enumerate(verdicts)]
+    rows: list[RepeatRow] = [{"repeat": index, "outcome": _outcome(v), "answer": v.score.answer, "metrics": dict(v.score.metrics),
+                              "failure": v.failure or v.strict_failure, "error": v.score.error} for index, v in enumerate(verdicts)]
     errored = next((v for v in verdicts if v.error is not None), None)
     if errored is not None:  # the pipeline raised: the item is an error, with that exception, whatever the others did
         errored.score.repeats = rows

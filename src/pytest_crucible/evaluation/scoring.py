@@ -10,13 +10,16 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..golden_set.schema import GoldenItem
 from ..metrics.guardrail import guardrail_failure, guardrail_item_metrics
 from ..metrics.retrieval import ranking_units, retrieval_metrics
 from ..qrels.grades import item_grades
 from .pipeline import PipelineResult, cited_chunk_ids, result_data
+
+if TYPE_CHECKING:
+    from .repeats import RepeatRow
 
 
 @dataclass(slots=True)  # one per item: its fields in slots, not a dict grown field by field
@@ -51,7 +54,7 @@ class ItemScore:
     metric_errors: list[str] = field(default_factory=list)
     # With --crucible-repeat: each repeat (repeat, outcome, answer, metrics, failure, error); the item's
     # metrics are their means (see evaluation/repeats.py).
-    repeats: list[dict[str, Any]] = field(default_factory=list)
+    repeats: list[RepeatRow] = field(default_factory=list)
     # The verdicts behind the answer metrics (for reports), and new judge-cache rows for the store.
     verdicts: dict[str, Any] = field(default_factory=dict)
     cache_rows: list[dict[str, Any]] = field(default_factory=list)
@@ -238,7 +241,7 @@ def classify_score(score: dict[str, Any], *, mode: str, today: str | None = None
         return "correct", "retrieval found every required citation"
     from datetime import date
 
-    from ..metrics.errors import ClassificationInputs, classify
+    from ..metrics.errors import ClassificationInputs, StaleSource, classify
     from .answers import chunks_without_text, unsatisfied_must_assertions
 
     today = today or date.today().isoformat()
@@ -270,7 +273,7 @@ def classify_score(score: dict[str, Any], *, mode: str, today: str | None = None
         confidence=score.get("confidence"),
         confidence_threshold=_confidence_threshold(item),
         retrieved_chunk_ids=tuple(by_id),
-        stale_sources=tuple(_stale_source(by_id[c]) for c in stale),
+        stale_sources=tuple(StaleSource(*_stale_source(by_id[c])) for c in stale),
         judge_reason=_correctness_verdict(score).get("reason") or None,
         judge_contradicts=tuple((_correctness_verdict(score).get("contradicts") or {}).values()),
         correctness_targets=_correctness_targets(item) if grade in ("incorrect", "acceptable") else (),

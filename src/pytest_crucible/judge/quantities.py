@@ -209,10 +209,10 @@ def _value(name: str, match: re.Match[str]) -> Value | None:
     if name == "weekday":
         return Value("weekday", frozenset({f"wd{_WEEKDAYS.index(g['wd'].lower()) + 1}"}), frozenset(), False, text)
     if name == "money sign":
-        amount = float(g["n"].replace(",", ""))
+        sign_amount = float(g["n"].replace(",", ""))
         mult = (g.get("mult") or "").lower()
-        amount *= {"k": 1e3, "thousand": 1e3, "m": 1e6, "million": 1e6}.get(mult, 1)
-        return _money(amount, False, text)
+        sign_amount *= {"k": 1e3, "thousand": 1e3, "m": 1e6, "million": 1e6}.get(mult, 1)
+        return _money(sign_amount, False, text)
     if name == "money word":
         amount = _number(g["n"])
         return None if amount is None else _money(amount, g["cur"].lower() in ("cent", "cents", "pence", "p"), text)

@@ -17,10 +17,13 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..defaults import JUDGE_CHOICES
 from .engine import Judge
+
+if TYPE_CHECKING:
+    from ..store.postgres import DatabaseURL
 
 __all__ = ["JudgeSetupError", "load_judge_class", "make_judge", "parse_price", "read_cache_rows", "registered_judges"]
 
@@ -185,7 +188,7 @@ def parse_price(text: str, where: str) -> tuple[float, float] | None:
     return (values[0], values[-1])
 
 
-def read_cache_rows(db_path: Path, judge_model: str, prompt_version: str | None = None) -> list[dict[str, Any]]:
+def read_cache_rows(db_path: str | Path | DatabaseURL, judge_model: str, prompt_version: str | None = None) -> list[dict[str, Any]]:
     """Cached verdicts of one judge (all its prompt versions unless one is given), read without writing."""
     from ..store.ledgers import read_judge_cache
 

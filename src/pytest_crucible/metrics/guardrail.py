@@ -83,8 +83,12 @@ def guardrail_failure(item: Mapping[str, Any], blocked: bool, blocked_by: str | 
 
 
 def _rate(values: list[float]) -> dict[str, Any]:
+    """The rate of non-empty ``values`` (every caller has one value at least)."""
     hits, n = int(sum(values)), len(values)
-    low, high = wilson_interval(hits, n)
+    interval = wilson_interval(hits, n)
+    if interval is None:
+        raise ValueError("a rate needs one value at least")
+    low, high = interval
     return {"rate": hits / n, "k": hits, "n": n, "ci": [low, high]}
 
 

@@ -86,7 +86,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "GRADE_ACCEPTABLE",
@@ -103,6 +103,9 @@ __all__ = [
     "reciprocal_rank",
     "retrieval_metrics",
 ]
+
+#: An id of a ranking and its qrels (a chunk id, a doc id, a judged unit): any hashable, the same in both.
+Id = TypeVar("Id", bound=Hashable)
 
 #: Keys of the dict returned by :func:`retrieval_metrics`, in report order.
 RETRIEVAL_METRICS = ("recallAtK", "precisionAtK", "mrr", "ndcgAt10", "hitAtK")
@@ -149,12 +152,12 @@ def _is_relevant(grade: int | None, relevance_level: int) -> bool:
     return grade is not None and grade >= 0 and grade >= relevance_level
 
 
-def _grades(ranking: Iterable[Hashable], qrels: Mapping[Hashable, int]) -> list[int | None]:
+def _grades(ranking: Iterable[Id], qrels: Mapping[Id, int]) -> list[int | None]:
     """Grade of each ranked id, in rank order; None = unjudged or a repeat.
 
     A repeated id is mapped to None so that only its first occurrence counts.
     """
-    seen: set[Hashable] = set()
+    seen: set[Id] = set()
     grades: list[int | None] = []
     for doc in ranking:
         if doc in seen:
@@ -165,12 +168,12 @@ def _grades(ranking: Iterable[Hashable], qrels: Mapping[Hashable, int]) -> list[
     return grades
 
 
-def _num_relevant(qrels: Mapping[Hashable, int], relevance_level: int) -> int:
+def _num_relevant(qrels: Mapping[Any, int], relevance_level: int) -> int:
     return sum(1 for grade in qrels.values() if _is_relevant(grade, relevance_level))
 
 
 def _relevant_in_top(
-    ranking: Sequence[Hashable], qrels: Mapping[Hashable, int], k: int, relevance_level: int
+    ranking: Sequence[Id], qrels: Mapping[Id, int], k: int, relevance_level: int
 ) -> int:
     return sum(
         1 for grade in _grades(ranking[:k], qrels) if _is_relevant(grade, relevance_level)
@@ -192,7 +195,7 @@ def _dcg(gains: Iterable[float]) -> float:
 
 
 def recall_at_k(
-    ranking: Sequence[Hashable], qrels: Mapping[Hashable, int], k: int, relevance_level: int = 1
+    ranking: Sequence[Id], qrels: Mapping[Id, int], k: int, relevance_level: int = 1
 ) -> float:
     """Fraction of the relevant ids that appear in the top ``k`` (trec_eval ``recall_k``).
 
@@ -206,7 +209,7 @@ def recall_at_k(
 
 
 def precision_at_k(
-    ranking: Sequence[Hashable], qrels: Mapping[Hashable, int], k: int, relevance_level: int = 1
+    ranking: Sequence[Id], qrels: Mapping[Id, int], k: int, relevance_level: int = 1
 ) -> float:
     """Relevant ids in the top ``k``, divided by ``k`` (trec_eval ``P_k``).
 
@@ -217,7 +220,7 @@ def precision_at_k(
 
 
 def reciprocal_rank(
-    ranking: Sequence[Hashable], qrels: Mapping[Hashable, int], relevance_level: int = 1
+    ranking: Sequence[Id], qrels: Mapping[Id, int], relevance_level: int = 1
 ) -> float:
     """1 / rank of the first relevant id in the whole ranking (trec_eval ``recip_rank``).
 
@@ -230,7 +233,7 @@ def reciprocal_rank(
 
 
 def ndcg_at_k(
-    ranking: Sequence[Hashable], qrels: Mapping[Hashable, int], k: int, relevance_level: int = 1
+    ranking: Sequence[Id], qrels: Mapping[Id, int], k: int, relevance_level: int = 1
 ) -> float:
     """Graded nDCG cut at ``k`` (trec_eval ``ndcg_cut_k``).
 
@@ -250,7 +253,7 @@ def ndcg_at_k(
 
 
 def hit_at_k(
-    ranking: Sequence[Hashable], qrels: Mapping[Hashable, int], k: int, relevance_level: int = 1
+    ranking: Sequence[Id], qrels: Mapping[Id, int], k: int, relevance_level: int = 1
 ) -> float:
     """1.0 if any relevant id is in the top ``k``, else 0.0 (trec_eval ``success_k``)."""
     _check_k(k)
@@ -258,7 +261,7 @@ def hit_at_k(
 
 
 def retrieval_metrics(
-    ranking: Sequence[Hashable], qrels: Mapping[Hashable, int], k: int, relevance_level: int = 1
+    ranking: Sequence[Id], qrels: Mapping[Id, int], k: int, relevance_level: int = 1
 ) -> dict[str, float]:
     """All five metrics for one query, keyed by :data:`RETRIEVAL_METRICS`.
 

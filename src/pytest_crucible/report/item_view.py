@@ -164,7 +164,7 @@ def _chunk_key(hit: dict[str, Any]) -> str:
     return hit["chunkId"] if hit.get("chunkId") else f"doc:{hit.get('docId')}"
 
 
-def ranked_chunks(retrieved: Any, grades: dict[str, tuple[int, str]], citations: Iterable[Any] = ()) -> list[dict[str, Any]]:
+def ranked_chunks(retrieved: Any, grades: dict[str, tuple[int, str]], citations: Iterable[Any] | None = ()) -> list[dict[str, Any]]:
     """The ranking as the metrics read it: each hit's unit (its chunk when judged, else its document:
     ``metrics.retrieval.ranking_units``), that unit's effective grade (a repeat of a unit already credited
     has none), whether the grade makes it relevant, and whether the answer cited it."""
@@ -484,7 +484,7 @@ def item_change(a: RunItems, b: RunItems, item_id: str) -> dict[str, Any]:
         metrics[name] = {"a": va, "b": vb, "delta": vb - va if va is not None and vb is not None else None}
     top_a = {_chunk_key(chunk) for chunk in da["retrieved"][:da["k"]]}
     top_b = {_chunk_key(chunk) for chunk in db["retrieved"][:db["k"]]}
-    rank_a = {}
+    rank_a: dict[str, int] = {}
     for chunk in da["retrieved"]:
         rank_a.setdefault(_chunk_key(chunk), chunk["rank"])
 

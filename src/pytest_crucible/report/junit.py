@@ -121,8 +121,9 @@ def _report_case(session, nodeid: str, location: tuple, outcome: str, when: str,
     session.testsfailed = testsfailed - 1  # pytest counts a failed report towards --maxfail: the case is not an item
     for phase, phase_outcome, phase_longrepr in phases:
         report = pytest.TestReport(nodeid, location, {}, phase_outcome, phase_longrepr, phase)
-        if phase == when:  # read by the plugin's pytest_report_teststatus while the report is sent
-            report.crucible_live_status = ("error" if when == "setup" else outcome), "", ""
+        if phase == when:  # read by the plugin's pytest_report_teststatus while the report is sent (not a
+            # TestReport field: an attribute of ours, set and removed through the instance's __dict__)
+            report.__dict__["crucible_live_status"] = ("error" if when == "setup" else outcome), "", ""
         session.config.hook.pytest_runtest_logreport(report=report)
         report.__dict__.pop("crucible_live_status", None)
     session.testsfailed = testsfailed

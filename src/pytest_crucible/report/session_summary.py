@@ -14,6 +14,7 @@ from .lines import Level, SummaryLine, alert, alerts, plain
 
 if TYPE_CHECKING:
     from ..session import CrucibleSession
+    from ..verdict.runs import StoredMeans
 
 
 def session_summary_lines(session: CrucibleSession, verbose: int = 0) -> list[SummaryLine]:
@@ -48,7 +49,7 @@ def _first_and_rest(message: str) -> tuple[str, list[str]]:
     return first, rest
 
 
-def _stored_means(session: CrucibleSession) -> tuple | None:
+def _stored_means(session: CrucibleSession) -> StoredMeans | None:
     """The run's ``verdict.runs.stored_means``; None when there is no run or it cannot be read (the readers
     below then meet the database themselves, and say so)."""
     from ..verdict.runs import stored_means
@@ -61,7 +62,7 @@ def _stored_means(session: CrucibleSession) -> tuple | None:
         return None
 
 
-def _run_lines(session: CrucibleSession, verbose: int, means: tuple | None = None) -> list[SummaryLine]:
+def _run_lines(session: CrucibleSession, verbose: int, means: StoredMeans | None = None) -> list[SummaryLine]:
     """The run's own lines (metrics, unread keys, faults, judge errors), before the gate's. The faults are
     shown even when there is no run to read back: they say why."""
     from .terminal import fault_lines, run_summary_lines

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..metrics import display_name, ordered_metrics, run_cutoff
 from .lines import Level, SummaryLine, alerts, plain
+
+if TYPE_CHECKING:
+    from ..verdict.runs import StoredMeans
 
 
 def metric_table(means: dict[str, tuple[float, int]], k: int | None = None) -> list[str]:
@@ -202,7 +205,7 @@ def alerts_only(lines: list[SummaryLine]) -> list[SummaryLine]:
     return [line for line in lines if line.level.alert]
 
 
-def one_line_summary(store, run_id: str, *, gate: str | None = None, means: tuple | None = None) -> str:
+def one_line_summary(store, run_id: str, *, gate: str | None = None, means: StoredMeans | None = None) -> str:
     """The run in one line: id, status, items, the headline metrics (per kind) and the gate's result.
     ``means``: the run's ``verdict.runs.stored_means`` when the caller has read them already."""
     from ..verdict.runs import stored_means
@@ -343,8 +346,8 @@ def custom_metric_lines(run: dict, results: list[dict]) -> list[SummaryLine]:
     return lines
 
 
-def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults: list[str] = (), verbose: int = 0,
-                      known_keys: Iterable[str] = (), means: tuple | None = None) -> list[SummaryLine]:
+def run_summary_lines(store, run_id: str, *, unread_keys: Iterable[str] = (), faults: Iterable[str] = (), verbose: int = 0,
+                      known_keys: Iterable[str] = (), means: StoredMeans | None = None) -> list[SummaryLine]:
     """The run's summary (the session's crucible section, `crucible show`); ``known_keys``: config keys an
     unread key may be a typo of (see ``config.unread_key_message``); ``means``: the run's
     ``verdict.runs.stored_means`` when the caller has read them already.
@@ -373,15 +376,15 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
     text.extend(selection_lines(run))
     text.extend(rerun_lines(store.item_attempts(run_id)))
 
-    means, by_kind = means or stored_means(store, run_id)
-    if means and len(by_kind) > 1:
+    overall, by_kind = means or stored_means(store, run_id)
+    if overall and len(by_kind) > 1:
         # A run that mixes kinds shows each kind's means: none is taken across them.
         text.append("this run mixes kinds of question: every mean is of one kind (--crucible-kind=KIND runs one)")
         for kind, kind_table in by_kind:
             text.append(f"{kind} questions:")
             text.extend(metric_table(kind_table, k))
-    elif means:
-        text.extend(metric_table(means, k))
+    elif overall:
+        text.extend(metric_table(overall, k))
     elif lost and not n_results:
         text.append(f"  no metrics: no item could be recorded ({lost} lost); this run is {run['status']}")
     elif n_results and errored == n_results:
@@ -400,8 +403,8 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
     selective = selective_summary(aggregates.result_columns(store, run_id, ("item_id", "confidence", "crag_grade"),
                                                             where="selective"))
     if selective:
-        truth = means.get("truthfulness", (None, 0))[0]
-        abstain = means.get("abstainRate", (None, 0))[0]
+        truth = overall.get("truthfulness", (None, 0))[0]
+        abstain = overall.get("abstainRate", (None, 0))[0]
         text.append(
             "abstention: " + ", ".join(part for part in (
                 f"truthfulness {truth:+.4f}" if truth is not None else "",
@@ -411,20 +414,19 @@ def run_summary_lines(store, run_id: str, *, unread_keys: list[str] = (), faults
         text.append(f"  coverage at risk <= 10%: {selective['coverageAtRisk']:.2f} (n {selective['n']})")
     from ..labels.human import ppi_lines, stored_run_ppi
 
-    text.extend(ppi_lines(stored_run_ppi(store, run_id, means)))  # when people labelled some of its answers
+    text.extend(ppi_lines(stored_run_ppi(store, run_id, overall)))  # when people labelled some of its answers
     classes = error_class_table(tally["error_classes"])
     if classes:
         text.append("error classes: " + ", ".join(f"{name} {n}" for name, n in classes.items()))
-    text.extend(stored_guardrail_lines(store, run_id, means, verbose=verbose))
-    table = None
-    if "truthfulness" in means or verbose > 0:
+    text.extend(stored_guardrail_lines(store, run_id, overall, verbose=verbose))
+    if "truthfulness" in overall or verbose > 0:
         table = stored_facets(store, run_id)
-    if "truthfulness" in means:
-        worst = worst_facet_line(table)
-        if worst:
-            text.append(worst)
-    if verbose > 0:
-        text.extend(facet_table_lines(table))
+        if "truthfulness" in overall:
+            worst = worst_facet_line(table)
+            if worst:
+                text.append(worst)
+        if verbose > 0:
+            text.extend(facet_table_lines(table))
     pool_text = pool_line(tally["pool"], k)
     if pool_text:
         text.extend(pool_text.splitlines())

@@ -120,9 +120,9 @@ def _trends(store: Store, rows: list[dict[str, Any]], names: list[str], *, works
         kinds = store.item_kinds(row["id"])
         split: dict[str | None, dict[str, list[float]]] = {group: {} for group in groups}
         for metric, item, value in metric_rows(store, row["id"], names):
-            group = kinds.get(item, "retrieval")
-            if group in split:
-                split[group].setdefault(metric, []).append(value)
+            item_group = kinds.get(item, "retrieval")
+            if item_group in split:
+                split[item_group].setdefault(metric, []).append(value)
         read.append(split)
     trends = []
     for group in groups:
@@ -148,9 +148,9 @@ def trend_document(trends: list[Trend], kind: str | None = None) -> dict[str, An
     ``n``, or, when the runs mix kinds of question and no ``kind`` was asked for, ``byKind`` instead (a mean is
     never taken across kinds)."""
     first = trends[0]
-    document = {"metric": first.metric, "shown": first.shown, "direction": first.direction, "k": first.k,
-                "workspace": first.workspace, "labels": first.labels,
-                "since": first.since.isoformat() if first.since is not None else None, "kind": kind, "runs": []}
+    document: dict[str, Any] = {"metric": first.metric, "shown": first.shown, "direction": first.direction, "k": first.k,
+                                "workspace": first.workspace, "labels": first.labels,
+                                "since": first.since.isoformat() if first.since is not None else None, "kind": kind, "runs": []}
     mixed = kind is None and first.kind is not None
     for index, point in enumerate(first.points):
         entry = point.to_json()
@@ -280,12 +280,12 @@ def trend_plot(trends: list[Trend], width: int = 600, height: int = 200) -> dict
     def y(value: float) -> float:
         return round(height - bottom - (value - low) / span * (height - top - bottom), 2)
 
-    lines = []
+    lines: list[dict[str, Any]] = []
     for index, trend in enumerate(trends):
-        dots = [{"cx": x(i), "cy": y(point.mean), "other_k": point.other_k,
-                 "title": f"{display_name(trend.metric, point.k)} {point.mean:.4f} (n {point.n}), run {point.run_id} "
-                          f"started {point.started_at}"}
-                for i, point in enumerate(trend.points) if point.mean is not None]
+        dots: list[dict[str, Any]] = [{"cx": x(i), "cy": y(point.mean), "other_k": point.other_k,
+                                       "title": f"{display_name(trend.metric, point.k)} {point.mean:.4f} (n {point.n}), "
+                                                f"run {point.run_id} started {point.started_at}"}
+                                      for i, point in enumerate(trend.points) if point.mean is not None]
         last = [point.mean for point in trend.points if point.mean is not None][-1]
         lines.append({"name": trend.shown, "series": index % 6, "d": " ".join(
             f"{'M' if j == 0 else 'L'}{dot['cx']},{dot['cy']}" for j, dot in enumerate(dots)), "dots": dots,

@@ -280,7 +280,7 @@ def gate_lines(result: GateResult) -> list[SummaryLine]:
         lines.extend(alert(wrapped[0], wrapped[1:]) if warning.startswith(WARNING) else
                      [SummaryLine(line) for line in wrapped])
     chosen = chosen_baseline(result)
-    if chosen:
+    if chosen and result.baseline is not None:  # chosen_baseline names a baseline that was read, never None
         lines.append(SummaryLine(f"{chosen} (started {result.baseline.run.get('started_at')})"))
     if result.comparison is not None:
         lines.extend(comparison_lines(result.comparison, set(result.gated) if result.gated else None))

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
 from fastapi import Depends, FastAPI, Query, Request, Security
@@ -34,7 +34,7 @@ from fastapi.security import HTTPBearer
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
 from ..defaults import DEFAULT_SEED, MIN_PAIRS, MULTIPLE, ServerLimits
@@ -51,6 +51,9 @@ from ..workspace import parse_label_filters
 from .keys import READ_SCOPES, WRITE_FEEDBACK_SCOPE, ApiKey, authenticate, upgrade_legacy_hash
 from .limits import AnswerCache, ConcurrencyBound, InFlightPerSubject, WindowLimit
 from .models import ComparisonDocument, ErrorBody, FieldProblem, PromoteResponse, RunList, RunMetrics
+
+if TYPE_CHECKING:
+    from ..store.postgres import DatabaseURL
 
 log = logging.getLogger("pytest_crucible.server")
 
@@ -129,7 +132,7 @@ class BodySizeLimit:
             return  # the client went away
         replayed = False
 
-        async def replay() -> dict[str, Any]:
+        async def replay() -> Message:
             nonlocal replayed
             if replayed:
                 return await receive()
@@ -180,7 +183,7 @@ class BearerAuth:
     Retry-After, whatever key it sends: no key is looked up or hashed for it until the window moves on.
     Keys are checked in a pool of threads of their own, so no other work can hold a check up."""
 
-    def __init__(self, app: ASGIApp, db_path: Path, failures: WindowLimit, pool: ThreadPoolExecutor):
+    def __init__(self, app: ASGIApp, db_path: Path | DatabaseURL, failures: WindowLimit, pool: ThreadPoolExecutor):
         self.app, self.db_path, self.failures, self.pool = app, db_path, failures, pool
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -263,7 +266,7 @@ class KeyInFlight:
 
 
 @contextmanager
-def _reading(db_path: Path) -> Iterator[Store]:
+def _reading(db_path: Path | DatabaseURL) -> Iterator[Store]:
     try:
         store = Store.open_read_only(db_path)
     except StoreError as exc:
@@ -315,7 +318,7 @@ def _run_of_workspace(store: Store, run_id: str, workspace: str) -> str:
     return run_id
 
 
-def _resolve_refs(db_path: Path, refs: dict[str, str], workspace: str) -> list[str]:
+def _resolve_refs(db_path: Path | DatabaseURL, refs: dict[str, str], workspace: str) -> list[str]:
     """The run ids the query's run references name (field -> reference): a run id of the key's workspace,
     or ``latest`` / ``latest:KEY=VALUE,...`` in it (``verdict.runs.resolve_run_ref``, as the CLI and the plugin).
     A malformed reference is a 422, another workspace's a 403, no matching run a 404."""
@@ -346,7 +349,7 @@ def _resolve_refs(db_path: Path, refs: dict[str, str], workspace: str) -> list[s
     return ids
 
 
-def _comparison_identity(db_path: Path, a: str, b: str, workspace: str) -> tuple[Any, ...] | None:
+def _comparison_identity(db_path: Path | DatabaseURL, a: str, b: str, workspace: str) -> tuple[Any, ...] | None:
     """What a comparison of runs ``a`` and ``b`` depends on besides its options, when both are complete
     (None otherwise: a running, incomplete or interrupted run may still change, so its comparison is
     never kept). Raises the 404 of a run that is not the workspace's, before anything else is read."""
@@ -356,6 +359,16 @@ def _comparison_identity(db_path: Path, a: str, b: str, workspace: str) -> tuple
             return None
         # A complete run never changes; the judgments and calibrations a comparison also reads may grow.
         return a, runs[0]["finished_at"], b, runs[1]["finished_at"], ledger_marks(store)
+
+
+def _query_value(field: str, parse: Callable[[], Result]) -> Result:
+    """``parse()``, its ValueError answered 422 naming the query parameter ``field``."""
+    try:
+        return parse()
+    except ValueError as exc:
+        message, hint = _split_hint(str(exc))
+        raise ApiError(422, "invalid_request", f"query: {message}", hint=hint,
+                       fields=[FieldProblem(location="query", field=field, message=message)]) from None
 
 
 def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -371,7 +384,7 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 
 # -- the application ---------------------------------------------------------------------------
-def create_app(db_path: str | Path, limits: ServerLimits = ServerLimits()) -> FastAPI:
+def create_app(db_path: str | Path | DatabaseURL, limits: ServerLimits = ServerLimits()) -> FastAPI:
     from ..store import locate
 
     db_path = locate(db_path)  # a SQLite file or a PostgreSQL URL
@@ -494,19 +507,11 @@ def create_app(db_path: str | Path, limits: ServerLimits = ServerLimits()) -> Fa
                     baseline = load_run(store, _run_of_workspace(store, a, key.workspace), golden=True, rankings=rescore)
                     candidate = load_run(store, _run_of_workspace(store, b, key.workspace), golden=True, rankings=rescore)
                     k = candidate.k  # metric names as the terminal shows them (recall@10)
-                    parsed = {}
                     custom = metric_names((baseline, candidate))
-                    for field, parse in (("failUnder", lambda: parse_floors(failUnder, "failUnder", k, custom)),
-                                         ("margin", lambda: parse_margins(margin, "margin", k, custom)),
-                                         ("gate", lambda: parse_metric_list(gate, "gate", k, custom))):
-                        try:
-                            parsed[field] = parse()
-                        except ValueError as exc:
-                            message, hint = _split_hint(str(exc))
-                            raise ApiError(422, "invalid_request", f"query: {message}", hint=hint,
-                                           fields=[FieldProblem(location="query", field=field, message=message)]) from None
-                    settings = GateSettings(baseline=a, gate=parsed["gate"], floors=parsed["failUnder"], seed=seed,
-                                            margins=parsed["margin"],
+                    floors = _query_value("failUnder", lambda: parse_floors(failUnder, "failUnder", k, custom))
+                    margins = _query_value("margin", lambda: parse_margins(margin, "margin", k, custom))
+                    gated = _query_value("gate", lambda: parse_metric_list(gate, "gate", k, custom))
+                    settings = GateSettings(baseline=a, gate=gated, floors=floors, seed=seed, margins=margins,
                                             multiple=multiple, allow_incomplete=allowIncomplete, min_pairs=minPairs,
                                             rescore=rescore)
                     result = decide_stored(store, candidate, baseline, settings)
@@ -514,6 +519,7 @@ def create_app(db_path: str | Path, limits: ServerLimits = ServerLimits()) -> Fa
                 compare_bound.release()  # here, not in the awaiting request: the work ends when this thread is done
             if result.verdict == REFUSED:
                 return (REFUSED, *_split_hint(result.refusal or "the runs cannot be compared"))
+            assert result.comparison is not None  # a pair the gate did not refuse was compared (verdict.gate.decide)
             return ("compared", {**result.comparison.to_json(), "gate": result.to_json()})
 
         # Cheap, and first: a run of another workspace is a 404 whatever is kept or computed. A reference

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import Store, read_only_rows
+
+if TYPE_CHECKING:
+    from .postgres import DatabaseURL
 
 
 def add_promoted_draft(store: Store, *, feedback_id: str, run_id: str, result_id: str | None, item_id: str | None,
@@ -42,7 +45,7 @@ def draft_golden_items(store: Store, *, workspace: str | None = None) -> list[di
         "SELECT item FROM golden_drafts WHERE ? IS NULL OR workspace = ? ORDER BY created_at, id", [workspace, workspace])]
 
 
-def read_judge_cache(db_path: str | Path, judge_model: str, prompt_version: str | None = None) -> list[dict[str, Any]]:
+def read_judge_cache(db_path: str | Path | DatabaseURL, judge_model: str, prompt_version: str | None = None) -> list[dict[str, Any]]:
     """Cached verdicts (``key``, ``verdict``) of one judge model, of every prompt version unless one
     is given; read without writing (xdist workers call it). A missing file reads as no rows."""
     sql = "SELECT key, verdict FROM judge_cache WHERE judge_model = ?"
@@ -86,7 +89,7 @@ def latest_judge_calibration(store: Store, judge_model: str, prompt_version: str
     return _calibration(None if found is None else dict(zip(_CALIBRATION_COLUMNS, found)))
 
 
-def read_latest_judge_calibration(db_path: str | Path, judge_model: str, prompt_version: str | None) -> dict[str, Any] | None:
+def read_latest_judge_calibration(db_path: str | Path | DatabaseURL, judge_model: str, prompt_version: str | None) -> dict[str, Any] | None:
     """:func:`latest_judge_calibration`, read without writing (xdist workers call it); a missing file: None."""
     rows = read_only_rows(db_path, _LATEST_CALIBRATION, [judge_model, prompt_version or judge_model])
     return _calibration(rows[0] if rows else None)

@@ -11,6 +11,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .database import Connection, StoreError, read_only_rows, utc_now
 
+if TYPE_CHECKING:
+    from .postgres import DatabaseURL
+
 
 class QrelRow(NamedTuple):
     """A qrels row as the ledger stores it; its fields are the columns written (the ledger numbers ``id``)."""
@@ -157,7 +160,7 @@ class QrelsMixin(Connection):
         }
 
 
-def read_judgment_ledger(db_path: str | Path) -> dict[str, list[dict[str, Any]]]:
+def read_judgment_ledger(db_path: str | Path | DatabaseURL) -> dict[str, list[dict[str, Any]]]:
     """query id -> its human and llm judgments in ledger order (read-only: xdist workers call it too)."""
     return _by_query(read_only_rows(db_path, "SELECT * FROM qrels WHERE source IN ('human', 'llm') ORDER BY id"))
 

@@ -350,7 +350,7 @@ def unreadable_baseline(reason: str, settings: GateSettings) -> GateResult:
     return GateResult(REFUSED, refusal=reason, has_baseline=True, has_floors=bool(settings.floors), baseline_ref=settings.baseline)
 
 
-def decide(current: RunData, baseline: RunData | None, settings: GateSettings, notes: list[str] = ()) -> GateResult:
+def decide(current: RunData, baseline: RunData | None, settings: GateSettings, notes: Sequence[str] = ()) -> GateResult:
     """The verdict on ``current`` (the candidate) against ``baseline`` (None: floors only). ``notes``:
     what the caller learnt preparing the pair (``ruler.prepare_pair``), shown with the verdict."""
     from ..store.selection import selection_of

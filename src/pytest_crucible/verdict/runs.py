@@ -41,6 +41,11 @@ from ..store.refs import (  # noqa: F401
 if TYPE_CHECKING:
     from ..store import Store
 
+#: Metric -> (mean, n), as :func:`metric_means` gives it.
+Means = dict[str, tuple[float, int]]
+#: What :func:`stored_means` returns: the means over every item, and the means kind by kind.
+StoredMeans = tuple[Means, list[tuple[str | None, Means]]]
+
 
 @dataclass
 class RunData:
@@ -155,8 +160,7 @@ def kind_order(kinds: Iterable[str]) -> list[str]:
     return sorted(kinds, key=lambda kind: (KINDS.index(kind) if kind in KINDS else len(KINDS), kind))
 
 
-def stored_means(store: Store, run_id: str, metrics: Iterable[str] | None = None
-                 ) -> tuple[dict[str, tuple[float, int]], list[tuple[str | None, dict[str, tuple[float, int]]]]]:
+def stored_means(store: Store, run_id: str, metrics: Iterable[str] | None = None) -> StoredMeans:
     """A stored run's :func:`metric_means` over every item, and its means kind by kind as
     ``report.terminal.kind_means`` takes them: ``[(None, means)]`` for a run of one kind, else one entry per
     kind of its golden items (an item without a golden row in none). Read as values in item order (no item

@@ -274,9 +274,7 @@ class ResultsMixin(Connection):
         rows = [dict(row) for row in self.db.query(
             "SELECT item_id, repeat, outcome, answer, metrics, failure, error FROM item_repeats WHERE run_id = ? "
             "ORDER BY item_id, repeat", [run_id])]
-        for row in rows:
-            row["metrics"] = json.loads(row["metrics"] or "{}")
-        return rows
+        return _decode(rows, "metrics", "{}")
 
     def item_attempts(self, run_id: str, item_id: str | None = None) -> list[dict[str, Any]]:
         """The attempts pytest made at a run's items before the last one (pytest-rerunfailures), metrics decoded,
@@ -285,9 +283,7 @@ class ResultsMixin(Connection):
             "SELECT a.item_id, a.attempt, a.outcome, a.answer, a.metrics, a.failure, a.error, a.error_class, "
             "r.outcome AS final FROM item_attempts a LEFT JOIN results r ON r.run_id = a.run_id AND r.item_id = a.item_id "
             "WHERE a.run_id = ? AND (? IS NULL OR a.item_id = ?) ORDER BY a.item_id, a.attempt", [run_id, item_id, item_id])]
-        for row in rows:
-            row["metrics"] = json.loads(row["metrics"] or "{}")
-        return rows
+        return _decode(rows, "metrics", "{}")
 
     def golden_items(self, run_id: str) -> list[dict[str, Any]]:
         return [json.loads(row[0]) for row in self.db.conn.execute("SELECT item FROM golden_items WHERE run_id = ? ORDER BY item_id", [run_id])]
@@ -308,9 +304,7 @@ class ResultsMixin(Connection):
         rows = [dict(row) for row in self.db.query(
             "SELECT r.item_id, r.failures, r.error, g.source, g.line FROM results r LEFT JOIN golden_items g ON g.run_id = r.run_id"
             " AND g.item_id = r.item_id WHERE r.run_id = ? AND r.outcome IN ('failed', 'error') ORDER BY r.item_id", [run_id])]
-        for row in rows:
-            row["failures"] = json.loads(row["failures"] or "[]")
-        return rows
+        return _decode(rows, "failures", "[]")
 
     def count_judge_failed(self, run_id: str) -> int:
         """Items of the run whose judging failed after retries."""
@@ -352,6 +346,13 @@ def _provenance_rows(run_id: str, scores: list[dict[str, Any]], item_jsons: list
             version = "golden@" + hash_canonical_items([(item_id, item_json)])[:12]
             rows.extend([QrelRow(item_id, citation.get("chunkId"), citation.get("docId"), citation_grade(citation.get("mode")),
                                  "provenance", version, None, None, None, run_id, now) for citation in citations])
+    return rows
+
+
+def _decode(rows: list[dict[str, Any]], column: str, empty: str) -> list[dict[str, Any]]:
+    """``rows`` with one JSON column decoded in place (``empty``: the JSON of a NULL or empty cell)."""
+    for row in rows:
+        row[column] = json.loads(row[column] or empty)
     return rows
 
 

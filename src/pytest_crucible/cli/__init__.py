@@ -14,7 +14,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import ablate, compare, golden, judge, qrels, runs, serve, transfer
+from . import ablate, compare, golden, golden_io, judge, qrels, runs, serve, transfer
 from .common import EXIT_OK, EXIT_USAGE, CrucibleParser
 
 # Every command, in the order `crucible --help` lists them.
@@ -29,7 +29,7 @@ EXAMPLES: dict[str, str] = {
     "": "crucible runs\n"
         "crucible metrics latest --json\n"
         "crucible compare baselines/main.json latest        # exit 1 on a significant regression",
-    **runs.EXAMPLES, **compare.EXAMPLES, **transfer.EXAMPLES, **golden.EXAMPLES, **qrels.EXAMPLES, **judge.EXAMPLES,
+    **runs.EXAMPLES, **compare.EXAMPLES, **transfer.EXAMPLES, **golden.EXAMPLES, **golden_io.EXAMPLES, **qrels.EXAMPLES, **judge.EXAMPLES,
     **serve.EXAMPLES, **ablate.EXAMPLES,
 }
 

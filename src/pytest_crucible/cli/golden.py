@@ -9,6 +9,7 @@ import sys
 
 from ..defaults import DEFAULT_SEED
 from .common import EXIT_OK, EXIT_USAGE, add_workspace_flag, at_least, open_store, with_db, workspace_of, write_output
+from .golden_io import add_golden_io
 
 EXAMPLES: dict[str, str] = {
     "schema": "crucible schema golden > golden.schema.json",
@@ -322,4 +323,5 @@ def add_golden(sub) -> None:
         command.add_argument("file", help="a .jsonl golden file")
         command.add_argument("ids", nargs="+", metavar="ID", help="the items' ids")
         command.set_defaults(func=_cmd_golden_status, new_status=status)
+    add_golden_io(golden_sub)
     add_workspace_flag(golden_export)

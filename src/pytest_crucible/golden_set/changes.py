@@ -37,6 +37,10 @@ def content_of(item: Mapping[str, Any]) -> dict[str, Any]:
     content = {name: item.get(name, _DEFAULTS.get(name)) for name in CONTENT_FIELDS}
     content["assertions"] = _filled(content["assertions"], _ASSERTION_DEFAULTS)
     content["citations"] = _filled(content["citations"], _CITATION_DEFAULTS)
+    if isinstance(content["citations"], list):  # how well an import matched a passage is not what the item cites
+        for entry in content["citations"]:
+            if isinstance(entry, dict):
+                entry.pop("matchScore", None)
     if isinstance(content["assertions"], list):
         for entry in content["assertions"]:
             if isinstance(entry, dict) and isinstance(entry.get("weight"), int):

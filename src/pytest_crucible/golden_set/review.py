@@ -90,14 +90,23 @@ def review_lines(path: str | Path, status: str = "draft", chunks: Sequence[Chunk
     for item in items:
         generated = item.metadata.get("generatedBy")
         generator = (generated.get("generator") or generated.get("model")) if isinstance(generated, dict) else None
+        imported = item.metadata.get("importedFrom") if isinstance(item.metadata.get("importedFrom"), dict) else {}
+        if imported.get("format"):
+            generator = f"imported from {imported['format']}"
         origin = f", {generator}" if isinstance(generator, str) else ""
         lines.append(f"{item.id}  ({path}:{item.line}, {item.question_type}, {item.kind}{origin})")
         block("question:", item.question)
         block("reference:", item.reference if item.reference else "(none)")
         if item.assertions:
             block("asserts:", "; ".join(f"[{a.kind}] {a.text}" for a in item.assertions))
-        cited = ", ".join((c.chunk_id or c.doc_id) + (" (acceptable)" if c.mode == "acceptable" else "") for c in item.citations)
+        cited = ", ".join((c.chunk_id or c.doc_id) + (" (acceptable)" if c.mode == "acceptable" else "")
+                          + (f" (match {c.match_score:g})" if c.match_score is not None and c.match_score < 1 else "")
+                          for c in item.citations)
         block("citations:", cited or "(none)")
+        passages = item.metadata.get("referenceContexts")
+        for number in imported.get("unmatchedContexts") or []:  # what an import could not find: the reviewer's to settle
+            if isinstance(passages, list) and isinstance(number, int) and 0 < number <= len(passages):
+                block("unmatched:", f"reference passage {number} matched no chunk: {passages[number - 1]}")
         note = item.metadata.get("note")
         if isinstance(note, str) and note.strip():
             block("note:", note)

@@ -62,6 +62,9 @@ class Citation(_Model):
     doc_id: str = Field(min_length=1)
     chunk_id: str | None = None
     mode: Literal["required", "acceptable"] = "required"
+    # How well an imported reference passage matched this chunk (`crucible golden import --corpus`): 1.0 for
+    # the passage found in the chunk, a word overlap below that. Unset for a citation someone wrote.
+    match_score: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False)
 
 
 class Concept(_Model):
@@ -155,6 +158,9 @@ class GoldenItem(_Model):
             data = self.model_dump(by_alias=True, mode="json")
             if data.get("cluster") is None:  # unset: left out, so items written before the field keep their hash
                 data.pop("cluster", None)
+            for citation in data["citations"]:  # the same for a citation's match score
+                if citation.get("matchScore") is None:
+                    citation.pop("matchScore", None)
             private["_json"] = data
         return private["_json"]
 
@@ -371,6 +377,12 @@ def _records(path: Path, shown: str) -> _Records:
     except UnicodeDecodeError as exc:
         raise _not_utf8(shown, data.count(b"\n", 0, exc.start) + 1, exc) from None
     return _records_json(shown, text) if suffix == ".json" else _records_yaml(shown, text)
+
+
+def read_records(path: Path, shown: str) -> _Records:
+    """``(line, record, vetted)`` of a .jsonl, .json (an array) or YAML (a list) file, each record as parsed
+    (not yet an item): what the golden loader and the importers of other tools' files read."""
+    return _records(path, shown)
 
 
 def load_golden_file(path: str | Path, display_path: str | None = None) -> list[GoldenItem]:

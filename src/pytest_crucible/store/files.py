@@ -18,9 +18,9 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from ..defaults import DEFAULT_FILE_MODE
 
@@ -99,13 +99,23 @@ def write_output_file(path: str | Path, data: str | bytes, *, mode: int | None =
     """Write an output file whole: a temporary file beside it, flushed and given the file mode (or
     ``mode``), then renamed over ``path``. On any failure (a full disk) the temporary file is removed
     and ``path`` is as it was."""
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    with writing_output_file(path, mode=mode) as handle:
+        handle.write(payload)
+    return Path(path)
+
+
+@contextlib.contextmanager
+def writing_output_file(path: str | Path, *, mode: int | None = None) -> Iterator[BinaryIO]:
+    """:func:`write_output_file` for an output written piece by piece (a large import streamed): the
+    pieces go to a temporary file beside ``path``, renamed over it when the block ends; an exception in
+    the block (a bad record found halfway) removes the temporary file and leaves ``path`` as it was."""
     path = Path(path)
     make_folders(path.parent)
-    payload = data.encode("utf-8") if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, file_mode() if mode is None else mode)
@@ -114,7 +124,6 @@ def write_output_file(path: str | Path, data: str | bytes, *, mode: int | None =
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    return path
 
 
 # -- the database's file ------------------------------------------------------------------------------

@@ -330,3 +330,87 @@ def test_golden_diff_of_two_files(tmp_path: Path) -> None:
     write_golden(tmp_path / "c.jsonl", [{**item, "status": "active", "answerable": True} for item in before])
     assert crucible_cli("golden", "diff", a, tmp_path / "c.jsonl").ret == 0
     assert crucible_cli("golden", "diff", a, tmp_path / "missing.jsonl").ret == 2
+
+
+# -- through pytest ------------------------------------------------------------------------------------
+BEIR_CONFTEST = """
+import pytest
+
+@pytest.fixture(scope="session")
+def crucible_pipeline():
+    def pipeline(question, *, item, config, mode):
+        ranked = ["d4", "d1", "d2", "d3"]  # the same ranking for every query
+        return {"answer": None, "retrieved": [{"chunk_id": f"{d}#1", "doc_id": d} for d in ranked]}
+    return pipeline
+"""
+
+
+def test_an_imported_benchmark_runs_with_its_judgments_and_diff_reads_the_run(pytester: pytest.Pytester, monkeypatch) -> None:
+    from helpers import COMPONENT_RECORD, db_rows
+
+    monkeypatch.chdir(pytester.path)
+    shutil.copytree(DATA / "beir-mini", pytester.path / "beir-mini")
+    pytester.makeconftest(BEIR_CONFTEST)
+    pytester.makeini(f"[pytest]\n{COMPONENT_RECORD}\n")
+    result = crucible_cli("golden", "import", "beir-mini", "--from", "beir", "--accept", "-o", "golden_beir.jsonl")
+    assert result.ret == 0, result.stderr
+    run = pytester.runpytest("-p", "no:randomly")
+    assert run.ret == pytest.ExitCode.OK
+    run.stdout.fnmatch_lines(["*3 passed*"])
+    # the ledger's grades are the ones scored: q1's relevant documents d1 (2) and d2 (1) at ranks 2 and 3; d4,
+    # judged 0, at rank 1 is not relevant
+    values = dict(db_rows(pytester, "SELECT item_id, value FROM item_metrics WHERE metric = 'mrr'"))
+    assert values == {"q1": 0.5, "q2": 0.25, "q3": 1.0}
+    # the golden file as the run ran it, against the file edited since
+    assert crucible_cli("golden", "diff", "latest", "golden_beir.jsonl").ret == 0
+    items = items_of(pytester.path / "golden_beir.jsonl")
+    items[1]["question"] = "how long is a frame guaranteed"
+    write_golden(pytester.path / "golden_beir.jsonl", items)
+    result = crucible_cli("golden", "diff", "latest", "golden_beir.jsonl")
+    assert result.ret == 1
+    assert "changed q2: question" in result.outlines and "    +how long is a frame guaranteed" in result.outlines
+
+
+# -- the passage matcher -------------------------------------------------------------------------------
+def _index():
+    from pytest_crucible.golden_set.context_match import ChunkIndex
+    from pytest_crucible.golden_set.corpus import load_corpus
+
+    return ChunkIndex(load_corpus(CORPUS))
+
+
+def test_containment_either_way_is_a_required_match() -> None:
+    index = _index()
+    [match] = index.match("  BEYOND 150 km a return is refused. ")
+    assert (match.chunk.chunk_id, match.score, match.mode) == ("returns#p2", 1.0, "required")
+    # a passage spanning two chunks cites both
+    spanning = index.match("Returns\n\nA bike can be returned within 30 days of delivery. It must come back with its charger, "
+                           "keys and manual. Bikes ridden between 50 and 150 km are taken back with a usage fee of 10% of the "
+                           "price. Beyond 150 km a return is refused.")
+    assert [m.chunk.chunk_id for m in spanning] == ["returns#p1", "returns#p2"]
+
+
+def test_word_overlap_is_strong_weak_or_nothing() -> None:
+    from pytest_crucible.golden_set.context_match import MATCH_THRESHOLD, STRONG_MATCH
+
+    index = _index()
+    # the chunk's words, reordered, one of six not there: no containment, a strong overlap
+    [strong] = index.match("a warranty claim needs the frame number and the receipt")
+    assert (strong.chunk.chunk_id, strong.score, strong.mode, strong.contained) == ("warranty#p2", 0.8333, "required", False)
+    # three words in four: a weak match, acceptable
+    [weak] = index.match("wear parts such as tyres and chains are not covered by the warranty for cargo bikes")
+    assert weak.chunk.chunk_id == "warranty#p2" and MATCH_THRESHOLD <= weak.score < STRONG_MATCH and weak.mode == "acceptable"
+    # every word, in another order: a full overlap, still not a containment
+    [full] = index.match("proof of purchase and the frame number: a warranty claim needs them")
+    assert full.score == 1.0 and not full.contained
+    assert index.match("helmets are sold at every Lisbon kiosk") == []
+    assert index.match("   ") == []
+
+
+def test_a_short_chunk_inside_a_passage_is_not_a_containment() -> None:
+    from pytest_crucible.golden_set.context_match import ChunkIndex
+    from pytest_crucible.golden_set.corpus import Chunk
+
+    index = ChunkIndex([Chunk("h#p1", "h", "Returns"), Chunk("r#p1", "r", "Bikes are returned within thirty days of delivery")])
+    [match] = index.match("Returns: bikes are returned within thirty days of delivery, with the charger")
+    assert match.chunk.chunk_id == "r#p1"  # the one-word heading is in the passage too, but is no evidence

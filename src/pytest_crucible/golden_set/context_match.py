@@ -57,6 +57,7 @@ def _words(text: str) -> frozenset[str]:
 class ChunkMatch:
     chunk: Chunk
     score: float  # 1.0: contained; else the share of the passage's words the chunk holds
+    contained: bool = False
 
     @property
     def mode(self) -> str:
@@ -86,7 +87,7 @@ class ChunkIndex:
         contained = [position for position in candidates if text in self._text[position]
                      or (len(self._words[position]) >= MIN_SPANNED_WORDS and self._text[position] in text)]
         if contained:
-            return [ChunkMatch(self.chunks[position], 1.0) for position in contained]
+            return [ChunkMatch(self.chunks[position], 1.0, contained=True) for position in contained]
         best, best_share = None, 0.0
         for position in candidates:
             share = len(words & self._words[position]) / len(words)

@@ -21,7 +21,7 @@ import hashlib
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -169,7 +169,7 @@ def _records(request: ImportRequest) -> Any:
     return None, read_tabular(request.path, shown, request.fmt, request.mapping, request.split)
 
 
-def import_golden(request: ImportRequest, append_judgments: Callable[[list[dict[str, Any]]], int] | None = None) -> ImportReport:
+def import_golden(request: ImportRequest, append_judgments: Callable[[Iterable[dict[str, Any]]], int] | None = None) -> ImportReport:
     """Read ``request.path``, write ``request.output``; returns what happened. Raises :class:`ImportFailed`
     (records with problems), :class:`GoldenFileError` (a file that cannot be read at all) or
     :class:`~pytest_crucible.golden_set.corpus.CorpusError`. ``append_judgments`` appends a benchmark's
@@ -191,7 +191,7 @@ def import_golden(request: ImportRequest, append_judgments: Callable[[list[dict[
 
             report.missing_docs = check_corpus_ids(beir_paths(request.path, request.split or "test")[0], judged)
     problems: list[GoldenFileError] = []
-    ledger: list[dict[str, Any]] = []
+    judged_items: list[tuple[str, list[tuple[str | None, str, int]]]] = []  # (item id, its judgments: the qrels' own list)
     taken: set[str] = set()
     with writing_output_file(request.output) as handle:
         for record in records:
@@ -199,25 +199,34 @@ def import_golden(request: ImportRequest, append_judgments: Callable[[list[dict[
                 problems.append(record)
                 continue
             try:
-                item, rows = _item(record, request, report, index, taken)
+                item = _item(record, request, report, index, taken)
             except GoldenFileError as exc:
                 problems.append(exc)
                 continue
             handle.write((json.dumps(item, ensure_ascii=False) + "\n").encode("utf-8"))
-            ledger.extend(rows)
+            if record.judged:
+                judged_items.append((item["id"], record.judged))
         if problems and not request.skip_invalid:
             raise ImportFailed(problems)
         report.skipped = problems
-        report.judgments = len(ledger)
-        if append_judgments is not None and ledger:
-            report.appended = append_judgments(ledger)
-        elif ledger:
-            report.appended = None
+        report.judgments = sum(len(judged) for _, judged in judged_items)
+        if append_judgments is not None and judged_items:  # rows made as the ledger takes them: never all at once
+            report.appended = append_judgments(_ledger_rows(judged_items, request, report.grades))
     return report
 
 
-def _item(record: Any, request: ImportRequest, report: ImportReport, index: Any, taken: set[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """One record as a golden item (validated) and its ledger rows; the report counts what it did."""
+def _ledger_rows(judged_items: list[tuple[str, list[tuple[str | None, str, int]]]], request: ImportRequest,
+                 grades: dict[int, int]) -> Iterator[dict[str, Any]]:
+    """A benchmark's judgments as human rows of the qrels ledger, under the items' ids, grades mapped onto 0-3."""
+    note = f"imported from {request.fmt} {request.path}"
+    for item_id, judged in judged_items:
+        for chunk_id, doc_id, grade in judged:
+            yield {"query_id": item_id, "chunk_id": chunk_id, "doc_id": None if chunk_id else doc_id,
+                   "grade": grades.get(grade, grade), "source": "human", "created_by": request.by, "note": note}
+
+
+def _item(record: Any, request: ImportRequest, report: ImportReport, index: Any, taken: set[str]) -> dict[str, Any]:
+    """One record as a golden item (validated); the report counts what it did."""
     shown = str(request.path)
     if record.source_id:
         item_id = valid_id(record.source_id) or question_id(request.fmt, record.question)
@@ -229,7 +238,7 @@ def _item(record: Any, request: ImportRequest, report: ImportReport, index: Any,
         item_id = f"{base}-{number}"
     if record.source_id and item_id != record.source_id:
         report.renamed.append((record.source_id, item_id))
-    citations, unmatched, rows = _citations(record, item_id, request, report, index)
+    citations, unmatched = _citations(record, item_id, report, index)
     origin: dict[str, Any] = {"format": request.fmt, "file": shown, "row" if request.path.suffix.lower() in (".csv", ".tsv") else "line": record.line}
     if request.fmt == "beir":
         origin["file"] = str(request.path / "queries.jsonl")
@@ -268,12 +277,11 @@ def _item(record: Any, request: ImportRequest, report: ImportReport, index: Any,
     report.uncited += not citations
     report.not_imported.update(record.not_imported)
     report.kept.update(record.kept.keys())
-    return item, rows
+    return item
 
 
-def _citations(record: Any, item_id: str, request: ImportRequest, report: ImportReport,
-               index: Any) -> tuple[list[dict[str, Any]], list[int], list[dict[str, Any]]]:
-    """(citations, the 1-based numbers of passages that matched no chunk, ledger rows)."""
+def _citations(record: Any, item_id: str, report: ImportReport, index: Any) -> tuple[list[dict[str, Any]], list[int]]:
+    """(citations, the 1-based numbers of the passages that matched no chunk)."""
     cited: dict[tuple[str, str | None], dict[str, Any]] = {}
 
     def cite(doc_id: str, chunk_id: str | None, mode: str, score: float | None = None) -> None:
@@ -284,16 +292,10 @@ def _citations(record: Any, item_id: str, request: ImportRequest, report: Import
             cited[doc_id, chunk_id] = entry
 
     unmatched: list[int] = []
-    rows: list[dict[str, Any]] = []
-    if record.judged:
-        top = max((grade for *_unit, grade in record.judged), default=0)
-        best = max((g for g in report.grades if g > 0), default=top)
-        for chunk_id, doc_id, grade in record.judged:
-            if grade > 0:
-                cite(doc_id, chunk_id, "required" if grade >= best else "acceptable")
-            rows.append({"query_id": item_id, "chunk_id": chunk_id, "doc_id": None if chunk_id else doc_id,
-                         "grade": report.grades.get(grade, grade), "source": "human", "created_by": request.by,
-                         "note": f"imported from {request.fmt} {request.path}"})
+    best = max((grade for grade in report.grades if grade > 0), default=1)  # the set's highest grade is required
+    for chunk_id, doc_id, grade in record.judged:
+        if grade > 0:
+            cite(doc_id, chunk_id, "required" if grade >= best else "acceptable")
     by_chunk = {chunk.chunk_id: chunk for chunk in index.chunks} if index is not None and record.chunk_ids else {}
     for chunk_id in record.chunk_ids:
         chunk = by_chunk.get(chunk_id)
@@ -308,11 +310,11 @@ def _citations(record: Any, item_id: str, request: ImportRequest, report: Import
                 unmatched.append(number)
                 report.unmatched.append(item_id)
                 continue
-            if matches[0].score >= 1.0:
+            if matches[0].contained:
                 report.contained += 1
             else:
                 report.overlapping += 1
                 report.weak += matches[0].mode == "acceptable"
             for match in matches:
                 cite(match.chunk.doc_id, match.chunk.chunk_id, match.mode, match.score)
-    return list(cited.values()), unmatched, rows
+    return list(cited.values()), unmatched

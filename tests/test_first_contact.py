@@ -165,3 +165,15 @@ def test_a_facet_mean_says_how_many_items_it_rests_on_in_the_terminal_and_the_re
     table = table[:table.index("</table>")]
     assert '<small title="the mean rests on 7 of the 8 items">(7)</small>' in table
     assert "of the 4 items" not in table
+
+
+def test_a_golden_file_pattern_with_a_folder_matches_the_path_as_pytest_patterns_do(pytester: pytest.Pytester) -> None:
+    (pytester.path / "golden").mkdir()
+    (pytester.path / "other").mkdir()
+    write_golden(pytester.path / "golden" / "golden_imported.jsonl", ITEMS[:2])
+    write_golden(pytester.path / "other" / "golden_elsewhere.jsonl", ITEMS[2:5])
+    pytester.makeconftest(RANKED_CONFTEST)
+    pytester.makeini(f"[pytest]\n{COMPONENT_RECORD}\ncrucible_golden_files = golden/golden_*.jsonl\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*2 passed*"])  # golden/ only: other/golden_elsewhere.jsonl is not under golden/

@@ -414,3 +414,30 @@ def test_a_short_chunk_inside_a_passage_is_not_a_containment() -> None:
     index = ChunkIndex([Chunk("h#p1", "h", "Returns"), Chunk("r#p1", "r", "Bikes are returned within thirty days of delivery")])
     [match] = index.match("Returns: bikes are returned within thirty days of delivery, with the charger")
     assert match.chunk.chunk_id == "r#p1"  # the one-word heading is in the passage too, but is no evidence
+
+
+def test_an_empty_source_imports_nothing_and_says_so(tmp_path: Path) -> None:
+    source = tmp_path / "empty.jsonl"
+    source.write_text("\n")
+    result, _ = imported(tmp_path, source, "ragas")
+    assert result.ret == 2 and "no record to import" in result.errlines[0]
+    assert not (tmp_path / "golden_ragas.jsonl").exists()
+
+
+def test_the_same_question_twice_gets_two_ids_and_the_change_is_reported(tmp_path: Path) -> None:
+    source = tmp_path / "twice.jsonl"
+    source.write_text('{"user_input": "Same?"}\n{"user_input": "same?  "}\n')
+    result, items = imported(tmp_path, source, "ragas")
+    assert result.ret == 0
+    first, second = (item["id"] for item in items)
+    assert second == f"{first}-2"
+    assert f"ids: 1 changed to be valid and unique: '{first}' -> '{second}'" in result.outlines
+
+
+def test_a_semicolon_csv_and_a_long_cell(tmp_path: Path) -> None:
+    source = tmp_path / "sheet.csv"
+    passage = "Refunds are accepted within 14 days. " * 5000  # 185,000 characters: beyond csv's default field limit
+    source.write_text(f'question;reference;contexts\nHow long?;14 days;"{passage}"\n', encoding="utf-8")
+    result, items = imported(tmp_path, source, "csv")
+    assert result.ret == 0, result.stderr
+    assert items[0]["reference"] == "14 days" and items[0]["metadata"]["referenceContexts"] == [passage.strip()]

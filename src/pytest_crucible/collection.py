@@ -6,6 +6,7 @@ item turned into pass or fail. pytest glue, used by plugin.py.
 from __future__ import annotations
 
 import functools
+import os
 import gc
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -91,6 +92,18 @@ def collection_lines(config: pytest.Config) -> list[SummaryLine]:
                       ['HINT: one JSON object per line, e.g. {"id": "q1", "question": "...", "citations": '
                        '[{"docId": "doc-1", "mode": "required"}]} (docs/golden-format.md)'])
     return lines + near_miss_lines(config)
+
+
+def golden_pattern_matches(path: Path, pattern: str) -> bool:
+    """Whether a golden file pattern matches ``path``, as pytest's ``python_files`` patterns do: a pattern
+    without a ``/`` matches the file's name, one with a ``/`` (``golden/golden_*.jsonl``) the end of its path."""
+    import fnmatch
+
+    if "/" not in pattern and os.sep not in pattern:
+        return fnmatch.fnmatch(path.name, pattern)
+    target = path.as_posix()
+    pattern = pattern.replace(os.sep, "/")
+    return fnmatch.fnmatch(target, pattern if pattern.startswith("/") else f"*/{pattern}")
 
 
 def near_miss_lines(config: pytest.Config) -> list[SummaryLine]:

@@ -135,7 +135,7 @@ def add_options(parser: pytest.Parser) -> None:
                   help="USD per million input and output tokens of the judge model, e.g. 0.40,1.60 (0 for a self-hosted "
                        "model): replaces the price table in cost estimates, --crucible-max-cost and the run's cost.")
     parser.addini("crucible_golden_files", type="args", default=DEFAULT_GOLDEN_PATTERNS,
-                  help="Glob patterns of golden files collected as tests.")
+                  help="Glob patterns of golden files collected as tests: a file name (golden_*.jsonl), or with a / the end of its path (golden/golden_*.jsonl).")
     parser.addini("crucible_db", default="", help=f"The results database: a SQLite file relative to the rootdir (default {DEFAULT_DB}), "
                                                   "or a PostgreSQL URL (better passed as CRUCIBLE_DB: it keeps a password out of files).")
     parser.addini("crucible_config", default="", help="Default pipeline config file, relative to the rootdir.")

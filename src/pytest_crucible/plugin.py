@@ -13,7 +13,6 @@ once a golden item or a crucible option is actually used.
 
 from __future__ import annotations
 
-import fnmatch
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -83,7 +82,7 @@ def _crucible(config: pytest.Config) -> CrucibleSession:
 # -- collection: golden files ---------------------------------------------------------------
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     patterns = parent.config.getini("crucible_golden_files")
-    if any(fnmatch.fnmatch(file_path.name, pattern) for pattern in patterns):
+    if any(collection.golden_pattern_matches(file_path, pattern) for pattern in patterns):
         collection.note_golden_source(parent.config, file_path)
         return GoldenFile.from_parent(parent, path=file_path)
     collection.note_unmatched_file(parent.config, file_path)

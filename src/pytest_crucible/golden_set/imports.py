@@ -208,6 +208,9 @@ def import_golden(request: ImportRequest, append_judgments: Callable[[Iterable[d
                 judged_items.append((item["id"], record.judged))
         if problems and not request.skip_invalid:
             raise ImportFailed(problems)
+        if not report.written:
+            raise GoldenFileError(str(request.path), None, None, "no record to import" + (f" ({len(problems)} skipped)" if problems else ""),
+                                  "check the file and --from; for beir, --split names the qrels split whose queries are imported")
         report.skipped = problems
         report.judgments = sum(len(judged) for _, judged in judged_items)
         if append_judgments is not None and judged_items:  # rows made as the ledger takes them: never all at once
@@ -238,6 +241,8 @@ def _item(record: Any, request: ImportRequest, report: ImportReport, index: Any,
         item_id = f"{base}-{number}"
     if record.source_id and item_id != record.source_id:
         report.renamed.append((record.source_id, item_id))
+    elif not record.source_id and item_id != base:  # the same question twice
+        report.renamed.append((base, item_id))
     citations, unmatched = _citations(record, item_id, report, index)
     origin: dict[str, Any] = {"format": request.fmt, "file": shown, "row" if request.path.suffix.lower() in (".csv", ".tsv") else "line": record.line}
     if request.fmt == "beir":

@@ -37,6 +37,8 @@ from typing import Any
 
 from .schema import GoldenFileError, read_records
 
+csv.field_size_limit(1 << 30)  # a cell may hold long passages (the default stops at 128 KiB)
+
 #: The keys ``--map`` takes.
 MAP_KEYS = ("question", "reference", "contexts", "context_ids", "id", "kind", "tags")
 
@@ -166,8 +168,9 @@ class _Fields:
         path, value = self.find("question")
         if path is None:
             looked = self.mapping.get("question") or " or ".join(self.aliases["question"][:3])
-            raise self.error(looked, "missing: the question", f"a {self.fmt} record holds its question in {looked}; "
-                             "--map question=FIELD names another field")
+            has = ", ".join(str(key) for key in list(self.record)[:8]) or "no fields"
+            raise self.error(looked, "missing: the question", f"a {self.fmt} record holds its question in {looked}, and this "
+                             f"one has {has}; --map question=FIELD names the field (or is the file another --from format?)")
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             value = str(value)
         if not isinstance(value, str) or not value.strip():
@@ -228,11 +231,21 @@ def _csv_rows(path: Path, shown: str) -> Iterator[tuple[int, dict[str, Any]]]:
     except UnicodeDecodeError as exc:
         raise GoldenFileError(shown, None, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})",
                               "save the file as UTF-8 (a spreadsheet's 'CSV UTF-8')") from None
-    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+    header = text.split("\n", 1)[0]
+    # The header line's own separator: a spreadsheet saved as CSV in many locales separates cells with ";".
+    delimiter = "\t" if path.suffix.lower() == ".tsv" else max((",", ";", "\t"), key=header.count) if header else ","
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
     if not reader.fieldnames:
         raise GoldenFileError(shown, 1, None, "no header row", "the first row names the columns, e.g. question,reference")
     start = reader.line_num + 1
-    for row in reader:
+    rows = iter(reader)
+    while True:
+        try:
+            row = next(rows)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise GoldenFileError(shown, reader.line_num, None, f"not valid CSV: {exc}", "check the quoting around that line") from None
         if None in row:
             raise GoldenFileError(shown, start, None, f"{len(reader.fieldnames) + len(row[None])} cells in a row of "
                                   f"{len(reader.fieldnames)} columns", "quote a cell that holds the delimiter")

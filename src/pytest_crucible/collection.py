@@ -6,8 +6,8 @@ item turned into pass or fail. pytest glue, used by plugin.py.
 from __future__ import annotations
 
 import functools
-import os
 import gc
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 

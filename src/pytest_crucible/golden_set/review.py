@@ -90,7 +90,7 @@ def review_lines(path: str | Path, status: str = "draft", chunks: Sequence[Chunk
     for item in items:
         generated = item.metadata.get("generatedBy")
         generator = (generated.get("generator") or generated.get("model")) if isinstance(generated, dict) else None
-        imported = item.metadata.get("importedFrom") if isinstance(item.metadata.get("importedFrom"), dict) else {}
+        imported: dict[str, Any] = item.metadata["importedFrom"] if isinstance(item.metadata.get("importedFrom"), dict) else {}
         if imported.get("format"):
             generator = f"imported from {imported['format']}"
         origin = f", {generator}" if isinstance(generator, str) else ""

@@ -110,6 +110,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from ..report.views import gate_lines
     from ..verdict.gate import FAILED, REFUSED, decide_stored
 
+    if args.format == "json":
+        args.json = True  # --format json is --json, for the comparison and for --item alike
     if args.item is not None:
         return _compare_item(args)
     form = "json" if args.json else args.format

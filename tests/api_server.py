@@ -21,14 +21,16 @@ ITEMS = 12
 
 
 def add_run(store: Store, *, workspace: str, shift: float = 0.0, judge: str | None = "claude-haiku-5-5",
-            prompt: str = "crucible-v1", labels: dict[str, str] | None = None, config_hash: str = "9f2c" + "0" * 60) -> str:
-    """A complete run of ITEMS items with retrieval, RAGAS and abstention metrics; ``shift`` moves nDCG up."""
+            prompt: str = "crucible-v1", labels: dict[str, str] | None = None, config_hash: str = "9f2c" + "0" * 60,
+            questions: dict[int, str] | None = None) -> str:
+    """A complete run of ITEMS items with retrieval, RAGAS and abstention metrics; ``shift`` moves nDCG up;
+    ``questions``: item number -> its question, when not the usual one (an item edited under its id)."""
     run_id = store.start_run(config_hash=config_hash, params={}, resolved={"retrievalLimit": 10}, mode="system",
                              outcome_mode="record", judge_model=judge, judge_prompt_version=prompt if judge else None,
                              workspace=workspace, labels=labels or {"model": "chat", "collection": workspace})
     for i in range(ITEMS):
         kind = "multi_hop" if i % 2 else "simple"
-        item = {"id": f"q{i:02d}", "question": f"question {i}?", "questionType": kind, "tags": ["topic:returns"],
+        item = {"id": f"q{i:02d}", "question": (questions or {}).get(i, f"question {i}?"), "questionType": kind, "tags": ["topic:returns"],
                 "citations": [{"docId": f"doc{i}", "mode": "required"}]}
         store.record_score(run_id, {
             "item_id": item["id"], "question": item["question"], "item": item, "outcome": "passed",

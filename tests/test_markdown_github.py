@@ -32,7 +32,7 @@ def run(run_id: str, metrics: dict[str, dict[str, float]], questions: dict[str, 
 def regressed_pair(questions: dict[str, str] | None = None) -> tuple[RunData, RunData]:
     worse = {item: value - 0.3 - 0.01 * (i % 3) for i, (item, value) in enumerate(BASE.items())}
     steady = dict.fromkeys(ITEMS, 0.5)
-    baseline = run("01BASE", {"ndcgAt10": BASE, "mrr": steady})
+    baseline = run("01BASE", {"ndcgAt10": BASE, "mrr": steady}, questions)  # one golden set: no item changed
     current = run("01CAND", {"ndcgAt10": worse, "mrr": steady}, questions, resolved={"retrievalLimit": 20})
     return baseline, current
 

@@ -366,7 +366,7 @@ def test_the_committed_openapi_copy_is_what_the_server_serves(api) -> None:
     parameters = paths[COMPARE]["get"]["parameters"]
     # The spec's two required parameters, then the gate's options (the same as crucible compare's).
     assert [p["name"] for p in parameters if p["required"]] == ["a", "b"]
-    assert [p["name"] for p in parameters if not p["required"]] == ["gate", "failUnder", "margin", "seed", "multiple", "allowIncomplete", "rescore", "minPairs"]
+    assert [p["name"] for p in parameters if not p["required"]] == ["gate", "failUnder", "margin", "seed", "multiple", "allowIncomplete", "rescore", "minPairs", "changedItems"]
     assert served.json()["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
 
 

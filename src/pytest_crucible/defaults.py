@@ -37,6 +37,11 @@ MIN_PAIRS = 6
 #: run in four would fail somewhere).
 MULTIPLE = "holm"
 MULTIPLE_CHOICES = ("holm", "none")
+#: What the gate does with a golden item edited under the same id since the baseline (its question, reference,
+#: assertions, answerable or kind differ; a change of citations alone moves the ruler instead, verdict/ruler.py):
+#: "exclude" leaves it out of the pairs (the default, first), "include" pairs it anyway, "refuse" refuses (exit 3).
+CHANGED_ITEMS_CHOICES = ("exclude", "include", "refuse")
+CHANGED_ITEMS = CHANGED_ITEMS_CHOICES[0]
 
 #: The judges a run or a calibration can name. "lexical" is the current offline judge (lexical-v3);
 #: lexical-v2 and lexical-v1 stay selectable so that runs judged by them stay comparable; auto picks

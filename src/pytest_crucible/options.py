@@ -12,7 +12,19 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .defaults import DEFAULT_DB, DEFAULT_JUDGE, DEFAULT_K, DEFAULT_SEED, JUDGE_CHOICES, KINDS, MIN_PAIRS, MULTIPLE, MULTIPLE_CHOICES
+from .defaults import (
+    CHANGED_ITEMS,
+    CHANGED_ITEMS_CHOICES,
+    DEFAULT_DB,
+    DEFAULT_JUDGE,
+    DEFAULT_K,
+    DEFAULT_SEED,
+    JUDGE_CHOICES,
+    KINDS,
+    MIN_PAIRS,
+    MULTIPLE,
+    MULTIPLE_CHOICES,
+)
 
 if TYPE_CHECKING:
     from .evaluation.custom_metrics import Rubric
@@ -59,6 +71,11 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--crucible-rescore", dest="crucible_rescore", action="store_true", default=False,
                     help="Score this run's and the baseline's retrieval metrics from their stored rankings against today's "
                          "relevance grades, so a judgment added between the runs does not move the ruler.")
+    group.addoption("--crucible-changed-items", dest="crucible_changed_items", choices=list(CHANGED_ITEMS_CHOICES), default=None,
+                    help="What the gate does with a golden item edited under its id since the baseline (its question, "
+                         "reference, assertions, answerable or kind differ): exclude leaves it out of the pairs and says "
+                         "so (default), include compares it anyway with a note, refuse refuses the gate (exit 3). A change "
+                         f"of citations alone keeps the item paired (see --crucible-rescore). Default: ini crucible_changed_items, else {CHANGED_ITEMS}.")
     group.addoption("--crucible-allow-incomplete", dest="crucible_allow_incomplete", action="store_true", default=False,
                     help="Let the gate compare an incomplete or interrupted run (this one or the baseline) on the items "
                          "it has, instead of refusing.")
@@ -144,6 +161,8 @@ def add_options(parser: pytest.Parser) -> None:
                   help=f"Fewest pairs a gated metric needs; with fewer the gate refuses (exit 3) instead of passing "
                        f"(default {MIN_PAIRS}: the fewest with which a sign-flip test can reach p < 0.05).")
     parser.addini("crucible_outcome", default="strict", help="strict or record: when an item fails.")
+    parser.addini("crucible_changed_items", default=CHANGED_ITEMS,
+                  help="exclude, include or refuse: golden items edited since the baseline (see --crucible-changed-items).")
     parser.addini("crucible_metrics", type="args", default=[],
                   help="Modules defining custom metrics with @crucible.metric (besides conftest.py files), e.g. "
                        "mypkg.metrics (importable: see pytest's pythonpath ini key).")
@@ -533,6 +552,7 @@ def _gate_settings(config: pytest.Config, db_path: Path | DatabaseURL, k: int, c
         allow_incomplete=bool(config.getoption("crucible_allow_incomplete")),
         rescore=bool(config.getoption("crucible_rescore")),
         cluster=config.getoption("crucible_cluster"),
+        changed_items=_choice(config, "crucible_changed_items", "crucible_changed_items", CHANGED_ITEMS_CHOICES),
         asked_without_baseline=None if baseline else ", ".join(
             [f"--crucible-gate={config.getoption('crucible_gate')}"] * bool(config.getoption("crucible_gate"))
             + [f"--crucible-margin={margin}" for margin in config.getoption("crucible_margin") or ()]) or None,

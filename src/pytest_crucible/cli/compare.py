@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from ..defaults import DEFAULT_SEED, KINDS, MIN_PAIRS, MULTIPLE, MULTIPLE_CHOICES
+from ..defaults import CHANGED_ITEMS, CHANGED_ITEMS_CHOICES, DEFAULT_SEED, KINDS, MIN_PAIRS, MULTIPLE, MULTIPLE_CHOICES
 from .common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, add_workspace_flag, open_store, read_run_ref, resolve_run, with_db, workspace_of
 
 EXAMPLES: dict[str, str] = {
@@ -51,7 +51,7 @@ def _gate_settings(args: argparse.Namespace, baseline: str | None, k: int | None
                         margins=parsed(parse_margins, args.margin or [], "--margin") or (),
                         multiple=args.multiple, seed=args.seed, allow_incomplete=args.allow_incomplete,
                         metrics=parsed(parse_metric_list, getattr(args, "metrics", None), "--metrics"), min_pairs=args.min_pairs,
-                        rescore=args.rescore, cluster=args.cluster)
+                        rescore=args.rescore, cluster=args.cluster, changed_items=args.changed_items)
 
 
 def add_gate_flags(cmd: argparse.ArgumentParser) -> None:
@@ -74,6 +74,9 @@ def add_gate_flags(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--rescore", action="store_true",
                      help="score both runs' retrieval metrics from their stored rankings against today's relevance "
                           "grades, so a judgment added between the runs does not move the ruler (as --crucible-rescore)")
+    cmd.add_argument("--changed-items", dest="changed_items", choices=CHANGED_ITEMS_CHOICES, default=CHANGED_ITEMS,
+                     help="golden items edited under their id since the baseline: exclude leaves them out of the pairs "
+                          "(default), include compares them anyway, refuse refuses, exit 3 (as --crucible-changed-items)")
     cmd.add_argument("--allow-incomplete", dest="allow_incomplete", action="store_true",
                      help="compare an incomplete or interrupted run on the items it has instead of refusing "
                           "(as --crucible-allow-incomplete)")
@@ -110,6 +113,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from ..report.views import gate_lines
     from ..verdict.gate import FAILED, REFUSED, decide_stored
 
+    if args.format == "json":
+        args.json = True  # --format json is --json, for the comparison and for --item alike
     if args.item is not None:
         return _compare_item(args)
     form = "json" if args.json else args.format

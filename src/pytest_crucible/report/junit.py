@@ -8,7 +8,8 @@ database could not record, a report that could not be written) fail a test case 
 ``crucible::faults``, with every ``FAULT`` line: a dashboard is red when the items are green but the
 run was not stored whole, gate or no gate. The testsuite carries the run and the
 verdict as <properties> (``crucible.runId``, ``crucible.configHash``, ``crucible.baseline``,
-``crucible.verdict``), through junitxml's own object. Everything is read from the ``GateResult``,
+``crucible.verdict``, and ``crucible.changedItems`` when golden items were edited since the baseline),
+through junitxml's own object. Everything is read from the ``GateResult``,
 never recomputed. pytest is imported only where the reports are built (the plugin calls
 :func:`report_to_junit` from its pytest_sessionfinish).
 """
@@ -92,6 +93,8 @@ def suite_properties(crucible: CrucibleSession) -> dict[str, str]:
     if gate is not None:
         properties["crucible.baseline"] = gate.baseline.run_id if gate.baseline is not None else None
         properties["crucible.verdict"] = gate.verdict
+        # golden items edited since the baseline, left out of the pairs or compared anyway (refused: the gate's case says it)
+        properties["crucible.changedItems"] = gate.comparison.changed_line() if gate.comparison is not None else None
     return {name: value for name, value in properties.items() if value is not None}
 
 

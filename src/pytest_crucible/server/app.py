@@ -37,7 +37,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
-from ..defaults import DEFAULT_SEED, MIN_PAIRS, MULTIPLE, ServerLimits
+from ..defaults import CHANGED_ITEMS, CHANGED_ITEMS_CHOICES, DEFAULT_SEED, MIN_PAIRS, MULTIPLE, ServerLimits
 from ..golden_set.promote import PromoteError, PromoteNotFound, PromoteRequest, parse_request, promote
 from ..golden_set.schema import field_path
 from ..json_input import json_problem, shown
@@ -492,6 +492,9 @@ def create_app(db_path: str | Path | DatabaseURL, limits: ServerLimits = ServerL
                                                  "today's relevance grades."),
         minPairs: int = Query(MIN_PAIRS, ge=2, description="Fewest pairs a gated metric needs; with fewer the gate "
                                                            "refuses (409)."),
+        changedItems: Literal[CHANGED_ITEMS_CHOICES] = Query(CHANGED_ITEMS, description="Golden items edited "  # type: ignore[valid-type]
+                              "under their id since the baseline: exclude leaves them out of the pairs (listed in "
+                              "changedItems and excluded), include compares them anyway, refuse refuses (409)."),
         key: ApiKey = Depends(read_key),
     ) -> Any:
         """Per-metric deltas over the shared golden items, BCa bootstrap CIs, permutation p-values and a
@@ -513,7 +516,7 @@ def create_app(db_path: str | Path | DatabaseURL, limits: ServerLimits = ServerL
                     gated = _query_value("gate", lambda: parse_metric_list(gate, "gate", k, custom))
                     settings = GateSettings(baseline=a, gate=gated, floors=floors, seed=seed, margins=margins,
                                             multiple=multiple, allow_incomplete=allowIncomplete, min_pairs=minPairs,
-                                            rescore=rescore)
+                                            rescore=rescore, changed_items=changedItems)
                     result = decide_stored(store, candidate, baseline, settings)
             finally:
                 compare_bound.release()  # here, not in the awaiting request: the work ends when this thread is done
@@ -527,7 +530,7 @@ def create_app(db_path: str | Path | DatabaseURL, limits: ServerLimits = ServerL
         a, b = await run_in_threadpool(_resolve_refs, db_path, {"a": a, "b": b}, key.workspace)
         identity = await run_in_threadpool(_comparison_identity, db_path, a, b, key.workspace)
         remembered = None if identity is None else (identity, gate, tuple(failUnder), tuple(margin), seed, multiple, allowIncomplete,
-                                                     rescore, minPairs)
+                                                     rescore, minPairs, changedItems)
         answer = None if remembered is None else compare_answers.get(remembered)
         if answer is None:
             if not compare_bound.try_acquire():

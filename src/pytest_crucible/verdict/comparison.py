@@ -2,7 +2,9 @@
 
 Items are paired by golden item id; only items present in both runs count, and a
 metric missing on either side for an item drops that pair (the drop is counted,
-never imputed). A difference is ``significant`` only when the BCa interval
+never imputed). An item whose golden item was edited under its id since the baseline
+(another question, reference, assertions: ``changed_content``) is left out of the pairs
+by default. A difference is ``significant`` only when the BCa interval
 excludes 0 *and* the permutation p-value is below alpha. A *regression* is a
 significant change in the metric's bad direction.
 
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import config_diff
-from ..defaults import MULTIPLE, OFFLINE_JUDGES
+from ..defaults import CHANGED_ITEMS, CHANGED_ITEMS_CHOICES, MULTIPLE, OFFLINE_JUDGES
 from ..metrics import metric_direction, ordered_metrics
 from ..stats import DEFAULT_SEED, PairedTest, holm_adjust, min_pairs_for_alpha, paired_tests
 from .runs import RunData
@@ -118,6 +120,10 @@ class Comparison:
     clusters: int | None = None
     # The cutoff K both runs' metrics at K were measured at (None: two different K, and no such row).
     k: int | None = None
+    # The golden items both runs ran whose content changed in more than their citations, with the fields
+    # (``changed_content``), and what the comparison did with them (``changed_items``: exclude or include).
+    changed: dict[str, list[str]] = field(default_factory=dict)
+    changed_items: str = CHANGED_ITEMS
 
     def label(self, name: str) -> str:
         """A row as every surface names it: with its K (``recall@10``)."""
@@ -152,7 +158,20 @@ class Comparison:
             "configChanges": {key: {"a": old, "b": new} for key, (old, new) in self.config_changes.items()},
             "warnings": list(self.warnings),
             "excluded": [dict(entry) for entry in self.excluded],
+            "changedItems": {"mode": self.changed_items,
+                             "items": [{"id": item, "fields": list(fields)} for item, fields in self.changed.items()]},
         }
+
+    def changed_line(self) -> str | None:
+        """The one line on the golden items changed since the baseline, as the terminal, junit, the JSON and
+        the Markdown say it (None: none changed)."""
+        if not self.changed:
+            return None
+        n = len(self.changed)
+        head = f"{n} golden item{'s' if n != 1 else ''} changed since the baseline and {'are' if n != 1 else 'is'}"
+        if self.changed_items == "include":
+            return f"{head} compared anyway (--crucible-changed-items=include): {changed_listing(self.changed)}"
+        return f"{head} not compared: {changed_listing(self.changed)}"
 
 
 def check_comparable(a: RunData, b: RunData) -> None:
@@ -184,6 +203,8 @@ def compare_run_data(
     family: Iterable[str] | None = None,
     family_min_units: int = 0,
     margins: Mapping[str, float] | None = None,
+    changed_items: str = CHANGED_ITEMS,
+    changed: Mapping[str, list[str]] | None = None,
 ) -> Comparison:
     """Both significance gates per metric over the paired items. ``cluster``: how items are grouped
     (:func:`item_clusters`); when some cluster holds two items or more, each metric is tested by resampling
@@ -193,15 +214,25 @@ def compare_run_data(
     calling any of them a regression when none moved stays at or below ``alpha``. The family is the rows the
     gate can fail on: a metric with a better direction, named in ``family`` (None: every such metric), with
     at least ``family_min_units`` pairs (clusters). The other rows keep their own p-values: they are shown,
-    never gated."""
+    never gated.
+
+    ``changed_items``: what becomes of the golden items edited since the baseline (:func:`changed_content`):
+    ``exclude`` leaves them out of the pairs (listed in ``excluded`` with their fields), ``include`` pairs them
+    as before, ``refuse`` raises :class:`ComparisonRefused` naming them. ``changed``: those items, when the
+    caller found them already (``gate.decide_stored``)."""
+    if changed_items not in CHANGED_ITEMS_CHOICES:
+        raise ValueError(f"changed items {changed_items!r}: expected one of {', '.join(CHANGED_ITEMS_CHOICES)}")
     check_comparable(a, b)
     from ..evaluation.custom_metrics import directions, ruler_changes
 
     ruler_warnings, refusal = ruler_changes(a.run, b.run, metrics)
     if refusal:
         raise ComparisonRefused(refusal)
+    changed = dict(changed_content(a, b) if changed is None else changed)
+    if changed and changed_items == "refuse":
+        raise ComparisonRefused(changed_refusal(changed, a))
     custom = {**directions(a.run), **directions(b.run)}  # the candidate's (b) direction when they differ
-    excluded = excluded_items(a, b)
+    excluded = excluded_items(a, b, changed if changed_items == "exclude" else {})
     left_out = {entry["id"] for entry in excluded}
     shared = sorted((set(a.item_ids) & set(b.item_ids)) - left_out)
     names = ordered_metrics(set(a.metrics) | set(b.metrics)) if metrics is None else list(metrics)
@@ -291,7 +322,51 @@ def compare_run_data(
     return Comparison(a=a.run_id, b=b.run_id, paired_items=len(shared), seed=seed, metrics=results,
                       config_changes=changes, warnings=warnings, multiple=multiple, excluded=excluded, cluster_by=cluster,
                       family=tuple(members), k=a.k if a.k == b.k else None,
-                      clusters=len(set(labels.values())) if clustered else None)
+                      clusters=len(set(labels.values())) if clustered else None, changed=changed, changed_items=changed_items)
+
+
+def changed_content(a: RunData, b: RunData) -> dict[str, list[str]]:
+    """item -> the content fields (``golden_set.changes.CONTENT_FIELDS``) its golden item differs in between
+    the baseline ``a`` and the candidate ``b``, for every item both runs ran whose content changed in more than
+    its citations, in item order. A change of citations alone keeps the item a pair: it moves the ruler
+    (``ruler.prepare_pair`` warns, ``--crucible-rescore`` measures both runs against today's grades). Nothing
+    when a run did not keep its golden items. Two stored items with equal texts are not decoded."""
+    from ..golden_set.changes import CONTENT_FIELDS, changed_fields
+    from .runs import same_content
+
+    if not a.golden or not b.golden:
+        return {}
+    shared = set(a.item_ids) & set(b.item_ids)
+    golden_a = {dict.get(item, "id"): item for item in a.golden}  # dict.get: an id is never decoded (StoredItem)
+    changed: dict[str, list[str]] = {}
+    for after in b.golden:
+        item_id = dict.get(after, "id")
+        before = golden_a.get(item_id) if item_id in shared else None
+        if before is None or same_content(before, after):
+            continue
+        if all(before.get(name) == after.get(name) for name in CONTENT_FIELDS):
+            continue  # equal as they are (an exported run's items): no defaults to fill in
+        fields = changed_fields(before, after)
+        if fields and fields != ["citations"]:
+            changed[str(item_id)] = fields
+    return dict(sorted(changed.items()))
+
+
+def changed_listing(changed: Mapping[str, Sequence[str]]) -> str:
+    """``h04 (question), h09 (reference, citations), ...``: the first few changed items with their fields."""
+    from .ruler import first_few
+
+    return first_few([f"{item} ({', '.join(fields)})" for item, fields in changed.items()])
+
+
+def changed_refusal(changed: Mapping[str, Sequence[str]], baseline: RunData) -> str:
+    """Why the gate refuses under ``--crucible-changed-items=refuse``, and how to go on."""
+    n = len(changed)
+    return (f"{n} golden item{'s' if n != 1 else ''} changed since the baseline {baseline.run_id}: {changed_listing(changed)}; "
+            "refusing to compare (--crucible-changed-items=refuse)\n"
+            "HINT: update the baseline (run the golden set as it is now, and compare against that run), or pass "
+            "--crucible-changed-items=exclude to leave the changed items out of the pairs, or =include to compare them "
+            "anyway (crucible compare and crucible report: --changed-items)")
 
 
 def cutoff_change(a: RunData, b: RunData, names: Iterable[str]) -> str | None:
@@ -394,9 +469,11 @@ def _compare_metric(name: str, left: Mapping[str, float], right: Mapping[str, fl
     return entry, (xs, ys, both)
 
 
-def excluded_items(a: RunData, b: RunData) -> list[dict[str, str]]:
-    """Every item of either run that cannot be a pair, with the reason: it errored in a run, ran in only
-    one of them, changed kind, or has no metric value in a run. Nothing leaves the pairs silently."""
+def excluded_items(a: RunData, b: RunData, changed: Mapping[str, Sequence[str]] | None = None) -> list[dict[str, str]]:
+    """Every item of either run that cannot be a pair, with the reason: its golden item changed since the
+    baseline (``changed``: item -> its changed fields, left out), it errored in a run, ran in only one of them,
+    changed kind, or has no metric value in a run. Nothing leaves the pairs silently."""
+    changed = changed or {}
     excluded = []
     in_a, in_b = set(a.item_ids), set(b.item_ids)  # membership in O(1): item_ids is a list (O(n^2) at 100k items)
     unmeasured = {id(run): _unmeasured(run, present) for run, present in ((a, in_a), (b, in_b))}
@@ -405,8 +482,11 @@ def excluded_items(a: RunData, b: RunData) -> list[dict[str, str]]:
     changed_kind = set() if a.kinds == b.kinds else {
         item for item in in_a & in_b if a.kinds.get(item, "retrieval") != b.kinds.get(item, "retrieval")}
     suspects = ((in_a ^ in_b) | (a.errored.keys() & in_a) | (b.errored.keys() & in_b) | changed_kind
-                | unmeasured[id(a)] | unmeasured[id(b)])
+                | unmeasured[id(a)] | unmeasured[id(b)] | set(changed))
     for item in sorted(suspects):
+        if item in changed:  # ran in both: whatever else befell it, it is another question now
+            excluded.append({"id": item, "run": b.run_id, "reason": f"changed since the baseline: {', '.join(changed[item])}"})
+            continue
         reasons = []
         for side, run, other, present in (("A", a, b, in_a), ("B", b, a, in_b)):
             if item not in present:

@@ -15,12 +15,12 @@ runs, which reads the judgment ledger through the store (its SQL stays in ``stor
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from ..defaults import CALIBRATED_KAPPA, DEFAULT_SEED, MIN_PAIRS, MULTIPLE
+from ..defaults import CALIBRATED_KAPPA, CHANGED_ITEMS, DEFAULT_SEED, MIN_PAIRS, MULTIPLE
 from ..metrics import JUDGED_METRICS
 from ..store.schema import RunStatus
 from .runs import COMPLETE, RunData
@@ -84,6 +84,9 @@ class GateSettings:
     min_pairs: int = MIN_PAIRS  # a gated metric with fewer pairs refuses the gate (it could not see a regression)
     rescore: bool = False  # score both runs' retrieval against today's grades (see verdict/ruler.py)
     cluster: str = "field"  # how items are clustered for the comparison: field, doc or none (comparison.item_clusters)
+    # Golden items edited since the baseline (comparison.changed_content): exclude (left out of the pairs),
+    # include (paired anyway, with a note) or refuse (the gate refuses, exit 3).
+    changed_items: str = CHANGED_ITEMS
     # The command line's comparison options given with no baseline (e.g. "--crucible-gate=ndcgAt10"): said once
     # (see no_baseline), never silently ignored. The ini file's gate and margins only shape a gate that runs.
     asked_without_baseline: str | None = None
@@ -267,6 +270,7 @@ def decide_stored(store: Store | None, current: RunData, baseline: RunData | Non
     that has a store (the session, the CLI, the HTTP API). The runs carry their golden items
     (and their rankings when ``settings.rescore``)."""
     notes: list[str] = []
+    changed = None
     if baseline is not None:
         from ..store.selection import selection_of, subset_line
         from .ruler import prepare_pair
@@ -280,9 +284,14 @@ def decide_stored(store: Store | None, current: RunData, baseline: RunData | Non
             notes.append(f"WARNING the baseline {baseline.run_id} is a subset ({partial_baseline.describe()}): "
                          "only the items both runs have are compared")
 
-        current, baseline, ruler_notes = prepare_pair(store, current, baseline, rescore=settings.rescore)
+        from .comparison import changed_content
+
+        # A golden item edited since the baseline is not a pair (unless included): not the ruler's business either.
+        changed = changed_content(baseline, current)
+        left_out = () if settings.changed_items == "include" else changed
+        current, baseline, ruler_notes = prepare_pair(store, current, baseline, rescore=settings.rescore, left_out=left_out)
         notes += ruler_notes
-    result = decide(current, baseline, settings, notes)
+    result = decide(current, baseline, settings, notes, changed=changed)
     judge = current.run.get("judge_model")
     if store is not None and judge and result.verdict in (PASSED, FAILED):
         from ..store.ledgers import latest_judge_calibration
@@ -350,9 +359,11 @@ def unreadable_baseline(reason: str, settings: GateSettings) -> GateResult:
     return GateResult(REFUSED, refusal=reason, has_baseline=True, has_floors=bool(settings.floors), baseline_ref=settings.baseline)
 
 
-def decide(current: RunData, baseline: RunData | None, settings: GateSettings, notes: Sequence[str] = ()) -> GateResult:
+def decide(current: RunData, baseline: RunData | None, settings: GateSettings, notes: Sequence[str] = (),
+           changed: Mapping[str, list[str]] | None = None) -> GateResult:
     """The verdict on ``current`` (the candidate) against ``baseline`` (None: floors only). ``notes``:
-    what the caller learnt preparing the pair (``ruler.prepare_pair``), shown with the verdict."""
+    what the caller learnt preparing the pair (``ruler.prepare_pair``), shown with the verdict; ``changed``:
+    the golden items it found changed since the baseline (``comparison.changed_content``; None: found here)."""
     from ..store.selection import selection_of
     from .comparison import ComparisonRefused, compare_run_data, cutoff_change, margin_reasons, regression_reasons, undetected_drops
 
@@ -378,11 +389,15 @@ def decide(current: RunData, baseline: RunData | None, settings: GateSettings, n
             comparison = compare_run_data(baseline, current, seed=settings.seed, multiple=settings.multiple,
                                           metrics=settings.metrics, cluster=settings.cluster,
                                           family=settings.gate, family_min_units=settings.min_pairs,
-                                          margins=dict(settings.margins))
+                                          margins=dict(settings.margins), changed_items=settings.changed_items,
+                                          changed=changed)
         except ComparisonRefused as exc:
             result.verdict, result.refusal = REFUSED, str(exc)
             return result
         result.comparison = comparison
+        changed_line = comparison.changed_line()
+        if changed_line:  # said once: left out is a warning (-q keeps it), included on request a note
+            result.warnings.append(("NOTE " if comparison.changed_items == "include" else "WARNING ") + changed_line)
         # A gated metric at K (named, or every measured metric by default) measured at two different K:
         # the gate cannot judge it, and passing without it would be a pass nobody measured.
         from ..metrics import depends_on_k

@@ -11,6 +11,7 @@ metrics from ``evaluation.scoring.score_ranking``: the same functions an item is
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -28,26 +29,33 @@ def _as_of(rows: list[dict[str, Any]], run: RunData) -> list[dict[str, Any]]:
     return [row for row in rows if (row.get("created_at") or "") <= moment]
 
 
+def first_few(parts: Sequence[str]) -> str:
+    """The first ``SHOWN`` of a list a line names, then ``...``: ``q-00, q-01, q-02, q-03, q-04, ...``."""
+    return ", ".join(parts[:SHOWN]) + (", ..." if len(parts) > SHOWN else "")
+
+
 def _same_citations(a: Any, b: Any) -> bool:
-    """Whether two versions of a golden item cite the same units: their citations' JSON texts when both were
-    read from a store (equal texts, equal values; nothing decoded), else the citations themselves."""
+    """Whether two versions of a golden item cite the same units: their content fields' JSON texts when both
+    were read from a store (``runs.StoredItem``: equal texts, equal values; nothing decoded), else the
+    citations themselves."""
     from ..qrels.grades import item_citations
 
-    text_a, text_b = getattr(a, "citations_json", None), getattr(b, "citations_json", None)
+    text_a, text_b = getattr(a, "raw_json", None), getattr(b, "raw_json", None)
     if isinstance(text_a, str) and text_a == text_b:
         return True
     return item_citations(a) == item_citations(b)
 
 
-def moved_items(a: RunData, b: RunData, ledger: dict[str, list[dict[str, Any]]]) -> list[str]:
+def moved_items(a: RunData, b: RunData, ledger: dict[str, list[dict[str, Any]]], left_out: Collection[str] = ()) -> list[str]:
     """Paired items whose effective grades differ between the two runs' times (golden citations as each
-    ran, ledger rows written before each finished)."""
+    ran, ledger rows written before each finished). ``left_out``: items that will not be paired (golden items
+    changed since the baseline, ``comparison.changed_content``)."""
     from ..qrels.grades import item_grades
 
     golden_a = {item.get("id"): item for item in a.golden}
     golden_b = {item.get("id"): item for item in b.golden}
     moved = []
-    for item in sorted(set(a.item_ids) & set(b.item_ids)):
+    for item in sorted((set(a.item_ids) & set(b.item_ids)).difference(left_out)):
         rows = ledger.get(item, [])
         if not rows and _same_citations(golden_a.get(item), golden_b.get(item)):
             continue  # the usual case: the same citations and no judgment since: the same grades, not computed twice
@@ -82,19 +90,20 @@ def rescored(run: RunData, golden: dict[str, dict[str, Any]], ledger: dict[str, 
     return replace(run, run={**run.run, "eval_k": k}, metrics={name: values for name, values in metrics.items() if values})
 
 
-def prepare_pair(store: Store | None, current: RunData, baseline: RunData, *, rescore: bool) -> tuple[RunData, RunData, list[str]]:
+def prepare_pair(store: Store | None, current: RunData, baseline: RunData, *, rescore: bool,
+                 left_out: Collection[str] = ()) -> tuple[RunData, RunData, list[str]]:
     """(current, baseline, warnings): warn when the ruler moved between the runs; with ``rescore``
     return both runs measured against today's grades. The runs must carry their golden items (and
-    their rankings, to rescore). Without a store (two exported files) the ledger is empty."""
+    their rankings, to rescore). Without a store (two exported files) the ledger is empty. ``left_out``:
+    items the comparison will not pair (see :func:`moved_items`)."""
     items = sorted(set(current.item_ids) | set(baseline.item_ids))
     ledger = store.judgment_ledger(items) if store is not None else {}
-    moved = moved_items(baseline, current, ledger)
+    moved = moved_items(baseline, current, ledger, left_out)
     if not rescore:
         if not moved:
             return current, baseline, []
-        shown = ", ".join(moved[:SHOWN]) + (", ..." if len(moved) > SHOWN else "")
         return current, baseline, [
-            f"WARNING the relevance grades of {len(moved)} paired item(s) changed between the runs ({shown}): "
+            f"WARNING the relevance grades of {len(moved)} paired item(s) changed between the runs ({first_few(moved)}): "
             "their retrieval deltas mix the system's change with the ruler's; --crucible-rescore "
             "(crucible compare --rescore) scores both runs against today's grades"]
     # keyed by the ids as stored (an item without one would sit under None, never looked up)

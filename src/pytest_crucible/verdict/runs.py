@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
+from ..golden_set.changes import CONTENT_FIELDS
+
 # A run a user names is read and found in the store (one resolver, which Store.resolve_run calls too);
 # these names stay importable from here, beside the run model that reads the run.
 from ..store.refs import (  # noqa: F401
@@ -205,48 +207,70 @@ def run_data_from_rows(run: dict[str, Any], metrics: dict[str, dict[str, float]]
 
 
 # What a comparison reads of a golden item (the ruler: its citations; the clusters: ``cluster`` or the first
-# required citation's document; the kinds): a stored run's golden items are read with these fields only (a
-# 100,000-item run decodes a fraction of each item). FACET_FIELDS: and what ``--facet`` reads.
+# required citation's document; the kinds; the changed items: every content field): a stored run's golden items
+# are read with these fields only (a 100,000-item run decodes a fraction of each item). FACET_FIELDS: and what
+# ``--facet`` reads.
 COMPARISON_FIELDS = ("id", "kind", "cluster", "citations")
 FACET_FIELDS = (*COMPARISON_FIELDS, "questionType", "popularity", "dynamism", "answerable", "tags")
+# The content fields (golden_set.changes.CONTENT_FIELDS) but the kind, citations first: read as the text of one
+# JSON array beside each stored item's fields, and decoded only when two runs' texts differ.
+RAW_FIELDS = ("citations", *(name for name in CONTENT_FIELDS if name not in ("citations", "kind")))
 
 
 class StoredItem(dict[str, Any]):
-    """A stored golden item as a comparison reads it (the fields it was read with), its ``citations`` decoded
-    on first use from the JSON text kept beside (``citations_json``): the ruler compares two runs' texts, and
-    decodes an item's citations only when they differ (or a judgment was added since)."""
+    """A stored golden item as a comparison reads it (the fields it was read with), its content fields
+    (``RAW_FIELDS``) decoded on first use from the JSON text kept beside (``raw_json``): the ruler and the
+    changed items' check compare two runs' texts, and decode an item only when they differ (or, for the
+    ruler, a judgment was added since)."""
 
-    __slots__ = ("citations_json",)
+    __slots__ = ("_decoded", "raw_json")
 
-    def __init__(self, fields: dict[str, Any], citations_json: Any) -> None:
+    def __init__(self, fields: dict[str, Any], raw_json: Any) -> None:
         super().__init__(fields)
-        self.citations_json = citations_json
+        for name in CONTENT_FIELDS:  # a content field the item does not say (a kind left out) is absent, as in the item
+            if dict.get(self, name, False) is None:
+                dict.__delitem__(self, name)
+        self.raw_json = raw_json
+        self._decoded = False
 
     def _decode(self) -> None:
-        if not dict.__contains__(self, "citations"):
-            text = self.citations_json
-            dict.__setitem__(self, "citations", json.loads(text) if isinstance(text, str) else text)
+        if self._decoded:
+            return
+        self._decoded = True
+        text = self.raw_json
+        values = json.loads(text) if isinstance(text, str) else text
+        for name, value in zip(RAW_FIELDS, values if isinstance(values, list) else []):
+            # null: the item does not say (a reader's default applies); a field read with the item stays as read
+            if value is not None and not dict.__contains__(self, name):
+                dict.__setitem__(self, name, value)
 
     def get(self, key: Any, default: Any = None) -> Any:
-        if key == "citations":
+        if key in RAW_FIELDS:
             self._decode()
         return dict.get(self, key, default)
 
     def __getitem__(self, key: Any) -> Any:
-        if key == "citations":
+        if key in RAW_FIELDS:
             self._decode()
         return dict.__getitem__(self, key)
 
     def __contains__(self, key: Any) -> bool:
-        if key == "citations":
+        if key in RAW_FIELDS:
             self._decode()
         return dict.__contains__(self, key)
 
 
+def same_content(a: Any, b: Any) -> bool:
+    """Whether two versions of a golden item surely hold one content without decoding either: both read from a
+    store (:class:`StoredItem`) with equal texts of their content fields, and one kind. False: decode to tell."""
+    text = getattr(a, "raw_json", None)
+    return isinstance(text, str) and text == getattr(b, "raw_json", None) and dict.get(a, "kind") == dict.get(b, "kind")
+
+
 def load_run(store: Store, run_id: str, *, golden: bool | tuple[str, ...] = False, rankings: bool = False) -> RunData:
     """A stored run (``run_id`` already resolved); ``golden`` also reads its golden items (True: the fields of
-    COMPARISON_FIELDS; or these fields) as :class:`StoredItem`, ``rankings`` what each item retrieved (for a
-    rescoring)."""
+    COMPARISON_FIELDS; or these fields; and their content fields, decoded on first use) as :class:`StoredItem`,
+    ``rankings`` what each item retrieved (for a rescoring)."""
     from ..json_input import gc_paused
     from ..store.aggregates import golden_fields_and_json
 
@@ -257,7 +281,7 @@ def load_run(store: Store, run_id: str, *, golden: bool | tuple[str, ...] = Fals
         items = None
         if golden:
             fields = [field for field in (COMPARISON_FIELDS if isinstance(golden, bool) else golden) if field != "citations"]
-            items = [StoredItem(values, text) for values, text in golden_fields_and_json(store, run_id, fields, "citations")]
+            items = [StoredItem(values, text) for values, text in golden_fields_and_json(store, run_id, fields, RAW_FIELDS)]
         # the kinds as Store.item_kinds reads them (from the golden items just read, when they were)
         kinds = {item["id"]: item.get("kind") or "retrieval" for item in items} if items is not None else store.item_kinds(run_id)
         return run_data_from_rows(store.get_run(run_id), store.item_metrics(run_id), rows, items, kinds=kinds)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .config import ConfigUse, TrackedConfig
+from .defaults import ERROR_CLASSES_VERSION
 from .evaluation.judging import SessionJudging
 from .evaluation.runner import ItemRunner
 from .settings import Settings
@@ -180,7 +181,7 @@ class CrucibleSession:
         return dict(workspace=s.workspace, labels=s.labels, kinds=list(s.kinds) if s.kinds else None,
                     config_hash=s.config_hash, params=s.params, resolved=s.resolved, mode=s.mode,
                     outcome_mode=s.outcome_mode, config_path=s.config_path, git_commit=git_commit(s.rootdir),
-                    pytest_args=list(s.pytest_args), repeats=s.repeat, eval_k=s.k)
+                    pytest_args=list(s.pytest_args), repeats=s.repeat, eval_k=s.k, error_classes=ERROR_CLASSES_VERSION)
 
     def _close_run(self, interrupted: bool, progress: Callable[[str], object] | None) -> None:
         """Write what is pending, judge Message Batches, and close the run with its status."""

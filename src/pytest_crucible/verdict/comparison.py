@@ -240,6 +240,9 @@ def compare_run_data(
     if other_ruler:
         names = [name for name in names if name != "responseRelevancy"]
         ruler_warnings = [*ruler_warnings, other_ruler]
+    classes = error_classes_change(a, b)
+    if classes:
+        ruler_warnings = [*ruler_warnings, classes]
     cutoff = cutoff_change(a, b, names)
     if cutoff:
         from ..metrics import depends_on_k
@@ -398,6 +401,18 @@ def embedder_change(a: RunData, b: RunData) -> str | None:
     shown = lambda name: name or "not recorded (hashing-v1 unless crucible_embedder was overridden)"  # noqa: E731
     return (f"the ruler changed: responseRelevancy was measured with embedder {shown(left)} in {a.run_id} and "
             f"{shown(right)} in {b.run_id}, so it is left out of the comparison; re-run the baseline to compare it")
+
+
+def error_classes_change(a: RunData, b: RunData) -> str | None:
+    """A note when the runs' items were classed by different error class sets (``defaults.ERROR_CLASSES_VERSION``;
+    a run that records none was classed by the first), or None. The metrics compare as they are; the class counts
+    do not mean the same."""
+    left, right = a.run.get("error_classes") or 1, b.run.get("error_classes") or 1
+    if left == right:
+        return None
+    return (f"the error classes changed between the runs (class set {left} in {a.run_id}, {right} in {b.run_id}): "
+            "since set 2 an answer faithful to its context but wrong is wrong_passage, not hallucination, so the "
+            "class counts differ for that reason too; the metrics are compared as before")
 
 
 CLUSTER_MODES = ("field", "doc", "none")

@@ -111,9 +111,11 @@ def test_a_faithful_wrong_answer_is_a_wrong_passage_never_a_hallucination() -> N
     assert verdict.error_class == "wrong_passage"
     assert verdict.evidence == ("The answer is faithful to the retrieved context but wrong: it rests on c2 [S2], "
                                 "not on the required c1 [S1], which was retrieved.")
-    # the required chunk among the supports: the right passage, the wrong sentence of it
+    # resting on the required chunk itself and graded incorrect: the passage and the reference disagree; the grade decides
     verdict = classify(make(crag_grade="incorrect", supporting_chunk_ids=("c1",), required_chunk_ids=("c1",)))
-    assert verdict.error_class == "wrong_passage" and "taken from the wrong passage or sentence" in verdict.evidence
+    assert verdict.error_class == "hallucination" and "incorrect" in verdict.evidence
+    # no required citation to tell the right passage from another: the grade decides too
+    assert classify(make(crag_grade="incorrect", supporting_chunk_ids=("c2",))).error_class == "hallucination"
     # the required chunk not retrieved: the evidence never reached the answer
     assert classify(make(crag_grade="incorrect", missing_required_citations=("c1",))).error_class == "retrieval_miss"
     # an unsupported claim: a hallucination, whatever supports the others
@@ -123,7 +125,7 @@ def test_a_faithful_wrong_answer_is_a_wrong_passage_never_a_hallucination() -> N
 
 
 def test_wrong_passage_beats_citation_and_incomplete() -> None:
-    inputs = make(crag_grade="incorrect", cited_chunk_ids=(), unsatisfied_must=("m",))
+    inputs = make(crag_grade="incorrect", cited_chunk_ids=(), unsatisfied_must=("m",), required_chunk_ids=("c9",))
     assert classify(inputs).error_class == "wrong_passage"
 
 
@@ -189,7 +191,7 @@ def test_every_class_is_reachable() -> None:
             make(dynamism="slow", stale_cited=("c1",)),
             make(conflicting_docs=("a", "b")),
             make(unsupported_claims=("x",)),
-            make(crag_grade="incorrect"),
+            make(crag_grade="incorrect", required_chunk_ids=("c9",)),
             make(cited_chunk_ids=()),
             make(unsatisfied_must=("m",)),
         )

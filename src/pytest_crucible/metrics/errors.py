@@ -27,11 +27,15 @@ Precedence (first rule that fires wins) and why
    one side's claim judged against the other side's text.
 4. ``wrong_passage`` -- the answer is faithful (every claim is supported by
    a retrieved chunk, and the judge said which) but graded ``incorrect`` on an
-   answerable item whose required citations were all retrieved: the evidence
-   reached the generator, and the answer was taken from another passage (or
-   another sentence of the right one).  The fix is which chunk or sentence is
-   picked (reranking, the prompt's use of the context), not the generator's
-   grounding, so it is never called a hallucination.
+   answerable item whose required citations were all retrieved, and no chunk
+   it rests on is a required one: the evidence reached the generator, and the
+   answer was taken from another passage.  The fix is which chunk is picked
+   (reranking, the prompt's use of the context), not the generator's
+   grounding, so it is never called a hallucination.  An answer resting on a
+   required chunk itself and still graded incorrect is left to the grade
+   (``hallucination``, with the reference sentence the judge says it
+   contradicts): the passage and the reference disagree, and the golden item
+   or the document is the first suspect.
 5. ``hallucination`` -- an answer claim the retrieved context does not
    support, or a judge grade of ``incorrect`` that the claims' support does not
    explain (no per-chunk verdicts, or answering a false-premise or
@@ -378,18 +382,12 @@ def _decide(x: ClassificationInputs) -> ErrorVerdict:
     if (answered and x.answerable and not false_premise and x.crag_grade == "incorrect" and not x.unsupported_claims
             and x.context_has_text and x.supporting_chunk_ids):
         required = set(x.required_chunk_ids)
-        elsewhere = tuple(c for c in x.supporting_chunk_ids if c not in required)
-        if required and len(elsewhere) == len(x.supporting_chunk_ids):
+        if required and not required & set(x.supporting_chunk_ids):
             return ErrorVerdict(
                 "wrong_passage",
-                f"The answer is faithful to the retrieved context but wrong: it rests on {_markers(x, elsewhere)}, "
+                f"The answer is faithful to the retrieved context but wrong: it rests on {_markers(x, x.supporting_chunk_ids)}, "
                 f"not on the required {_markers(x, x.required_chunk_ids)}, which was retrieved.",
             )
-        return ErrorVerdict(
-            "wrong_passage",
-            f"The answer is faithful to the retrieved context (supported by {_markers(x, x.supporting_chunk_ids)}) "
-            "but the judge graded it incorrect: it was taken from the wrong passage or sentence.",
-        )
 
     # 5. hallucination
     if answered:

@@ -261,6 +261,7 @@ def compare_run_data(
             if kind is not None and not any(item in left or item in right for item in items):
                 continue  # a metric no item of this kind has (attack rates of retrieval questions)
             entry, pairs = _compare_metric(name, left, right, items, alpha=alpha, direction=metric_direction(name, custom))
+            _refuse_non_finite(name, a, b, left, right, items)
             entry.kind = kind
             results[metric_key(name, kind)] = entry
             if pairs is not None:
@@ -455,6 +456,22 @@ def kind_groups(items: list[str], run: RunData) -> list[tuple[str | None, list[s
         return [(None, list(items))]
     order = {kind: index for index, kind in enumerate(KINDS)}
     return [(kind, by_kind[kind]) for kind in sorted(by_kind, key=lambda k: (order.get(k, len(order)), k))]
+
+
+def _refuse_non_finite(name: str, a: RunData, b: RunData, left: Mapping[str, float], right: Mapping[str, float],
+                       items: list[str]) -> None:
+    """A NaN or an infinity among the values to compare is no number a mean or a resample can hold: refuse,
+    naming the metric, the item and the run, instead of a ValueError deep in the statistics."""
+    for run, values in ((a, left), (b, right)):
+        if math.isfinite(sum(values.values())):  # the usual case, in one pass (a huge finite sum may overflow: then look)
+            continue
+        for item in items:
+            value = values.get(item)
+            if value is not None and not math.isfinite(value):
+                raise ComparisonRefused(
+                    f"{name} of item {item} is {value!r} in run {run.run_id}: a comparison needs finite numbers\n"
+                    "HINT: a custom metric (or an imported run) produced it; fix it to return a number in its range, "
+                    "or leave the item out")
 
 
 def _compare_metric(name: str, left: Mapping[str, float], right: Mapping[str, float], items: list[str], *,

@@ -495,3 +495,18 @@ def test_a_pytest_run_reports_every_problem_of_a_golden_file_at_once(pytester: p
     result.stdout.fnmatch_lines(["*4 problems in golden_bad.jsonl:*", "*golden_bad.jsonl:2: field 'question'*",
                                  "*golden_bad.jsonl:3: field 'questionType'*", "*golden_bad.jsonl:4: not valid JSON*",
                                  "*golden_bad.jsonl:5: field 'id': duplicate id 'a'*"])
+
+
+def test_a_run_names_a_cited_chunk_no_ranking_ever_held(pytester: pytest.Pytester) -> None:
+    from helpers import COMPONENT_RECORD, RANKED_CONFTEST, write_project
+
+    items = [{"id": f"q{i}", "question": f"question {i}", "citations": [{"docId": "returns", "chunkId": "returns#p1"}]}
+             for i in range(11)]
+    items.append({"id": "typo", "question": "q?", "citations": [{"docId": "returns", "chunkId": "retruns#p1"}]})
+    project = write_project(pytester, items, RANKED_CONFTEST, ini=COMPONENT_RECORD)
+    result = project.runpytest()
+    assert result.ret == pytest.ExitCode.OK  # a hint, not a failure
+    result.stdout.fnmatch_lines(["NOTE cited but never retrieved by any item: retruns#p1 (typo): check the id*"])
+    # too few items to tell a wrong id from a miss: no hint
+    small = project.runpytest("-k", "q1 or q2 or typo")
+    assert "NOTE cited but never retrieved" not in small.stdout.str()

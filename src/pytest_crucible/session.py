@@ -30,6 +30,7 @@ from .config import ConfigUse, TrackedConfig
 from .defaults import ERROR_CLASSES_VERSION
 from .evaluation.judging import SessionJudging
 from .evaluation.runner import ItemRunner
+from .evaluation.sightings import CitationSightings
 from .settings import Settings
 from .store.recorder import RunRecorder
 from .store.schema import RunStatus
@@ -56,6 +57,7 @@ class CrucibleSession:
     status: str | None = None  # the run's status once ``end`` closed it (a RunStatus value)
     gate: GateResult | None = None
     outcomes: dict[str, int] = field(default_factory=dict)  # every item's outcome, recorded or not
+    sightings: CitationSightings = field(default_factory=CitationSightings)  # cited chunks no ranking ever held
     faults: list[str] = field(default_factory=list)  # each one fails the session and is shown
     usage_errors: list[str] = field(default_factory=list)  # exit 4, shown last (a config key made an error)
     skipped: int = 0  # golden items collected but not run (drafts)
@@ -126,6 +128,7 @@ class CrucibleSession:
         if not rerun:
             outcome = score.get("outcome") or "unknown"
             self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+            self.sightings.add(score)
             # Which embedder measured responseRelevancy (the item's verdict says, whichever process scored it).
             relevancy = (score.get("verdicts") or {}).get("responseRelevancy") or {}
             self.judging.embedder_name = self.judging.embedder_name or relevancy.get("embedder")

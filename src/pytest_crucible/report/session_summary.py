@@ -28,6 +28,9 @@ def session_summary_lines(session: CrucibleSession, verbose: int = 0) -> list[Su
 
     means = _stored_means(session)  # read once: the run's lines and its one-line summary both show them
     lines = _run_lines(session, verbose, means)
+    never_retrieved = session.sightings.hint()
+    if never_retrieved:
+        lines += plain([never_retrieved])
     gate = session.gate
     if gate is not None:
         lines += gate_lines(gate)

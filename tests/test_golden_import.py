@@ -510,3 +510,17 @@ def test_a_run_names_a_cited_chunk_no_ranking_ever_held(pytester: pytest.Pyteste
     # too few items to tell a wrong id from a miss: no hint
     small = project.runpytest("-k", "q1 or q2 or typo")
     assert "NOTE cited but never retrieved" not in small.stdout.str()
+
+
+@pytest.mark.parametrize("topics", [
+    '<topics>\n<topic number="7" type="static">\n  <query>frame warranty</query>\n  <question>How long is a frame guaranteed?</question>\n'
+    '  <narrative>Motor warranty alone is not relevant.</narrative>\n</topic>\n</topics>\n',
+    "7\tframe warranty\n",
+])
+def test_trec_topics_in_the_other_layouts(tmp_path: Path, topics: str) -> None:
+    (tmp_path / "topics.txt").write_text(topics)
+    (tmp_path / "qrels.txt").write_text("7 0 doc:d3 1\n")
+    result, items = imported(tmp_path, tmp_path / "topics.txt", "trec", "--qrels", tmp_path / "qrels.txt", "--no-ledger")
+    assert result.ret == 0, result.stderr
+    assert [(item["id"], item["question"]) for item in items] == [("7", "frame warranty")]
+    assert items[0]["citations"] == [{"docId": "d3", "mode": "required"}]

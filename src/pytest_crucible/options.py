@@ -310,6 +310,8 @@ def find_registered_judges(config: pytest.Config) -> dict[str, Any]:
 def _judge_name(config: pytest.Config, registered: dict[str, Any]) -> str:
     """The judge the option or ini names: a built-in one, a registered one, or package.module:ClassName."""
     name = (config.getoption("crucible_judge") or config.getini("crucible_judge") or DEFAULT_JUDGE).strip()
+    if name == "aligned" or name.startswith("aligned:"):
+        return _aligned_judge(config, name.partition(":")[2])
     if name in JUDGE_CHOICES or name in registered or ":" in name:
         return name
     import difflib
@@ -321,6 +323,23 @@ def _judge_name(config: pytest.Config, registered: dict[str, Any]) -> str:
             "HINT: a judge of your own is named by its import path (mypackage.judges:MyJudge) or registered by the hook "
             "pytest_crucible_register_judges (docs/judges.md)")
     raise pytest.UsageError(f"{where} = {name!r}: expected one of {', '.join(known)}, or package.module:ClassName\n{hint}")
+
+
+def _aligned_judge(config: pytest.Config, path: str) -> str:
+    """``aligned:PATH``, its file checked before any test runs: a path in the ini file is relative to the rootdir,
+    one on the command line to the directory pytest was started in (every xdist worker reads the same file)."""
+    from .judge.select import JudgeSetupError, make_judge
+
+    if path.strip():
+        base = config.invocation_params.dir if config.getoption("crucible_judge") else config.rootpath
+        path = str(base / os.path.expanduser(path.strip()))
+    name = f"aligned:{path}"
+    try:
+        make_judge(name).close()
+    except JudgeSetupError as exc:
+        where = "--crucible-judge" if config.getoption("crucible_judge") else "ini option crucible_judge"
+        raise pytest.UsageError(f"{where}: {exc}") from None
+    return name
 
 
 def _judge_price(config: pytest.Config) -> tuple[float, float] | None:

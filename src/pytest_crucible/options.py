@@ -82,7 +82,8 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--crucible-judge", dest="crucible_judge", metavar="JUDGE", default=None,
                     help="Judge of the answer layer: anthropic (Claude), openai (any OpenAI-compatible server: OpenAI, "
                          "Azure, vLLM, Ollama; the openai extra), lexical (the offline heuristic, lexical-v3; lexical-v2 and "
-                         "lexical-v1 are kept so that runs judged by them stay comparable), a judge of your own (the name "
+                         "lexical-v1 are kept so that runs judged by them stay comparable), aligned:FILE (the offline judge aligned to "
+                         "your labels by crucible judge align), a judge of your own (the name "
                          "it was registered under, or package.module:ClassName), or auto (anthropic when ANTHROPIC_API_KEY "
                          "is set, else lexical). Default: ini crucible_judge, else lexical: a key in the environment "
                          "never chooses the judge. See docs/judges.md.")
@@ -141,7 +142,8 @@ def add_options(parser: pytest.Parser) -> None:
                   help=f"Cutoff of the metrics at K (default {DEFAULT_K}); runs measured at different K are not compared.")
     parser.addini("crucible_judge", default="",
                   help="The judge when --crucible-judge names none (default lexical, the offline judge): auto (anthropic when "
-                       "ANTHROPIC_API_KEY is set, else lexical), lexical, anthropic, openai, a registered judge's name or package.module:ClassName.")
+                       "ANTHROPIC_API_KEY is set, else lexical), lexical, anthropic, openai, aligned:FILE (relative to the rootdir: "
+                       "crucible judge align wrote it), a registered judge's name or package.module:ClassName.")
     parser.addini("crucible_judge_model", default="", help="Model of the anthropic or openai judge.")
     parser.addini("crucible_gate", default="",
                   help="The primary metrics the gate fails on, e.g. ndcgAt10, faithfulness (default every compared metric; "

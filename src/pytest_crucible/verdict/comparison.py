@@ -183,6 +183,9 @@ def check_comparable(a: RunData, b: RunData) -> None:
             how = (f" (for example --crucible-judge={offline[0]}; {OFFLINE_JUDGES[0]} is the offline default, "
                    f"{', '.join(OFFLINE_JUDGES[1:])} stay selectable)"
                    if offline and column == "judge_model" else "")
+            if column == "judge_model" and any(str(model).startswith("aligned-") for model in (left, right)):
+                how += (" (an aligned judge is named by its file's content: aligned-<hash> is one `crucible judge align` "
+                        "file; a new alignment is a new judge)")
             raise ComparisonRefused(
                 f"refusing to compare run {a.run_id} with run {b.run_id}: different {label} ({left} vs {right})\n"
                 f"HINT: judge-based metrics are only comparable under the same judge; re-run one side with the other's judge{how}."

@@ -22,9 +22,10 @@ if TYPE_CHECKING:
     from . import Store
     from .background import BackgroundWriter
 
-# Scores are written in batches of this many items, or at least this often.
+# Scores are written in batches of this many items, or once the last write is this old (checked as each
+# item is recorded: a kill loses at most the items recorded in the last second, and the one it lands in).
 FLUSH_ITEMS = 50
-FLUSH_SECONDS = 2.0
+FLUSH_SECONDS = 1.0
 # The written batches are moved from -wal into the database file at most this often (and when the run
 # closes): each move syncs the file, about 7 ms here, which after every 50-item batch cost 0.1-0.2x of a
 # bare pytest run (bench/bench_overhead.py); a copy of the file alone after a SIGKILL misses at most this much.
@@ -82,12 +83,14 @@ class RunRecorder:
 
     # -- opening the run -------------------------------------------------------------------------------
     def reserve(self, fields: dict[str, Any]) -> None:
-        """Write the fixed run id's row before any test runs. Two sessions given one id at once then meet
-        here, and the second is refused up front (``store.RunIdTaken``) instead of losing every result at its
-        first write. Released again if the session records nothing (see ``release_unused``)."""
+        """Write the run's row (``running``) before any test runs: a session killed before its first write
+        batch still leaves a run, which the next session to open the store marks ``interrupted``. Two sessions
+        given one fixed id at once meet here, and the second is refused up front (``store.RunIdTaken``)
+        instead of losing every result at its first write. Released again if the session records nothing
+        (see ``close``)."""
         from . import DatabaseError, RunIdTaken, StoreError
 
-        if not self._fixed_id or self.run_id or self.reserved_run_id:
+        if self.run_id or self.reserved_run_id:
             return
         try:
             self.reserved_run_id = self.store.start_run(run_id=self._fixed_id, **fields)

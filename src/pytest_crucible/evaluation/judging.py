@@ -215,6 +215,15 @@ class SessionJudging:
                                                rubric_prompt_version=grader.prompt_version_for("rubric") if grader else None))
 
     # -- what it could not judge -----------------------------------------------------------------------
+    def alerts(self) -> list[str]:
+        """Warnings said at the end: requests a model judge never sent, its host unreachable (every process's)."""
+        not_sent = int(self.totals().get("notSent", 0))
+        if not not_sent:
+            return []
+        judge = self.engine.judge
+        return [f"WARNING judge unreachable at {judge.endpoint or judge.model}: {not_sent} requests not sent (the judge's "
+                "circuit opened after connection failures in a row; their items' judged metrics are errored, the run is incomplete)"]
+
     def notes(self) -> list[str]:
         """Said once at the end: rubrics not graded, thresholds that could not fail an item, an unused key."""
         return self._rubric_note() + self._threshold_note() + self._key_note()

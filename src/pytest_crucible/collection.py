@@ -566,7 +566,8 @@ def check_judge_cost(config: pytest.Config, crucible: CrucibleSession, golden: l
         return
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
-        reporter.write_line(f"crucible: {estimate.describe(crucible.engine.judge.model, crucible.settings.judge_batch)} (before cache hits)")
+        known = " (before cache hits)" if not estimate.cached_requests else ""  # else: both figures, cold and after the cache
+        reporter.write_line(f"crucible: {estimate.describe(crucible.engine.judge.model, crucible.settings.judge_batch)}{known}")
     refusal = cost_refusal(estimate, crucible.settings)
     if refusal:
         raise pytest.UsageError(refusal)

@@ -92,7 +92,7 @@ class SessionJudging:
             return None
         from . import estimate_cost
 
-        self.cost_estimate = estimate_cost(golden, self.settings, judge, self.graded_rubrics)
+        self.cost_estimate = estimate_cost(golden, self.settings, judge, self.graded_rubrics, engine=self.engine)
         return self.cost_estimate
 
     @property
@@ -210,7 +210,7 @@ class SessionJudging:
         return dict(judge_model=judge.model if judge else None,
                     judge_prompt_version=judge.prompt_version if judge else None,
                     judge_label=judge.label if judge else None,
-                    cost_estimate_usd=estimate.cost_usd if estimate else None,
+                    cost_estimate_usd=estimate.to_spend if estimate else None,  # the requests not in the cache
                     custom_metrics=definitions(self.settings.custom_metrics, rubrics, judge_model=grader.model if grader else None,
                                                rubric_prompt_version=grader.prompt_version_for("rubric") if grader else None))
 

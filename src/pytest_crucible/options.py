@@ -111,7 +111,8 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--crucible-run-id", dest="crucible_run_id", metavar="ID", default=None,
                     help="Give this run a fixed id, so CI shards of one suite share it (join them with `crucible merge`).")
     group.addoption("--crucible-max-cost", dest="crucible_max_cost", type=_usd, metavar="USD", default=None,
-                    help="Refuse to start a run whose estimated judge cost exceeds USD.")
+                    help="Refuse to start a run whose estimated judge cost exceeds USD: the cost of the requests the "
+                         "judge cache does not answer (the estimate prints both figures, cold and after the cache).")
     group.addoption("--crucible-kind", dest="crucible_kind", metavar="KIND[,KIND...]", action="append", default=[],
                     help="Run only golden items of these kinds: retrieval, aggregation, adversarial (repeatable; "
                          "default every kind). The others are deselected and never reach the pipeline.")

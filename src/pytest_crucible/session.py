@@ -10,14 +10,14 @@ xdist, opens the store). The session keeps the order of events, the faults, and 
 
 The sequence, as the plugin drives it:
 
-1. ``plan`` (the items collected) and ``reserve_run`` (a fixed ``--crucible-run-id``, before any test);
+1. ``plan`` (the items collected) and ``reserve_run`` (the run's row, ``running``, before any test);
 2. per item ``evaluate`` then ``record`` (with ``note_stopped`` for an item pytest-timeout stopped);
 3. ``end`` once, at session finish: the run closed with its status, the config keys checked, the gate
    decided, the HTML report written; every step's failure is kept as a fault, never raised;
 4. ``exit_status`` and ``summary_lines`` read what ``end`` decided;
 5. ``close`` last (at unconfigure, also when ``end`` never ran): the pipeline calls, the writing
-   process, the judge and the store released. A run that never reached ``end`` stays ``running`` and is
-   marked ``interrupted`` by the next session that opens the store.
+   process, the judge and the store released. A run that never reached ``end`` (SIGKILL) stays ``running`` and
+   is marked ``interrupted`` by the next session that opens the store.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class CrucibleSession:
         self.recorder.planned = len(selected)
 
     def reserve_run(self) -> None:
-        """Write a fixed ``--crucible-run-id``'s row before any test runs (see ``RunRecorder.reserve``)."""
+        """Write the run's row before any test runs (see ``RunRecorder.reserve``)."""
         if not self.is_worker:
             self.recorder.reserve(self._run_fields())
 

@@ -97,6 +97,7 @@ def _run_lines(session: CrucibleSession, verbose: int, means: StoredMeans | None
         except Exception as exc:
             lines = alerts(fault_lines([f"could not read the run back from {session.settings.db_path}: {exc}", *session.faults]))
     lines.extend(alerts(f"JUDGE ERROR {error}" for error in session.judging.batch_errors))
+    lines.extend(alerts(session.judging.alerts()))
     lines.extend(plain(session.judging.notes()))
     if recorder.unrecorded:
         ran = sum(session.outcomes.values())  # every item handed to record(), written or not

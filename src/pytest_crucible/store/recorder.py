@@ -269,7 +269,9 @@ class RunRecorder:
             self.stop_writer()
             went = f"the {self._stored} item(s) of this run written before went with it" if self._stored else \
                 "no item of this run had been written to it yet"
-            self.faults.append(f"{reason}: crucible writes nothing more (never into a database that is not the run's); {went}")
+            # First: it is the cause of any write that failed before it was seen (a server swapped under a
+            # batch closes the connection mid-write), and the first fault is the one junit's message shows.
+            self.faults.insert(0, f"{reason}: crucible writes nothing more (never into a database that is not the run's); {went}")
         self.unrecorded = len(self._recorded)
         self.run_id = self.reserved_run_id = None
         return True

@@ -135,11 +135,12 @@ def answer_of(outcome: Outcome) -> tuple[str, str | None]:
 
 def history_warning(turn_id: str, called: Sequence[str]) -> str:
     """What the test of ``turn_id`` says when its history needed calls of earlier turns that did not run here."""
+    them = "them" if len(called) > 1 else "it"
     return (f"golden conversation turn {turn_id}: its earlier turn{'s' if len(called) > 1 else ''} {', '.join(called)} "
             "did not run in this process before it (-k or another selection, a shard, pytest-xdist without --dist "
-            "loadgroup, a reordering plugin), so the pipeline was called for "
-            f"{'them' if len(called) > 1 else 'it'} to make the live history; "
-            "an answer made for a history alone is not recorded (docs/golden-format.md#conversations)")
+            f"loadgroup, a reordering plugin), so the pipeline was called for {them} first, to make the live history; a "
+            "turn whose own test runs later takes that answer, one whose test does not run is not recorded "
+            "(docs/golden-format.md#conversations)")
 
 
 # -- per-conversation metrics -------------------------------------------------------------------------------

@@ -27,9 +27,9 @@ planted text is added to the ranking as chunk ``planted:<item id>`` of document
 ``planted``, ranked first, the way a poisoned knowledge-base page would arrive.
 A golden conversation's follow-up ("And if I bought it online?") says little on its own: with
 ``history`` (the earlier turns as ``{"role", "content"}`` messages, which pytest-crucible passes on each
-turn of a conversation) the retrieval query and the answerer read the user's earlier questions of the
-conversation, the last :data:`HISTORY_TURNS` of them, before this one; the guardrails still scan this
-question alone.
+turn of a conversation) the retrieval query reads the user's earlier questions of the conversation, the
+last :data:`HISTORY_TURNS` of them, before this one; the answerer and the guardrails read this question
+alone.
 
 A blocked question returns ``blocked=True``, ``blocked_by=<layer>``, no answer
 (``answer`` is None: nothing was generated, and the refusal the user sees is the

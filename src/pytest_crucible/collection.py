@@ -273,8 +273,8 @@ def claim_item_id(config: pytest.Config, golden: GoldenItem, shown: str, error: 
     for item_id in ids:
         if seen.setdefault(item_id, here) != here:
             raise error(f"{here}: field 'id': duplicate id '{item_id}' (also at {seen[item_id]})\n"
-                        "HINT: golden item ids (and conversation ids) must be unique across every golden file and "
-                        "@crucible.golden marker of the session: they pair items between runs")
+                        "HINT: golden item ids must be unique across every golden file and @crucible.golden marker of the "
+                        "session (and so must a golden conversation's id): they pair items between runs")
 
 
 def check_conversations(config: pytest.Config, items: list[GoldenItem]) -> None:

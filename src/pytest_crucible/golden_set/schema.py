@@ -467,7 +467,12 @@ def _claim_id(first_line: dict[str, tuple[int, str]], item_id: str, shown: str, 
     """Refuse an id (an item's, a turn's ``CONV:tN``, a conversation's) that the file uses already."""
     if item_id in first_line:
         before, holder = first_line[item_id]
-        where = "on the same line" if before == line else f"first used on line {before} by {holder}, again on line {line} by {what}"
+        if before == line:
+            where = "on the same line"
+        elif holder == what == "an item":  # two plain items: said as it always was
+            where = f"first used on line {before}, again on line {line}"
+        else:
+            where = f"first used on line {before} by {holder}, again on line {line} by {what}"
         raise GoldenFileError(
             shown,
             line,

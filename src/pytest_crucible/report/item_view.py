@@ -279,12 +279,12 @@ def item_detail(items: RunItems, item_id: str) -> dict[str, Any]:
         "relevantNotRetrieved": [{"unit": unit, "grade": grade, "gradeSource": source} for unit, (grade, source) in sorted(grades.items())
                                  if grade >= RELEVANCE_LEVEL and unit not in in_top],
         "metrics": metrics, "evidence": _evidence(row),
-        # A golden conversation's turn: the whole conversation as a transcript (None for any other item).
-        "conversation": conversation_of(items, item["conversation"]["id"]) if _is_turn(item) else None,
         # Earlier attempts pytest made at the item (pytest-rerunfailures); this result is the last one.
         "attempts": [{"attempt": a["attempt"], "outcome": a["outcome"], "errorClass": a.get("error_class"),
                       "failure": a.get("failure"), "error": a.get("error"), "metrics": a["metrics"]}
                      for a in (items.store.item_attempts(items.run_id, item_id) if items.store is not None else [])],
+        # A golden conversation's turn: the whole conversation as a transcript (None for any other item).
+        "conversation": conversation_of(items, item["conversation"]["id"]) if _is_turn(item) else None,
     }
 
 

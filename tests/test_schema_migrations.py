@@ -18,7 +18,7 @@ from pytest_crucible.cli import main as crucible
 from pytest_crucible.store import SCHEMA_VERSION, Store
 
 DATA = Path(__file__).parent / "data"
-FIXTURES = {"v1": 1, "v2": 2, "v3": 3, "v4-42be2d4": 4, "v4": 4, "v5": 5, "v6": 6, "v7": 7, "v9": 9, "v10": 10, "v11": 11, "v12": 12, "v13": 13, "v14": 14}
+FIXTURES = {"v1": 1, "v2": 2, "v3": 3, "v4-42be2d4": 4, "v4": 4, "v5": 5, "v6": 6, "v7": 7, "v9": 9, "v10": 10, "v11": 11, "v12": 12, "v13": 13, "v14": 14, "v15": 15}
 
 # Compared before and after: every row of these, in columns every version has.
 CONTENT = {
@@ -204,11 +204,13 @@ def test_a_postgres_database_of_the_version_before_is_migrated(postgres_server) 
     with psycopg.connect(url, autocommit=True) as conn:  # back to what schema 14 had
         conn.execute("DROP TABLE item_attempts")
         conn.execute("ALTER TABLE runs DROP COLUMN selection")
+        conn.execute("ALTER TABLE runs DROP COLUMN error_classes")
         conn.execute("UPDATE crucible_schema SET version = 14")
     store = Store.open(url)
     try:
         assert store.db.conn.execute("SELECT version FROM crucible_schema").fetchone()[0] == SCHEMA_VERSION
         assert store.get_run(run_id)["selection"] is None and store.resolve_run("latest") == run_id
+        assert store.get_run(run_id)["error_classes"] is None  # classed by the first set, as far as anyone can tell
         assert store.item_attempts(run_id) == []
     finally:
         store.close()

@@ -287,7 +287,9 @@ def _not_utf8(path: str, line: int, exc: UnicodeDecodeError, offset: int = 0) ->
 
 
 # Each reader yields (line, record, vetted): vetted when the record's JSON text shows that
-# value_problem would find nothing in it (see _surely_usable), so the loader skips that walk.
+# value_problem would find nothing in it (see _surely_usable), so the loader skips that walk. A .jsonl line
+# that is not JSON is yielded as its GoldenFileError (the lines after it are records of their own); a
+# problem that leaves the rest of the file unreadable (a .json array broken halfway) is raised.
 _Records = Iterable[tuple[int, Any, bool]]
 
 # The text was decoded from UTF-8, which holds no surrogate: a lone one can only come from an escape,
@@ -313,20 +315,19 @@ def _records_jsonl(path: str, data: bytes) -> _Records:
         try:
             raw = raw_bytes.decode("utf-8-sig" if number == 1 else "utf-8")
         except UnicodeDecodeError as exc:
-            raise _not_utf8(path, number, exc, offset) from None
+            offset += len(raw_bytes) + 1
+            yield number, _not_utf8(path, number, exc, offset - len(raw_bytes) - 1), False
+            continue
         offset += len(raw_bytes) + 1
         if not raw.strip():
             continue
         try:
             record = json.loads(raw)
         except (ValueError, RecursionError) as exc:
-            raise GoldenFileError(
-                path,
-                number,
-                None,
-                f"not valid JSON: {json_problem(exc)}",
-                "a .jsonl golden file holds exactly one JSON object per line.",
-            ) from None
+            # one line's problem: the next line is a record of its own, so the reading goes on
+            yield number, GoldenFileError(path, number, None, f"not valid JSON: {json_problem(exc)}",
+                                          "a .jsonl golden file holds exactly one JSON object per line."), False
+            continue
         yield number, record, _surely_usable(raw)
 
 
@@ -422,66 +423,117 @@ def _records(path: Path, shown: str) -> _Records:
 
 def read_records(path: Path, shown: str) -> _Records:
     """``(line, record, vetted)`` of a .jsonl, .json (an array) or YAML (a list) file, each record as parsed
-    (not yet an item): what the golden loader and the importers of other tools' files read."""
+    (not yet an item): what the golden loader and the importers of other tools' files read. A record may be
+    the :class:`GoldenFileError` of its line (see ``_Records``)."""
     return _records(path, shown)
 
 
-def load_golden_file(path: str | Path, display_path: str | None = None) -> list[GoldenItem]:
-    """Load and validate every item of one golden file, in file order; a conversation (``turns``) is one
-    item per turn, in turn order (golden_set/conversations.py).
+#: At most this many problems of one golden file are listed; the others are counted.
+MAX_PROBLEMS = 20
 
-    ``display_path`` is the name used in error messages (e.g. relative to the rootdir).
-    Raises :class:`GoldenFileError` on the first problem.
-    """
+
+class GoldenFileErrors(GoldenFileError):
+    """Every problem of one golden file (at least one); the attributes are the first's, ``str()`` lists up to
+    :data:`MAX_PROBLEMS` of them and counts the rest, so a file with five mistakes is fixed in one round."""
+
+    def __init__(self, problems: Sequence[GoldenFileError]):
+        first = problems[0]
+        super().__init__(first.path, first.line, first.field, first.problem, first.hint)
+        self.problems = list(problems)
+        if len(problems) > 1:
+            shown = "\n".join(str(problem) for problem in problems[:MAX_PROBLEMS])
+            more = f"\n... and {len(problems) - MAX_PROBLEMS} more" if len(problems) > MAX_PROBLEMS else ""
+            self.args = (f"{len(problems)} problems in {first.path}:\n{shown}{more}",)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def _items_or_problem(shown: str, line: int, record: Any, vetted: bool,
+                      first_line: dict[str, tuple[int, str]]) -> list[GoldenItem] | GoldenFileError:
+    """One record of a golden file as its items (one; a conversation's ``turns``: one per turn, in turn order,
+    golden_set/conversations.py), or the problem that stops it being them."""
+    if isinstance(record, GoldenFileError):
+        return record
+    if not isinstance(record, dict):
+        return GoldenFileError(shown, line, None, f"expected a JSON object for an item, got {type(record).__name__}", "each item is an object like {\"id\": \"q-001\", \"question\": \"...\"}")
+    unusable = None if vetted else value_problem(record)
+    if unusable is not None:
+        loc, problem = unusable
+        return GoldenFileError(shown, line, field_path(loc) or None, problem,
+                               "golden items hold text, numbers, lists and objects (metadata a few levels deep)")
+    claims: list[tuple[str, str]] = []  # (id, what holds it): items, turns and conversations share one space
+    if "turns" in record or "conversation" in record:
+        from .conversations import conversation_items
+
+        try:
+            made = conversation_items(record, shown, line)
+        except GoldenFileError as exc:
+            return exc
+        claims.append((record["id"], "a conversation"))
+    else:
+        try:
+            made = [GoldenItem.model_validate(record)]
+        except ValidationError as exc:
+            return _validation_error(shown, line, exc)
+    claims += [(item.id, f"turn {item.conversation.turn} of conversation '{_printable(item.conversation.id)}'"
+                if item.conversation is not None else "an item") for item in made]
+    duplicate = next((clash for item_id, what in claims if (clash := _duplicate_id(first_line, item_id, shown, line, what))), None)
+    if duplicate is not None:
+        return duplicate
+    turns = tuple(made) if made[0].conversation is not None else ()
+    for item_id, what in claims:
+        first_line[item_id] = (line, what)
+    for item in made:
+        item._private().update(_source=shown, _line=line, _turns=turns)
+    return made
+
+
+def _duplicate_id(first_line: dict[str, tuple[int, str]], item_id: str, shown: str, line: int, what: str) -> GoldenFileError | None:
+    """The problem of an id (an item's, a turn's ``CONV:tN``, a conversation's) that the file uses already."""
+    if item_id not in first_line:
+        return None
+    before, holder = first_line[item_id]
+    hint = "ids must be unique within a golden set: they are the test ids and the keys that pair runs."
+    if holder == what == "an item":  # two plain items: said as it always was
+        where = f"first used on line {before}, again on line {line}"
+    else:
+        where = f"first used on line {before} by {holder}, again on line {line} by {what}"
+        hint += " A conversation's turns are named CONV:t1, CONV:t2, ... (docs/golden-format.md#conversations)."
+    return GoldenFileError(shown, line, "id", f"duplicate id '{_printable(item_id)}' ({where})", hint)
+
+
+def golden_file_problems(path: str | Path, display_path: str | None = None) -> tuple[list[GoldenItem], list[GoldenFileError]]:
+    """(the valid items, every problem) of one golden file, read whole: each record's problem, in file order,
+    and a problem that makes the rest unreadable last. ``crucible golden check`` and the loader read it. A
+    conversation (``turns``) is one item per turn, in turn order."""
     path = Path(path)
     shown = display_path or str(path)
     items: list[GoldenItem] = []
-    first_line: dict[str, tuple[int, str]] = {}  # id -> (line, what holds it): items, turns and conversations share one space
-    for line, record, vetted in _records(path, shown):
-        if not isinstance(record, dict):
-            raise GoldenFileError(shown, line, None, f"expected a JSON object for an item, got {type(record).__name__}", "each item is an object like {\"id\": \"q-001\", \"question\": \"...\"}")
-        unusable = None if vetted else value_problem(record)
-        if unusable is not None:
-            loc, problem = unusable
-            raise GoldenFileError(shown, line, field_path(loc) or None, problem,
-                                  "golden items hold text, numbers, lists and objects (metadata a few levels deep)")
-        if "turns" in record or "conversation" in record:
-            from .conversations import conversation_items
+    problems: list[GoldenFileError] = []
+    first_line: dict[str, tuple[int, str]] = {}
+    try:
+        for line, record, vetted in _records(path, shown):
+            entry = _items_or_problem(shown, line, record, vetted, first_line)
+            if isinstance(entry, GoldenFileError):
+                problems.append(entry)
+            else:
+                items.extend(entry)
+    except GoldenFileError as exc:  # the file cannot be read further
+        problems.append(exc)
+    return items, problems
 
-            made = conversation_items(record, shown, line)
-            _claim_id(first_line, record["id"], shown, line, "a conversation")
-        else:
-            try:
-                made = [GoldenItem.model_validate(record)]
-            except ValidationError as exc:
-                raise _validation_error(shown, line, exc) from None
-        for item in made:
-            turn = item.conversation
-            _claim_id(first_line, item.id, shown, line, f"turn {turn.turn} of conversation '{_printable(turn.id)}'" if turn else "an item")
-            item._private().update(_source=shown, _line=line, _turns=tuple(made) if turn else ())
-        items.extend(made)
+
+def load_golden_file(path: str | Path, display_path: str | None = None) -> list[GoldenItem]:
+    """Load and validate every item of one golden file, in file order (a conversation: one item per turn).
+
+    ``display_path`` is the name used in error messages (e.g. relative to the rootdir).
+    Raises :class:`GoldenFileErrors` naming every problem of the file (file:line, field, HINT), not the first only.
+    """
+    items, problems = golden_file_problems(path, display_path)
+    if problems:
+        raise GoldenFileErrors(problems)
     return items
-
-
-def _claim_id(first_line: dict[str, tuple[int, str]], item_id: str, shown: str, line: int, what: str) -> None:
-    """Refuse an id (an item's, a turn's ``CONV:tN``, a conversation's) that the file uses already."""
-    if item_id in first_line:
-        before, holder = first_line[item_id]
-        if before == line:
-            where = "on the same line"
-        elif holder == what == "an item":  # two plain items: said as it always was
-            where = f"first used on line {before}, again on line {line}"
-        else:
-            where = f"first used on line {before} by {holder}, again on line {line} by {what}"
-        raise GoldenFileError(
-            shown,
-            line,
-            "id",
-            f"duplicate id '{_printable(item_id)}' ({where})",
-            "ids must be unique within a golden set: they are the test ids and the keys that pair runs; a conversation's "
-            "turns are named CONV:t1, CONV:t2, ... (docs/golden-format.md#conversations).",
-        )
-    first_line[item_id] = (line, what)
 
 
 def check_filters(filters: dict[str, Any], where: str = "") -> dict[str, tuple[Any, ...]]:

@@ -438,6 +438,12 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (run_id, item_id, attempt)
     );
     """,
+    # 16: the version of the error class set a run's items were classed with (metrics/errors.py ERROR_CLASSES_VERSION;
+    # 2 added wrong_passage). NULL: a run before this version, classed by the first set. Stored classes are never
+    # rewritten: a comparison says when two runs were classed by different sets.
+    """
+    ALTER TABLE runs ADD COLUMN error_classes INTEGER;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

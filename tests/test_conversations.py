@@ -273,7 +273,7 @@ def test_concurrent_conversations_keep_their_turns_in_order(chat: pytest.Pyteste
 def test_one_turn_alone_calls_the_turns_before_it_for_its_history(chat: pytest.Pytester) -> None:
     result = chat.runpytest("-k", "c01:t3")
     assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["*CrucibleWarning: golden conversation turn c01:t3: its earlier turns c01:t1, c01:t2 did not run*",
+    result.stdout.fnmatch_lines(["*CrucibleWarning: golden conversation turn c01:t3: its earlier turns c01:t1, c01:t2 are not run by this process*",
                                  "*1 passed, 5 deselected*"])
     assert [call["item"] for call in calls(chat)] == ["c01:t1", "c01:t2", "c01:t3"]
     assert len(history_of(chat)["c01:t3"]) == 4
@@ -291,7 +291,7 @@ def test_a_later_turn_run_first_calls_the_turns_before_it_once(chat: pytest.Pyte
     assert [call["item"] for call in calls(chat)] == ["c02:t1", "c02:t2", "c01:t1", "c01:t2", "c01:t3", "q1"]
     assert sorted(row[0] for row in stored(chat, "SELECT item_id FROM results WHERE 1")) == [
         "c01:t1", "c01:t2", "c01:t3", "c02:t1", "c02:t2", "q1"]
-    result.stdout.fnmatch_lines(["*CrucibleWarning: golden conversation turn c01:t3: its earlier turns c01:t1, c01:t2 did not run*"])
+    assert "CrucibleWarning" not in result.stdout.str()  # nothing was lost: the earlier turns ran, later
 
 
 # -- pytest-xdist ----------------------------------------------------------------------------------------

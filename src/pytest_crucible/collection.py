@@ -376,11 +376,15 @@ def claim_item_id(config: pytest.Config, golden: GoldenItem, shown: str, error: 
 
 def check_conversations(config: pytest.Config, items: list[GoldenItem]) -> None:
     """Under crucible_conversation = replay, every earlier turn of a turn that runs carries its author's reply
-    (a GoldenFileError naming the turn otherwise)."""
-    if config.stash[SESSION_KEY].settings.conversation == "replay":
+    (a GoldenFileError naming the turn otherwise). On an xdist worker not under --dist loadgroup, a conversation's
+    turns may be run by several workers: the runner says so when a turn's history needs calls of earlier ones."""
+    crucible = config.stash[SESSION_KEY]
+    if crucible.settings.conversation == "replay":
         from .golden_set.conversations import check_replay
 
         check_replay(items)
+    if crucible.is_worker and not getattr(config.option, "loadgroup", False) and any(golden.conversation for golden in items):
+        crucible.items.turns_may_split = True
 
 
 class GoldenItemTest(pytest.Function):

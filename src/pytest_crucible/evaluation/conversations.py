@@ -10,7 +10,8 @@ earlier turns as messages, ``[{"role": "user", "content": question}, {"role": "a
   without ``--dist loadgroup``, a plugin reordering the tests) calls the earlier turns itself, and when one
   of those turns' own tests runs later it takes the answer made for the history instead of calling again, so
   the history and the recorded answer are one call. Answers made only for a history are never recorded: the
-  test that needed them warns (``CrucibleWarning``) and names them. A turn whose earlier turn errored (the
+  test that needed them warns (``CrucibleWarning``) and names those of its earlier turns that the session did
+  not select (or, on a pytest-xdist worker not under ``--dist loadgroup``, that another worker may run). A turn whose earlier turn errored (the
   pipeline raised, or returned a result that does not validate) is not called on a broken history: it is
   stored errored, "turn 1 errored: ...".
 - ``replay``: the assistant's messages are the replies the golden file writes (``assistant``), so every turn
@@ -135,12 +136,11 @@ def answer_of(outcome: Outcome) -> tuple[str, str | None]:
 
 def history_warning(turn_id: str, called: Sequence[str]) -> str:
     """What the test of ``turn_id`` says when its history needed calls of earlier turns that did not run here."""
-    them = "them" if len(called) > 1 else "it"
-    return (f"golden conversation turn {turn_id}: its earlier turn{'s' if len(called) > 1 else ''} {', '.join(called)} "
-            "did not run in this process before it (-k or another selection, a shard, pytest-xdist without --dist "
-            f"loadgroup, a reordering plugin), so the pipeline was called for {them} first, to make the live history; a "
-            "turn whose own test runs later takes that answer, one whose test does not run is not recorded "
-            "(docs/golden-format.md#conversations)")
+    many = len(called) > 1
+    return (f"golden conversation turn {turn_id}: its earlier turn{'s' if many else ''} {', '.join(called)} "
+            f"{'are' if many else 'is'} not run by this process (-k or another selection, a shard, pytest-xdist without "
+            f"--dist loadgroup), so the pipeline was called for {'them' if many else 'it'} to make the live history; "
+            "an answer made for a history alone is not recorded (docs/golden-format.md#conversations)")
 
 
 # -- per-conversation metrics -------------------------------------------------------------------------------

@@ -27,10 +27,15 @@ class ItemRunner:
         self._checked_pipeline: Any = None
         self._result_keys_explained = False
         self._conversations: ConversationCalls | None = None  # the golden conversations' turns, once one runs
+        self._planned_turns: frozenset[str] = frozenset()  # the golden conversations' turns this session selected
+        # Set at collection: an xdist worker whose scheduler may give a conversation's turns to other workers too
+        # (not --dist loadgroup), so a selected turn may run elsewhere.
+        self.turns_may_split = False
 
     def plan(self, selected: list[tuple[str, GoldenItem]]) -> None:
         # Only the prefetcher reads the order: without it, the golden items are not held here too.
         self._run_order = selected if self.judging.settings.concurrency > 1 else []
+        self._planned_turns = frozenset(golden.id for _, golden in selected if golden.conversation is not None)
 
     @property
     def async_runner(self) -> AsyncRunner:
@@ -101,8 +106,11 @@ class ItemRunner:
         return self._conversations
 
     def _warned(self, golden: GoldenItem, outcome: Outcome) -> Outcome:
-        """The outcome, once the test has warned of earlier turns called for its history alone."""
+        """The outcome, once the test has warned of earlier turns called for its history that will not run here
+        (not selected, or perhaps run by another xdist worker): a selected turn whose test comes later in this
+        process takes the answer made for the history, and needs no word."""
         called = self._conversations.called_for_history.pop(golden.id, None) if self._conversations is not None else None
+        called = [turn for turn in called or () if self.turns_may_split or turn not in self._planned_turns]
         if called:
             import warnings
 

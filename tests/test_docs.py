@@ -75,13 +75,15 @@ def test_the_embedded_golden_schema_is_the_commands_output(capsys) -> None:
 
 
 def test_every_golden_item_field_is_documented() -> None:
-    from pytest_crucible.golden_set.schema import Assertion, Attack, Citation, Concept, GoldenItem
+    from pytest_crucible.golden_set.conversations import turn_keys
+    from pytest_crucible.golden_set.schema import Assertion, Attack, Citation, Concept, EarlierTurn, GoldenItem, TurnOf
 
     doc = (DOCS / "golden-format.md").read_text(encoding="utf-8")
     missing = [f"{model.__name__}.{info.alias or name}"
-               for model in (GoldenItem, Assertion, Citation, Concept, Attack)
+               for model in (GoldenItem, Assertion, Citation, Concept, Attack, TurnOf, EarlierTurn)
                for name, info in model.model_fields.items()
                if f"`{info.alias or name}`" not in doc and f"`attack.{info.alias or name}`" not in doc]
+    missing += [f"turn.{key}" for key in ("turns", *turn_keys()) if f"`{key}`" not in doc]  # what a conversation writes
     assert missing == [], f"fields not described in docs/golden-format.md: {missing}"
 
 

@@ -106,8 +106,13 @@ def test_json_schema_describes_camel_case_fields() -> None:
     schema = golden_json_schema()
     props = schema["properties"]
     assert {"id", "question", "questionType", "citations", "answerable", "popularity", "dynamism", "kind", "tags"} <= set(props)
-    assert schema["required"] == ["id", "question"]
-    assert schema["additionalProperties"] is False
+    # An item asks one question or holds a conversation's turns (each with its own question), never both.
+    assert schema["required"] == ["id"] and schema["oneOf"] == [{"required": ["question"]}, {"required": ["turns"]}]
+    assert schema["additionalProperties"] is False and "conversation" not in props
+    turn = schema["$defs"]["GoldenTurn"]
+    assert turn["required"] == ["question"] and turn["additionalProperties"] is False
+    assert set(turn["properties"]) == {"question", "reference", "assertions", "citations", "answerable", "kind", "tags",
+                                       "questionType", "assistant"}
 
 
 # -- lines whose text proves them plain skip the walk of their values: nothing else changes ---------------

@@ -409,3 +409,61 @@ def test_the_plugin_writes_the_report_at_session_end(tmp_path) -> None:
     assert done.returncode == 0, done.stdout[-2000:]
     html = report.read_text()
     assert html.count('<details class="item"') >= 40 and "crucible run" in html
+
+
+@pytest.mark.slow
+def test_conversations_read_as_chat_transcripts_in_a_real_browser(example_html, tmp_path) -> None:
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is not installed (apt-get install -y --no-install-recommends chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright client is not installed (pip install playwright)")
+
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            errors = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.goto(example_html.as_uri())
+            assert errors == []
+
+            # The example's four golden conversations, the first open, the others closed until clicked.
+            section = page.locator("#conversations")
+            assert section.locator("h2").inner_text() == "Conversations (4)"
+            conversations = section.locator("details.conversation")
+            assert conversations.count() == 4
+            opened = conversations.first
+            assert opened.evaluate("details => details.open") is True
+            closed = conversations.nth(1)
+            turn = closed.locator("li.turn").first
+            assert not turn.is_visible()
+            closed.locator("summary").click()
+            assert closed.evaluate("details => details.open") is True and turn.is_visible()
+
+            # Each turn: the user's question, then the pipeline's answer indented below it, with the grade and the
+            # retrieved ids; the turns in order, every bubble inside the window.
+            ride = section.locator("details[data-conversation='chat-ride-pass']")
+            ride.evaluate("details => { details.open = true; }")
+            turns = ride.locator("li.turn")
+            assert turns.count() == 3
+            assert [turns.nth(i).get_attribute("data-turn-item") for i in range(3)] == [
+                "chat-ride-pass:t1", "chat-ride-pass:t2", "chat-ride-pass:t3"]
+            first = turns.first
+            assert "What does a Ride Pass for the Vela E3 cost per month?" in first.locator(".bubble.user").inner_text()
+            user, answer = first.locator(".bubble.user").bounding_box(), first.locator(".bubble.assistant").bounding_box()
+            assert answer["y"] >= user["y"] + user["height"] - 0.5 and answer["x"] > user["x"]
+            assert first.locator(".grade").inner_text() in ("perfect", "acceptable", "missing", "incorrect")
+            assert any("sub-ride-pass" in ids for ids in ride.locator(".retrieved").all_inner_texts())
+            assert first.locator(".bubble.written").inner_text().startswith("the reply the golden file writes")
+            tops = [turns.nth(i).bounding_box()["y"] for i in range(3)]
+            assert tops == sorted(tops)
+            for bubble in ride.locator(".bubble").all():
+                box = bubble.bounding_box()
+                assert box["x"] >= 0 and box["x"] + box["width"] <= 1280 + 0.5
+                assert bubble.evaluate("node => node.scrollWidth <= node.clientWidth + 1")
+            # The conversation's own metrics stand in its summary line.
+            badges = ride.locator("summary [data-metric]")
+            assert [badges.nth(i).get_attribute("data-metric") for i in range(badges.count())] == ["conversationSuccess",
+                                                                                                  "turnsToFirstFailure"]
+            section.screenshot(path=str(tmp_path / "conversations.png"))
+        finally:
+            browser.close()

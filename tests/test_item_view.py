@@ -144,7 +144,8 @@ def test_show_item_json_has_stable_keys(one_run) -> None:
     document = json.loads(result.stdout.str())
     assert list(document) == ["runId", "itemId", "mode", "kind", "questionType", "question", "reference", "answer", "abstained",
                               "blocked", "guardrail", "confidence", "outcome", "errorClass", "cragGrade", "failedBecause", "k",
-                              "retrieved", "relevantNotRetrieved", "metrics", "evidence", "attempts"]
+                              "retrieved", "relevantNotRetrieved", "metrics", "evidence", "attempts", "conversation"]
+    assert document["conversation"] is None  # not a turn of a golden conversation
     assert document["runId"] == run_id and document["errorClass"] == "retrieval_miss" and document["k"] == 10
     assert document["retrieved"][0] == {
         "rank": 1, "chunkId": "returns#p1", "docId": "returns", "score": 1.0, "unit": "chunk:returns#p1", "grade": None,

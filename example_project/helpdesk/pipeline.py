@@ -25,6 +25,12 @@ Input defences: the question and the retrieved chunks go through
 golden item carries a document attack (``item.attack.vector == "document"``), its
 planted text is added to the ranking as chunk ``planted:<item id>`` of document
 ``planted``, ranked first, the way a poisoned knowledge-base page would arrive.
+A golden conversation's follow-up ("And if I bought it online?") says little on its own: with
+``history`` (the earlier turns as ``{"role", "content"}`` messages, which pytest-crucible passes on each
+turn of a conversation) the retrieval query reads the user's earlier questions of the conversation, the
+last :data:`HISTORY_TURNS` of them, before this one; the answerer and the guardrails read this question
+alone.
+
 A blocked question returns ``blocked=True``, ``blocked_by=<layer>``, no answer
 (``answer`` is None: nothing was generated, and the refusal the user sees is the
 application's business), the retrieved list as it was, and the scanner's reason
@@ -34,7 +40,7 @@ in ``metadata["guardrail"]``.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +58,15 @@ DEFAULT_CONFIG: Mapping[str, Any] = {
 }
 
 MODES = ("system", "component")
+# The user's earlier questions of a conversation that a follow-up's query reads (the nearest ones).
+HISTORY_TURNS = 2
+
+
+def contextual_query(question: str, history: Sequence[Mapping[str, Any]] | None) -> str:
+    """The question with the user's last HISTORY_TURNS questions of the conversation before it: a follow-up
+    ("And if I bought it online?") retrieves what the conversation is about."""
+    earlier = [str(message.get("content") or "") for message in history or () if message.get("role") == "user"]
+    return " ".join([*earlier[-HISTORY_TURNS:], question]) if earlier else question
 
 
 class HelpdeskRAG:
@@ -117,18 +132,20 @@ class HelpdeskRAG:
         item: Any = None,
         config: Mapping[str, Any] | None = None,
         mode: str = "system",
+        history: Sequence[Mapping[str, Any]] | None = None,
     ) -> dict[str, Any]:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         cfg = DEFAULT_CONFIG if config is None else config
         started = time.perf_counter()
+        query = contextual_query(question, history)
 
         limit = int(cfg["retrievalLimit"])
         retrieval_cfg = cfg["retrieval"]
         rerank = bool(retrieval_cfg["rerank"])
         pool = int(retrieval_cfg["candidatePool"]) if rerank else None
 
-        ranked = self.retrieve(question, limit=limit, rerank=rerank, candidate_pool=pool or 0)
+        ranked = self.retrieve(query, limit=limit, rerank=rerank, candidate_pool=pool or 0)
         planted = self.planted_chunk(item)
         if planted is not None:
             # A poisoned page that made it to the top of the ranking.
@@ -146,7 +163,7 @@ class HelpdeskRAG:
             "reranked": rerank,
             "retrieval_limit": limit,
             "candidate_pool": pool,
-            "query_terms": analyze(question),
+            "query_terms": analyze(query),
             "stale_chunks": [c.chunk_id for c, _ in ranked if c.superseded],
         }
 

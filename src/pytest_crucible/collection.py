@@ -31,6 +31,24 @@ USAGE_ERROR_KEY = pytest.StashKey[str]()
 UNSHOWN_USAGE_KEY = pytest.StashKey[str]()
 
 
+def register_markers(config: pytest.Config) -> None:
+    """The marks the plugin adds to pytest's (``--strict-markers`` accepts them); ``xdist_group``, which every
+    turn of a golden conversation carries, when pytest-xdist (which registers it) is not installed."""
+    config.addinivalue_line(
+        "markers",
+        "crucible_golden(*paths, **filters): parametrize the test's golden_item argument with the items of "
+        "golden files (paths relative to the test file), optionally filtered by item fields.",
+    )
+    config.addinivalue_line(
+        "markers",
+        "crucible(id, kind, questionType, tag, conversation): carried by every golden item's test (-m crucible selects "
+        "them, -m \"crucible(kind='adversarial')\" one kind, -m \"crucible(tag='topic:returns')\" one tag, "
+        "-m \"crucible(conversation='c01')\" the turns of one golden conversation).",
+    )
+    if not config.pluginmanager.has_plugin("xdist"):
+        config.addinivalue_line("markers", "xdist_group(name): pytest-xdist's --dist loadgroup runs the tests of one group on one worker.")
+
+
 def display_path(config: pytest.Config, path: Path) -> str:
     try:
         return str(path.relative_to(config.rootpath))
@@ -170,6 +188,7 @@ class GoldenFile(pytest.File):
         shown = display_path(self.config, self.path)
         try:
             items = load_golden_file(self.path, display_path=shown)
+            check_conversations(self.config, items)
         except GoldenFileError as exc:
             raise self.CollectError(str(exc)) from None
         include_drafts = self.config.stash[SESSION_KEY].settings.include_drafts
@@ -181,9 +200,14 @@ class GoldenFile(pytest.File):
                        if items else None)
         tests = []
         kinds = self.config.stash[SESSION_KEY].settings.kinds
+        # Under pytest-xdist's --dist loadgroup its scheduler reads a test's group from the end of its node id,
+        # "...::c01:t2@c01", which pytest-xdist 3.8 writes into an attribute pytest 9.2 no longer has (pytest-xdist
+        # issue #1386: the groups are silently ignored). There a conversation's turns name their group themselves.
+        group_names = bool(getattr(self.config.option, "loadgroup", False)) and not hasattr(self, "_nodeid")
         for golden in items:
             claim_item_id(self.config, golden, shown, self.CollectError)
-            test = GoldenItemTest.from_parent(self, name=golden.id, callobj=golden_file_test, fixtureinfo=fixtureinfo)
+            name = golden.id if golden.conversation is None or not group_names else f"{golden.id}@{golden.conversation.id}"
+            test = GoldenItemTest.from_parent(self, name=name, callobj=golden_file_test, fixtureinfo=fixtureinfo)
             test.stash[GOLDEN_ITEM_KEY] = golden
             test.golden_line = golden.line
             for mark in golden_marks(golden):
@@ -338,13 +362,29 @@ _SEEN_IDS_KEY = pytest.StashKey[dict]()
 
 def claim_item_id(config: pytest.Config, golden: GoldenItem, shown: str, error: type[Exception]) -> None:
     """Refuse a golden item id already collected from another place: the store keeps one result per id,
-    so the second would silently replace the first."""
+    so the second would silently replace the first. A conversation's id is claimed with its turns' (it names
+    their cluster: another file's item or conversation of that id is refused too)."""
     seen = config.stash.setdefault(_SEEN_IDS_KEY, {})
     here = f"{shown}:{golden.line}"
-    if seen.setdefault(golden.id, here) != here:
-        raise error(f"{here}: field 'id': duplicate id '{golden.id}' (also at {seen[golden.id]})\n"
-                    "HINT: golden item ids must be unique across every golden file and @crucible.golden marker of the "
-                    "session: they pair items between runs")
+    ids = (golden.id,) if golden.conversation is None else (golden.conversation.id, golden.id)
+    for item_id in ids:
+        if seen.setdefault(item_id, here) != here:
+            raise error(f"{here}: field 'id': duplicate id '{item_id}' (also at {seen[item_id]})\n"
+                        "HINT: golden item ids must be unique across every golden file and @crucible.golden marker of the "
+                        "session (and so must a golden conversation's id): they pair items between runs")
+
+
+def check_conversations(config: pytest.Config, items: list[GoldenItem]) -> None:
+    """Under crucible_conversation = replay, every earlier turn of a turn that runs carries its author's reply
+    (a GoldenFileError naming the turn otherwise). On an xdist worker not under --dist loadgroup, a conversation's
+    turns may be run by several workers: the runner says so when a turn's history needs calls of earlier ones."""
+    crucible = config.stash[SESSION_KEY]
+    if crucible.settings.conversation == "replay":
+        from .golden_set.conversations import check_replay
+
+        check_replay(items)
+    if crucible.is_worker and not getattr(config.option, "loadgroup", False) and any(golden.conversation for golden in items):
+        crucible.items.turns_may_split = True
 
 
 class GoldenItemTest(pytest.Function):
@@ -468,7 +508,12 @@ def golden_marks(golden: GoldenItem) -> list[pytest.MarkDecorator]:
     keywords = {"id": golden.id, "kind": golden.kind}
     if golden.question_type:
         keywords["questionType"] = golden.question_type
-    return [pytest.mark.crucible(**keywords), *(pytest.mark.crucible(tag=tag) for tag in golden.tags)]
+    marks = [pytest.mark.crucible(**keywords), *(pytest.mark.crucible(tag=tag) for tag in golden.tags)]
+    if golden.conversation is not None:
+        # -m "crucible(conversation='c01')" selects one conversation; under pytest-xdist, --dist loadgroup runs
+        # the turns of one conversation on one worker, in order (docs/ci.md).
+        marks += [pytest.mark.crucible(conversation=golden.conversation.id), pytest.mark.xdist_group(golden.conversation.id)]
+    return marks
 
 
 def note_held(config: pytest.Config, items: list[GoldenItem], kinds: tuple[str, ...] | None) -> None:
@@ -625,7 +670,9 @@ def marker_params(metafunc: pytest.Metafunc, marker: pytest.Mark, include_drafts
         for raw in marker.args:
             path = _marker_path(metafunc, str(raw))
             shown = display_path(metafunc.config, path)
-            for golden in filter_items(load_golden_file(path, display_path=shown), dict(marker.kwargs), where):
+            loaded = filter_items(load_golden_file(path, display_path=shown), dict(marker.kwargs), where)
+            check_conversations(metafunc.config, loaded)
+            for golden in loaded:
                 if golden.id in seen:
                     raise GoldenFileError(shown, golden.line, "id", f"duplicate id '{golden.id}' (also in {seen[golden.id]})", "ids must be unique across the files of one marker.")
                 seen[golden.id] = shown

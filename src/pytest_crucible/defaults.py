@@ -42,6 +42,8 @@ MULTIPLE_CHOICES = ("holm", "none")
 #: "exclude" leaves it out of the pairs (the default, first), "include" pairs it anyway, "refuse" refuses (exit 3).
 CHANGED_ITEMS_CHOICES = ("exclude", "include", "refuse")
 CHANGED_ITEMS = CHANGED_ITEMS_CHOICES[0]
+#: The history a golden conversation's turns are answered on (ini crucible_conversation), the default first.
+CONVERSATION_CHOICES = ("live", "replay")
 
 #: The judges a run or a calibration can name. "lexical" is the current offline judge (lexical-v3);
 #: lexical-v2 and lexical-v1 stay selectable so that runs judged by them stay comparable; auto picks

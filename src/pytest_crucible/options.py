@@ -15,6 +15,7 @@ import pytest
 from .defaults import (
     CHANGED_ITEMS,
     CHANGED_ITEMS_CHOICES,
+    CONVERSATION_CHOICES,
     DEFAULT_DB,
     DEFAULT_JUDGE,
     DEFAULT_K,
@@ -123,6 +124,10 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--crucible-cluster", dest="crucible_cluster", choices=["field", "doc", "none"], default="field",
                     help="How the gate clusters items that move together: field (the golden item's cluster, default), doc "
                          "(the first required citation's document) or none; clustered items are resampled by cluster.")
+    group.addoption("--crucible-conversation", dest="crucible_conversation", choices=list(CONVERSATION_CHOICES), default=None,
+                    help="The history a golden conversation's turn is answered on: live (the pipeline's own answers to the "
+                         "turns before, so a conversation's turns run in order) or replay (the assistant replies the golden "
+                         "file writes: every turn on a fixed history). Default: ini crucible_conversation, else live.")
     group.addoption("--crucible-repeat", dest="crucible_repeat", type=int, metavar="N", default=None,
                     help="Call the pipeline N times per item and judge each answer; the item's value is its mean over "
                          "the repeats (default: ini crucible_repeat, else 1). For pipelines or judges that sample.")
@@ -174,6 +179,8 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("crucible_thresholds", type="args", default=[],
                   help="Per-item thresholds in strict mode, e.g. faithfulness>=0.8 answerWords<=80: an item whose value "
                        "crosses one fails.")
+    parser.addini("crucible_conversation", default="live",
+                  help="live or replay: the history of a golden conversation's turns (see --crucible-conversation).")
     parser.addini("crucible_repeat", default="1", help="Pipeline calls per item (see --crucible-repeat).")
     parser.addini("crucible_repeat_pass", default="1.0",
                   help="With repeats, in strict mode: the share of an item's repeats that must pass for the item to "
@@ -276,6 +283,7 @@ def build_settings(config: pytest.Config) -> Settings:
         label_pool=bool(config.getoption("crucible_label_pool")),
         run_id=_run_id_option(config, db_path),
         concurrency=_positive_int(config, "crucible_concurrency", 16),
+        conversation=_choice(config, "crucible_conversation", "crucible_conversation", CONVERSATION_CHOICES),
         background_writes=_choice(config, None, "crucible_background_writes", ("auto", "always", "never")),
         workspace=_workspace(config),
         labels=_labels(config, params, resolved),

@@ -42,16 +42,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "crucible_golden(*paths, **filters): parametrize the test's golden_item argument with the items of "
-        "golden files (paths relative to the test file), optionally filtered by item fields.",
-    )
-    config.addinivalue_line(
-        "markers",
-        "crucible(id, kind, questionType, tag): carried by every golden item's test (-m crucible selects them, "
-        "-m \"crucible(kind='adversarial')\" one kind, -m \"crucible(tag='topic:returns')\" one tag).",
-    )
+    collection.register_markers(config)
     from .session import CrucibleSession
 
     crucible = CrucibleSession(settings=build_settings(config), is_worker=hasattr(config, "workerinput"))

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from .config import ConfigUse, TrackedConfig
 from .defaults import ERROR_CLASSES_VERSION
+from .evaluation.conversations import record_conversation_metrics
 from .evaluation.judging import SessionJudging
 from .evaluation.runner import ItemRunner
 from .evaluation.sightings import CitationSightings
@@ -198,6 +199,7 @@ class CrucibleSession:
             return
         if not interrupted:
             self.judging.judge_run_in_batch(self.store, recorder.run_id, progress)
+        record_conversation_metrics(self.store, recorder.run_id)  # once every turn is graded (Message Batches: above)
         self.judge_failed = self.store.count_judge_failed(recorder.run_id)
         status = (RunStatus.INTERRUPTED if interrupted
                   else RunStatus.INCOMPLETE if self.judge_failed or self.stopped else RunStatus.COMPLETE)

@@ -47,6 +47,9 @@ class Settings:
     max_cost: float | None = None
     label_pool: bool = False
     concurrency: int = 1
+    # The history of a golden conversation's turns: live (the pipeline's own earlier answers, the turns of one
+    # conversation in order) or replay (the replies the author wrote): ini crucible_conversation.
+    conversation: str = "live"
     # ini crucible_background_writes: "auto" (a large run on two cores or more writes its batches from a
     # process of its own, see session.BACKGROUND_FROM_ITEMS), "always" or "never".
     background_writes: str = "auto"

@@ -63,7 +63,12 @@ def evaluate(golden: GoldenItem, outcome: Outcome, *, settings: Settings, ledger
     route = route or _route(settings)
     latency = round(outcome.latency_ms, 3)
     if outcome.error is not None:
-        return ItemVerdict(score_error(golden, f"{type(outcome.error).__name__}: {outcome.error}", latency), error=outcome.error)
+        from .concurrency import error_text
+        from .conversations import EarlierTurnError
+
+        if isinstance(outcome.error, EarlierTurnError):  # not called: stored errored with the reason, no traceback of ours
+            return ItemVerdict(score_error(golden, str(outcome.error), latency), failure=f"golden item {golden.id}: {outcome.error}")
+        return ItemVerdict(score_error(golden, error_text(outcome.error), latency), error=outcome.error)
     if outcome.ahead is not None:
         score = outcome.ahead
     else:

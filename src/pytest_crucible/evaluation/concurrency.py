@@ -9,6 +9,10 @@ whose class name says RateLimit) halves the concurrency and retries the call aft
 back-off; each success adds one slot back (additive increase, multiplicative decrease).
 Any other exception is that item's error and nothing else's.
 
+The turns of a golden conversation under live history (``evaluation/conversations.py``) are called in
+turn order, each once the one before it has its answer: the prefetcher hands a conversation to one worker,
+which calls its turns one after another, while other conversations and items run beside it.
+
 A judge whose requests wait on a network (``Judge.overlaps``) judges each item in the same worker
 right after its pipeline call (``then``), so the judge's requests of the items in the window wait on
 the provider together; the test finds its item judged (``Outcome.ahead``).
@@ -25,7 +29,10 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .conversations import ConversationCalls
 
 RATE_LIMIT_RETRIES = 8
 BACKOFF_BASE_S = 0.05
@@ -105,6 +112,21 @@ def check_signature(pipeline: Any) -> None:
             "(or **kwargs for the ones you do not use)") from None
 
 
+def takes_history(pipeline: Any) -> bool:
+    """Whether ``pipeline`` can be called with ``history=`` (a parameter of that name, or ``**kwargs``): only
+    then is a conversation's turn called with the conversation so far. A signature Python cannot read: no."""
+    try:
+        parameters = inspect.signature(pipeline).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.kind is p.VAR_KEYWORD or (p.name == "history" and p.kind is not p.POSITIONAL_ONLY) for p in parameters)
+
+
+def error_text(exc: BaseException) -> str:
+    """How a pipeline's exception is stored as the item's error: ``ValueError: the message``."""
+    return f"{type(exc).__name__}: {exc}"
+
+
 def _short_repr(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -158,12 +180,25 @@ class Prefetcher:
     """Calls the pipeline ahead of the tests, for a window of the selected items in run order."""
 
     def __init__(self, pipeline: Callable[..., Any], items: Sequence[tuple[str, Any]], *, concurrency: int,
-                 kwargs: dict[str, Any], runner: AsyncRunner, then: Callable[[Any, Outcome], None] | None = None):
-        """``then(golden, outcome)``: run in the worker after each call (judging ahead); it must not raise."""
+                 kwargs: dict[str, Any], runner: AsyncRunner, then: Callable[[Any, Outcome], None] | None = None,
+                 conversations: ConversationCalls | None = None):
+        """``then(golden, outcome)``: run in the worker after each call (judging ahead); it must not raise.
+        ``conversations``: how a golden conversation's turn is called (its history), and which turns must
+        be called one after another (``group``)."""
         self.pipeline = pipeline
         self.then = then
+        self.conversations = conversations
         self.order = [key for key, _ in items]
         self.items = dict(items)
+        # A conversation's turns (under live history) are called by one worker, in turn order.
+        self.group: dict[str, str] = {}
+        members: dict[str, list[tuple[int, str]]] = {}
+        for key, golden in items:
+            group = conversations.group(golden) if conversations is not None else None
+            if group is not None:
+                self.group[key] = group
+                members.setdefault(group, []).append((golden.conversation.turn, key))
+        self.members = {group: [key for _, key in sorted(turns)] for group, turns in members.items()}
         self.position = {key: index for index, key in enumerate(self.order)}
         self.window = 2 * concurrency
         self.kwargs = kwargs
@@ -183,11 +218,23 @@ class Prefetcher:
     def _call(self, key: str) -> Outcome:
         __tracebackhide__ = True
         golden = self.items[key]
+        if self.conversations is not None and golden.conversation is not None:
+            outcome = self.conversations.outcome(golden, self._attempts)
+        else:
+            outcome = self._attempts(golden, None)
+        if outcome.error is None and self.then is not None and not self._closed:
+            self.then(golden, outcome)
+        return outcome
+
+    def _attempts(self, golden: Any, history: list[dict[str, str]] | None) -> Outcome:
+        """One pipeline call for ``golden`` (``history``: passed when not None), retried after rate limits."""
+        __tracebackhide__ = True
+        extra = {} if history is None else {"history": history}
         for attempt in range(RATE_LIMIT_RETRIES + 1):
             self.limit.acquire()
             started = time.perf_counter()
             try:
-                value = call_pipeline(self.pipeline, self.runner, golden.question, item=golden, **self.kwargs)
+                value = call_pipeline(self.pipeline, self.runner, golden.question, item=golden, **self.kwargs, **extra)
             except Exception as exc:
                 limited = is_rate_limit(exc) and attempt < RATE_LIMIT_RETRIES
                 self.limit.release(rate_limited=limited)
@@ -198,18 +245,33 @@ class Prefetcher:
                     continue
                 return Outcome(error=exc, latency_ms=(time.perf_counter() - started) * 1000.0)
             self.limit.release()
-            outcome = Outcome(value=value, latency_ms=(time.perf_counter() - started) * 1000.0)
-            if self.then is not None and not self._closed:
-                self.then(golden, outcome)
-            return outcome
+            return Outcome(value=value, latency_ms=(time.perf_counter() - started) * 1000.0)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _fill(self, upto: int) -> None:
         with self._lock:
             while not self._closed and self._next < min(upto, len(self.order)):
                 key = self.order[self._next]
-                self._futures[key] = self._pool.submit(self._call, key)
                 self._next += 1
+                if key in self._futures:  # submitted with its conversation
+                    continue
+                group = self.group.get(key)
+                if group is None:
+                    self._futures[key] = self._pool.submit(self._call, key)
+                    continue
+                turns: list[tuple[str, Future]] = [(member, Future()) for member in self.members[group] if member not in self._futures]
+                self._futures.update(turns)
+                self._pool.submit(self._call_in_turn, turns)
+
+    def _call_in_turn(self, turns: list[tuple[str, Future]]) -> None:
+        """The turns of one conversation, one after another: each outcome into its own future."""
+        for key, future in turns:
+            if not future.set_running_or_notify_cancel():  # cancelled: the session is ending
+                continue
+            try:
+                future.set_result(self._call(key))
+            except BaseException as exc:  # never a lost future: its test meets the exception
+                future.set_exception(exc)
 
     def take(self, key: str) -> Outcome:
         """This item's outcome (waits for it); keeps the window ahead of it filled."""

@@ -4,7 +4,7 @@ question (``CONTENT_FIELDS``), its content hash, and which of those fields two v
 A run keeps every golden item as it ran (the store's ``golden_items``), so two runs' versions of one id can
 always be compared: a comparison leaves out the items whose content changed (``verdict/comparison.py``), and
 ``crucible golden diff`` shows every field (``golden_set/diff.py``). Tags, metadata, status and the facets
-do not change what an answer is measured against, so they are not content.
+do not change what an answer is measured against, so they are not content; a turn's earlier turns are.
 
 Pure: no pytest, no store.
 """
@@ -17,7 +17,11 @@ from collections.abc import Mapping
 from typing import Any
 
 # In the order a change is reported ("h04 question, reference").
-CONTENT_FIELDS: tuple[str, ...] = ("question", "reference", "assertions", "citations", "answerable", "kind")
+CONTENT_FIELDS: tuple[str, ...] = ("question", "reference", "assertions", "citations", "answerable", "kind", "conversation")
+# What of a turn's place in its golden conversation is content: the turns before it (their questions and written
+# replies make its history). Its count of turns and its own written reply are not: a turn added after it, or a
+# reply written for it, leaves what it is measured on as it was.
+_TURN_CONTENT = ("id", "turn", "history")
 
 # A field a file leaves out reads as the schema's default, so an item written with and without its defaults
 # has one content.
@@ -37,6 +41,9 @@ def content_of(item: Mapping[str, Any]) -> dict[str, Any]:
     content = {name: item.get(name, _DEFAULTS.get(name)) for name in CONTENT_FIELDS}
     content["assertions"] = _filled(content["assertions"], _ASSERTION_DEFAULTS)
     content["citations"] = _filled(content["citations"], _CITATION_DEFAULTS)
+    turn = content["conversation"]
+    if isinstance(turn, Mapping):
+        content["conversation"] = {name: turn.get(name) for name in _TURN_CONTENT}
     if isinstance(content["citations"], list):  # how well an import matched a passage is not what the item cites
         for entry in content["citations"]:
             if isinstance(entry, dict):

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .changes import CONTENT_FIELDS
+from .changes import CONTENT_FIELDS, content_of
 
 _LEFT_OUT = frozenset(CONTENT_FIELDS) - {"citations"}
 
@@ -33,7 +33,7 @@ class GoldenDiff:
     def content_changed(self) -> list[str]:
         """The changed items a comparison with a baseline leaves out: a content field other than the citations
         changed (a citation change moves the ruler instead: ``verdict/ruler.py``)."""
-        return [item for item, fields in self.changed.items() if any(name in _LEFT_OUT for name, _, _ in fields)]
+        return [item for item, fields in self.changed.items() if any(_content_change(*change) for change in fields)]
 
     def to_json(self) -> dict[str, Any]:
         left_out = set(self.content_changed())
@@ -41,6 +41,13 @@ class GoldenDiff:
                 "changed": [{"id": item, "contentChanged": item in left_out,
                              "fields": [{"field": name, "before": before, "after": after} for name, before, after in fields]}
                             for item, fields in self.changed.items()]}
+
+
+def _content_change(name: str, before: Any, after: Any) -> bool:
+    """Whether a changed field changes what the item is measured against (a turn: its earlier turns, not its count of turns)."""
+    if name == "conversation":
+        return content_of({name: before})[name] != content_of({name: after})[name]
+    return name in _LEFT_OUT
 
 
 def diff_golden(before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]]) -> GoldenDiff:

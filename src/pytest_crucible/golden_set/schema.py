@@ -88,6 +88,25 @@ class Attack(_Model):
         return self
 
 
+class EarlierTurn(_Model):
+    """An earlier turn of a golden conversation as its author wrote it: the user's question and, when written,
+    the assistant's reply (what ``crucible_conversation = replay`` puts in the history)."""
+
+    question: str
+    assistant: str | None = None
+
+
+class TurnOf(_Model):
+    """Where a turn of a golden conversation sits in it. Set by the loader on each turn it makes of a
+    conversation (``turns`` in a golden file: golden_set/conversations.py), never written in a file."""
+
+    id: str = Field(min_length=1)  # the conversation's id: the turn's cluster, its xdist group
+    turn: int = Field(ge=1)  # 1-based: the item is ``{id}:t{turn}``
+    turns: int = Field(ge=1)  # how many turns the conversation has
+    history: list[EarlierTurn] = Field(default_factory=list)  # the turns before this one, in order
+    assistant: str | None = None  # this turn's own reply as the author wrote it
+
+
 class GoldenItem(_Model):
     """One golden item: a question, what a good answer must contain, and where it lives."""
 
@@ -116,6 +135,9 @@ class GoldenItem(_Model):
     # Items that move together (written from one source document, paraphrases of one question) share a
     # cluster: a comparison then resamples clusters, not items (docs/statistics.md). Unset: its own cluster.
     cluster: str | None = Field(default=None, min_length=1)
+    # A turn of a golden conversation (docs/golden-format.md#conversations): its conversation, its place in it
+    # and the turns before it. Unset for every other item (and then left out of the item's JSON).
+    conversation: TurnOf | None = None
 
     # Where the item came from; not part of the data model (excluded from dumps). Read and written through
     # __pydantic_private__ itself: as attributes they go through BaseModel.__getattr__ and __setattr__, many
@@ -123,6 +145,9 @@ class GoldenItem(_Model):
     _source: str = PrivateAttr(default="")
     _line: int = PrivateAttr(default=0)
     _json: dict[str, Any] | None = PrivateAttr(default=None)
+    # Every turn of this turn's conversation, in order (this one included): a turn run alone under live
+    # history calls the pipeline for the turns before it (evaluation/conversations.py).
+    _turns: tuple[GoldenItem, ...] = PrivateAttr(default=())
 
     @field_validator("id", "question")
     @classmethod
@@ -149,6 +174,12 @@ class GoldenItem(_Model):
     def line(self) -> int:
         return self._private()["_line"]
 
+    def earlier_turn(self, number: int) -> GoldenItem | None:
+        """Turn ``number`` (1-based) of this turn's conversation, as loaded with it (None: not a turn, or not
+        loaded from a file)."""
+        turns = self._private()["_turns"]
+        return turns[number - 1] if 0 < number <= len(turns) else None
+
     def to_json(self) -> dict[str, Any]:
         """The item as it appears in a golden file (camelCase, defaults filled in).
 
@@ -156,8 +187,9 @@ class GoldenItem(_Model):
         private = self._private()
         if private["_json"] is None:
             data = self.model_dump(by_alias=True, mode="json")
-            if data.get("cluster") is None:  # unset: left out, so items written before the field keep their hash
-                data.pop("cluster", None)
+            for name in ("cluster", "conversation"):  # unset: left out, so items written before the field keep their hash
+                if data.get(name) is None:
+                    data.pop(name, None)
             for citation in data["citations"]:  # the same for a citation's match score
                 if citation.get("matchScore") is None:
                     citation.pop("matchScore", None)
@@ -199,6 +231,9 @@ _FIELD_NAMES = {
         "attack": Attack,
     }).items()
 }
+# An item's fields as a file writes them: a turn's place in its conversation is set by the loader, and a
+# conversation holds its turns.
+_FIELD_NAMES["item"] = sorted([name for name in _FIELD_NAMES["item"] if name != "conversation"] + ["turns"])
 
 
 def field_path(loc: Sequence[str | int], rename: Callable[[str], str] = str) -> str:
@@ -229,16 +264,22 @@ def _hint_for(error: ErrorDetails) -> str:
     return "`crucible schema golden` prints the JSON Schema, which editors can use to check golden files."
 
 
-def _validation_error(path: str | Path, line: int, exc: ValidationError) -> GoldenFileError:
+def _validation_error(path: str | Path, line: int, exc: ValidationError,
+                      relocate: Callable[[tuple[Any, ...]], tuple[Any, ...]] = tuple) -> GoldenFileError:
+    """The first of pydantic's errors as a :class:`GoldenFileError`; ``relocate``: an error's location -> where
+    the file says it (a conversation's turn: ``turns[1].question``)."""
     errors = exc.errors(include_url=False)
     first = errors[0]
     problem = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
     if first["type"] not in ("missing", "extra_forbidden") and "input" in first:
         problem += f" (got {json.dumps(first['input'], default=str)[:80]})"
     if len(errors) > 1:
-        others = ", ".join(_printable(field_path(e["loc"])) for e in errors[1:4])
+        others = ", ".join(_printable(field_path(relocate(tuple(e["loc"])))) for e in errors[1:4])
         problem += f"; also wrong: {others}" + (" ..." if len(errors) > 4 else "")
-    return GoldenFileError(path, line, field_path(first["loc"]), problem, _hint_for(first))
+    where = relocate(tuple(first["loc"]))
+    if where[:1] == ("turns",) and len(where) > 1 and isinstance(where[1], int):
+        problem += f" (turn {where[1] + 1})"
+    return GoldenFileError(path, line, field_path(where), problem, _hint_for(first))
 
 
 def _not_utf8(path: str, line: int, exc: UnicodeDecodeError, offset: int = 0) -> GoldenFileError:
@@ -408,8 +449,10 @@ class GoldenFileErrors(GoldenFileError):
         return str(self.args[0])
 
 
-def _item_or_problem(shown: str, line: int, record: Any, vetted: bool, first_line: dict[str, int]) -> GoldenItem | GoldenFileError:
-    """One record of a golden file as an item, or the problem that stops it being one."""
+def _items_or_problem(shown: str, line: int, record: Any, vetted: bool,
+                      first_line: dict[str, tuple[int, str]]) -> list[GoldenItem] | GoldenFileError:
+    """One record of a golden file as its items (one; a conversation's ``turns``: one per turn, in turn order,
+    golden_set/conversations.py), or the problem that stops it being them."""
     if isinstance(record, GoldenFileError):
         return record
     if not isinstance(record, dict):
@@ -419,42 +462,70 @@ def _item_or_problem(shown: str, line: int, record: Any, vetted: bool, first_lin
         loc, problem = unusable
         return GoldenFileError(shown, line, field_path(loc) or None, problem,
                                "golden items hold text, numbers, lists and objects (metadata a few levels deep)")
-    try:
-        item = GoldenItem.model_validate(record)
-    except ValidationError as exc:
-        return _validation_error(shown, line, exc)
-    if item.id in first_line:
-        return GoldenFileError(
-            shown,
-            line,
-            "id",
-            f"duplicate id '{_printable(item.id)}' (first used on line {first_line[item.id]}, again on line {line})",
-            "ids must be unique within a golden set: they are the test ids and the keys that pair runs.",
-        )
-    first_line[item.id] = line
-    item._private().update(_source=shown, _line=line)
-    return item
+    claims: list[tuple[str, str]] = []  # (id, what holds it): items, turns and conversations share one space
+    if "turns" in record or "conversation" in record:
+        from .conversations import conversation_items
+
+        try:
+            made = conversation_items(record, shown, line)
+        except GoldenFileError as exc:
+            return exc
+        claims.append((record["id"], "a conversation"))
+    else:
+        try:
+            made = [GoldenItem.model_validate(record)]
+        except ValidationError as exc:
+            return _validation_error(shown, line, exc)
+    claims += [(item.id, f"turn {item.conversation.turn} of conversation '{_printable(item.conversation.id)}'"
+                if item.conversation is not None else "an item") for item in made]
+    duplicate = next((clash for item_id, what in claims if (clash := _duplicate_id(first_line, item_id, shown, line, what))), None)
+    if duplicate is not None:
+        return duplicate
+    turns = tuple(made) if made[0].conversation is not None else ()
+    for item_id, what in claims:
+        first_line[item_id] = (line, what)
+    for item in made:
+        item._private().update(_source=shown, _line=line, _turns=turns)
+    return made
+
+
+def _duplicate_id(first_line: dict[str, tuple[int, str]], item_id: str, shown: str, line: int, what: str) -> GoldenFileError | None:
+    """The problem of an id (an item's, a turn's ``CONV:tN``, a conversation's) that the file uses already."""
+    if item_id not in first_line:
+        return None
+    before, holder = first_line[item_id]
+    hint = "ids must be unique within a golden set: they are the test ids and the keys that pair runs."
+    if holder == what == "an item":  # two plain items: said as it always was
+        where = f"first used on line {before}, again on line {line}"
+    else:
+        where = f"first used on line {before} by {holder}, again on line {line} by {what}"
+        hint += " A conversation's turns are named CONV:t1, CONV:t2, ... (docs/golden-format.md#conversations)."
+    return GoldenFileError(shown, line, "id", f"duplicate id '{_printable(item_id)}' ({where})", hint)
 
 
 def golden_file_problems(path: str | Path, display_path: str | None = None) -> tuple[list[GoldenItem], list[GoldenFileError]]:
     """(the valid items, every problem) of one golden file, read whole: each record's problem, in file order,
-    and a problem that makes the rest unreadable last. ``crucible golden check`` and the loader read it."""
+    and a problem that makes the rest unreadable last. ``crucible golden check`` and the loader read it. A
+    conversation (``turns``) is one item per turn, in turn order."""
     path = Path(path)
     shown = display_path or str(path)
     items: list[GoldenItem] = []
     problems: list[GoldenFileError] = []
-    first_line: dict[str, int] = {}
+    first_line: dict[str, tuple[int, str]] = {}
     try:
         for line, record, vetted in _records(path, shown):
-            entry = _item_or_problem(shown, line, record, vetted, first_line)
-            (problems if isinstance(entry, GoldenFileError) else items).append(entry)  # type: ignore[arg-type]
+            entry = _items_or_problem(shown, line, record, vetted, first_line)
+            if isinstance(entry, GoldenFileError):
+                problems.append(entry)
+            else:
+                items.extend(entry)
     except GoldenFileError as exc:  # the file cannot be read further
         problems.append(exc)
     return items, problems
 
 
 def load_golden_file(path: str | Path, display_path: str | None = None) -> list[GoldenItem]:
-    """Load and validate every item of one golden file, in file order.
+    """Load and validate every item of one golden file, in file order (a conversation: one item per turn).
 
     ``display_path`` is the name used in error messages (e.g. relative to the rootdir).
     Raises :class:`GoldenFileErrors` naming every problem of the file (file:line, field, HINT), not the first only.
@@ -542,7 +613,9 @@ def hash_canonical_items(ordered: Iterable[tuple[str, str]]) -> str:
 
 def golden_json_schema() -> dict[str, Any]:
     """The JSON Schema of one golden item, for editors and validators."""
-    schema = GoldenItem.model_json_schema(by_alias=True)
+    from .conversations import conversation_json_schema
+
+    schema = conversation_json_schema(GoldenItem.model_json_schema(by_alias=True))
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "pytest-crucible golden item"
     schema["description"] = "One item of a golden set: one JSON object per line of a .jsonl file."

@@ -39,10 +39,10 @@ class MetricProperties:
         return self.low, self.high
 
 
-def _judged(name: str, family: str | None, *, better: str | None = HIGHER, low: float = 0.0, label_kind: str | None = None,
-            needs_context: bool = False, per_item: bool = True) -> MetricProperties:
+def _judged(name: str, family: str | None, *, better: str | None = HIGHER, low: float = 0.0, high: float = 1.0,
+            label_kind: str | None = None, needs_context: bool = False, per_item: bool = True) -> MetricProperties:
     """A metric a judge decides: it waits for the answer layer."""
-    return MetricProperties(name, family, better=better, low=low, judged=True, label_kind=label_kind,
+    return MetricProperties(name, family, better=better, low=low, high=high, judged=True, label_kind=label_kind,
                             answer_layer=True, needs_context=needs_context, per_item=per_item)
 
 
@@ -65,6 +65,10 @@ BUILTIN: tuple[MetricProperties, ...] = (
     _judged("aurc", "abstention", better=LOWER, label_kind="crag"),
     MetricProperties("attackSuccessRate", "guardrails", better=LOWER),
     MetricProperties("falsePositiveRate", "guardrails", better=LOWER),
+    # One value per golden conversation, on its last turn, from its turns' CRAG grades (evaluation/conversations.py):
+    # every turn correct (1) or not (0), and the number of the first turn that is not (turns + 1 when none fails).
+    _judged("conversationSuccess", "conversation"),
+    _judged("turnsToFirstFailure", "conversation", low=1.0, high=float("inf")),
     MetricProperties("conceptRecall", None),
     MetricProperties("nearMissRate", None, better=LOWER),
     MetricProperties("assertionSatisfaction", None, answer_layer=True),

@@ -320,6 +320,27 @@ def _guardrail_context(golden, item_metrics, results) -> dict[str, Any] | None:
     return {"rows": rows, "layers": list((summary.get("blockedByLayer") or {}).items())}
 
 
+# Conversations drilled down as transcripts: those with a turn that errored, failed or is not correct first.
+CONVERSATIONS_SHOWN = 20
+
+
+def _conversations_context(store, run_id: str, item_metrics: dict[str, dict[str, float]]) -> dict[str, Any] | None:
+    """The golden conversations of the run as transcripts (``report/transcript.py``): at most CONVERSATIONS_SHOWN,
+    read whole alone (None: the run holds no turn)."""
+    from ..store import aggregates
+    from ..store.conversations import run_turns
+    from .transcript import failed_first, transcripts
+
+    turns = run_turns(store, run_id)
+    if not turns:
+        return None
+    every = transcripts([{"id": t["item_id"], "conversation": t["conversation"]} for t in turns], {t["item_id"]: t for t in turns},
+                        item_metrics)
+    ids = [message["itemId"] for conversation in failed_first(every, CONVERSATIONS_SHOWN) for message in conversation["messages"]]
+    rows = {row["item_id"]: row for row in aggregates.results_of(store, run_id, ids)}
+    return {"shown": transcripts(aggregates.golden_items_of(store, run_id, ids), rows, item_metrics), "total": len(every)}
+
+
 def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any]:
     from ..metrics import METRIC_FAMILIES as FAMILIES
     from ..metrics import family_of, ordered_metrics, run_cutoff
@@ -434,7 +455,7 @@ def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any
         "cost": cost, "n_items": tally["n"], "outcomes": sorted(outcomes.items()),
         "families": families, "selective": selective, "plot": plot, "trends": trends, "comparison": comparison,
         "facets": facets, "error_classes": error_classes, "items": items, "items_not_shown": tally["n"] - len(shown),
-        "k": k, "guardrails": guardrails,
+        "k": k, "guardrails": guardrails, "conversations": _conversations_context(store, run_id, item_metrics),
         "labels": run_labels(run), "kinds": _loads(run.get("kinds"), None),
         "pool": pool_line(tally["pool"], k), "db": str(store.path),
     }

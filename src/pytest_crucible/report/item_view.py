@@ -245,10 +245,23 @@ def _guardrail(row: dict[str, Any], item: dict[str, Any]) -> dict[str, Any] | No
     return {"expected": expected, "actual": "blocked" if row.get("blocked") else "answered", "layer": row.get("blocked_layer")}
 
 
+def conversation_of(items: RunItems, conversation: str) -> dict[str, Any] | None:
+    """The transcript of one golden conversation of the run (``report/transcript.py``), None when it holds none."""
+    from .transcript import transcripts, turn_of
+
+    turns = [item for item in items.golden.values() if (turn_of(item) or {}).get("id") == conversation]
+    found = transcripts(turns, items.rows, items.metrics)
+    return found[0] if found else None
+
+
 def item_detail(items: RunItems, item_id: str) -> dict[str, Any]:
-    """One item of the run: what `crucible show RUN --item ID --json` prints. Raises :class:`UnknownItem`."""
+    """One item of the run: what `crucible show RUN --item ID --json` prints; for a golden conversation's id, its
+    transcript (``{"runId", "conversationId", "conversation"}``). Raises :class:`UnknownItem`."""
     row = items.rows.get(item_id)
     if row is None:
+        transcript = conversation_of(items, item_id)
+        if transcript is not None:
+            return {"runId": items.run_id, "conversationId": item_id, "conversation": transcript}
         raise unknown_item(item_id, [items.run_id], items.rows)
     item = items.golden.get(item_id) or {}
     grades = items.grades(item_id)
@@ -270,6 +283,8 @@ def item_detail(items: RunItems, item_id: str) -> dict[str, Any]:
         "attempts": [{"attempt": a["attempt"], "outcome": a["outcome"], "errorClass": a.get("error_class"),
                       "failure": a.get("failure"), "error": a.get("error"), "metrics": a["metrics"]}
                      for a in (items.store.item_attempts(items.run_id, item_id) if items.store is not None else [])],
+        # A golden conversation's turn: the whole conversation as a transcript (None for any other item).
+        "conversation": conversation_of(items, item["conversation"]["id"]) if _is_turn(item) else None,
     }
 
 
@@ -369,8 +384,19 @@ def evidence_lines(evidence: dict[str, Any]) -> list[str]:
     return [line.rstrip() for line in lines] or ["  none stored"]
 
 
+def _is_turn(item: dict[str, Any]) -> bool:
+    from .transcript import turn_of
+
+    return turn_of(item) is not None
+
+
 def item_lines(detail: dict[str, Any]) -> list[str]:
-    """`crucible show RUN --item ID`: the item, its ranking with grades, its metrics and its evidence."""
+    """`crucible show RUN --item ID`: the item, its ranking with grades, its metrics and its evidence (a turn of a
+    golden conversation: and the conversation's transcript); a conversation's id: its transcript."""
+    from .transcript import transcript_lines
+
+    if "itemId" not in detail:  # a golden conversation, named by its id
+        return [f"run {detail['runId']}", *transcript_lines(detail["conversation"], WIDTH)]
     k = detail["k"]
     about = ", ".join(part for part in (detail["kind"], detail["questionType"] and f"questionType {detail['questionType']}") if part)
     lines = [f"item {detail['itemId']} of run {detail['runId']} ({about})"]
@@ -398,6 +424,8 @@ def item_lines(detail: dict[str, Any]) -> list[str]:
     lines.extend(metric_lines(detail["metrics"], k) or ["  none (the pipeline errored, or the item was not scored)"])
     lines.append("evidence:")
     lines.extend(evidence_lines(detail["evidence"]))
+    if detail.get("conversation"):
+        lines.extend(transcript_lines(detail["conversation"], WIDTH, current=detail["itemId"]))
     return lines
 
 

@@ -391,6 +391,9 @@ def run_summary_lines(store, run_id: str, *, unread_keys: Iterable[str] = (), fa
         text.append(f"  no metrics: every item's pipeline call errored ({n_results} errored); this run is {run['status']}")
     else:
         text.append("  no retrieval metrics: no item had a relevant citation")
+    if "conversationSuccess" in overall:  # the golden conversations' own metrics: said once what their n counts
+        n = overall["conversationSuccess"][1]
+        text.append(f"  conversationSuccess, turnsToFirstFailure: one value per conversation ({n}), on its last turn")
     lines = plain(text)
     from ..evaluation.custom_metrics import read_definitions
 

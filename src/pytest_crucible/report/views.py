@@ -217,6 +217,20 @@ def family_note(comparison: Comparison) -> str:
     return f", p Holm-adjusted over {size} gated metric{'s' if size != 1 else ''}"
 
 
+def conversations_line(comparison: Comparison) -> str:
+    """"  36 turns in 12 conversations, compared as 12 clusters; design effect 1.10-1.80": the golden conversations
+    among the paired items, whose turns the comparison resamples together (each conversation a cluster)."""
+    assert comparison.conversations is not None
+    turns, conversations, clusters = comparison.conversations
+    text = f"  {turns} turn{'s' if turns != 1 else ''} in {conversations} conversation{'s' if conversations != 1 else ''}"
+    if comparison.clusters is None:  # every conversation of one turn: nothing moves together
+        return text + ", each turn its own item (no conversation has two turns among the pairs)"
+    effects = sorted(m.design_effect for m in comparison.metrics.values() if m.design_effect is not None)
+    effect = "" if not effects else f"; design effect {effects[0]:.2f}" if effects[0] == effects[-1] \
+        else f"; design effect {effects[0]:.2f}-{effects[-1]:.2f}"
+    return text + f", compared as {clusters} cluster{'s' if clusters != 1 else ''}" + effect
+
+
 def comparison_lines(comparison: Comparison, gated: set[str] | None = None) -> list[SummaryLine]:
     """An aligned table that fits 100 columns: metric, a, b, delta, CI, p, verdict (a row is red when
     its metric regressed, green when it improved)."""
@@ -229,6 +243,7 @@ def comparison_lines(comparison: Comparison, gated: set[str] | None = None) -> l
     lines = plain([
         f"baseline {comparison.a} -> this run {comparison.b}",
         *textwrap.wrap(about, width=100, subsequent_indent="    ", break_on_hyphens=False),
+        *([conversations_line(comparison)] if comparison.conversations is not None else []),
         f"  {'metric':<22} {'a':>7} {'b':>7} {'delta':>8} {'95% CI':>16} {'p':>5}  verdict",
     ])
     legend = False

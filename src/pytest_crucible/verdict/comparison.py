@@ -118,6 +118,9 @@ class Comparison:
     # every item is its own cluster, the independent-items tests ran).
     cluster_by: str = "field"
     clusters: int | None = None
+    # Golden conversations among the paired items (their turns cluster by conversation): (turns, conversations,
+    # the clusters those turns fall in); None when no paired item is a turn.
+    conversations: tuple[int, int, int] | None = None
     # The cutoff K both runs' metrics at K were measured at (None: two different K, and no such row).
     k: int | None = None
     # The golden items both runs ran whose content changed in more than their citations, with the fields
@@ -152,6 +155,8 @@ class Comparison:
             },
             "clusterBy": self.cluster_by,
             "clusters": self.clusters,
+            **({"conversations": dict(zip(("turns", "conversations", "clusters"), self.conversations))}
+               if self.conversations is not None else {}),
             "multiple": self.multiple,
             "k": self.k,
             "family": list(self.family) if self.multiple == "holm" else None,
@@ -329,7 +334,8 @@ def compare_run_data(
     return Comparison(a=a.run_id, b=b.run_id, paired_items=len(shared), seed=seed, metrics=results,
                       config_changes=changes, warnings=warnings, multiple=multiple, excluded=excluded, cluster_by=cluster,
                       family=tuple(members), k=a.k if a.k == b.k else None,
-                      clusters=len(set(labels.values())) if clustered else None, changed=changed, changed_items=changed_items)
+                      clusters=len(set(labels.values())) if clustered else None, changed=changed, changed_items=changed_items,
+                      conversations=conversation_counts(shared, a, b, labels))
 
 
 def changed_content(a: RunData, b: RunData) -> dict[str, list[str]]:
@@ -422,25 +428,49 @@ def error_classes_change(a: RunData, b: RunData) -> str | None:
 CLUSTER_MODES = ("field", "doc", "none")
 
 
+def _golden_by_id(a: RunData, b: RunData) -> dict[str, Any]:
+    """Both runs' golden items by id, the baseline's version where both kept one."""
+    return {item["id"]: item for run in (b, a) for item in run.golden if isinstance(item, dict) and "id" in item}
+
+
+def _conversation_of(item: Any) -> str | None:
+    turn = item.get("conversation") if isinstance(item, dict) else None
+    return turn.get("id") if isinstance(turn, dict) and isinstance(turn.get("id"), str) else None
+
+
 def item_clusters(items: list[str], a: RunData, b: RunData, mode: str = "field") -> dict[str, str]:
     """item -> its cluster label. ``field``: the golden item's ``cluster`` (unset: the item is its own);
     ``doc``: the document of its first required citation (none: its own); ``none``: every item its own.
-    The baseline's version of an item decides (items are paired by id), the candidate's when the baseline
-    did not keep its golden items."""
+    A turn of a golden conversation is in its conversation's cluster under ``field`` (unless the conversation
+    sets a ``cluster``, which holds whole conversations) and ``doc``: turns of one conversation never move
+    independently. The baseline's version of an item decides (items are paired by id), the candidate's when
+    the baseline did not keep its golden items."""
     if mode not in CLUSTER_MODES:
         raise ValueError(f"cluster mode {mode!r}: expected one of {', '.join(CLUSTER_MODES)}")
-    golden = {item["id"]: item for run in (b, a) for item in run.golden if isinstance(item, dict) and "id" in item}
+    golden = _golden_by_id(a, b)
     labels = {}
     for item_id in items:
         item = golden.get(item_id) or {}
         label = None
+        conversation = _conversation_of(item) if mode != "none" else None
         if mode == "field":
             label = item.get("cluster")
-        elif mode == "doc":
+        elif mode == "doc" and conversation is None:
             label = next((c.get("docId") for c in item.get("citations") or [] if c.get("mode", "required") == "required"
                           and c.get("docId")), None)
+        if label is None and conversation is not None:
+            labels[item_id] = f"conversation:{conversation}"
+            continue
         labels[item_id] = f"cluster:{label}" if label else f"item:{item_id}"  # an item alone never meets a cluster's name
     return labels
+
+
+def conversation_counts(items: list[str], a: RunData, b: RunData, labels: dict[str, str]) -> tuple[int, int, int] | None:
+    """(turns, conversations, the clusters of ``labels`` the turns fall in) of the golden conversations among
+    ``items``; None when none is a turn."""
+    golden = _golden_by_id(a, b)
+    turns = {item: conversation for item in items if (conversation := _conversation_of(golden.get(item))) is not None}
+    return (len(turns), len(set(turns.values())), len({labels[item] for item in turns})) if turns else None
 
 
 def metric_key(metric: str, kind: str | None) -> str:

@@ -206,11 +206,11 @@ def run_data_from_rows(run: dict[str, Any], metrics: dict[str, dict[str, float]]
                              for row in rows if isinstance(row.get("retrieved"), list)})
 
 
-# What a comparison reads of a golden item (the ruler: its citations; the clusters: ``cluster`` or the first
-# required citation's document; the kinds; the changed items: every content field): a stored run's golden items
+# What a comparison reads of a golden item (the ruler: its citations; the clusters: ``cluster``, the first
+# required citation's document or a turn's conversation; the kinds; the changed items: every content field): a stored run's golden items
 # are read with these fields only (a 100,000-item run decodes a fraction of each item). FACET_FIELDS: and what
 # ``--facet`` reads.
-COMPARISON_FIELDS = ("id", "kind", "cluster", "citations")
+COMPARISON_FIELDS = ("id", "kind", "cluster", "citations", "conversation")
 FACET_FIELDS = (*COMPARISON_FIELDS, "questionType", "popularity", "dynamism", "answerable", "tags")
 # The content fields (golden_set.changes.CONTENT_FIELDS) but the kind, citations first: read as the text of one
 # JSON array beside each stored item's fields, and decoded only when two runs' texts differ.

@@ -17,13 +17,16 @@ from collections.abc import Mapping
 from typing import Any
 
 # In the order a change is reported ("h04 question, reference").
-CONTENT_FIELDS: tuple[str, ...] = ("question", "reference", "assertions", "citations", "answerable", "kind")
+CONTENT_FIELDS: tuple[str, ...] = ("question", "reference", "assertions", "citations", "answerable", "kind", "expectedTools",
+                                   "toolMatch")
 
 # A field a file leaves out reads as the schema's default, so an item written with and without its defaults
 # has one content.
-_DEFAULTS: dict[str, Any] = {"reference": None, "assertions": [], "citations": [], "answerable": True, "kind": "retrieval"}
+_DEFAULTS: dict[str, Any] = {"reference": None, "assertions": [], "citations": [], "answerable": True, "kind": "retrieval",
+                             "expectedTools": None, "toolMatch": "strict"}
 _ASSERTION_DEFAULTS: dict[str, Any] = {"kind": "must", "weight": 1.0, "conceptId": None}
 _CITATION_DEFAULTS: dict[str, Any] = {"chunkId": None, "mode": "required"}
+_TOOL_DEFAULTS: dict[str, Any] = {"arguments": {}}
 
 
 def _filled(entries: Any, defaults: dict[str, Any]) -> Any:
@@ -37,6 +40,7 @@ def content_of(item: Mapping[str, Any]) -> dict[str, Any]:
     content = {name: item.get(name, _DEFAULTS.get(name)) for name in CONTENT_FIELDS}
     content["assertions"] = _filled(content["assertions"], _ASSERTION_DEFAULTS)
     content["citations"] = _filled(content["citations"], _CITATION_DEFAULTS)
+    content["expectedTools"] = _filled(content["expectedTools"], _TOOL_DEFAULTS)
     if isinstance(content["citations"], list):  # how well an import matched a passage is not what the item cites
         for entry in content["citations"]:
             if isinstance(entry, dict):

@@ -438,6 +438,11 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (run_id, item_id, attempt)
     );
     """,
+    # 16: an agentic pipeline's tool calls, in the order made (JSON [{"name", "arguments"}], NULL when it made
+    # none): what `crucible show --item` and the HTML report set beside the golden item's expectedTools.
+    """
+    ALTER TABLE results ADD COLUMN tool_calls TEXT;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from ..golden_set.schema import GoldenItem
 from ..metrics.guardrail import guardrail_failure, guardrail_item_metrics
 from ..metrics.retrieval import ranking_units, retrieval_metrics
-from ..qrels.grades import item_grades
 from ..metrics.tools import STEPS, tool_metrics
+from ..qrels.grades import item_grades
 from .pipeline import PipelineResult, cited_chunk_ids, ranking_of, result_data
 
 if TYPE_CHECKING:

@@ -98,7 +98,8 @@ def maximum_matching(expected: Sequence[Call], actual: Sequence[Call]) -> dict[i
         seen: set[int] = set()
         # A depth-first search for an augmenting path: a stack of (expected, next edge to try), and the
         # (expected, actual) edges of the path so far, one per stack entry below the top.
-        stack, path = [(start, 0)], []
+        stack: list[tuple[int, int]] = [(start, 0)]
+        path: list[tuple[int, int]] = []
         while stack:
             node, edge = stack.pop()
             while edge < len(edges[node]) and edges[node][edge] in seen:
@@ -148,18 +149,18 @@ def tool_metrics(expected: Sequence[Call], actual: Sequence[Call], mode: str = "
 def _in_order(positions: Sequence[int]) -> set[int]:
     """The indices of a longest increasing run of ``positions`` (not necessarily contiguous; the earliest
     such choice): the matched calls that keep the expected order."""
-    best: list[int] = []  # best[k]: the length of the longest increasing run ending at k
+    best: list[int] = []  # best[i]: the length of the longest increasing run ending at i
     before: list[int | None] = []
-    for k, position in enumerate(positions):
-        prior = [q for q in range(k) if positions[q] < position]
+    for i, position in enumerate(positions):
+        prior = [q for q in range(i) if positions[q] < position]
         q = max(prior, key=lambda q: (best[q], -q), default=None)
         best.append(best[q] + 1 if q is not None else 1)
         before.append(q)
     kept: set[int] = set()
-    k: int | None = max(range(len(positions)), key=lambda k: (best[k], -k), default=None)
-    while k is not None:
-        kept.add(k)
-        k = before[k]
+    last: int | None = max(range(len(positions)), key=lambda i: (best[i], -i), default=None)
+    while last is not None:
+        kept.add(last)
+        last = before[last]
     return kept
 
 

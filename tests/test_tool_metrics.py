@@ -200,3 +200,15 @@ def test_the_matching_is_maximum_and_ignores_order(expected, actual, random) -> 
     rows = aligned_calls(expected, actual, "strict")
     assert sum(row["status"] in ("match", "out_of_order") for row in rows) == len(matching)
     assert sorted(row["position"] for row in rows if row["actual"] is not None) == list(range(1, len(actual) + 1))
+
+
+def test_the_worked_example_of_metrics_md() -> None:
+    expected = [expect("lookup_order", order_id="NW-1"), expect("check_stock", store="Leeds")]
+    made = [call("check_stock", product="Vela E3", store="Leeds"), call("lookup_order", order_id="NW-1"), call("send_email", to="me")]
+    by_mode = {mode: tool_metrics(expected, made, mode) for mode in MATCH_MODES}
+    assert {mode: m["trajectoryMatch"] for mode, m in by_mode.items()} == {"strict": 0, "unordered": 0, "subset": 0, "superset": 1}
+    assert by_mode["strict"]["toolCallRecall"] == 1 and by_mode["strict"]["toolCallPrecision"] == pytest.approx(2 / 3)
+    made[0] = call("check_stock", product="Vela E3", store="York")
+    by_mode = {mode: tool_metrics(expected, made, mode) for mode in MATCH_MODES}
+    assert all(m["trajectoryMatch"] == 0 and m["toolCallRecall"] == 0.5 and m["toolCallPrecision"] == pytest.approx(1 / 3)
+               for m in by_mode.values())

@@ -183,3 +183,22 @@ def test_a_tool_match_outside_the_four_is_a_golden_file_error(pytester: pytest.P
     result.stdout.fnmatch_lines(["*golden_set.jsonl:1: field 'toolMatch': Input should be 'strict', 'unordered', 'subset' or "
                                  "'superset' (got \"unorderd\")", "HINT: did you mean 'unordered'?*"])
     result.stdout.no_fnmatch_line("*Traceback*")
+
+
+def test_tool_calls_travel_with_an_exported_run(pytester: pytest.Pytester) -> None:
+    write_project(pytester, ITEMS[:4], CONFTEST)
+    assert pytester.runpytest("-p", "no:cacheprovider").ret == pytest.ExitCode.OK
+    db, other = pytester.path / ".crucible" / "crucible.db", pytester.path / "other.db"
+    assert crucible_cli("export", "latest", "-o", pytester.path / "run.json", "--db", db).ret == 0
+    assert crucible_cli("import", pytester.path / "run.json", "--db", other).ret == 0
+    query = "SELECT item_id, tool_calls FROM results ORDER BY item_id"
+    def decoded(rows):
+        return [(item, json.loads(calls)) for item, calls in rows]
+
+    assert decoded(db_rows(other, query)) == decoded(db_rows(pytester, query)) and all(calls for _, calls in db_rows(other, query))
+    # An exported tool call that is not an object is refused, naming the field.
+    document = json.loads((pytester.path / "run.json").read_text())
+    document["results"][0]["tool_calls"] = ["lookup_order"]
+    (pytester.path / "bad.json").write_text(json.dumps(document))
+    refused = crucible_cli("import", pytester.path / "bad.json", "--db", pytester.path / "third.db")
+    assert refused.ret != 0 and "field 'results[0].tool_calls': expected a list of objects" in "\n".join(refused.errlines)

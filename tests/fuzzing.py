@@ -151,8 +151,16 @@ def line_file(draw, lines: list[str]) -> bytes:
 
 # -- the contract -------------------------------------------------------------------------------
 def check_message(message: str, shown_path: str, *, n_lines: int | None = None) -> int | None:
-    """Assert the one-message shape; return the line it names (None when it names none)."""
+    """Assert the one-message shape (or, for a golden file with several problems, ``N problems in FILE:`` and
+    then each problem in that shape, ``... and N more`` past 20); return the line the first names (None: none)."""
     parts = message.split("\n")
+    many = re.match(r"(\d+) problems in (.*):$", parts[0])
+    if many is not None:
+        assert int(many.group(1)) >= 2 and many.group(2) == shown_path, f"a list of problems naming another file: {message!r}"
+        listed = parts[1:-1] if parts[-1].startswith("... and ") else parts[1:]
+        assert listed and len(listed) % 2 == 0, f"each listed problem is a problem and a HINT line: {message!r}"
+        lines = [check_message("\n".join(listed[i:i + 2]), shown_path, n_lines=n_lines) for i in range(0, len(listed), 2)]
+        return lines[0]
     assert len(parts) == 2, f"expected 'problem' + 'HINT:' lines, got {len(parts)} lines: {message!r}"
     head, hint = parts
     assert hint.startswith("HINT: ") and hint[6:].strip(), f"no HINT: {message!r}"

@@ -273,3 +273,18 @@ def test_rescore_measures_both_runs_at_the_baselines_k(tmp_path) -> None:
     result = decide(current, baseline, GateSettings(baseline=ids[0], gate=("precisionAtK",)), notes)
     assert result.passed and result.comparison.metrics["precisionAtK"].delta == 0.0
     store.close()
+
+
+def test_a_non_finite_value_refuses_the_comparison_naming_the_metric_item_and_run() -> None:
+    from pytest_crucible.verdict.comparison import ComparisonRefused, compare_run_data
+    from pytest_crucible.verdict.runs import RunData
+
+    items = [f"q{i}" for i in range(8)]
+    a = RunData(run={"id": "A"}, metrics={"mrr": dict.fromkeys(items, 0.5)}, item_ids=items)
+    b = RunData(run={"id": "B"}, metrics={"mrr": {**dict.fromkeys(items, 0.5), "q3": float("nan")}}, item_ids=items)
+    with pytest.raises(ComparisonRefused) as refused:
+        compare_run_data(a, b)
+    assert str(refused.value).startswith("mrr of item q3 is nan in run B: a comparison needs finite numbers\nHINT: ")
+    b.metrics["mrr"]["q3"] = float("inf")
+    with pytest.raises(ComparisonRefused, match="mrr of item q3 is inf in run B"):
+        compare_run_data(a, b)

@@ -292,3 +292,15 @@ def test_the_exit_code_table_of_ci_md_is_the_codes_the_gate_and_pytest_use() -> 
     assert (EXIT_CODES[PASSED], EXIT_CODES[FAILED], EXIT_CODES[REFUSED]) == (0, 1, 3)
     rows = dict(re.findall(r"^\| (\d) \| (.*) \|$", table, flags=re.M))
     assert "GATE FAILED" in rows["1"] and "GATE REFUSED" in rows["3"] and "crucible_min_pairs" in rows["3"]
+
+
+def test_every_doc_names_the_ruler_not_the_pipeline_as_the_k_of_the_at_k_metrics() -> None:
+    """The K of recall@K and precision@K is ini crucible_k (the ruler's), never the pipeline's retrievalLimit:
+    a page that says otherwise makes a user retrieving 5 read precision@10 as precision@5."""
+    from pytest_crucible.defaults import DEFAULT_K
+
+    wrong = re.compile(r"K (?:for|of) the @K metrics is `?retrievalLimit", re.IGNORECASE)
+    pages = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+    assert [page.name for page in pages if wrong.search(page.read_text(encoding="utf-8"))] == []
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert f"K for the @K metrics is the ruler's, not the pipeline's: ini `crucible_k` (or `--crucible-k`, default {DEFAULT_K})" in readme

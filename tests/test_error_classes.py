@@ -40,6 +40,7 @@ def test_error_classes_in_precedence_order() -> None:
         "retrieval_miss",
         "stale",
         "conflict_mishandled",
+        "wrong_passage",
         "hallucination",
         "citation_error",
         "incomplete",
@@ -97,9 +98,35 @@ def test_hallucination_from_unsupported_claim() -> None:
 
 
 def test_hallucination_from_judge_grade() -> None:
-    verdict = classify(make(crag_grade="incorrect"))
+    # graded incorrect, and no per-chunk verdict says the claims are supported: nothing explains it but the answer
+    verdict = classify(make(crag_grade="incorrect", supporting_chunk_ids=()))
     assert verdict.error_class == "hallucination"
     assert "incorrect" in verdict.evidence
+
+
+def test_a_faithful_wrong_answer_is_a_wrong_passage_never_a_hallucination() -> None:
+    # every claim supported by a retrieved chunk (c2), the required chunk (c1) retrieved too, and the answer wrong
+    verdict = classify(make(crag_grade="incorrect", supporting_chunk_ids=("c2",), cited_chunk_ids=("c2",),
+                            retrieved_chunk_ids=("c1", "c2"), required_chunk_ids=("c1",)))
+    assert verdict.error_class == "wrong_passage"
+    assert verdict.evidence == ("The answer is faithful to the retrieved context but wrong: it rests on c2 [S2], "
+                                "not on the required c1 [S1], which was retrieved.")
+    # resting on the required chunk itself and graded incorrect: the passage and the reference disagree; the grade decides
+    verdict = classify(make(crag_grade="incorrect", supporting_chunk_ids=("c1",), required_chunk_ids=("c1",)))
+    assert verdict.error_class == "hallucination" and "incorrect" in verdict.evidence
+    # no required citation to tell the right passage from another: the grade decides too
+    assert classify(make(crag_grade="incorrect", supporting_chunk_ids=("c2",))).error_class == "hallucination"
+    # the required chunk not retrieved: the evidence never reached the answer
+    assert classify(make(crag_grade="incorrect", missing_required_citations=("c1",))).error_class == "retrieval_miss"
+    # an unsupported claim: a hallucination, whatever supports the others
+    assert classify(make(crag_grade="incorrect", unsupported_claims=("x",))).error_class == "hallucination"
+    # a false premise answered as if it held is the answer's fault, supported or not
+    assert classify(make(crag_grade="incorrect", question_type="false_premise")).error_class == "hallucination"
+
+
+def test_wrong_passage_beats_citation_and_incomplete() -> None:
+    inputs = make(crag_grade="incorrect", cited_chunk_ids=(), unsatisfied_must=("m",), required_chunk_ids=("c9",))
+    assert classify(inputs).error_class == "wrong_passage"
 
 
 def test_false_premise_answered_as_if_it_held() -> None:
@@ -164,6 +191,7 @@ def test_every_class_is_reachable() -> None:
             make(dynamism="slow", stale_cited=("c1",)),
             make(conflicting_docs=("a", "b")),
             make(unsupported_claims=("x",)),
+            make(crag_grade="incorrect", required_chunk_ids=("c9",)),
             make(cited_chunk_ids=()),
             make(unsatisfied_must=("m",)),
         )
@@ -238,7 +266,9 @@ def test_each_class_beats_all_later_ones() -> None:
     state: dict = {}
     for changes in triggers.values():
         state.update(changes)
-    for name in ERROR_CLASSES[:-1]:
+    # wrong_passage needs every claim supported and hallucination's trigger is an unsupported claim: the two never
+    # fire together (test_a_faithful_wrong_answer_is_a_wrong_passage_never_a_hallucination covers it)
+    for name in [c for c in ERROR_CLASSES[:-1] if c != "wrong_passage"]:
         assert classify(make(**state)).error_class == name
         state.update(switched_off[name])
     assert classify(make(**state)).error_class == "correct"

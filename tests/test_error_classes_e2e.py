@@ -86,3 +86,32 @@ def test_incomplete() -> None:
 def test_abstentions(answerable, expected) -> None:
     item = {"id": "a", "answerable": answerable, **({} if not answerable else REFERENCE)}
     assert classify(item, {"answer": "I don't know.", "abstained": True, "retrieved": [SHIPPING]})[0] == expected
+
+
+def test_a_verbatim_sentence_of_the_wrong_retrieved_chunk_is_a_wrong_passage() -> None:
+    # The answer copies another retrieved chunk word for word (faithful: every claim supported); the required chunk
+    # was retrieved too. The fault is which passage was picked, not the generator's grounding.
+    error_class, evidence = classify({"id": "w", **REFERENCE, "citations": [{"docId": "returns", "chunkId": "returns#p1"}]},
+                                     {"answer": "Orders ship within five working days [S2].", "retrieved": [RETURNS, SHIPPING]})
+    assert error_class == "wrong_passage"
+    assert evidence.startswith("The answer is faithful to the retrieved context but wrong: it rests on ship#p1 [S2], "
+                               "not on the required returns#p1 [S1], which was retrieved.")
+    # a claim no chunk supports is still a hallucination
+    assert classify({"id": "h", **REFERENCE, "citations": [{"docId": "returns", "chunkId": "returns#p1"}]},
+                    {"answer": "Bikes can be returned within 90 days, and refunds are paid in gold [S1].",
+                     "retrieved": [RETURNS, SHIPPING]})[0] == "hallucination"
+
+
+def test_a_comparison_with_a_run_classed_by_the_first_class_set_says_so(pytester: pytest.Pytester) -> None:
+    from helpers import COMPONENT_RECORD, RANKED_CONFTEST, db_rows, numbered_items, write_project
+
+    project = write_project(pytester, numbered_items(8), RANKED_CONFTEST, ini=COMPONENT_RECORD)
+    assert project.runpytest().ret == pytest.ExitCode.OK
+    assert db_rows(project, "SELECT error_classes FROM runs") == [(2,)]
+    import sqlite3
+
+    with sqlite3.connect(project.path / ".crucible" / "crucible.db") as conn:  # as a run recorded before schema 16 reads
+        conn.execute("UPDATE runs SET error_classes = NULL")
+    result = project.runpytest("--crucible-baseline=latest")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["WARNING the error classes changed between the runs (class set 1 in *, 2 in *): since set 2 an answer*"])

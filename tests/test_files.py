@@ -1,9 +1,11 @@
-"""The files crucible writes: owner-only whatever the umask, and whole or not at all.
+"""The files crucible writes: the database owner-only whatever the umask, the artifacts readable and never
+writable by others, and every file whole or not at all.
 
-Every file holds the golden set's questions and the pipeline's answers, so the database, the HTML report,
-junit XML and the CLI's exports are 0600 (folders crucible creates for them 0700), even under ``umask 000``;
-``CRUCIBLE_FILE_MODE`` widens them on purpose. A report that cannot be written whole (a full disk) leaves
-the previous one, never half a page.
+The database holds every run, the ledgers and the API keys' hashes: it is 0600 (its folder 0700), even under
+``umask 000``. The artifacts a CI step or a colleague reads (the HTML report, junit XML, the CLI's exports)
+get what the umask leaves of 0666, never writable by the group or others, so an artifact upload running as
+another user can read them. ``CRUCIBLE_FILE_MODE`` sets one mode for all of them on purpose. A report that
+cannot be written whole (a full disk) leaves the previous one, never half a page.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 import pytest
 from helpers import RANKED_CONFTEST, crucible_cli, numbered_items, write_golden
 
-from pytest_crucible.store.files import FileModeError, file_mode, folder_mode, write_output_file
+from pytest_crucible.store.files import FileModeError, artifact_mode, file_mode, folder_mode, write_output_file
 
 
 @pytest.fixture
@@ -42,14 +44,15 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-def test_every_file_a_session_and_the_cli_write_is_owner_only_under_an_open_umask(project, open_umask) -> None:
+def test_the_database_is_owner_only_and_artifacts_are_readable_never_writable_by_others(project, open_umask) -> None:
     result = project.runpytest("--junitxml=ci/junit.xml", "--crucible-html=reports/report.html")
     assert result.ret == pytest.ExitCode.OK, result.outlines
     db = project.path / ".crucible" / "crucible.db"
-    assert {name: oct(mode(project.path / name)) for name in (".crucible", "ci", "reports")} == dict.fromkeys(
-        (".crucible", "ci", "reports"), "0o700")
-    for path in (db, project.path / "ci" / "junit.xml", project.path / "reports" / "report.html"):
-        assert mode(path) == 0o600, path
+    assert {name: oct(mode(project.path / name)) for name in (".crucible", "ci", "reports")} == {
+        ".crucible": "0o700", "ci": "0o755", "reports": "0o755"}
+    assert mode(db) == 0o600
+    for path in (project.path / "ci" / "junit.xml", project.path / "reports" / "report.html"):
+        assert mode(path) == 0o644, path  # umask 000: readable by all, and still writable by the owner only
     assert "<testsuite" in (project.path / "ci" / "junit.xml").read_text()  # junitxml still wrote it
 
     exported = crucible_cli("export", "latest", "--db", db, "-o", project.path / "out" / "export.json")
@@ -58,17 +61,27 @@ def test_every_file_a_session_and_the_cli_write_is_owner_only_under_an_open_umas
     assert trec.ret == 0, trec.errlines
     report = crucible_cli("report", "latest", "--db", db, "-o", project.path / "report.html")
     assert report.ret == 0, report.errlines
-    assert mode(project.path / "out") == 0o700
+    assert mode(project.path / "out") == 0o755
     for name in ("out/export.json", "run.trec", "report.html"):
-        assert mode(project.path / name) == 0o600, name
+        assert mode(project.path / name) == 0o644, name
 
 
-def test_an_older_wider_junit_file_is_narrowed(project, open_umask) -> None:
+def test_artifacts_follow_the_umask(project) -> None:
+    old = os.umask(0o027)
+    try:
+        assert project.runpytest("--junitxml=junit.xml", "--crucible-html=report.html").ret == pytest.ExitCode.OK
+    finally:
+        os.umask(old)
+    assert (mode(project.path / "junit.xml"), mode(project.path / "report.html")) == (0o640, 0o640)
+    assert mode(project.path / ".crucible" / "crucible.db") == 0o600
+
+
+def test_an_older_junit_file_writable_by_others_is_narrowed(project, open_umask) -> None:
     junit = project.path / "junit.xml"
     junit.write_text("<old/>")
     junit.chmod(0o666)
     assert project.runpytest("--junitxml=junit.xml").ret == pytest.ExitCode.OK
-    assert mode(junit) == 0o600 and "<testsuite" in junit.read_text()
+    assert mode(junit) == 0o644 and "<testsuite" in junit.read_text()
 
 
 def test_crucible_file_mode_widens_on_purpose_and_a_bad_one_is_one_usage_error(project, open_umask, monkeypatch) -> None:
@@ -139,7 +152,7 @@ def test_a_report_that_cannot_be_written_whole_leaves_the_previous_one_and_is_a_
 def test_write_output_file_replaces_whole_or_not_at_all(tmp_path: Path) -> None:
     target = tmp_path / "export.json"
     write_output_file(target, "first")
-    assert target.read_text() == "first" and mode(target) == 0o600
+    assert target.read_text() == "first" and mode(target) == artifact_mode()
     limits = resource.getrlimit(resource.RLIMIT_FSIZE)
     handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     resource.setrlimit(resource.RLIMIT_FSIZE, (1000, limits[1]))
@@ -151,5 +164,5 @@ def test_write_output_file_replaces_whole_or_not_at_all(tmp_path: Path) -> None:
         signal.signal(signal.SIGXFSZ, handler)
     assert target.read_text() == "first"
     assert [path.name for path in tmp_path.iterdir()] == ["export.json"]
-    write_output_file(target, b"second", mode=0o644)  # a user's own file keeps the mode it had (golden review)
-    assert target.read_text() == "second" and mode(target) == 0o644
+    write_output_file(target, b"second", mode=0o640)  # a user's own file keeps the mode it had (golden review)
+    assert target.read_text() == "second" and mode(target) == 0o640

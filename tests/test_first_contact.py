@@ -177,3 +177,22 @@ def test_a_golden_file_pattern_with_a_folder_matches_the_path_as_pytest_patterns
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["*2 passed*"])  # golden/ only: other/golden_elsewhere.jsonl is not under golden/
+
+
+def test_a_red_build_with_a_passed_gate_says_what_made_it_red(pytester: pytest.Pytester) -> None:
+    # strict outcome (the default) and answers judged: items whose answer is wrong fail, whatever the gate says
+    items = [{**item, "reference": "Bikes can be returned within 30 days." if n % 2 else "The PB500 battery charges in 4 hours."}
+             for n, item in enumerate(ITEMS)]
+    write_golden(pytester.path / "golden_set.jsonl", items)
+    pytester.makeconftest(RANKED_CONFTEST)
+    pytester.makeini("[pytest]\ncrucible_judge = lexical\n")
+    assert pytester.runpytest("-p", "no:randomly").ret == pytest.ExitCode.TESTS_FAILED
+    for quiet in ([], ["-q"]):
+        result = pytester.runpytest("-p", "no:randomly", "--crucible-baseline=latest", *quiet)
+        assert result.ret == pytest.ExitCode.TESTS_FAILED
+        out = result.stdout.lines
+        crucible_lines = [line for line in out if line.startswith(("crucible run", "build failed", "gate passed"))]
+        assert crucible_lines[-1].startswith("build failed: ") and "failed their checks (strict outcome); the gate passed: " \
+            "--crucible-outcome=record lets the gate decide" in crucible_lines[-1], out[-12:]
+    result = pytester.runpytest("-p", "no:randomly", "--crucible-baseline=latest", "--crucible-outcome=record")
+    assert result.ret == pytest.ExitCode.OK and "build failed" not in result.stdout.str()

@@ -441,3 +441,86 @@ def test_a_semicolon_csv_and_a_long_cell(tmp_path: Path) -> None:
     result, items = imported(tmp_path, source, "csv")
     assert result.ret == 0, result.stderr
     assert items[0]["reference"] == "14 days" and items[0]["metadata"]["referenceContexts"] == [passage.strip()]
+
+
+def test_a_jsonl_line_that_is_not_json_is_one_problem_among_the_others(tmp_path: Path) -> None:
+    source = tmp_path / "testset.jsonl"
+    source.write_text('{"user_input": "fine?"}\n{not json\n{"reference": "no question"}\n')
+    result, _ = imported(tmp_path, source, "ragas")
+    err = "\n".join(result.errlines)
+    assert result.ret == 2 and f"{source}:2: not valid JSON" in err and f"{source}:3: field 'user_input or question'" in err
+
+
+# -- golden check, and a golden file's problems all at once ----------------------------------------------
+BAD_GOLDEN = [
+    '{"id": "a", "question": "fine?", "citations": [{"docId": "returns", "chunkId": "returns#p1"}]}',
+    '{"id": "b", "question": ""}',
+    '{"id": "c", "question": "typo?", "questionType": "multihop"}',
+    'not json at all',
+    '{"id": "a", "question": "again?"}',
+]
+
+
+def test_golden_check_lists_every_problem_and_every_citation_the_corpus_does_not_hold(tmp_path: Path) -> None:
+    golden = tmp_path / "golden_bad.jsonl"
+    golden.write_text("\n".join(BAD_GOLDEN) + "\n")
+    result = crucible_cli("golden", "check", golden)
+    assert result.ret == 1
+    problems = [line for line in result.outlines if line.startswith(str(golden))]
+    assert [line.split(":")[1] for line in problems] == ["2", "3", "4", "5"]
+    assert result.outlines[-1] == "4 problem(s) in 1 golden file(s), 1 valid item(s)"
+    cites = write_golden(tmp_path / "golden_cites.jsonl", [
+        {"id": "d", "question": "q?", "citations": [{"docId": "warranty", "chunkId": "returns#p2"}, {"docId": "nope"},
+                                                    {"docId": "stores", "chunkId": "stores#p9"}, {"docId": "stores"}]}])
+    result = crucible_cli("golden", "check", cites, "--corpus", CORPUS)
+    assert result.ret == 1
+    out = "\n".join(result.outlines)
+    assert f"{cites}:1: field 'citations[0].docId': chunk 'returns#p2' belongs to document 'returns', not 'warranty'" in out
+    assert f"{cites}:1: field 'citations[1].docId': document 'nope' is not in the corpus" in out
+    assert f"{cites}:1: field 'citations[2].chunkId': chunk 'stores#p9' is not in the corpus\nHINT: did you mean 'stores#p2'?" in out
+    assert result.outlines[-1] == f"3 problem(s) in 1 golden file(s), 1 valid item(s), 4 citation(s) checked against {CORPUS}"
+    fine = write_golden(tmp_path / "golden_fine.jsonl", [{"id": "e", "question": "q?", "citations": [{"docId": "stores"}]}])
+    assert crucible_cli("golden", "check", fine, "--corpus", CORPUS).ret == 0
+    assert crucible_cli("golden", "check", tmp_path / "missing.jsonl").ret == 2
+
+
+def test_a_pytest_run_reports_every_problem_of_a_golden_file_at_once(pytester: pytest.Pytester) -> None:
+    from helpers import COMPONENT_RECORD, RANKED_CONFTEST
+
+    (pytester.path / "golden_bad.jsonl").write_text("\n".join(BAD_GOLDEN) + "\n")
+    pytester.makeconftest(RANKED_CONFTEST)
+    pytester.makeini(f"[pytest]\n{COMPONENT_RECORD}\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.INTERRUPTED  # a collection error
+    result.stdout.fnmatch_lines(["*4 problems in golden_bad.jsonl:*", "*golden_bad.jsonl:2: field 'question'*",
+                                 "*golden_bad.jsonl:3: field 'questionType'*", "*golden_bad.jsonl:4: not valid JSON*",
+                                 "*golden_bad.jsonl:5: field 'id': duplicate id 'a'*"])
+
+
+def test_a_run_names_a_cited_chunk_no_ranking_ever_held(pytester: pytest.Pytester) -> None:
+    from helpers import COMPONENT_RECORD, RANKED_CONFTEST, write_project
+
+    items = [{"id": f"q{i}", "question": f"question {i}", "citations": [{"docId": "returns", "chunkId": "returns#p1"}]}
+             for i in range(11)]
+    items.append({"id": "typo", "question": "q?", "citations": [{"docId": "returns", "chunkId": "retruns#p1"}]})
+    project = write_project(pytester, items, RANKED_CONFTEST, ini=COMPONENT_RECORD)
+    result = project.runpytest()
+    assert result.ret == pytest.ExitCode.OK  # a hint, not a failure
+    result.stdout.fnmatch_lines(["NOTE cited but never retrieved by any item: retruns#p1 (typo): check the id*"])
+    # too few items to tell a wrong id from a miss: no hint
+    small = project.runpytest("-k", "q1 or q2 or typo")
+    assert "NOTE cited but never retrieved" not in small.stdout.str()
+
+
+@pytest.mark.parametrize("topics", [
+    '<topics>\n<topic number="7" type="static">\n  <query>frame warranty</query>\n  <question>How long is a frame guaranteed?</question>\n'
+    '  <narrative>Motor warranty alone is not relevant.</narrative>\n</topic>\n</topics>\n',
+    "7\tframe warranty\n",
+])
+def test_trec_topics_in_the_other_layouts(tmp_path: Path, topics: str) -> None:
+    (tmp_path / "topics.txt").write_text(topics)
+    (tmp_path / "qrels.txt").write_text("7 0 doc:d3 1\n")
+    result, items = imported(tmp_path, tmp_path / "topics.txt", "trec", "--qrels", tmp_path / "qrels.txt", "--no-ledger")
+    assert result.ret == 0, result.stderr
+    assert [(item["id"], item["question"]) for item in items] == [("7", "frame warranty")]
+    assert items[0]["citations"] == [{"docId": "d3", "mode": "required"}]

@@ -221,7 +221,7 @@ def test_class_lists_the_items_of_one_error_class(one_run) -> None:
 
 def test_bad_show_flags_are_one_error_with_a_hint(one_run) -> None:
     db, run_id = one_run
-    classes = "retrieval_miss, stale, conflict_mishandled, hallucination, citation_error, incomplete, correct"
+    classes = "retrieval_miss, stale, conflict_mishandled, wrong_passage, hallucination, citation_error, incomplete, correct"
     cases = {
         ("--class", "halucination"): ["crucible: unknown error class 'halucination'",
                                       f"HINT: did you mean hallucination? the error classes are {classes}"],
@@ -245,7 +245,8 @@ def test_compare_item_shows_what_changed_side_by_side(two_runs, tmp_path) -> Non
         "question   How long can bikes be returned?",
         "answer a   Bikes can be returned within 30 days. [S1]",
         "answer b   Opening hours are 9 to 5. [S1]",
-        "outcome    a passed, correct, CRAG perfect  ->  b passed, hallucination, CRAG incorrect",
+        # the answer is faq#p9's sentence, the required returns#p1 was retrieved at rank 3: the wrong passage
+        "outcome    a passed, correct, CRAG perfect  ->  b passed, wrong_passage, CRAG incorrect",
     ]
     metrics = _section(lines, "metrics:")
     assert metrics[1] == "  metric                        a        b    delta"
@@ -268,7 +269,7 @@ def test_compare_item_shows_what_changed_side_by_side(two_runs, tmp_path) -> Non
     assert document["question"] == {"a": "How long can bikes be returned?", "b": "How long can bikes be returned?"}
     assert document["retrieved"]["entered"] == ["shop#p3"] and document["retrieved"]["left"] == ["bikes#p2"]
     assert document["metrics"]["ndcgAt10"] == {"a": 1.0, "b": 0.5, "delta": -0.5}
-    assert document["answer"]["changed"] is True and document["errorClass"] == {"a": "correct", "b": "hallucination"}
+    assert document["answer"]["changed"] is True and document["errorClass"] == {"a": "correct", "b": "wrong_passage"}
     assert document["retrieved"]["b"][2] | {"score": None} == {
         "rank": 3, "chunkId": "returns#p1", "docId": "returns", "score": None, "grade": 3, "gradeSource": "provenance",
         "relevant": True, "enteredTopK": False, "rankInA": 1}

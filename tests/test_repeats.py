@@ -139,8 +139,11 @@ def test_pass_rates_and_variance_components_plan_the_repeats() -> None:
     outcomes = {"a": "PPP", "b": "PPP", "c": "PFF", "d": "FFF"}
     rows = [{"item_id": item, "repeat": r, "outcome": "passed" if o == "P" else "failed", "metrics": {}}
             for item, pattern in outcomes.items() for r, o in enumerate(pattern)]
-    assert pass_rates(rows) == (0.5, 0.75, 4)  # pass^3: a, b; pass@3: a, b, c
-    assert pass_rates([]) is None
+    assert pass_rates(rows) == [(3, 0.5, 0.75, 4)]  # pass^3: a, b; pass@3: a, b, c
+    assert pass_rates([]) == []
+    # an item stopped after 2 of its 3 repeats is not counted in pass^3: it has its own pass^2
+    stopped = rows + [{"item_id": "e", "repeat": r, "outcome": "passed", "metrics": {}} for r in range(2)]
+    assert pass_rates(stopped) == [(3, 0.5, 0.75, 4), (2, 1.0, 1.0, 1)]
 
     # Items far apart with little wiggle: the items' own spread dominates, repeats cannot halve the noise.
     steady = [{"item_id": f"i{i}", "outcome": "passed", "metrics": {"ndcgAt10": i / 10 + (0.01 if r else -0.01)}}

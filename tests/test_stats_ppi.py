@@ -144,6 +144,10 @@ def test_never_wider_than_the_classical_interval():
         n = int(rng.integers(2, 60))
         big_n = int(rng.integers(1, 500))
         y, f, u = simulate(rng, n, big_n, noise=[0.05, 0.5, 1.0][kind], useless=kind == 2)
+        if len(set(y.tolist())) == 1:  # a small sample of one value: refused, never a zero-width interval
+            with pytest.raises(ValueError, match="the labels have no variance"):
+                ppi_mean(y, f, u)
+            continue
         res = ppi_mean(y, f, u)
         assert 0.0 <= res.lam <= 1.0
         assert res.se <= res.classical_se * (1 + 1e-9) + 1e-15
@@ -204,3 +208,16 @@ def test_result_interface():
     assert d["classical_ci"] == list(res.classical_ci) and d["estimate"] == res.estimate
     wider = ppi_mean([1, 0, 1, 1], [0.9, 0.2, 0.7, 1.0], [0.8, 0.1, 0.6], alpha=0.01)
     assert wider.ci_low < res.ci_low and wider.ci_high > res.ci_high
+
+
+def test_the_public_ppi_mean_refuses_labels_with_no_variance_as_the_summary_does() -> None:
+    from pytest_crucible.labels.human import no_variance
+    from pytest_crucible.stats.ppi import ppi_mean, ppi_paired_difference
+
+    with pytest.raises(ValueError) as raised:
+        ppi_mean([1.0, 1.0, 1.0], [1.0, 0.0, 1.0], [0.0, 1.0, 1.0, 0.0])
+    assert str(raised.value) == no_variance([1.0, 1.0, 1.0])
+    assert "the labels have no variance (every one is 1)" in str(raised.value)
+    # paired: the same when every labelled difference is the same
+    with pytest.raises(ValueError, match="no variance"):
+        ppi_paired_difference([0, 1, 0], [1, 2, 1], [0, 1, 1], [1, 1, 1], [0, 1], [1, 1])

@@ -91,7 +91,8 @@ def collection_lines(config: pytest.Config) -> list[SummaryLine]:
         lines = alert(f"WARNING {len(empty)} golden file(s) hold no items, so no test came from them: {shown}",
                       ['HINT: one JSON object per line, e.g. {"id": "q1", "question": "...", "citations": '
                        '[{"docId": "doc-1", "mode": "required"}]} (docs/golden-format.md)'])
-    return lines + near_miss_lines(config)
+    cancel = config.pluginmanager.get_plugin("crucible-sigterm")
+    return lines + near_miss_lines(config) + (cancel.summary_lines() if isinstance(cancel, SigtermAsCancel) else [])
 
 
 def golden_pattern_matches(path: Path, pattern: str) -> bool:
@@ -233,6 +234,102 @@ def restore_collector(config: pytest.Config) -> None:
     if thresholds is not None and gc.get_threshold() == (TEST_LOOP_YOUNG_THRESHOLD, *thresholds[1:]):
         gc.set_threshold(*thresholds)  # unless someone else set other values since
     config.stash[_COLLECTOR_KEY] = (False, None)
+
+
+# -- the run's row, before the first test ------------------------------------------------------------------
+# Options under which pytest collects but calls no test (--co, --setup-only, --setup-plan, --fixtures,
+# --fixtures-per-test): such a session records no run and creates no store.
+NO_PIPELINE_CALLS = ("collectonly", "setuponly", "setupplan", "showfixtures", "show_fixtures_per_test")
+
+
+def calls_pipelines(config: pytest.Config) -> bool:
+    """Whether this session calls tests at all (not --co, --setup-only, --fixtures ...)."""
+    return not any(getattr(config.option, name, False) for name in NO_PIPELINE_CALLS)
+
+
+def reserve_run(session: pytest.Session) -> None:
+    """As the test loop starts: the run's row written (``CrucibleSession.reserve_run``: a SIGKILL before the first
+    write batch still leaves a run; a fixed --crucible-run-id another session holds is refused, exit 4). Not when
+    collection failed or refused the session (nothing runs, and nothing is created), nor when no golden item runs.
+    Under xdist the controller collects nothing: it reserves when a worker has collected (the plugin's
+    pytest_xdist_node_collection_finished)."""
+    crucible = session.config.stash.get(SESSION_KEY, None)
+    if crucible is None or not crucible.recorder.planned or not calls_pipelines(session.config):
+        return
+    if session.testsfailed and not session.config.option.continue_on_collection_errors:
+        return
+    from .store import RunIdTaken
+
+    try:
+        crucible.reserve_run()
+    except RunIdTaken as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+# -- SIGTERM: a cancel, not a crash ---------------------------------------------------------------------
+#: The exit status of a session that SIGTERM stopped (128 + its number, what the shell reports for a process
+#: the signal killed), once what finished is stored and the summary and junit are written.
+SIGTERM_EXIT = 128 + 15
+
+
+class Cancelled(KeyboardInterrupt):
+    """Raised by crucible's SIGTERM handler where Ctrl-C raises KeyboardInterrupt: pytest stops the same way."""
+
+
+class SigtermAsCancel:
+    """Registered at configure: CI sends SIGTERM when a job is cancelled or times out, and by default that kills
+    the process (exit 143, no summary, the finished items of the last write batch lost, the run left
+    ``running``). From session start, in the main thread of the process that records the run (never an xdist
+    worker), and only while SIGTERM has its default action (a plugin or conftest.py that set its own keeps
+    it), SIGTERM raises :class:`Cancelled` instead: the session stops as on Ctrl-C (the finished items
+    written, the run ``interrupted``, the summary and junit written), and exits 143 after that. Another
+    SIGTERM meanwhile is noted only; one once the session is finishing does not interrupt the finish. The
+    default action is put back at unconfigure."""
+
+    def __init__(self) -> None:
+        self.received = self.finishing = False
+        self.installed: object = None
+
+    def _on_sigterm(self, signum: int, frame: object) -> None:
+        first, self.received = not self.received, True
+        if first and not self.finishing:
+            raise Cancelled("SIGTERM: the job was cancelled or timed out; stopping as on Ctrl-C")
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        import signal
+        import threading
+
+        if hasattr(session.config, "workerinput") or threading.current_thread() is not threading.main_thread():
+            return
+        if getattr(signal, "SIGTERM", None) is None or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return  # someone else's handler (or SIGTERM ignored on purpose): theirs stays
+        self.installed = self._on_sigterm
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionfinish(self, session: pytest.Session):
+        self.finishing = True
+        try:
+            return (yield)
+        finally:  # after every other sessionfinish, crucible's exit status included
+            if self.received and self.installed is not None:
+                session.exitstatus = SIGTERM_EXIT
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        import signal
+
+        if self.installed is not None and signal.getsignal(signal.SIGTERM) == self.installed:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        self.installed = None
+
+    def summary_lines(self) -> list[SummaryLine]:
+        if not (self.received and self.installed is not None):
+            return []
+        from .report.lines import alert
+
+        return alert(f"WARNING SIGTERM received (the job was cancelled or timed out): stopped as on Ctrl-C, the finished "
+                     f"items are stored and the run is interrupted; exit status {SIGTERM_EXIT}")
 
 
 # Item ids seen so far in this session -> where ("file:line"): ids are the pairing key of every comparison.
@@ -469,7 +566,8 @@ def check_judge_cost(config: pytest.Config, crucible: CrucibleSession, golden: l
         return
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
-        reporter.write_line(f"crucible: {estimate.describe(crucible.engine.judge.model, crucible.settings.judge_batch)} (before cache hits)")
+        known = " (before cache hits)" if not estimate.cached_requests else ""  # else: both figures, cold and after the cache
+        reporter.write_line(f"crucible: {estimate.describe(crucible.engine.judge.model, crucible.settings.judge_batch)}{known}")
     refusal = cost_refusal(estimate, crucible.settings)
     if refusal:
         raise pytest.UsageError(refusal)

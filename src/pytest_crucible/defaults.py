@@ -90,3 +90,8 @@ class ServerLimits:
     compare_cache_per_key: int = 32
     #: Seconds an idle keep-alive connection stays open between requests.
     keep_alive: float = 5.0
+
+#: The version of the error class set and its rules (metrics/errors.py), recorded by every run (``runs.error_classes``)
+#: so that a comparison says when two runs were classed by different rules. 1: the first set; 2: ``wrong_passage``, an
+#: answer faithful to the retrieved context but wrong, which version 1 classed ``hallucination``.
+ERROR_CLASSES_VERSION = 2

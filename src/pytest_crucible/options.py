@@ -82,7 +82,8 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--crucible-judge", dest="crucible_judge", metavar="JUDGE", default=None,
                     help="Judge of the answer layer: anthropic (Claude), openai (any OpenAI-compatible server: OpenAI, "
                          "Azure, vLLM, Ollama; the openai extra), lexical (the offline heuristic, lexical-v3; lexical-v2 and "
-                         "lexical-v1 are kept so that runs judged by them stay comparable), a judge of your own (the name "
+                         "lexical-v1 are kept so that runs judged by them stay comparable), aligned:FILE (the offline judge aligned to "
+                         "your labels by crucible judge align), a judge of your own (the name "
                          "it was registered under, or package.module:ClassName), or auto (anthropic when ANTHROPIC_API_KEY "
                          "is set, else lexical). Default: ini crucible_judge, else lexical: a key in the environment "
                          "never chooses the judge. See docs/judges.md.")
@@ -110,7 +111,8 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--crucible-run-id", dest="crucible_run_id", metavar="ID", default=None,
                     help="Give this run a fixed id, so CI shards of one suite share it (join them with `crucible merge`).")
     group.addoption("--crucible-max-cost", dest="crucible_max_cost", type=_usd, metavar="USD", default=None,
-                    help="Refuse to start a run whose estimated judge cost exceeds USD.")
+                    help="Refuse to start a run whose estimated judge cost exceeds USD: the cost of the requests the "
+                         "judge cache does not answer (the estimate prints both figures, cold and after the cache).")
     group.addoption("--crucible-kind", dest="crucible_kind", metavar="KIND[,KIND...]", action="append", default=[],
                     help="Run only golden items of these kinds: retrieval, aggregation, adversarial (repeatable; "
                          "default every kind). The others are deselected and never reach the pipeline.")
@@ -141,7 +143,8 @@ def add_options(parser: pytest.Parser) -> None:
                   help=f"Cutoff of the metrics at K (default {DEFAULT_K}); runs measured at different K are not compared.")
     parser.addini("crucible_judge", default="",
                   help="The judge when --crucible-judge names none (default lexical, the offline judge): auto (anthropic when "
-                       "ANTHROPIC_API_KEY is set, else lexical), lexical, anthropic, openai, a registered judge's name or package.module:ClassName.")
+                       "ANTHROPIC_API_KEY is set, else lexical), lexical, anthropic, openai, aligned:FILE (relative to the rootdir: "
+                       "crucible judge align wrote it), a registered judge's name or package.module:ClassName.")
     parser.addini("crucible_judge_model", default="", help="Model of the anthropic or openai judge.")
     parser.addini("crucible_gate", default="",
                   help="The primary metrics the gate fails on, e.g. ndcgAt10, faithfulness (default every compared metric; "
@@ -310,6 +313,8 @@ def find_registered_judges(config: pytest.Config) -> dict[str, Any]:
 def _judge_name(config: pytest.Config, registered: dict[str, Any]) -> str:
     """The judge the option or ini names: a built-in one, a registered one, or package.module:ClassName."""
     name = (config.getoption("crucible_judge") or config.getini("crucible_judge") or DEFAULT_JUDGE).strip()
+    if name == "aligned" or name.startswith("aligned:"):
+        return _aligned_judge(config, name.partition(":")[2])
     if name in JUDGE_CHOICES or name in registered or ":" in name:
         return name
     import difflib
@@ -321,6 +326,23 @@ def _judge_name(config: pytest.Config, registered: dict[str, Any]) -> str:
             "HINT: a judge of your own is named by its import path (mypackage.judges:MyJudge) or registered by the hook "
             "pytest_crucible_register_judges (docs/judges.md)")
     raise pytest.UsageError(f"{where} = {name!r}: expected one of {', '.join(known)}, or package.module:ClassName\n{hint}")
+
+
+def _aligned_judge(config: pytest.Config, path: str) -> str:
+    """``aligned:PATH``, its file checked before any test runs: a path in the ini file is relative to the rootdir,
+    one on the command line to the directory pytest was started in (every xdist worker reads the same file)."""
+    from .judge.select import JudgeSetupError, make_judge
+
+    if path.strip():
+        base = config.invocation_params.dir if config.getoption("crucible_judge") else config.rootpath
+        path = str(base / os.path.expanduser(path.strip()))
+    name = f"aligned:{path}"
+    try:
+        make_judge(name).close()
+    except JudgeSetupError as exc:
+        where = "--crucible-judge" if config.getoption("crucible_judge") else "ini option crucible_judge"
+        raise pytest.UsageError(f"{where}: {exc}") from None
+    return name
 
 
 def _judge_price(config: pytest.Config) -> tuple[float, float] | None:

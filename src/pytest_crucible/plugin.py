@@ -29,9 +29,6 @@ if TYPE_CHECKING:
     from .session import CrucibleSession
 
 REQUEST_KEY = pytest.StashKey[pytest.FixtureRequest]()
-# Options under which pytest collects but calls no test (--co, --setup-only, --setup-plan, --fixtures,
-# --fixtures-per-test): such a session records no run and creates no store.
-NO_PIPELINE_CALLS = ("collectonly", "setuponly", "setupplan", "showfixtures", "show_fixtures_per_test")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -63,6 +60,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     pytest_html.register(config, crucible)
     config.pluginmanager.register(_Recorder(crucible), "crucible-recorder")
+    config.pluginmanager.register(collection.SigtermAsCancel(), "crucible-sigterm")  # SIGTERM stops the run as Ctrl-C does
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -71,7 +69,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if crucible is not None:
         crucible.close()
     for plugin in filter(None, map(config.pluginmanager.get_plugin, ("crucible-recorder", "crucible-marker-route",
-                                                                      "crucible-pytest-html"))):
+                                                                      "crucible-pytest-html", "crucible-sigterm"))):
         config.pluginmanager.unregister(plugin)
 
 
@@ -110,14 +108,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if not crucible.is_worker and crucible.settings.uses_judge and run:
         collection.check_judge_cost(session.config, crucible, [golden for _, golden in run])
     crucible.plan(run, skipped=len(golden) - len(run), selection=collection.selection_of_session(session.config, len(golden)) if golden else None)
-    option = session.config.option
-    if run and not any(getattr(option, name, False) for name in NO_PIPELINE_CALLS):
-        from .store import RunIdTaken
-
-        try:  # a fixed --crucible-run-id is written before any test runs (see CrucibleSession.reserve_run)
-            crucible.reserve_run()
-        except RunIdTaken as exc:
-            raise pytest.UsageError(str(exc)) from None
+    if run and collection.calls_pipelines(session.config):
         collection.settle_collector(session.config)
 
 
@@ -200,6 +191,7 @@ def crucible_pipeline(request: pytest.FixtureRequest):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtestloop(session: pytest.Session):
+    collection.reserve_run(session)  # the run's row, before the first test (after collection succeeded)
     try:
         return (yield)
     except pytest.exit.Exception:

@@ -278,11 +278,12 @@ def render() -> str:
         "| `CRUCIBLE_DB` | the results database when no option names one (the plugin's `--crucible-db`, the `crucible` "
         "command's `--db`): a SQLite file, or a PostgreSQL URL `postgresql://USER:PASSWORD@HOST:PORT/DB` (the `postgres` "
         "extra). Meant for CI secrets: a password never reaches a run, a log, junit or the HTML report (`***`) |",
-        "| `CRUCIBLE_FILE_MODE` | the mode of every file crucible creates, whatever the umask: the database (SQLite "
-        "gives its `-wal` and `-shm` the same), the HTML report, junit XML, the CLI's exports. Default `0600` (owner "
-        "only: they hold the questions and answers); `0640` lets the group read them. A folder crucible creates for "
-        "them gets the matching mode (`0700`, `0750`). Octal, owner read and write, no execute bits; anything else is "
-        "a usage error |",
+        "| `CRUCIBLE_FILE_MODE` | one mode for every file crucible creates, whatever the umask: the database (SQLite "
+        "gives its `-wal` and `-shm` the same), the HTML report, junit XML, the CLI's exports. Unset, the database is "
+        "`0600` (owner only: it holds every run, the ledgers and the keys' hashes) and the artifacts get what the umask "
+        "leaves of `0666`, never writable by the group or others (`0644` under umask 022), so a CI artifact step "
+        "running as another user can read them. A folder crucible creates gets the matching mode (`0700`, `0755`). "
+        "Octal, owner read and write, no execute bits; anything else is a usage error |",
         "| `GITHUB_ACTIONS`, `GITHUB_STEP_SUMMARY` | set by GitHub Actions: the session appends its verdict, as Markdown, to "
         "the step summary file and prints workflow commands (annotations) for regressions, refusals and faults "
         "(`crucible_step_summary = false` turns both off) |",

@@ -10,14 +10,14 @@ xdist, opens the store). The session keeps the order of events, the faults, and 
 
 The sequence, as the plugin drives it:
 
-1. ``plan`` (the items collected) and ``reserve_run`` (a fixed ``--crucible-run-id``, before any test);
+1. ``plan`` (the items collected) and ``reserve_run`` (the run's row, ``running``, before any test);
 2. per item ``evaluate`` then ``record`` (with ``note_stopped`` for an item pytest-timeout stopped);
 3. ``end`` once, at session finish: the run closed with its status, the config keys checked, the gate
    decided, the HTML report written; every step's failure is kept as a fault, never raised;
 4. ``exit_status`` and ``summary_lines`` read what ``end`` decided;
 5. ``close`` last (at unconfigure, also when ``end`` never ran): the pipeline calls, the writing
-   process, the judge and the store released. A run that never reached ``end`` stays ``running`` and is
-   marked ``interrupted`` by the next session that opens the store.
+   process, the judge and the store released. A run that never reached ``end`` (SIGKILL) stays ``running`` and
+   is marked ``interrupted`` by the next session that opens the store.
 """
 
 from __future__ import annotations
@@ -27,8 +27,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .config import ConfigUse, TrackedConfig
+from .defaults import ERROR_CLASSES_VERSION
 from .evaluation.judging import SessionJudging
 from .evaluation.runner import ItemRunner
+from .evaluation.sightings import CitationSightings
 from .settings import Settings
 from .store.recorder import RunRecorder
 from .store.schema import RunStatus
@@ -55,6 +57,7 @@ class CrucibleSession:
     status: str | None = None  # the run's status once ``end`` closed it (a RunStatus value)
     gate: GateResult | None = None
     outcomes: dict[str, int] = field(default_factory=dict)  # every item's outcome, recorded or not
+    sightings: CitationSightings = field(default_factory=CitationSightings)  # cited chunks no ranking ever held
     faults: list[str] = field(default_factory=list)  # each one fails the session and is shown
     usage_errors: list[str] = field(default_factory=list)  # exit 4, shown last (a config key made an error)
     skipped: int = 0  # golden items collected but not run (drafts)
@@ -84,7 +87,7 @@ class CrucibleSession:
         self.recorder.planned = len(selected)
 
     def reserve_run(self) -> None:
-        """Write a fixed ``--crucible-run-id``'s row before any test runs (see ``RunRecorder.reserve``)."""
+        """Write the run's row before any test runs (see ``RunRecorder.reserve``)."""
         if not self.is_worker:
             self.recorder.reserve(self._run_fields())
 
@@ -125,6 +128,7 @@ class CrucibleSession:
         if not rerun:
             outcome = score.get("outcome") or "unknown"
             self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+            self.sightings.add(score)
             # Which embedder measured responseRelevancy (the item's verdict says, whichever process scored it).
             relevancy = (score.get("verdicts") or {}).get("responseRelevancy") or {}
             self.judging.embedder_name = self.judging.embedder_name or relevancy.get("embedder")
@@ -180,7 +184,7 @@ class CrucibleSession:
         return dict(workspace=s.workspace, labels=s.labels, kinds=list(s.kinds) if s.kinds else None,
                     config_hash=s.config_hash, params=s.params, resolved=s.resolved, mode=s.mode,
                     outcome_mode=s.outcome_mode, config_path=s.config_path, git_commit=git_commit(s.rootdir),
-                    pytest_args=list(s.pytest_args), repeats=s.repeat, eval_k=s.k)
+                    pytest_args=list(s.pytest_args), repeats=s.repeat, eval_k=s.k, error_classes=ERROR_CLASSES_VERSION)
 
     def _close_run(self, interrupted: bool, progress: Callable[[str], object] | None) -> None:
         """Write what is pending, judge Message Batches, and close the run with its status."""

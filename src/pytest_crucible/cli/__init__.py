@@ -3,7 +3,7 @@
 This module only assembles the parser and dispatches. Each command group lives in a module of its
 own that owns its parsers and handlers: ``runs`` (runs, show, metrics, trend), ``compare`` (compare,
 report), ``transfer`` (export, import, merge), ``golden`` (golden ..., promote, schema), ``qrels``
-(qrels ..., trec-eval), ``judge`` (judge calibrate, judge labels ...), ``serve`` (serve, keys ...)
+(qrels ..., trec-eval), ``judge`` (judge calibrate, judge align, judge labels ...), ``serve`` (serve, keys ...)
 and ``ablate``. A handler imports what it needs inside its function: ``crucible --help`` loads no
 numpy, no pydantic and no store.
 """

@@ -1,5 +1,5 @@
-"""`crucible golden import / convert / diff`: a team's existing evaluation data brought in, written back out in
-its tool's format, and two versions of a golden set compared. The work is in ``golden_set/imports.py``,
+"""`crucible golden import / convert / check / diff`: a team's existing evaluation data brought in, written back out
+in its tool's format, golden files checked whole (and against a corpus), and two versions of a golden set compared. The work is in ``golden_set/imports.py``,
 ``golden_set/convert.py`` and ``golden_set/diff.py``; the commands read arguments, own the database (the
 qrels ledger a benchmark's judgments are appended to) and print."""
 
@@ -24,6 +24,8 @@ EXAMPLES: dict[str, str] = {
                      "-o golden/golden_sheet.jsonl",
     "golden convert": "crucible golden convert golden/golden.jsonl --to ragas -o testset.jsonl --corpus chunks.jsonl\n"
                       "crucible golden convert golden/golden.jsonl --to beir -o beir-export/ --corpus chunks.jsonl",
+    "golden check": "crucible golden check golden/*.jsonl\n"
+                    "crucible golden check golden/golden_support.jsonl --corpus chunks.jsonl   # every citation against the chunks",
     "golden diff": "crucible golden diff golden/golden.jsonl golden/golden.new.jsonl\n"
                    "crucible golden diff latest golden/golden.jsonl   # what changed since the newest run\n"
                    "crucible golden diff 01J9Z3KQ8W 01JA0B2C3D --json",
@@ -166,6 +168,27 @@ def _cmd_golden_diff(args: argparse.Namespace) -> int:
     return EXIT_OK if diff.equal else 1
 
 
+def _cmd_golden_check(args: argparse.Namespace) -> int:
+    from ..golden_set.check import check_golden_files
+    from ..golden_set.corpus import CorpusError, load_corpus
+
+    missing = [name for name in args.files if not Path(name).is_file()]
+    if missing:
+        return _usage(f"{missing[0]}: no such golden file", "name golden files (.jsonl, .json, .yaml)")
+    try:
+        chunks = load_corpus(args.corpus) if args.corpus else None
+    except CorpusError as exc:
+        print(f"crucible: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    report = check_golden_files(args.files, chunks)
+    for problem in report.problems:
+        print(problem)
+    against = f", {report.citations} citation(s) checked against {args.corpus}" if args.corpus else ""
+    verdict = "no problem" if report.ok else f"{len(report.problems)} problem(s)"
+    print(f"{verdict} in {report.files} golden file(s), {report.items} valid item(s){against}")
+    return EXIT_OK if report.ok else 1
+
+
 def add_golden_io(golden_sub) -> None:
     """`import`, `convert` and `diff` under `crucible golden`."""
     from ..golden_set.convert import TARGETS
@@ -206,6 +229,13 @@ def add_golden_io(golden_sub) -> None:
     convert.add_argument("--split", default="test", metavar="NAME", help="--to beir: the qrels split to write (default test)")
     convert.add_argument("--force", action="store_true", help="replace what the output holds")
     convert.set_defaults(func=_cmd_golden_convert)
+
+    check = golden_sub.add_parser("check", help="validate golden files without running them: every problem at once; "
+                                                  "with --corpus, every citation against the corpus (exit 1 on a problem)")
+    check.add_argument("files", nargs="+", metavar="FILE", help="golden files (.jsonl, .json, .yaml)")
+    check.add_argument("--corpus", default=None, metavar="PATH",
+                       help="a corpus folder or chunks .jsonl: every cited chunk and document must exist, a chunk under its own docId")
+    check.set_defaults(func=_cmd_golden_check)
 
     diff = with_db(golden_sub.add_parser(
         "diff", help="added, removed and changed items of two golden sets (files or runs); exit 0 equal, 1 different"))

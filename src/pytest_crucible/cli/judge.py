@@ -1,5 +1,6 @@
-"""`crucible judge calibrate` and `crucible judge labels import|export`: the judge against people's labels
-(`labels export` writes the promoted corrections, or with --run a stored run's items, as a labels file)."""
+"""`crucible judge calibrate`, `crucible judge align` and `crucible judge labels import|export`: the judge against
+people's labels (`align` fits the offline judge to them; `labels export` writes the promoted corrections, or with
+--run a stored run's items, as a labels file)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,17 @@ import argparse
 import json
 import sys
 
-from .common import EXIT_OK, EXIT_USAGE, add_workspace_flag, open_store, resolve_run, with_db, workspace_of, write_output
+from ..defaults import DEFAULT_SEED
+from .common import EXIT_OK, EXIT_USAGE, add_workspace_flag, at_least, open_store, resolve_run, with_db, workspace_of, write_output
 
 EXAMPLES: dict[str, str] = {
     "judge": "crucible judge labels export -o labels.jsonl\n"
              "crucible judge calibrate labels.jsonl --judge anthropic",
     "judge calibrate": "crucible judge calibrate labels.jsonl                    # the offline judge (lexical-v3)\n"
                        "crucible judge calibrate labels.jsonl --judge anthropic --judge-model claude-haiku-5-5 --json",
+    "judge align": "crucible judge align labels.jsonl --judge lexical -o judges/aligned.json   # CV report, then the file\n"
+                   "pytest --crucible-judge=aligned:judges/aligned.json                 # runs judged by it\n"
+                   "crucible judge calibrate more_labels.jsonl --judge aligned:judges/aligned.json",
     "judge labels": "crucible judge labels export -o labels.jsonl\n"
                     "crucible judge labels import labels.jsonl --by dana",
     "judge labels import": "crucible judge labels import labels.jsonl --by dana   # keyed by itemId (else id) and the answer\n"
@@ -56,6 +61,11 @@ def _cmd_judge_calibrate(args: argparse.Namespace) -> int:
         judge.close()
     figures = calibration_figures(cases, verdicts)
     crag, faithful = figures["crag"], figures["faithful"]
+    fitted_on = getattr(judge, "labels_hash", None)
+    if fitted_on is not None and fitted_on == label_set_hash(cases):
+        print(f"crucible: warning: {engine.model} was aligned on these very labels: its agreement with them is in-sample "
+              "and flatters it; the cross-validated figures `crucible judge align` printed are the honest ones (or calibrate "
+              "on labels it never saw)", file=sys.stderr)
     stored = add_judge_calibration(store, {
         "judge_model": engine.model, "prompt_version": engine.prompt_version, "label_set_hash": label_set_hash(cases),
         "n_crag": crag["n"], "kappa_crag": crag["kappa"], "kappa_crag_binary": crag["kappaBinary"],
@@ -98,6 +108,50 @@ def _cmd_judge_calibrate(args: argparse.Namespace) -> int:
         print(f"  {case_id:<{width}}  {kind:<8}  human {label}, judge {verdict}")
     print(f"remembered as calibration {stored['id']} in {store.path}: the summary of runs judged by "
           f"{engine.model} ({engine.prompt_version}) shows it")
+    return EXIT_OK
+
+
+def _cmd_judge_align(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ..labels.calibration import read_labels_file
+
+    if args.judge not in ("lexical", "lexical-v3"):
+        print(f"crucible: --judge {args.judge}: only the offline judge (lexical, lexical-v3) can be aligned\n"
+              "HINT: crucible judge align LABELS.jsonl --judge lexical -o judges/aligned.json", file=sys.stderr)
+        return EXIT_USAGE
+    if Path(args.output).exists() and not args.force:
+        print(f"crucible: {args.output} exists: judge align never overwrites a file\n"
+              f"HINT: another -o path, or --force to replace it (runs judged by the old file keep its identity)", file=sys.stderr)
+        return EXIT_USAGE
+    cases = read_labels_file(args.labels)  # a bad file is one error naming file:line before any fitting
+    try:
+        from ..labels.alignment import AlignmentRefused, align, report_lines
+
+        document = align(cases, path=args.labels, folds=args.folds, seed=args.seed, only=args.only or ())
+    except ModuleNotFoundError as exc:
+        if exc.name != "sklearn" and not (exc.name or "").startswith("sklearn."):
+            raise
+        print("crucible: judge align fits with scikit-learn, which is not installed (using an aligned judge needs only numpy)\n"
+              "HINT: pip install 'pytest-crucible[align]'", file=sys.stderr)
+        return EXIT_USAGE
+    except AlignmentRefused as exc:
+        print(f"crucible: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    from ..judge.aligned import artifact_text, read_artifact
+    from ..store.files import write_output_file
+
+    write_output_file(args.output, artifact_text(document))
+    written = read_artifact(args.output)  # what every run reads back, checked the same way
+    judge = f"aligned-{written['contentHash'][:12]}"
+    if args.json:
+        print(json.dumps({"judge": judge, "file": args.output, "labels": written["labels"], "fit": written["fit"],
+                          "cv": {name: q["cv"] for name, q in written["quantities"].items()}}, indent=2))
+        return EXIT_OK
+    print("\n".join(report_lines(written, args.labels)))
+    print(f"\nwrote {args.output}: judge {judge} ({', '.join(written['quantities'])} aligned; the others stay "
+          f"{written['baseJudge']['model']}'s)\n"
+          f"use it: pytest --crucible-judge=aligned:{args.output}, or crucible judge calibrate OTHER.jsonl --judge aligned:{args.output}")
     return EXIT_OK
 
 
@@ -214,14 +268,30 @@ def add_judge(sub) -> None:
     calibrate.add_argument("--judge", default="lexical", metavar="JUDGE",
                            help="lexical: the offline judge, lexical-v3 (default); lexical-v2, lexical-v1: the earlier "
                                 "offline judges; anthropic: Claude (needs ANTHROPIC_API_KEY); openai: an OpenAI-compatible "
-                                "model (OPENAI_API_KEY, OPENAI_BASE_URL, --judge-model); package.module:ClassName: a judge "
-                                "of your own")
+                                "model (OPENAI_API_KEY, OPENAI_BASE_URL, --judge-model); aligned:FILE: the offline judge "
+                                "aligned to your labels (crucible judge align); package.module:ClassName: a judge of your own")
     calibrate.add_argument("--judge-model", dest="judge_model", default=None, metavar="M",
                            help="the model with --judge anthropic (default: the plugin's default judge model) or "
                                 "--judge openai (required)")
     calibrate.add_argument("--json", action="store_true",
                            help="print JSON: judge, crag and faithful (n, accuracy, kappa, confusion), cases")
     calibrate.set_defaults(func=_cmd_judge_calibrate)
+    aligner = judge_sub.add_parser(
+        "align", help="fit the offline judge to human labels (per quantity: crag, faithful); print its cross-validated "
+                      "agreement beside the unaligned judge's; write the aligned judge as a JSON file")
+    aligner.add_argument("labels", metavar="LABELS.jsonl", help="the labels file `crucible judge calibrate` reads "
+                                                                 "(docs/judge-calibration.md): at least 30 labels of a quantity")
+    aligner.add_argument("--judge", default="lexical", metavar="JUDGE",
+                         help="the judge to align: lexical (the offline judge, lexical-v3; the default and, for now, the only one)")
+    aligner.add_argument("-o", "--output", required=True, metavar="FILE", help="the aligned judge, a JSON file (e.g. judges/aligned.json)")
+    aligner.add_argument("--force", action="store_true", help="replace -o FILE when it exists")
+    aligner.add_argument("--folds", type=at_least(2), default=5, metavar="K", help="stratified cross-validation folds (default 5)")
+    aligner.add_argument("--seed", type=at_least(0), default=None, metavar="N",
+                         help=f"the seed of the folds and of the bootstrap (default: the plugin's, {DEFAULT_SEED})")
+    aligner.add_argument("--only", action="append", choices=["crag", "faithful"], default=None,
+                         help="align this quantity alone (repeatable; default: every quantity the labels cover)")
+    aligner.add_argument("--json", action="store_true", help="print the judge, the file and the CV figures as JSON")
+    aligner.set_defaults(func=_cmd_judge_align)
     judge_labels = judge_sub.add_parser("labels", help="labels files for `crucible judge calibrate`; the labels ledger PPI++ reads")
     judge_labels_sub = judge_labels.add_subparsers(dest="judge_labels_command", required=True, metavar="ACTION")
     labels_export = with_db(judge_labels_sub.add_parser(

@@ -217,7 +217,7 @@ def add_show(sub) -> None:
                       help="list the items that failed, one line each: an error class other than correct, a failed "
                            "or errored test, or a guardrail miss (an attack let through, a clean question blocked)")
     show.add_argument("--class", dest="error_class", default=None, metavar="CLASS",
-                      help="list the items of one error class (retrieval_miss, stale, conflict_mishandled, "
+                      help="list the items of one error class (retrieval_miss, stale, conflict_mishandled, wrong_passage, "
                            "hallucination, citation_error, incomplete, correct)")
     show.set_defaults(func=_cmd_show)
     add_workspace_flag(show)

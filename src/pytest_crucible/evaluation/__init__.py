@@ -259,37 +259,49 @@ def judge_run_in_batch(store: Store, run_id: str, engine: Any, embedder: Any, se
     return errors
 
 
-def estimate_cost(golden: Sequence[GoldenItem], settings: Settings, judge: Any, rubrics: Sequence[Rubric] = ()) -> CostEstimate:
+def estimate_cost(golden: Sequence[GoldenItem], settings: Settings, judge: Any, rubrics: Sequence[Rubric] = (),
+                  engine: Any = None) -> CostEstimate:
     """What a paid judge will cost on these items (``rubrics``: the rubric metrics it grades), before any is run.
-    Repeats multiply it: each repeat's answer is judged, and each request is judged ``judge_repeat`` times."""
+    Repeats multiply it: each repeat's answer is judged, and each request is judged ``judge_repeat`` times.
+    ``engine``: the session's judge engine, its cache loaded: what the cache answers is taken off the cold
+    figure (``evaluation.cost``; both are kept)."""
     from dataclasses import replace
 
     from .answers import estimate_answer_layer_cost
 
-    estimate = estimate_answer_layer_cost(golden, k=settings.retrieval_limit, token_budget=int(settings.resolved["retrieval"]["tokenBudget"]),
-                                          price=lambda tokens_in, tokens_out: judge.cost(
-                                              tokens_in, tokens_out, batch=settings.judge_batch, requests=None),
-                                          answers=settings.judges_answers,
-                                          label_pool=settings.label_pool, rubrics=rubrics)
-    times = settings.repeat * settings.judge_repeat
-    if times == 1:
-        return estimate
-    return replace(estimate, requests=estimate.requests * times, input_tokens=estimate.input_tokens * times,
-                   output_tokens=estimate.output_tokens * times,
-                   cost_usd=None if estimate.cost_usd is None else estimate.cost_usd * times)
+    def cold(items: Sequence[GoldenItem]) -> CostEstimate:
+        estimate = estimate_answer_layer_cost(items, k=settings.retrieval_limit, token_budget=int(settings.resolved["retrieval"]["tokenBudget"]),
+                                              price=lambda tokens_in, tokens_out: judge.cost(
+                                                  tokens_in, tokens_out, batch=settings.judge_batch, requests=None),
+                                              answers=settings.judges_answers,
+                                              label_pool=settings.label_pool, rubrics=rubrics)
+        times = settings.repeat * settings.judge_repeat
+        if times == 1:
+            return estimate
+        return replace(estimate, requests=estimate.requests * times, input_tokens=estimate.input_tokens * times,
+                       output_tokens=estimate.output_tokens * times,
+                       cost_usd=None if estimate.cost_usd is None else estimate.cost_usd * times)
+
+    if engine is None:
+        return cold(golden)
+    from .cost import after_cache
+
+    return after_cache(cold(golden), golden, settings, engine, cold, rubrics)
 
 
 def cost_refusal(estimate: CostEstimate, settings: Settings) -> str | None:
-    """Why the run must not start (--crucible-max-cost), or None."""
-    if settings.max_cost is None or (estimate.cost_usd is not None and estimate.cost_usd <= settings.max_cost):
+    """Why the run must not start (--crucible-max-cost): what it will spend, the requests not in the judge cache; or None."""
+    spend = estimate.to_spend
+    if settings.max_cost is None or (spend is not None and spend <= settings.max_cost):
         return None
     from .answers import PRICE_HINT
 
-    if estimate.cost_usd is None:
+    if spend is None:
         return (f"--crucible-max-cost={settings.max_cost}: the judge model has no price, so the run's cost is unknown; "
                 f"the run was not started\nHINT: {PRICE_HINT} (USD per million input and output tokens, e.g. 0.40,1.60; "
                 "0 for a self-hosted model)")
-    return (f"--crucible-max-cost={settings.max_cost}: the estimated judge cost ${estimate.cost_usd:.2f} exceeds it; the run "
+    cached = f" (${estimate.cost_usd:.2f} cold, {estimate.cached_requests:,} requests cached)" if estimate.cached_requests else ""
+    return (f"--crucible-max-cost={settings.max_cost}: the estimated judge cost ${spend:.2f}{cached} exceeds it; the run "
             "was not started\nHINT: select fewer items (-k, a marker filter), use --crucible-judge-batch (50% off), "
             "--crucible-mode=component (no judge), or raise the limit")
 

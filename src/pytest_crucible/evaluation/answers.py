@@ -324,13 +324,25 @@ DEFAULT_ANSWER_TOKENS = 80
 
 @dataclass(frozen=True)
 class CostEstimate:
+    """``requests`` and the tokens and ``cost_usd`` of a cold run (nothing cached); ``cached_requests``: the
+    requests the judge cache answers, ``uncached_cost_usd`` what the others cost (``evaluation.cost``)."""
+
     requests: int
     input_tokens: int
     output_tokens: int
     cost_usd: float | None
+    cached_requests: int = 0
+    uncached_cost_usd: float | None = None
+
+    @property
+    def to_spend(self) -> float | None:
+        """What the run is expected to spend: the requests not in the cache (what --crucible-max-cost compares)."""
+        return self.uncached_cost_usd if self.cached_requests else self.cost_usd
 
     def describe(self, model: str, batch: bool) -> str:
         cost = f"price unknown ({PRICE_HINT})" if self.cost_usd is None else f"${self.cost_usd:.2f}"
+        if self.cached_requests and self.cost_usd is not None and self.uncached_cost_usd is not None:
+            cost = f"${self.cost_usd:.2f} cold, ${self.uncached_cost_usd:.2f} after {self.cached_requests:,} cached"
         return (f"judge cost estimate: {self.requests} requests, ~{self.input_tokens:,} input + ~{self.output_tokens:,} output tokens, "
                 f"{cost} with {model}" + (" (Message Batches, 50% off)" if batch else ""))
 

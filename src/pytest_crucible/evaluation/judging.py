@@ -92,7 +92,7 @@ class SessionJudging:
             return None
         from . import estimate_cost
 
-        self.cost_estimate = estimate_cost(golden, self.settings, judge, self.graded_rubrics)
+        self.cost_estimate = estimate_cost(golden, self.settings, judge, self.graded_rubrics, engine=self.engine)
         return self.cost_estimate
 
     @property
@@ -210,11 +210,20 @@ class SessionJudging:
         return dict(judge_model=judge.model if judge else None,
                     judge_prompt_version=judge.prompt_version if judge else None,
                     judge_label=judge.label if judge else None,
-                    cost_estimate_usd=estimate.cost_usd if estimate else None,
+                    cost_estimate_usd=estimate.to_spend if estimate else None,  # the requests not in the cache
                     custom_metrics=definitions(self.settings.custom_metrics, rubrics, judge_model=grader.model if grader else None,
                                                rubric_prompt_version=grader.prompt_version_for("rubric") if grader else None))
 
     # -- what it could not judge -----------------------------------------------------------------------
+    def alerts(self) -> list[str]:
+        """Warnings said at the end: requests a model judge never sent, its host unreachable (every process's)."""
+        not_sent = int(self.totals().get("notSent", 0))
+        if not not_sent:
+            return []
+        judge = self.engine.judge
+        return [f"WARNING judge unreachable at {judge.endpoint or judge.model}: {not_sent} requests not sent (the judge's "
+                "circuit opened after connection failures in a row; their items' judged metrics are errored, the run is incomplete)"]
+
     def notes(self) -> list[str]:
         """Said once at the end: rubrics not graded, thresholds that could not fail an item, an unused key."""
         return self._rubric_note() + self._threshold_note() + self._key_note()

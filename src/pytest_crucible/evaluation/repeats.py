@@ -112,18 +112,20 @@ def wiggle(rows: Iterable[dict[str, Any]]) -> tuple[list[tuple[str, int, int]], 
     return flaky, {name: (sum(sds) / len(sds), len(sds)) for name, sds in spreads.items()}
 
 
-def pass_rates(rows: Iterable[dict[str, Any]]) -> tuple[float, float, int] | None:
-    """(pass^k, pass@k, items) under the strict outcomes of stored repeats: the share of items whose every
-    repeat passed (how reliably the pipeline gets an item right, as tau-bench reads it) and the share with
-    at least one passing repeat (what it can do at all). None without repeats."""
+def pass_rates(rows: Iterable[dict[str, Any]]) -> list[tuple[int, float, float, int]]:
+    """(k, pass^k, pass@k, items) under the strict outcomes of stored repeats, one entry per number of repeats
+    an item has: the share of items whose every repeat passed (how reliably the pipeline gets an item right, as
+    tau-bench reads it) and the share with at least one passing repeat (what it can do at all). pass^3 and
+    pass^2 are different measures, so items with different numbers of stored repeats (a run stopped between
+    an item's repeats) are never mixed: each count is its own entry, most repeats first. Empty without repeats."""
     by_item: dict[str, list[bool]] = {}
     for row in rows:
         by_item.setdefault(row["item_id"], []).append(row["outcome"] == "passed")
-    if not by_item:
-        return None
-    every = sum(all(passed) for passed in by_item.values())
-    some = sum(any(passed) for passed in by_item.values())
-    return every / len(by_item), some / len(by_item), len(by_item)
+    by_count: dict[int, list[list[bool]]] = {}
+    for passed in by_item.values():
+        by_count.setdefault(len(passed), []).append(passed)
+    return [(k, sum(all(p) for p in items) / len(items), sum(any(p) for p in items) / len(items), len(items))
+            for k, items in sorted(by_count.items(), reverse=True)]
 
 
 def variance_components(rows: Iterable[dict[str, Any]], repeats: int) -> dict[str, tuple[float, float, int | None]]:

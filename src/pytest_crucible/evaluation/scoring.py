@@ -273,6 +273,10 @@ def classify_score(score: dict[str, Any], *, mode: str, today: str | None = None
     answer = (score.get("answer") or "").lower()
     stale = tuple(c for c in relied if c in by_id and _stale_chunk(by_id[c], today))
     grade = score.get("crag_grade")
+    # The retrieved chunks that are the item's required evidence: a chunk cited by id, or any chunk of a cited document.
+    required = [(c.get("chunkId"), c.get("docId")) for c in item.get("citations") or [] if c.get("mode", "required") == "required"]
+    required_retrieved = tuple(chunk_id for chunk_id, chunk in by_id.items()
+                               if any(chunk_id == want if want else doc == chunk.get("doc_id") for want, doc in required))
     inputs = ClassificationInputs(
         answerable=bool(item.get("answerable", True)),
         question_type=item.get("questionType") or "simple",
@@ -297,6 +301,7 @@ def classify_score(score: dict[str, Any], *, mode: str, today: str | None = None
         judge_contradicts=tuple((_correctness_verdict(score).get("contradicts") or {}).values()),
         correctness_targets=_correctness_targets(item) if grade in ("incorrect", "acceptable") else (),
         context_has_text=not chunks_without_text(retrieved),
+        required_chunk_ids=required_retrieved,
     )
     verdict = classify(inputs)
     return verdict.error_class, verdict.text

@@ -277,7 +277,9 @@ def _not_utf8(path: str, line: int, exc: UnicodeDecodeError, offset: int = 0) ->
 
 
 # Each reader yields (line, record, vetted): vetted when the record's JSON text shows that
-# value_problem would find nothing in it (see _surely_usable), so the loader skips that walk.
+# value_problem would find nothing in it (see _surely_usable), so the loader skips that walk. A .jsonl line
+# that is not JSON is yielded as its GoldenFileError (the lines after it are records of their own); a
+# problem that leaves the rest of the file unreadable (a .json array broken halfway) is raised.
 _Records = Iterable[tuple[int, Any, bool]]
 
 # The text was decoded from UTF-8, which holds no surrogate: a lone one can only come from an escape,
@@ -303,20 +305,19 @@ def _records_jsonl(path: str, data: bytes) -> _Records:
         try:
             raw = raw_bytes.decode("utf-8-sig" if number == 1 else "utf-8")
         except UnicodeDecodeError as exc:
-            raise _not_utf8(path, number, exc, offset) from None
+            offset += len(raw_bytes) + 1
+            yield number, _not_utf8(path, number, exc, offset - len(raw_bytes) - 1), False
+            continue
         offset += len(raw_bytes) + 1
         if not raw.strip():
             continue
         try:
             record = json.loads(raw)
         except (ValueError, RecursionError) as exc:
-            raise GoldenFileError(
-                path,
-                number,
-                None,
-                f"not valid JSON: {json_problem(exc)}",
-                "a .jsonl golden file holds exactly one JSON object per line.",
-            ) from None
+            # one line's problem: the next line is a record of its own, so the reading goes on
+            yield number, GoldenFileError(path, number, None, f"not valid JSON: {json_problem(exc)}",
+                                          "a .jsonl golden file holds exactly one JSON object per line."), False
+            continue
         yield number, record, _surely_usable(raw)
 
 
@@ -412,43 +413,86 @@ def _records(path: Path, shown: str) -> _Records:
 
 def read_records(path: Path, shown: str) -> _Records:
     """``(line, record, vetted)`` of a .jsonl, .json (an array) or YAML (a list) file, each record as parsed
-    (not yet an item): what the golden loader and the importers of other tools' files read."""
+    (not yet an item): what the golden loader and the importers of other tools' files read. A record may be
+    the :class:`GoldenFileError` of its line (see ``_Records``)."""
     return _records(path, shown)
+
+
+#: At most this many problems of one golden file are listed; the others are counted.
+MAX_PROBLEMS = 20
+
+
+class GoldenFileErrors(GoldenFileError):
+    """Every problem of one golden file (at least one); the attributes are the first's, ``str()`` lists up to
+    :data:`MAX_PROBLEMS` of them and counts the rest, so a file with five mistakes is fixed in one round."""
+
+    def __init__(self, problems: Sequence[GoldenFileError]):
+        first = problems[0]
+        super().__init__(first.path, first.line, first.field, first.problem, first.hint)
+        self.problems = list(problems)
+        if len(problems) > 1:
+            shown = "\n".join(str(problem) for problem in problems[:MAX_PROBLEMS])
+            more = f"\n... and {len(problems) - MAX_PROBLEMS} more" if len(problems) > MAX_PROBLEMS else ""
+            self.args = (f"{len(problems)} problems in {first.path}:\n{shown}{more}",)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def _item_or_problem(shown: str, line: int, record: Any, vetted: bool, first_line: dict[str, int]) -> GoldenItem | GoldenFileError:
+    """One record of a golden file as an item, or the problem that stops it being one."""
+    if isinstance(record, GoldenFileError):
+        return record
+    if not isinstance(record, dict):
+        return GoldenFileError(shown, line, None, f"expected a JSON object for an item, got {type(record).__name__}", "each item is an object like {\"id\": \"q-001\", \"question\": \"...\"}")
+    unusable = None if vetted else value_problem(record)
+    if unusable is not None:
+        loc, problem = unusable
+        return GoldenFileError(shown, line, field_path(loc) or None, problem,
+                               "golden items hold text, numbers, lists and objects (metadata a few levels deep)")
+    try:
+        item = GoldenItem.model_validate(record)
+    except ValidationError as exc:
+        return _validation_error(shown, line, exc)
+    if item.id in first_line:
+        return GoldenFileError(
+            shown,
+            line,
+            "id",
+            f"duplicate id '{_printable(item.id)}' (first used on line {first_line[item.id]}, again on line {line})",
+            "ids must be unique within a golden set: they are the test ids and the keys that pair runs.",
+        )
+    first_line[item.id] = line
+    item._private().update(_source=shown, _line=line)
+    return item
+
+
+def golden_file_problems(path: str | Path, display_path: str | None = None) -> tuple[list[GoldenItem], list[GoldenFileError]]:
+    """(the valid items, every problem) of one golden file, read whole: each record's problem, in file order,
+    and a problem that makes the rest unreadable last. ``crucible golden check`` and the loader read it."""
+    path = Path(path)
+    shown = display_path or str(path)
+    items: list[GoldenItem] = []
+    problems: list[GoldenFileError] = []
+    first_line: dict[str, int] = {}
+    try:
+        for line, record, vetted in _records(path, shown):
+            entry = _item_or_problem(shown, line, record, vetted, first_line)
+            (problems if isinstance(entry, GoldenFileError) else items).append(entry)  # type: ignore[arg-type]
+    except GoldenFileError as exc:  # the file cannot be read further
+        problems.append(exc)
+    return items, problems
 
 
 def load_golden_file(path: str | Path, display_path: str | None = None) -> list[GoldenItem]:
     """Load and validate every item of one golden file, in file order.
 
     ``display_path`` is the name used in error messages (e.g. relative to the rootdir).
-    Raises :class:`GoldenFileError` on the first problem.
+    Raises :class:`GoldenFileErrors` naming every problem of the file (file:line, field, HINT), not the first only.
     """
-    path = Path(path)
-    shown = display_path or str(path)
-    items: list[GoldenItem] = []
-    first_line: dict[str, int] = {}
-    for line, record, vetted in _records(path, shown):
-        if not isinstance(record, dict):
-            raise GoldenFileError(shown, line, None, f"expected a JSON object for an item, got {type(record).__name__}", "each item is an object like {\"id\": \"q-001\", \"question\": \"...\"}")
-        unusable = None if vetted else value_problem(record)
-        if unusable is not None:
-            loc, problem = unusable
-            raise GoldenFileError(shown, line, field_path(loc) or None, problem,
-                                  "golden items hold text, numbers, lists and objects (metadata a few levels deep)")
-        try:
-            item = GoldenItem.model_validate(record)
-        except ValidationError as exc:
-            raise _validation_error(shown, line, exc) from None
-        if item.id in first_line:
-            raise GoldenFileError(
-                shown,
-                line,
-                "id",
-                f"duplicate id '{_printable(item.id)}' (first used on line {first_line[item.id]}, again on line {line})",
-                "ids must be unique within a golden set: they are the test ids and the keys that pair runs.",
-            )
-        first_line[item.id] = line
-        item._private().update(_source=shown, _line=line)
-        items.append(item)
+    items, problems = golden_file_problems(path, display_path)
+    if problems:
+        raise GoldenFileErrors(problems)
     return items
 
 

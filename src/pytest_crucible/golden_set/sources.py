@@ -262,6 +262,9 @@ def read_tabular(path: Path, shown: str, fmt: str, mapping: Mapping[str, str], s
     """The records of a ragas, deepeval, langsmith, csv or jsonl file."""
     aliases = _ALIASES.get(fmt, _ALIASES["table"])
     for line, record in _tables(path, shown):
+        if isinstance(record, GoldenFileError):  # a line that is not JSON
+            yield record
+            continue
         if not isinstance(record, dict):
             yield _not_an_object(shown, line, record, "a record")
             continue
@@ -405,6 +408,9 @@ def _promptfoo_config(path: Path, shown: str) -> tuple[Any, list[int]]:
 
 def read_promptfoo(path: Path, shown: str, mapping: Mapping[str, str]) -> Read:
     for line, test, default in _promptfoo_tests(path, shown):
+        if isinstance(test, GoldenFileError):
+            yield test
+            continue
         if not isinstance(test, dict):
             yield _not_an_object(shown, line, test, "a test")
             continue

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .circuit import JudgeUnreachable
 from .model_judge import InvalidVerdict, ModelJudge, Refused, batch_parts, parse_verdict, verdict_schema
 from .prices import DEFAULT_JUDGE_MODEL
 from .prompts import PROMPT_VERSION, render_prompt
@@ -87,7 +88,9 @@ class AnthropicJudge(ModelJudge):
         self.effort = effort
         self._owns_client = client is None
         if client is None:
-            client = anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout)
+            # The SDK's own HTTP client, its attempts watched by the circuit breaker (model_judge._http_client).
+            client = anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=max_retries,
+                                         **self._http_client(timeout))
         self._client = client
         self.max_retries = int(getattr(client, "max_retries", max_retries))
         self._setup(model, prompt_version=prompt_version, max_concurrency=max_concurrency,
@@ -146,7 +149,7 @@ class AnthropicJudge(ModelJudge):
         ids = {f"{request.kind}-{index:06d}": index for index, request in enumerate(requests)}
         try:
             batch = batches.create(requests=[{"custom_id": cid, "params": params[i]} for cid, i in ids.items()])
-        except (sdk.APIStatusError, sdk.APIConnectionError) as err:
+        except (sdk.APIStatusError, sdk.APIConnectionError, JudgeUnreachable) as err:
             return [self._api_failure(r.kind, err, "creating the Message Batch") for r in requests]
         deadline = time.monotonic() + self.max_batch_wait
         try:

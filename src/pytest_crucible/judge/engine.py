@@ -21,7 +21,7 @@ from typing import Any
 from .types import VERDICT_TYPES, JudgeFailure, JudgeRequest, Usage, Verdict
 
 #: Counters a judge may report (:meth:`Judge.counters`), kept in the run's judge statistics when non-zero.
-JUDGE_COUNTERS = ("jsonMode", "directInsteadOfBatch")
+JUDGE_COUNTERS = ("jsonMode", "directInsteadOfBatch", "notSent")
 
 
 class Judge(ABC):
@@ -65,6 +65,8 @@ class Judge(ABC):
     batch_name: str = "batch"
     #: Set by the session to watch batches: called as ``on_progress(batch_id, done, total)`` while one is polled.
     on_progress: Callable[[str, int, int], None] | None = None
+    #: Where a model judge sends its requests (``host[:port]``), named when it could not reach it (``notSent``).
+    endpoint: str | None = None
 
     @abstractmethod
     def judge(self, requests: Sequence[JudgeRequest], *, now: bool = False) -> list[Verdict | JudgeFailure]:
@@ -83,7 +85,8 @@ class Judge(ABC):
 
     def counters(self) -> dict[str, int]:
         """How some requests were judged, when it matters to a reader (e.g. ``jsonMode``: requests answered
-        in JSON mode because the server takes no schema); added to the run's judge statistics."""
+        in JSON mode because the server takes no schema; ``notSent``: refused, the host unreachable); added to
+        the run's judge statistics."""
         return {}
 
     def close(self) -> None:  # noqa: B027 - optional hook

@@ -120,14 +120,27 @@ __all__ = [
     "ACCEPTABLE_COVERAGE",
     "ANTONYMS",
     "NEAR_COPY",
+    "NO_ANSWER",
     "PERFECT_COVERAGE",
+    "REFERENCE_NO",
+    "REFERENCE_YES",
     "RESTATED",
     "SUPPORT_THRESHOLD",
     "VALUE_WEIGHT",
+    "YES_ANSWER",
     "LexicalJudgeV2",
+    "contradiction_v2",
+    "coverage_v2",
+    "has_value",
+    "is_hedge_v2",
+    "polarity",
+    "rejects_premise_v2",
     "shape_v2",
     "support_v2",
+    "targets_v2",
     "tokens_v2",
+    "values_in",
+    "windows_v2",
 ]
 
 SUPPORT_THRESHOLD = 0.7  # share of a claim's words in one window
@@ -555,3 +568,12 @@ class LexicalJudgeV2(LexicalJudge):
             if shape_v2(sentence).negated and support_v2(sentence, windows).supported:
                 return f"supports the reference's correction {sentence!r}"
         return ""
+
+
+# -- public names of v2's reading, for what is built on it (judge/lexical_features.py: the numbers an aligned
+# judge learns from). Frozen like everything above: an edit changes v2's and v3's verdicts.
+YES_ANSWER, NO_ANSWER, REFERENCE_YES, REFERENCE_NO = _YES, _NO, _REFERENCE_YES, _REFERENCE_NO
+has_value, is_hedge_v2, polarity, targets_v2, values_in, windows_v2 = _has_value, _is_hedge, _polarity, _targets, _values_in, _windows_v2
+coverage_v2 = LexicalJudgeV2._coverage
+contradiction_v2 = LexicalJudgeV2._contradiction
+rejects_premise_v2 = LexicalJudgeV2._rejects_premise_v2

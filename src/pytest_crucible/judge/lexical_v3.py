@@ -42,7 +42,7 @@ from .lexical_v2 import (
 )
 from .types import CorrectnessRequest, CorrectnessVerdict, EntailmentRequest, EntailmentVerdict, JudgeFailure
 
-__all__ = ["LexicalJudgeV3", "with_lexical_negation"]
+__all__ = ["LexicalJudgeV3", "support_v3", "tokens_v3", "with_lexical_negation"]
 
 # Words that say "there is none of X" without a negation word. An explicit "not" is read after each.
 _LEXICAL_NEGATION = re.compile(
@@ -170,3 +170,7 @@ class LexicalJudgeV3(LexicalJudgeV2):
                 if shown != original:
                     verdict.reason = verdict.reason.replace(shown, original)
         return verdict
+
+
+# Public names of v3's reading, for what is built on it (judge/lexical_features.py); frozen like the rest.
+support_v3, tokens_v3 = _support_v3, _tokens_v3

@@ -8,7 +8,9 @@
   ``max_concurrency`` workers, with a semaphore that keeps the bound across concurrent calls too; the
   SDK retries 408/409/429/5xx and connection errors itself (both SDKs honour ``retry-after``); a reply
   that is not valid JSON, or violates the schema, is asked again once; when the SDK gives up, the
-  failure names the HTTP status and the request kind. Usage and cost are added up under a lock.
+  failure names the HTTP status and the request kind. Usage and cost are added up under a lock. A host
+  that cannot be reached opens the judge's circuit breaker (:mod:`.circuit`): the rest of the requests
+  fail at once with the same reason, counted as not sent (``notSent``).
 * **Secrets stay out.** API keys never appear in a failure message: they are redacted, even when an
   error body echoes one.
 
@@ -30,6 +32,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .circuit import Circuit, JudgeUnreachable
 from .engine import Judge
 from .prices import cost_usd, estimate_tokens, price_for
 from .prompts import PROMPT_VERSION, render_prompt
@@ -314,7 +317,8 @@ class ModelJudge(Judge):
     """A judge that asks a model through an API: the parts every provider shares (see the module doc).
 
     Subclasses set ``self._sdk`` (the SDK module: its ``APIStatusError``, ``APIConnectionError`` and
-    ``APITimeoutError``), ``self._client``, ``self.max_retries`` and call :meth:`_setup`.
+    ``APITimeoutError``), ``self._client`` (built with :meth:`_http_client` when they build it),
+    ``self.max_retries`` and call :meth:`_setup`.
     """
 
     paid = True
@@ -324,6 +328,7 @@ class ModelJudge(Judge):
     _sdk: Any
     _client: Any
     max_retries: int
+    _circuit: Circuit
     #: USD per million input and output tokens that replace the price table (ini crucible_judge_price_per_mtok):
     #: a self-hosted model, or a contract price. Cached input is billed at the input rate, and no batch discount.
     price_override: tuple[float, float] | None = None
@@ -331,6 +336,9 @@ class ModelJudge(Judge):
     def _setup(self, model: str, *, prompt_version: str, max_concurrency: int, secrets: Sequence[Any]) -> None:
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
+        # The circuit: built with the client (``_http_client``), or here for a client passed ready (then each
+        # request's outcome feeds it); named by the host the client sends to.
+        self.endpoint = self._breaker().host = _host_of(getattr(self._client, "base_url", None))
         self.model = model
         self.prompt_version = prompt_version
         self.max_concurrency = max_concurrency
@@ -357,6 +365,32 @@ class ModelJudge(Judge):
     def usage(self) -> Usage:
         with self._lock:
             return self._usage.model_copy()
+
+    def counters(self) -> dict[str, int]:
+        """``notSent``: requests refused before any attempt went out, the host being unreachable (the circuit)."""
+        return {"notSent": self._circuit.not_sent} if self._circuit.not_sent else {}
+
+    # -- the circuit breaker ----------------------------------------------------------------------
+    def _breaker(self) -> Circuit:
+        """This judge's circuit (:mod:`.circuit`)."""
+        if getattr(self, "_circuit", None) is None:
+            self._circuit = Circuit("the API")
+        return self._circuit
+
+    def _http_client(self, timeout: float) -> dict[str, Any]:
+        """The client options a subclass that builds its SDK client passes: the SDK's own HTTP client, every attempt
+        watched by the circuit (refused at once, without a retry, while it is open), and a connect timeout of at
+        most CONNECT_TIMEOUT seconds (``timeout`` is the read timeout, the longest a reply may take)."""
+        import httpx2
+
+        from .circuit import CONNECT_TIMEOUT, guarded_http_client
+
+        sdk = self._sdk
+        base_error = getattr(sdk, "AnthropicError", None) or sdk.OpenAIError
+        refused = type("JudgeUnreachable", (JudgeUnreachable, base_error), {})
+        circuit = self._breaker()
+        return {"timeout": httpx2.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT)),
+                "http_client": guarded_http_client(sdk.DefaultHttpxClient, circuit, refused)}
 
     def close(self) -> None:
         if getattr(self, "_owns_client", False):
@@ -429,16 +463,31 @@ class ModelJudge(Judge):
             return self._failure(request.kind, f"{request.kind} request failed: {type(err).__name__}: {err}")
 
     def _judge_one(self, request: JudgeRequest, attempts: int, problem: str) -> Verdict | JudgeFailure:
-        sdk, kind = self._sdk, request.kind
+        sdk, kind, circuit = self._sdk, request.kind, self._circuit
+        circuit.begin()
+        refusal = circuit.refusal()
+        if refusal is not None:
+            return self._failure(kind, f"{kind} request not sent: {refusal}")
         params = self._params(request)
         for _ in range(attempts):
             try:
                 with self._slots:
+                    if not circuit.guarded:  # a client passed ready: the request is the one attempt the circuit sees
+                        if (refusal := circuit.refusal()) is not None:
+                            raise JudgeUnreachable(refusal)
+                        circuit.attempt()
                     reply = self._send(params)
+                circuit.answered()
+            except JudgeUnreachable as err:
+                return self._failure(kind, f"{kind} request failed: {err}")
             except sdk.APIStatusError as err:
+                circuit.answered()
                 return self._status_failure(kind, err)
             except sdk.APIConnectionError as err:
-                what = "timed out" if isinstance(err, sdk.APITimeoutError) else "could not connect"
+                timed_out = isinstance(err, sdk.APITimeoutError)
+                if not circuit.guarded:  # its attempts were not watched: the request's outcome counts once
+                    circuit.failed("no answer within the timeout" if timed_out else f"could not connect: {err}")
+                what = "timed out" if timed_out else "could not connect"
                 return self._failure(kind, f"{kind} request failed: {what} ({err}) after {self.max_retries} retries")
             except json.JSONDecodeError as err:  # the HTTP body itself was not JSON
                 problem = f"the API response body is not JSON ({err})"
@@ -476,6 +525,8 @@ class ModelJudge(Judge):
             return JudgeFailure(kind=kind, message=f"{failure.message} (while {where})")
         if isinstance(err, self._sdk.APIConnectionError):
             return self._failure(kind, f"{kind} request failed: could not reach the API ({err}) while {where}")
+        if isinstance(err, JudgeUnreachable):
+            return self._failure(kind, f"{kind} request failed: {err} (while {where})")
         return self._failure(kind, f"{kind} request failed: {type(err).__name__}: {err} (while {where})")
 
     def _failure(self, kind: str, message: str) -> JudgeFailure:
@@ -485,6 +536,14 @@ class ModelJudge(Judge):
         for secret in self._secrets:
             text = text.replace(secret, "[REDACTED]")
         return _SECRET_RE.sub("[REDACTED]", text)
+
+
+def _host_of(base_url: Any) -> str:
+    """``host[:port]`` of the API's base URL (what a refusal names)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(str(base_url or ""))
+    return (parts.hostname or "the API") + (f":{parts.port}" if parts.port else "")
 
 
 def _body_message(err: Any) -> str | None:

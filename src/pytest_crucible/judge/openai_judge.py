@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from .circuit import JudgeUnreachable
 from .model_judge import InvalidVerdict, ModelJudge, Refused, batch_parts, parse_verdict, schema_text, verdict_schema
 from .prompts import PROMPT_VERSION, render_prompt
 from .types import JudgeFailure, JudgeRequest, Usage, Verdict
@@ -104,7 +105,8 @@ class OpenAIJudge(ModelJudge):
         self.price_override = price_per_mtok
         self._owns_client = client is None
         if client is None:
-            client = openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout)
+            # The SDK's own HTTP client, its attempts watched by the circuit breaker (model_judge._http_client).
+            client = openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=max_retries, **self._http_client(timeout))
         self._client = client
         self.max_retries = int(getattr(client, "max_retries", max_retries))
         self.base_url = str(getattr(client, "base_url", "") or "")
@@ -128,7 +130,7 @@ class OpenAIJudge(ModelJudge):
 
     def counters(self) -> dict[str, int]:
         with self._lock:
-            return {name: value for name, value in self._counters.items() if value}
+            return {**super().counters(), **{name: value for name, value in self._counters.items() if value}}
 
     def _count(self, name: str, n: int = 1) -> None:
         with self._lock:
@@ -235,7 +237,7 @@ class OpenAIJudge(ModelJudge):
                 self._count("directInsteadOfBatch", len(requests))
                 return self._run_direct(requests)
             return [self._api_failure(r.kind, err, "creating the batch") for r in requests]
-        except sdk.APIConnectionError as err:
+        except (sdk.APIConnectionError, JudgeUnreachable) as err:
             return [self._api_failure(r.kind, err, "creating the batch") for r in requests]
         results: list[Verdict | JudgeFailure | None] = [None] * len(requests)
         invalid: list[tuple[int, str]] = []

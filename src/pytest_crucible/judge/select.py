@@ -5,6 +5,8 @@
 * ``lexical`` (= ``lexical-v3``), ``lexical-v2``, ``lexical-v1``: the offline heuristics;
 * ``anthropic``: Claude through the Anthropic SDK; ``openai``: any OpenAI-compatible server through the
   ``openai`` SDK (the ``openai`` extra);
+* ``aligned:PATH``: the offline judge aligned to a team's labels, the JSON file ``crucible judge align`` wrote
+  (:mod:`.aligned`: identity ``aligned-<hash12>`` of the file's content);
 * a name a plugin registered (``pytest_crucible_register_judges``), or ``package.module:ClassName``:
   the team's own judge (:mod:`.custom_judge`).
 """
@@ -80,6 +82,8 @@ def make_judge(name: str = "lexical", *, model: str | None = None, batch: bool =
         return judge
     if name == "openai":
         return _openai_judge(model, batch, price_per_mtok, in_flight)
+    if name == "aligned" or name.startswith("aligned:"):
+        return _aligned(name.partition(":")[2])
     if registered and name in registered:
         return _custom(registered[name], f"registered as {name!r}")
     if ":" in name:
@@ -107,6 +111,19 @@ def _openai_judge(model: str | None, batch: bool, price_per_mtok: tuple[float, f
 
     # The SDK reads OPENAI_API_KEY and OPENAI_BASE_URL itself; the key never passes through us.
     return OpenAIJudge(model, batch=batch, price_per_mtok=price_per_mtok, max_concurrency=in_flight)
+
+
+def _aligned(path: str) -> Judge:
+    if not path.strip():
+        raise JudgeSetupError("--crucible-judge=aligned needs the aligned judge's file: aligned:PATH\n"
+                              "HINT: --crucible-judge=aligned:judges/aligned.json (written by crucible judge align LABELS.jsonl "
+                              "--judge lexical -o judges/aligned.json)")
+    from .aligned import AlignedFileError, load_aligned_judge
+
+    try:
+        return load_aligned_judge(path)
+    except AlignedFileError as exc:
+        raise JudgeSetupError(f"aligned judge {exc}") from None
 
 
 def load_judge_class(path: str) -> Any:

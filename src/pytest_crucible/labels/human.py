@@ -206,12 +206,10 @@ class PPILine:
 
 
 def no_variance(values: Sequence[float]) -> str | None:
-    """Why labels with one value say nothing about the judge's error (None: they vary). Their variance is
-    0, so the interval would have width 0: a certainty no sample gives."""
-    if len(set(values)) == 1:
-        return (f"the labels have no variance (every one is {values[0]:g}): PPI cannot tell the judge's error from "
-                "them; label a random sample of answers")
-    return None
+    """:func:`pytest_crucible.stats.ppi.no_variance` (imported when asked: numpy stays out of a session without labels)."""
+    from ..stats.ppi import no_variance as why
+
+    return why(values)
 
 
 def _answers(results_rows: Iterable[Mapping[str, Any]] | Mapping[str, str | None]) -> dict[str, str]:

@@ -25,18 +25,30 @@ Precedence (first rule that fires wins) and why
    side silently is the defect even if the side picked matches the reference;
    it outranks hallucination because an unsupported-looking claim is often the
    one side's claim judged against the other side's text.
-4. ``hallucination`` -- an answer claim the retrieved context does not
-   support, or a judge grade of ``incorrect`` (which includes answering a
-   false-premise or unanswerable question as if its premise held).  It
-   outranks the citation and completeness classes: a wrong claim matters more
-   than a wrong marker or an omission.
-5. ``citation_error`` -- every claim is supported, but the answer cites
+4. ``wrong_passage`` -- the answer is faithful (every claim is supported by
+   a retrieved chunk, and the judge said which) but graded ``incorrect`` on an
+   answerable item whose required citations were all retrieved, and no chunk
+   it rests on is a required one: the evidence reached the generator, and the
+   answer was taken from another passage.  The fix is which chunk is picked
+   (reranking, the prompt's use of the context), not the generator's
+   grounding, so it is never called a hallucination.  An answer resting on a
+   required chunk itself and still graded incorrect is left to the grade
+   (``hallucination``, with the reference sentence the judge says it
+   contradicts): the passage and the reference disagree, and the golden item
+   or the document is the first suspect.
+5. ``hallucination`` -- an answer claim the retrieved context does not
+   support, or a judge grade of ``incorrect`` that the claims' support does not
+   explain (no per-chunk verdicts, or answering a false-premise or
+   unanswerable question as if its premise held).  It outranks the citation
+   and completeness classes: a wrong claim matters more than a wrong marker or
+   an omission.
+6. ``citation_error`` -- every claim is supported, but the answer cites
    nothing, or cites a chunk that supports none of its claims ("right claim,
    wrong or missing [Sn] marker").
-6. ``incomplete`` -- what was said is right but not enough: an unsatisfied
+7. ``incomplete`` -- what was said is right but not enough: an unsatisfied
    must-assertion, a judge grade of ``missing`` or ``acceptable`` on an
    answerable item, or an abstention on an answerable item.
-7. ``correct`` -- nothing above fired; an abstention on an unanswerable item
+8. ``correct`` -- nothing above fired; an abstention on an unanswerable item
    is correct.
 
 Rules and edge decisions
@@ -100,19 +112,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from pytest_crucible.defaults import ERROR_CLASSES_VERSION
 from pytest_crucible.metrics.crag import CRAG_GRADES
 
-__all__ = ["DETAIL_WIDTH", "ERROR_CLASSES", "ClassificationInputs", "ErrorVerdict", "StaleSource", "classify"]
+__all__ = ["DETAIL_WIDTH", "ERROR_CLASSES", "ERROR_CLASSES_VERSION", "ClassificationInputs", "ErrorVerdict", "StaleSource", "classify"]
 
 ERROR_CLASSES: tuple[str, ...] = (
     "retrieval_miss",
     "stale",
     "conflict_mishandled",
+    "wrong_passage",
     "hallucination",
     "citation_error",
     "incomplete",
     "correct",
 )
+
 
 #: Dynamism values for which a superseded source counts as stale.
 STALE_DYNAMISM = frozenset({"slow", "fast"})
@@ -127,6 +142,7 @@ _TUPLE_FIELDS = (
     "unsatisfied_must",
     "retrieved_chunk_ids",
     "correctness_targets",
+    "required_chunk_ids",
 )
 
 #: Each text quoted in the evidence (an answer, a claim, a reference sentence) is cut to about this many characters.
@@ -190,6 +206,7 @@ class ClassificationInputs:
     judge_contradicts: tuple[str, ...] = ()  # (source, text) of the target the judge says the answer contradicts
     correctness_targets: tuple[str, ...] = ()
     context_has_text: bool = True
+    required_chunk_ids: tuple[str, ...] = ()  # the item's required citations (chunk ids, else doc ids): evidence only
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stale_sources", tuple(StaleSource(*source) for source in self.stale_sources))
@@ -307,6 +324,9 @@ def _details(x: ClassificationInputs, error_class: str) -> tuple[str, ...]:
         lines += _answer_line(x)
     elif error_class == "conflict_mishandled":
         lines += _answer_line(x)
+    elif error_class == "wrong_passage":
+        lines += _answer_line(x)
+        lines += _grade_lines(x)
     elif error_class == "hallucination":
         lines += _answer_line(x)
         if x.unsupported_claims and x.context_has_text:
@@ -323,7 +343,7 @@ def _details(x: ClassificationInputs, error_class: str) -> tuple[str, ...]:
         if not x.abstained and not x.unsatisfied_must:
             lines += _grade_lines(x)
     if error_class != "correct":  # a wrong answer or abstention, or an answer below the item's threshold
-        lines += _confidence_line(x, always=error_class in ("hallucination", "incomplete"))
+        lines += _confidence_line(x, always=error_class in ("wrong_passage", "hallucination", "incomplete"))
     return tuple(lines)
 
 
@@ -358,7 +378,18 @@ def _decide(x: ClassificationInputs) -> ErrorVerdict:
             f"Sources {_names(x.conflicting_docs)} disagree and the answer does not surface the conflict.",
         )
 
-    # 4. hallucination
+    # 4. wrong_passage: faithful to what was retrieved, and wrong (rule 1 found every required citation retrieved)
+    if (answered and x.answerable and not false_premise and x.crag_grade == "incorrect" and not x.unsupported_claims
+            and x.context_has_text and x.supporting_chunk_ids):
+        required = set(x.required_chunk_ids)
+        if required and not required & set(x.supporting_chunk_ids):
+            return ErrorVerdict(
+                "wrong_passage",
+                f"The answer is faithful to the retrieved context but wrong: it rests on {_markers(x, x.supporting_chunk_ids)}, "
+                f"not on the required {_markers(x, x.required_chunk_ids)}, which was retrieved.",
+            )
+
+    # 5. hallucination
     if answered:
         if x.unsupported_claims and x.context_has_text:
             word = _plural(x.unsupported_claims, "claim", "claims")
@@ -382,7 +413,7 @@ def _decide(x: ClassificationInputs) -> ErrorVerdict:
                 "no judge grade says it rejected the question.",
             )
 
-    # 5. citation_error (answerable items only; claims are supported at this point, unless the
+    # 6. citation_error (answerable items only; claims are supported at this point, unless the
     # retrieved chunks had no text to check them against: then the rule cannot be applied)
     if answered and x.answerable and x.context_has_text:
         if not x.cited_chunk_ids:
@@ -402,7 +433,7 @@ def _decide(x: ClassificationInputs) -> ErrorVerdict:
                     f"(supporting: {_names(x.supporting_chunk_ids)}).",
                 )
 
-    # 6. incomplete / 7. correct
+    # 7. incomplete / 8. correct
     if not x.answerable:
         if x.abstained:
             return ErrorVerdict("correct", "Abstained on an unanswerable item, which is the correct behaviour.")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..store.schema import RunStatus
-from ..verdict.gate import SKIPPED
+from ..verdict.gate import PASSED, SKIPPED
 from .lines import Level, SummaryLine, alert, alerts, plain
 
 if TYPE_CHECKING:
@@ -28,11 +28,15 @@ def session_summary_lines(session: CrucibleSession, verbose: int = 0) -> list[Su
 
     means = _stored_means(session)  # read once: the run's lines and its one-line summary both show them
     lines = _run_lines(session, verbose, means)
+    never_retrieved = session.sightings.hint()
+    if never_retrieved:
+        lines += plain([never_retrieved])
     gate = session.gate
     if gate is not None:
         lines += gate_lines(gate)
+    red = _red_without_the_gate(session)
     if verbose >= 0:
-        return lines + errors
+        return lines + red + errors
     ending, level = None, Level.PLAIN
     if gate is not None and gate.verdict != SKIPPED:
         chosen = chosen_baseline(gate)  # the run a baseline named by its labels turned out to be
@@ -41,7 +45,23 @@ def session_summary_lines(session: CrucibleSession, verbose: int = 0) -> list[Su
     head = ([SummaryLine(one_line_summary(session.store, session.run_id, gate=ending, means=means), level)]
             if session.run_id is not None else [])
     skipped = plain(gate.summary().splitlines()) if gate is not None and gate.verdict == SKIPPED else []
-    return head + alerts_only(lines) + skipped + errors
+    return head + alerts_only(lines) + skipped + red + errors
+
+
+def _red_without_the_gate(session: CrucibleSession) -> list[SummaryLine]:
+    """The last word when the build is red although the gate passed: under the strict outcome, items that failed
+    their checks make pytest's exit status 1 whatever the gate said, and "gate passed" just above reads as green."""
+    gate = session.gate
+    if gate is None or gate.verdict != PASSED or not session.settings.strict or session.run_id is None:
+        return []
+    from ..store.aggregates import result_tally
+
+    failed = result_tally(session.store, session.run_id)["outcomes"].get("failed", 0)
+    if not failed:
+        return []
+    items = "item" if failed == 1 else "items"
+    return alert(f"build failed: {failed} {items} failed their checks (strict outcome); the gate passed: "
+                 "--crucible-outcome=record lets the gate decide")
 
 
 def _first_and_rest(message: str) -> tuple[str, list[str]]:
@@ -77,6 +97,7 @@ def _run_lines(session: CrucibleSession, verbose: int, means: StoredMeans | None
         except Exception as exc:
             lines = alerts(fault_lines([f"could not read the run back from {session.settings.db_path}: {exc}", *session.faults]))
     lines.extend(alerts(f"JUDGE ERROR {error}" for error in session.judging.batch_errors))
+    lines.extend(alerts(session.judging.alerts()))
     lines.extend(plain(session.judging.notes()))
     if recorder.unrecorded:
         ran = sum(session.outcomes.values())  # every item handed to record(), written or not

@@ -304,10 +304,10 @@ def repeat_lines(repeats: int, rows: list[dict], k: int | None) -> list[str]:
         parts = [f"{display_name(name, k)} {spread[name][0]:.4f}" for name in ordered_metrics(spread)]
         lines.extend(list_lines("within-item sd:", parts))
     rates = pass_rates(rows)
-    if rates:
-        every, some, n = rates
-        lines.append(f"  pass^{repeats} {every:.2f} (every repeat passed), pass@{repeats} {some:.2f} (at least one passed), "
-                     f"of {n} items")
+    for k, every, some, n in rates:
+        fewer = f" (stored with {k} of the {repeats} repeats: not mixed with the others)" if len(rates) > 1 and k != repeats else ""
+        lines.append(f"  pass^{k} {every:.2f} (every repeat passed), pass@{k} {some:.2f} (at least one passed), "
+                     f"of {n} items{fewer}")
     components = variance_components(rows, repeats)
     if components:
         parts = [f"{display_name(name, k)} {between:.4f} / {within:.4f} "

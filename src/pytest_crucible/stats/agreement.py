@@ -3,7 +3,8 @@
 The one kappa of the package: ``crucible qrels agreement`` (llm vs human relevance grades)
 and ``crucible judge calibrate`` (the judge's CRAG grades and faithful verdicts vs human
 labels) both call :func:`cohen_kappa`. Pure Python on (rater A, rater B) pairs of any
-hashable, sortable categories; knows nothing of runs, stores or judges.
+hashable, sortable categories; knows nothing of runs, stores or judges. :func:`kappa_intervals` (numpy)
+bootstraps two raters' kappas against one reference, and their difference (`crucible judge align`).
 
 The one rule about a reference rater lives here too: when one rater is the truth (people's labels,
 ``reference=``) and uses a single category, agreement beyond chance is not measurable, and kappa
@@ -15,7 +16,9 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Kappa", "cohen_kappa", "confusion_matrix"]
+from ..defaults import DEFAULT_SEED
+
+__all__ = ["Kappa", "KappaIntervals", "cohen_kappa", "confusion_matrix", "kappa_intervals"]
 
 
 @dataclass(frozen=True)
@@ -79,3 +82,67 @@ def confusion_matrix(pairs: Sequence[tuple[Hashable, Hashable]], categories: Seq
             raise ValueError(f"category {a if a not in index else b!r} is not one of {list(categories)}")
         matrix[index[a]][index[b]] += 1
     return matrix
+
+
+@dataclass(frozen=True)
+class KappaIntervals:
+    """Bootstrap intervals of two raters' kappas against one reference over the same items, and of
+    their difference (``second - first``), from the same resamples (a paired design)."""
+
+    first: tuple[float, float] | None  # None: no resample had a defined kappa
+    second: tuple[float, float] | None
+    difference: tuple[float, float] | None
+    n_resamples: int
+    undefined: int  # resamples in which the reference used one category (kappa undefined), left out
+    confidence: float
+    seed: int
+
+
+def kappa_intervals(reference: Sequence[Hashable], first: Sequence[Hashable], second: Sequence[Hashable], *,
+                    categories: Sequence[Hashable], n_resamples: int = 2000, confidence: float = 0.95,
+                    seed: int = DEFAULT_SEED) -> KappaIntervals:
+    """Percentile bootstrap intervals of ``cohen_kappa(reference=0)`` of two raters against ``reference``.
+
+    The items are resampled with replacement (:func:`pytest_crucible.stats.resampling.resample_counts`:
+    the Mulberry32 index stream every bootstrap of the package draws, seeded with ``seed``); each resample's
+    confusion tables are counted exactly, its kappas computed with the formula of :func:`cohen_kappa`, and
+    a resample whose reference labels use one category (kappa undefined) is left out and counted. The
+    interval holds the ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles (linear
+    interpolation). Deterministic for a seed: the counts are integers and the sums exact.
+    """
+    import numpy as np
+
+    from .resampling import resample_counts
+
+    n = len(reference)
+    if not (len(first) == len(second) == n) or n == 0:
+        raise ValueError(f"expected three non-empty sequences of one length, got {n}, {len(first)}, {len(second)}")
+    index = {category: position for position, category in enumerate(categories)}
+    k = len(categories)
+    counts = np.asarray(resample_counts(n, n_resamples, seed), dtype=np.float64)  # (B, n), integer-valued
+    truth = np.array([index[c] for c in reference])
+    rows = counts @ np.eye(k)[truth]  # (B, k): the reference's categories in each resample
+    single = (rows > 0).sum(axis=1) <= 1
+
+    def kappas(rater: Sequence[Hashable]) -> np.ndarray:
+        said = np.array([index[c] for c in rater])
+        agree = counts @ (truth == said).astype(np.float64)
+        cols = counts @ np.eye(k)[said]
+        expected = (rows * cols).sum(axis=1) / (n * n)
+        observed = agree / n
+        with np.errstate(divide="ignore", invalid="ignore"):
+            value = np.where(expected < 1.0, (observed - expected) / (1.0 - expected), np.nan)
+        value[single] = np.nan
+        return value
+
+    a, b = kappas(first), kappas(second)
+    levels = [(1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0]
+
+    def interval(values: np.ndarray) -> tuple[float, float] | None:
+        kept = values[~np.isnan(values)]
+        if not kept.size:
+            return None
+        low, high = np.quantile(kept, levels, method="linear")
+        return float(low), float(high)
+
+    return KappaIntervals(interval(a), interval(b), interval(b - a), n_resamples, int(single.sum()), confidence, seed)

@@ -51,6 +51,7 @@ labelled items are a uniformly random subset of the judged items.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -136,6 +137,16 @@ def tuned_lambda(labelled_y: np.ndarray, labelled_f: np.ndarray, unlabelled_f: n
     return min(1.0, c / den)
 
 
+def no_variance(values: Sequence[float]) -> str | None:
+    """Why labels with one value say nothing about the judge's error (None: they vary). Their variance is
+    0, so the interval would have width 0: a certainty no sample gives. The one message for the run summary,
+    ``crucible compare --ppi`` and this module's functions."""
+    if len(set(values)) == 1:
+        return (f"the labels have no variance (every one is {values[0]:g}): PPI cannot tell the judge's error from "
+                "them; label a random sample of answers")
+    return None
+
+
 def ppi_mean(
     labelled_y: Any,
     labelled_f: Any,
@@ -162,6 +173,9 @@ def ppi_mean(
         raise ValueError(f"labelled_y and labelled_f must be paired, got {n} and {f.shape[0]} values")
     if n < 2:
         raise ValueError(f"PPI needs at least 2 labelled items, got {n}")
+    constant = no_variance(y.tolist())
+    if constant:  # the interval would have width 0: a certainty no sample gives
+        raise ValueError(constant)
     if lam is None:
         lam = tuned_lambda(y, f, u)
     else:

@@ -73,17 +73,23 @@ def serve() -> None:
             signal.signal(signum, signal.SIG_IGN)
     source, answers = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write into the answers' pipe
-    path, checkpoint_seconds = _receive(source)
+    path, checkpoint_seconds, identity = _receive(source)
     from . import Store, StoreError
 
     store = Store.open(path, create=False)  # a Path, or a postgres.DatabaseURL (its password came through the pipe)
     store.checkpoint_only_when_asked()
     checkpointed = time.monotonic()
+    # The session's database, as the session opened it: a file deleted or replaced since is another database,
+    # never written here (each batch is answered with why, and the session finds the same).
+    moved = None if identity is None or store.identity == identity else f"{path}: not the database the session opened"
     try:
         while (batch := _receive(source)) is not _ENDED:
             run_id, scores = batch
             fault = checkpoint = None
+            moved = moved or store.replaced()
             try:
+                if moved is not None:
+                    raise StoreError(moved)
                 store.record_scores(run_id, scores)
             except Exception as exc:
                 fault = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -104,9 +110,10 @@ def serve() -> None:
 
 class BackgroundWriter:
     """The session's side: hands batches over (:meth:`send`), collects the answers (:meth:`answers`), and
-    stops the process once every batch it got is written (:meth:`stop`)."""
+    stops the process once every batch it got is written (:meth:`stop`). ``identity``: the session's
+    ``Store.identity``, which the process's own connection must match."""
 
-    def __init__(self, path: Path | DatabaseURL, checkpoint_seconds: float):
+    def __init__(self, path: Path | DatabaseURL, checkpoint_seconds: float, identity: tuple | None = None):
         # Its stderr goes nowhere: whatever stops it, the session writes the batches it did not confirm.
         self._process = subprocess.Popen([sys.executable, "-c", SERVE, json.dumps(sys.path)],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -123,7 +130,7 @@ class BackgroundWriter:
         self._reader = threading.Thread(target=self._read_answers, name="crucible-writer-answers", daemon=True)
         self._reader.start()
         try:
-            _send(self._stdin, (path, checkpoint_seconds))  # never on its command line: a URL's password
+            _send(self._stdin, (path, checkpoint_seconds, identity))  # never on its command line: a URL's password
         except OSError:  # it stopped at once: nothing to write there
             self.stop()
             raise

@@ -8,6 +8,7 @@ so an interrupted session leaves earlier runs intact. This module never imports 
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -111,6 +112,9 @@ class Connection:
     def __init__(self, db: Database, path: Path | DatabaseURL):
         self.db = db
         self.path = path  # str() of a PostgreSQL URL never shows its password
+        # Which database this connection writes, as found when it was opened (see ``replaced``): the file's
+        # device and inode, or the PostgreSQL server's system identifier, the database's name and oid.
+        self.identity: tuple | None = _file_identity(path) if isinstance(path, Path) else getattr(db.conn, "identity", None)
 
     if TYPE_CHECKING:  # RunsMixin's (store/runs.py): opening a database for writing marks dead sessions' runs
         def mark_dead_runs_interrupted(self) -> int: ...
@@ -234,6 +238,20 @@ class Connection:
                     f"is reading it): copy or upload both files, or `crucible export` the run")
         return None
 
+    def replaced(self) -> str | None:
+        """Why the database ``path`` names is no longer the one this connection opened, or None while it is. A
+        SQLite file deleted or replaced while open (a cleanup step, a cache restore) takes every later write with
+        it, into a file no path names: the path's device and inode are compared with the file's. A PostgreSQL
+        connection that reconnected compares the server's system identifier, the database's name and oid (a
+        database dropped and created again, another server at the address: ``postgres.PgConnection``)."""
+        if not isinstance(self.path, Path):
+            return getattr(self.db.conn, "moved", None)
+        now = _file_identity(self.path)
+        if self.identity is None or now == self.identity:
+            return None
+        what = "it was deleted" if now is None else "another file is there now"
+        return f"the database file was deleted or replaced during the run: {self.path} ({what})"
+
     def _migrate(self) -> None:
         conn = self.db.conn
         version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -337,6 +355,15 @@ class Connection:
             by_columns.setdefault(tuple(row), []).append(tuple(row.values()))
         for columns, values in by_columns.items():
             self._insert_values(table, columns, values, replace=replace)
+
+
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    """The device and inode of the file at ``path`` (None: there is none)."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return (found.st_dev, found.st_ino)
 
 
 def read_only_rows(db_path: str | Path | DatabaseURL, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:

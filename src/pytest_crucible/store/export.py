@@ -20,7 +20,7 @@ _RUN_COLUMNS = ("id", "started_at", "finished_at", "status", "config_hash", "con
                 "outcome_mode", "golden_hash", "n_items", "git_commit", "pytest_args", "judge_model", "judge_prompt_version",
                 "host", "pid", "judge_label", "judge_stats", "cost_estimate_usd", "cost_usd", "input_tokens", "output_tokens",
                 "workspace", "labels", "kinds", "unread_keys", "n_scored", "n_errored", "n_skipped", "custom_metrics", "repeats",
-                "embedder", "eval_k", "selection")
+                "embedder", "eval_k", "selection", "error_classes")
 
 
 class ExportMixin(Connection):
@@ -84,7 +84,8 @@ _RUN_TYPES = {
                      "judge_label", "workspace", "embedder"), _TEXT),
     **dict.fromkeys(("params", "resolved", "pytest_args", "judge_stats", "labels", "kinds", "unread_keys", "custom_metrics",
                      "selection"), _JSON_TEXT),
-    **dict.fromkeys(("n_items", "pid", "input_tokens", "output_tokens", "n_scored", "n_errored", "n_skipped", "repeats", "eval_k"), _INT),
+    **dict.fromkeys(("n_items", "pid", "input_tokens", "output_tokens", "n_scored", "n_errored", "n_skipped", "repeats", "eval_k",
+                     "error_classes"), _INT),
     **dict.fromkeys(("cost_estimate_usd", "cost_usd"), _NUMBER),
 }
 _RESULT_TYPES = {

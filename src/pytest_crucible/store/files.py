@@ -51,21 +51,45 @@ def file_mode(environ: Mapping[str, str] | None = None) -> int:
     return mode
 
 
+def current_umask() -> int:
+    """The process's umask, read without changing it where the system says it (Linux's /proc); elsewhere set
+    and restored at once (``os.umask`` is the only portable reader)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
+def artifact_mode(environ: Mapping[str, str] | None = None) -> int:
+    """The mode of the reports and exports crucible writes for others to read (the HTML report, junit XML, the
+    CLI's outputs, a CI step's artifacts): ``CRUCIBLE_FILE_MODE`` when set, else what the umask leaves of 0666,
+    never writable by the group or others. The database and its side files keep :func:`file_mode`."""
+    if (os.environ if environ is None else environ).get(ENV_VAR, "").strip():
+        return file_mode(environ)
+    return 0o666 & ~current_umask() & ~0o022 | 0o600
+
+
 def folder_mode(mode: int) -> int:
     """The mode of a folder holding files of ``mode``: whoever may read the files may enter it."""
     return mode | ((mode & 0o444) >> 2)
 
 
-def make_folders(folder: Path) -> None:
-    """Create ``folder`` and any missing parent with the folder mode (the umask does not widen it);
-    folders that exist are left as they are."""
+def make_folders(folder: Path, file_mode_of_contents: int | None = None) -> None:
+    """Create ``folder`` and any missing parent with the folder mode of the files it will hold (default
+    :func:`file_mode`; the umask does not widen it); folders that exist are left as they are."""
     missing = []
     while not folder.exists():
         missing.append(folder)
         if folder.parent == folder:
             break
         folder = folder.parent
-    mode = folder_mode(file_mode())
+    mode = folder_mode(file_mode() if file_mode_of_contents is None else file_mode_of_contents)
     for path in reversed(missing):
         try:
             path.mkdir(mode=mode)
@@ -74,29 +98,30 @@ def make_folders(folder: Path) -> None:
         os.chmod(path, mode)  # mkdir's mode passes through the umask
 
 
-def create_empty(path: Path) -> None:
-    """Create ``path`` empty with the file mode if it does not exist yet (a file another process
-    created first is left as it is)."""
-    make_folders(path.parent)
+def create_empty(path: Path, mode: int | None = None) -> None:
+    """Create ``path`` empty with ``mode`` (default the file mode) if it does not exist yet (a file another
+    process created first is left as it is)."""
+    mode = file_mode() if mode is None else mode
+    make_folders(path.parent, mode)
     try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, file_mode())
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, mode)
     except FileExistsError:
         return
-    os.fchmod(fd, file_mode())  # os.open's mode passes through the umask too
+    os.fchmod(fd, mode)  # os.open's mode passes through the umask too
     os.close(fd)
 
 
 def restrict(path: Path) -> None:
-    """Make sure the output file that another program will write at ``path`` (pytest's junit XML) gets
-    the file mode: create it empty, or narrow an older one, so the writer's truncating open keeps it."""
-    create_empty(path)
-    mode = file_mode()
+    """Make sure the artifact that another program will write at ``path`` (pytest's junit XML) gets the
+    artifact mode: create it empty, or set an older one's, so the writer's truncating open keeps it."""
+    mode = artifact_mode()
+    create_empty(path, mode)
     if path.stat().st_mode & 0o777 != mode:
         os.chmod(path, mode)
 
 
 def write_output_file(path: str | Path, data: str | bytes, *, mode: int | None = None) -> Path:
-    """Write an output file whole: a temporary file beside it, flushed and given the file mode (or
+    """Write an output file whole: a temporary file beside it, flushed and given the artifact mode (or
     ``mode``), then renamed over ``path``. On any failure (a full disk) the temporary file is removed
     and ``path`` is as it was."""
     payload = data.encode("utf-8") if isinstance(data, str) else data
@@ -111,14 +136,15 @@ def writing_output_file(path: str | Path, *, mode: int | None = None) -> Iterato
     pieces go to a temporary file beside ``path``, renamed over it when the block ends; an exception in
     the block (a bad record found halfway) removes the temporary file and leaves ``path`` as it was."""
     path = Path(path)
-    make_folders(path.parent)
+    mode = artifact_mode() if mode is None else mode
+    make_folders(path.parent, mode)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, file_mode() if mode is None else mode)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -208,9 +208,15 @@ class PgConnection:
         self.raw, self.url, self.read_only = raw, url, read_only
         self._transactions: list[Any] = []
         self._gave_up = False  # the last reconnection failed: try once, not with the whole backoff
+        self.identity = database_identity(raw)  # which database this is (see Connection.replaced)
+        self.moved: str | None = None  # set when a reconnection reached another database: nothing is sent to it
 
     def _reachable(self) -> None:
-        """Reconnect when the connection is gone (outside a transaction only: one cannot resume)."""
+        """Reconnect when the connection is gone (outside a transaction only: one cannot resume). A new
+        connection that reaches another database (dropped and created again, another server behind the
+        address) is refused, now and for every later statement: the rows written before are in the first."""
+        if self.moved is not None:
+            raise sqlite3.OperationalError(self.moved)
         if not (self.raw.broken or self.raw.closed) or self._transactions:
             return
         import time
@@ -222,11 +228,25 @@ class PgConnection:
             try:
                 self.raw = _raw_connection(self.url, read_only=self.read_only)
                 self._gave_up = False
-                return
             except Exception as exc:
                 failure = exc
+                continue
+            self._same_database()
+            return
         self._gave_up = True
         raise _mapped(failure) if failure is not None else sqlite3.OperationalError("the database server went away")
+
+    def _same_database(self) -> None:
+        """After a reconnection: refuse a database other than the one first connected to."""
+        found = database_identity(self.raw)
+        if self.identity is None or found == self.identity:
+            return
+        was_server, was_name, _ = self.identity
+        server, name, _ = found if found is not None else (None, None, None)
+        what = (f"another server answers there (system identifier {server}, was {was_server})" if server != was_server
+                else f"database {name or was_name} was dropped and created again")
+        self.moved = f"the database was dropped or replaced during the run: {self.url} ({what})"
+        raise sqlite3.OperationalError(self.moved)
 
     def _run(self, action, *, server_side: bool = False) -> PgCursor:
         """``action(cursor)`` on a client-side binding cursor (the connection's), or one the server binds."""
@@ -325,6 +345,23 @@ def connect(url: DatabaseURL, *, read_only: bool = False) -> PgConnection:
                          "HINT: check the URL (postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE), that the server "
                          "runs and takes connections from here, and the credentials") from None
     return PgConnection(raw, url, read_only=read_only)
+
+
+def database_identity(raw: Any) -> tuple | None:
+    """(the server's system identifier, the database's name, its oid): what tells one database from another
+    of the same name on the same address. The identifier is None where the server does not show it (a managed
+    service may revoke ``pg_control_system``); None when the query fails."""
+    import psycopg
+
+    try:
+        name, oid = raw.execute("SELECT current_database(), (SELECT oid FROM pg_database WHERE datname = current_database())").fetchone()
+    except psycopg.Error:
+        return None
+    try:
+        server = raw.execute("SELECT system_identifier FROM pg_control_system()").fetchone()[0]
+    except psycopg.Error:
+        server = None
+    return (None if server is None else int(server), name, int(oid))
 
 
 def _raw_connection(url: DatabaseURL, *, read_only: bool) -> Any:

@@ -4,7 +4,9 @@ batches, and close it with a status.
 The session decides *what* happens (which status, when to stop); the :class:`RunRecorder` owns how a run
 reaches the store: the batches, the process that may write them (:mod:`.background`), the checkpoints of the
 -wal file, and the faults of a write that failed. A failed write is never raised and never lost silently: it
-is appended to ``faults`` and counted in ``unrecorded``, and the run can then never be ``complete``.
+is appended to ``faults`` and counted in ``unrecorded``, and the run can then never be ``complete``. A database
+file deleted or replaced during the run (``Store.replaced``, checked before every batch and when the run closes)
+takes every item with it: the recorder then writes nothing more, anywhere, and the run is not stored (``lost``).
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ if TYPE_CHECKING:
     from . import Store
     from .background import BackgroundWriter
 
-# Scores are written in batches of this many items, or at least this often.
+# Scores are written in batches of this many items, or once the last write is this old (checked as each
+# item is recorded: a kill loses at most the items recorded in the last second, and the one it lands in).
 FLUSH_ITEMS = 50
-FLUSH_SECONDS = 2.0
+FLUSH_SECONDS = 1.0
 # The written batches are moved from -wal into the database file at most this often (and when the run
 # closes): each move syncs the file, about 7 ms here, which after every 50-item batch cost 0.1-0.2x of a
 # bare pytest run (bench/bench_overhead.py); a copy of the file alone after a SIGKILL misses at most this much.
@@ -54,6 +57,7 @@ class RunRecorder:
         self.run_id: str | None = None
         self.reserved_run_id: str | None = None
         self.unrecorded = 0  # items handed to record() whose write failed (see faults)
+        self.lost: str | None = None  # why the database went away under the run (deleted, replaced): nothing is written
         self.wal_note: str | None = None
         self.planned = 0  # how many items the session will run (a large run may write from a process)
         self._run_fields, self._fixed_id, self._background = run_fields, fixed_id, background_writes
@@ -66,6 +70,7 @@ class RunRecorder:
         self._taken_back: list[list[dict[str, Any]]] = []
         self._attempts: dict[str, list[dict[str, Any]]] = {}  # item id -> its attempts pytest will run again
         self._recorded: set[str] = set()
+        self._stored = 0  # items whose batch was written (here, or confirmed by the writing process)
 
     @property
     def store(self) -> Store:
@@ -78,12 +83,14 @@ class RunRecorder:
 
     # -- opening the run -------------------------------------------------------------------------------
     def reserve(self, fields: dict[str, Any]) -> None:
-        """Write the fixed run id's row before any test runs. Two sessions given one id at once then meet
-        here, and the second is refused up front (``store.RunIdTaken``) instead of losing every result at its
-        first write. Released again if the session records nothing (see ``release_unused``)."""
+        """Write the run's row (``running``) before any test runs: a session killed before its first write
+        batch still leaves a run, which the next session to open the store marks ``interrupted``. Two sessions
+        given one fixed id at once meet here, and the second is refused up front (``store.RunIdTaken``)
+        instead of losing every result at its first write. Released again if the session records nothing
+        (see ``close``)."""
         from . import DatabaseError, RunIdTaken, StoreError
 
-        if not self._fixed_id or self.run_id or self.reserved_run_id:
+        if self.run_id or self.reserved_run_id:
             return
         try:
             self.reserved_run_id = self.store.start_run(run_id=self._fixed_id, **fields)
@@ -119,6 +126,9 @@ class RunRecorder:
         if item_id in self._recorded:  # recorded once already (a rerun after a failed teardown): the store keeps both
             score["supersedes"] = True
         self._recorded.add(item_id)
+        if self.lost is not None:  # the database went away: counted with the rest, written nowhere
+            self.unrecorded = len(self._recorded)
+            return False
         self._pending.append(score)
         return len(self._pending) >= FLUSH_ITEMS or time.monotonic() - self._flushed_at >= FLUSH_SECONDS
 
@@ -141,6 +151,9 @@ class RunRecorder:
         (:mod:`.background`, see ``_writer_for_this_run``); the batches it gives back are written here.
         """
         self._flushed_at = time.monotonic()
+        if self.lost is not None or ((self._pending or self._taken_back) and self._check_database()):
+            self._pending, self._taken_back = [], []  # counted in unrecorded: nothing more is written
+            return
         if self._pending and self._writer_for_this_run(late_fields) is not None:
             pending, self._pending = self._pending, []
             if self._hand_over(pending):
@@ -150,7 +163,10 @@ class RunRecorder:
         for index, batch in enumerate(batches):
             try:
                 self.store.record_scores(self.ensure_run(late_fields), batch)
+                self._stored += len(batch)
             except Exception as exc:
+                if self._check_database():  # the batch met a database other than the run's: every item is lost
+                    return
                 self._record_fault(batch, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)  # one line per fault
             except BaseException:
                 # Ctrl-C landed in the write: its transaction rolled back, so keep the batch (and those after it)
@@ -166,6 +182,8 @@ class RunRecorder:
         if self._writer is not None:
             self.stop_writer()
             self.flush(late_fields)  # what it never confirmed
+        if self.run_id is not None:
+            self._check_database()  # before a Message Batch is paid for, or the run closed, in a file gone
 
     def _writer_for_this_run(self, late_fields: Callable[[], dict[str, Any]]) -> BackgroundWriter | None:
         """The writing process of this run, started at its first batch when ``background_writes`` allows it:
@@ -181,7 +199,7 @@ class RunRecorder:
 
             try:
                 self.ensure_run(late_fields)  # the run's row first: the writer's rows point at it
-                self._writer = BackgroundWriter(self.db_path, CHECKPOINT_SECONDS)
+                self._writer = BackgroundWriter(self.db_path, CHECKPOINT_SECONDS, self.store.identity)
             except Exception:
                 return None
         return self._writer
@@ -217,6 +235,8 @@ class RunRecorder:
             batch = self._in_flight.popleft()
             if fault is not None:
                 self._taken_back.append(batch)
+            else:
+                self._stored += len(batch)
             if checkpoint is None:
                 continue
             self._checkpointed_at = time.monotonic()
@@ -236,6 +256,23 @@ class RunRecorder:
         self._take_answers(writer.stop())
         self._taken_back.extend(self._in_flight)
         self._in_flight.clear()
+
+    def _check_database(self) -> bool:
+        """True when the database the run writes was deleted or replaced since it was opened (see
+        ``Store.replaced``): said once as a fault, every item of the run counted lost (those written went
+        with the file; the rest are written nowhere, never into the database now at the path), the run
+        forgotten (``run_id`` None: no status, no gate, no report reads it)."""
+        if self.lost is None:
+            if self._store is None or (reason := self._store.replaced()) is None:
+                return False
+            self.lost = reason
+            self.stop_writer()
+            went = f"the {self._stored} item(s) of this run written before went with it" if self._stored else \
+                "no item of this run had been written to it yet"
+            self.faults.append(f"{reason}: crucible writes nothing more (never into a database that is not the run's); {went}")
+        self.unrecorded = len(self._recorded)
+        self.run_id = self.reserved_run_id = None
+        return True
 
     def _record_fault(self, batch: list[dict[str, Any]], reason: str) -> None:
         ids = ", ".join(repr(score.get("item_id")) for score in batch[:5])
@@ -257,16 +294,19 @@ class RunRecorder:
                 self.faults.append(reason)
 
     # -- closing the run -------------------------------------------------------------------------------
-    def close_run(self, status: str, **fields: Any) -> str:
+    def close_run(self, status: str, **fields: Any) -> str | None:
         """Close the run with ``status`` (the store's ``finish_run`` fields beside it; a run that lost items is
-        never complete) and move it into the file itself. Returns the status stored."""
+        never complete) and move it into the file itself. Returns the status stored (None: the database was
+        deleted or replaced, and the run is not stored)."""
         assert self.run_id is not None
         store = self.store
+        if self._check_database():
+            return None
         stored = store.finish_run(self.run_id, status=status,
                                   golden_hash=store.golden_set_hash(self.run_id, written_canonical=True),
                                   unrecorded=self.unrecorded, **fields)
         self.checkpoint()  # the closed run, status included, in the file itself
-        return stored
+        return None if self._check_database() else stored
 
     def close(self) -> None:
         """Release the writing process (what it received is still written), an unused reservation, the store."""

@@ -44,7 +44,7 @@ class RunsMixin(Connection):
                   judge_label: str | None = None, cost_estimate_usd: float | None = None,
                   workspace: str = "default", labels: dict[str, str] | None = None,
                   kinds: list[str] | None = None, custom_metrics: list[dict[str, Any]] | None = None, repeats: int = 1,
-                  eval_k: int | None = None) -> str:
+                  eval_k: int | None = None, error_classes: int | None = None) -> str:
         """Open a run. ``eval_k``: the cutoff its metrics at K are measured at (ini crucible_k). ``custom_metrics``: the definitions of the custom metrics it measures (see
         ``custom_metrics.definitions``), kept with the run so a comparison sees a changed ruler."""
         fixed_id = run_id
@@ -75,6 +75,7 @@ class RunsMixin(Connection):
                     "custom_metrics": json.dumps(custom_metrics, sort_keys=True) if custom_metrics else None,
                     "repeats": repeats,
                     "eval_k": int(eval_k or DEFAULT_K),
+                    "error_classes": error_classes,
                 })
         except sqlite3.IntegrityError:
             if fixed_id is None:
@@ -144,15 +145,25 @@ class RunsMixin(Connection):
         return values["status"]
 
     def mark_dead_runs_interrupted(self) -> int:
-        """A run still 'running' whose process is gone (killed, crashed) was interrupted."""
+        """A run still 'running' whose process is gone (killed, crashed) was interrupted; its counts are those of
+        the results it stored (its session never closed it to count them)."""
         host = socket.gethostname()
         rows = self.db.conn.execute("SELECT id, pid FROM runs WHERE status = 'running' AND host = ?", [host]).fetchall()
         dead = [run_id for run_id, pid in rows if pid is not None and pid != os.getpid() and not _pid_alive(pid)]
         if dead:
+            counts = self._stored_counts(dead)
             with self.db.conn:
                 for run_id in dead:
-                    self._update_run(run_id, {"status": "interrupted"})
+                    self._update_run(run_id, {"status": "interrupted", **counts.get(run_id, {})})
         return len(dead)
+
+    def _stored_counts(self, run_ids: list[str]) -> dict[str, dict[str, int]]:
+        """n_items, n_scored, n_errored of runs as their stored results say (a run never closed has none of its own)."""
+        if not run_ids:
+            return {}
+        rows = self.db.conn.execute(f"SELECT run_id, COUNT(*), COUNT(error) FROM results WHERE run_id IN "
+                                    f"({', '.join('?' * len(run_ids))}) GROUP BY run_id", run_ids).fetchall()
+        return {run_id: {"n_items": n, "n_errored": errored, "n_scored": n - errored} for run_id, n, errored in rows}
 
     def list_runs(self, limit: int | None = None, *, workspace: str | None = None, config_hash: str | None = None,
                   labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
@@ -171,7 +182,13 @@ class RunsMixin(Connection):
         sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY started_at DESC, rowid DESC"
         if limit:
             sql += f" LIMIT {int(limit)}"
-        return [dict(row) for row in self.db.query(sql, params)]
+        runs = [dict(row) for row in self.db.query(sql, params)]
+        # A run not closed yet (running, or killed and marked interrupted) is counted from its stored results,
+        # as `crucible show` counts it.
+        counts = self._stored_counts([run["id"] for run in runs if run.get("finished_at") is None])
+        for run in runs:
+            run.update(counts.get(run["id"], {}))
+        return runs
 
     def workspaces(self) -> dict[str, int]:
         """workspace -> number of runs, by name."""

@@ -438,7 +438,13 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (run_id, item_id, attempt)
     );
     """,
-    # 16: an agentic pipeline's tool calls, in the order made (JSON [{"name", "arguments"}], NULL when it made
+    # 16: the version of the error class set a run's items were classed with (metrics/errors.py ERROR_CLASSES_VERSION;
+    # 2 added wrong_passage). NULL: a run before this version, classed by the first set. Stored classes are never
+    # rewritten: a comparison says when two runs were classed by different sets.
+    """
+    ALTER TABLE runs ADD COLUMN error_classes INTEGER;
+    """,
+    # 17: an agentic pipeline's tool calls, in the order made (JSON [{"name", "arguments"}], NULL when it made
     # none): what `crucible show --item` and the HTML report set beside the golden item's expectedTools.
     """
     ALTER TABLE results ADD COLUMN tool_calls TEXT;

@@ -183,6 +183,9 @@ def check_comparable(a: RunData, b: RunData) -> None:
             how = (f" (for example --crucible-judge={offline[0]}; {OFFLINE_JUDGES[0]} is the offline default, "
                    f"{', '.join(OFFLINE_JUDGES[1:])} stay selectable)"
                    if offline and column == "judge_model" else "")
+            if column == "judge_model" and any(str(model).startswith("aligned-") for model in (left, right)):
+                how += (" (an aligned judge is named by its file's content: aligned-<hash> is one `crucible judge align` "
+                        "file; a new alignment is a new judge)")
             raise ComparisonRefused(
                 f"refusing to compare run {a.run_id} with run {b.run_id}: different {label} ({left} vs {right})\n"
                 f"HINT: judge-based metrics are only comparable under the same judge; re-run one side with the other's judge{how}."
@@ -240,6 +243,9 @@ def compare_run_data(
     if other_ruler:
         names = [name for name in names if name != "responseRelevancy"]
         ruler_warnings = [*ruler_warnings, other_ruler]
+    classes = error_classes_change(a, b)
+    if classes:
+        ruler_warnings = [*ruler_warnings, classes]
     cutoff = cutoff_change(a, b, names)
     if cutoff:
         from ..metrics import depends_on_k
@@ -258,6 +264,7 @@ def compare_run_data(
             if kind is not None and not any(item in left or item in right for item in items):
                 continue  # a metric no item of this kind has (attack rates of retrieval questions)
             entry, pairs = _compare_metric(name, left, right, items, alpha=alpha, direction=metric_direction(name, custom))
+            _refuse_non_finite(name, a, b, left, right, items)
             entry.kind = kind
             results[metric_key(name, kind)] = entry
             if pairs is not None:
@@ -400,6 +407,18 @@ def embedder_change(a: RunData, b: RunData) -> str | None:
             f"{shown(right)} in {b.run_id}, so it is left out of the comparison; re-run the baseline to compare it")
 
 
+def error_classes_change(a: RunData, b: RunData) -> str | None:
+    """A note when the runs' items were classed by different error class sets (``defaults.ERROR_CLASSES_VERSION``;
+    a run that records none was classed by the first), or None. The metrics compare as they are; the class counts
+    do not mean the same."""
+    left, right = a.run.get("error_classes") or 1, b.run.get("error_classes") or 1
+    if left == right:
+        return None
+    return (f"the error classes changed between the runs (class set {left} in {a.run_id}, {right} in {b.run_id}): "
+            "since set 2 an answer faithful to its context but wrong is wrong_passage, not hallucination, so the "
+            "class counts differ for that reason too; the metrics are compared as before")
+
+
 CLUSTER_MODES = ("field", "doc", "none")
 
 
@@ -440,6 +459,22 @@ def kind_groups(items: list[str], run: RunData) -> list[tuple[str | None, list[s
         return [(None, list(items))]
     order = {kind: index for index, kind in enumerate(KINDS)}
     return [(kind, by_kind[kind]) for kind in sorted(by_kind, key=lambda k: (order.get(k, len(order)), k))]
+
+
+def _refuse_non_finite(name: str, a: RunData, b: RunData, left: Mapping[str, float], right: Mapping[str, float],
+                       items: list[str]) -> None:
+    """A NaN or an infinity among the values to compare is no number a mean or a resample can hold: refuse,
+    naming the metric, the item and the run, instead of a ValueError deep in the statistics."""
+    for run, values in ((a, left), (b, right)):
+        if math.isfinite(sum(values.values())):  # the usual case, in one pass (a huge finite sum may overflow: then look)
+            continue
+        for item in items:
+            value = values.get(item)
+            if value is not None and not math.isfinite(value):
+                raise ComparisonRefused(
+                    f"{name} of item {item} is {value!r} in run {run.run_id}: a comparison needs finite numbers\n"
+                    "HINT: a custom metric (or an imported run) produced it; fix it to return a number in its range, "
+                    "or leave the item out")
 
 
 def _compare_metric(name: str, left: Mapping[str, float], right: Mapping[str, float], items: list[str], *,

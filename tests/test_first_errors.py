@@ -162,8 +162,9 @@ def test_wrong_result_key_says_did_you_mean_once_then_one_line(pytester: pytest.
     result.stdout.fnmatch_lines([
         f"golden item q-001: {problem}",
         "    a result accepts: answer, retrieved, citations, confidence, abstained, detected_concepts, blocked, blocked_by, "
-        "metadata (snake_case or camelCase)",
+        "metadata, tool_calls, steps (snake_case or camelCase)",
         "    a retrieved chunk accepts: chunk_id, doc_id, text, score, metadata",
+        "    a tool call accepts: name, arguments; a step accepts: retrieved, metadata",
         "HINT: build the result as crucible.PipelineResult(...) to have its keys checked where you write them",
     ])
     later = [f"golden item {item}: {problem}; the accepted keys are listed at the first such failure" for item in ("q-002", "q-003")]

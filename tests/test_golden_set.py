@@ -112,7 +112,7 @@ def test_json_schema_describes_camel_case_fields() -> None:
     turn = schema["$defs"]["GoldenTurn"]
     assert turn["required"] == ["question"] and turn["additionalProperties"] is False
     assert set(turn["properties"]) == {"question", "reference", "assertions", "citations", "answerable", "kind", "tags",
-                                       "questionType", "assistant"}
+                                       "questionType", "expectedTools", "toolMatch", "assistant"}
 
 
 # -- lines whose text proves them plain skip the walk of their values: nothing else changes ---------------
@@ -185,3 +185,53 @@ def test_text_the_check_clears_never_holds_a_value_the_walk_refuses(value) -> No
         cleared = schema._surely_usable(text)
     if cleared:
         assert value_problem(json.loads(text), max_depth=3, max_values=16) is None
+
+
+# -- an agent's expected tool calls ----------------------------------------------------------------------
+TOOLS = {"id": "t", "question": "Where is order NW-1?", "expectedTools": [{"name": "lookup_order", "arguments": {"order_id": "NW-1"}},
+                                                                         {"name": "notify"}], "toolMatch": "superset"}
+
+
+def test_expected_tools_load_with_their_match_mode(tmp_path) -> None:
+    path = tmp_path / "golden_t.jsonl"
+    path.write_text(json.dumps(TOOLS) + "\n" + json.dumps({"id": "u", "question": "q", "expectedTools": []}) + "\n")
+    first, second = load_golden_file(path)
+    assert [(tool.name, tool.arguments) for tool in first.expected_tools or []] == [("lookup_order", {"order_id": "NW-1"}), ("notify", {})]
+    assert first.tool_match == "superset" and second.tool_match == "strict" and second.expected_tools == []
+    assert second.to_json()["expectedTools"] == [] and second.to_json()["toolMatch"] == "strict"  # [] expects no call at all
+    # An item without tools is stored as before (its golden set hash unchanged): no tool fields in its JSON.
+    plain = GoldenItem.model_validate({"id": "p", "question": "q"}).to_json()
+    assert "expectedTools" not in plain and "toolMatch" not in plain
+
+
+@pytest.mark.parametrize("change, field, problem, hint", [
+    ({"toolMatch": "unorderd"}, "toolMatch", "Input should be 'strict', 'unordered', 'subset' or 'superset' (got \"unorderd\")",
+     "did you mean 'unordered'?"),
+    ({"toolMatch": "Subset"}, "toolMatch", "(got \"Subset\")", "did you mean 'subset'?"),
+    ({"toolMatch": "exact"}, "toolMatch", "(got \"exact\")", "use one of the allowed values exactly as written"),
+    ({"expectedTools": [{"nme": "lookup_order"}]}, "expectedTools[0].nme", "unknown field; also wrong: expectedTools[0].name",
+     "did you mean 'name'?"),
+    ({"expectedTools": [{"name": ""}]}, "expectedTools[0].name", "at least 1 character", ""),
+    ({"expectedTools": [{"name": "x", "arguments": ["NW-1"]}]}, "expectedTools[0].arguments", "a valid dictionary", ""),
+    ({"expectedTools": {"name": "x"}}, "expectedTools", "a valid list", ""),
+])
+def test_a_bad_tool_expectation_is_one_error_naming_line_and_field(tmp_path, change, field, problem, hint) -> None:
+    path = tmp_path / "golden_t.jsonl"
+    path.write_text(json.dumps(ITEM) + "\n" + json.dumps({**TOOLS, **change}) + "\n")
+    with pytest.raises(GoldenFileError) as info:
+        load_golden_file(path, display_path="golden_t.jsonl")
+    error = info.value
+    assert (error.line, error.field) == (2, field) and problem in error.problem, str(error)
+    assert hint in error.hint and str(error).startswith(f"golden_t.jsonl:2: field '{field}': ")
+
+
+def test_expected_tools_are_content() -> None:
+    from pytest_crucible.golden_set.changes import changed_fields
+
+    before = GoldenItem.model_validate(TOOLS).to_json()
+    assert changed_fields(before, {**before, "toolMatch": "subset"}) == ["toolMatch"]
+    assert changed_fields(before, {**before, "expectedTools": [{"name": "lookup_order"}]}) == ["expectedTools"]
+    # Written with or without the defaults, one content; an item without tools is unchanged by the new fields.
+    assert changed_fields(before, {**TOOLS, "expectedTools": [{"name": "lookup_order", "arguments": {"order_id": "NW-1"}},
+                                                              {"name": "notify", "arguments": {}}]}) == []
+    assert changed_fields({"id": "p", "question": "q"}, GoldenItem.model_validate({"id": "p", "question": "q"}).to_json()) == []

@@ -176,3 +176,50 @@ def test_every_table_lines_up_and_fits_the_window(reports) -> None:
     assert compared["comparison"] >= 1 and compared["facets"] >= 3 and compared["guardrails"] >= 1 and compared["items"] >= 1
     assert alone["comparison"] == 0 and alone["facets"] >= 3 and alone["items"] >= 1
     assert not problems, "\n".join(problems[:40]) + (f"\n... {len(problems) - 40} more" if len(problems) > 40 else "")
+
+
+@pytest.mark.slow
+def test_the_tool_calls_view_marks_each_mismatch_in_a_real_browser(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """An item's tool calls beside the expected ones: a row per expectation and per unexpected call, each
+    mismatch marked in the bad colour, the differing argument named, the table inside the window."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is not installed (apt-get install -y --no-install-recommends chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright client is not installed (pip install playwright)")
+    from test_tools_e2e import CONFTEST as TOOLS_CONFTEST
+    from test_tools_e2e import ITEMS as TOOL_ITEMS
+
+    write_project(pytester, TOOL_ITEMS, TOOLS_CONFTEST)
+    assert pytester.runpytest("--crucible-html=tools.html", "-p", "no:cacheprovider").ret == pytest.ExitCode.OK
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.goto((pytester.path / "tools.html").as_uri())
+            group = page.locator("#items-table > tbody", has=page.locator("details#item-t-wrong"))
+            table = group.locator("table.tools")
+            assert not table.is_visible()
+            group.locator("details.item > summary").click()
+            assert table.is_visible()
+            rows = table.locator("tr.tool")
+            assert [row.get_attribute("data-status") for row in rows.all()] == ["arguments_differ", "unexpected"]
+            cells = [[cell.inner_text().strip() for cell in row.locator("td").all()] for row in rows.all()]
+            assert cells == [["arguments differ", 'check_stock(product="Vela E3", store="Leeds")', "1",
+                              'check_stock(product="Vela E3", store="York")', 'store: expected "Leeds", got "York"'],
+                             ["unexpected", "–", "2", 'send_email(to="me")', ""]]
+            bad = page.evaluate("() => getComputedStyle(document.documentElement).getPropertyValue('--bad').trim()")
+            status = rows.first.locator("td").first
+            assert status.evaluate("cell => getComputedStyle(cell).color") == page.evaluate(
+                "bad => { const probe = document.createElement('span'); probe.style.color = bad; document.body.append(probe);"
+                " const color = getComputedStyle(probe).color; probe.remove(); return color; }", bad)
+            # A matched row is marked good, a missing one bad: the item whose calls came in the other order.
+            other = page.locator("#items-table > tbody", has=page.locator("details#item-t-order"))
+            other.locator("details.item > summary").click()
+            assert [row.get_attribute("data-status") for row in other.locator("tr.tool").all()] == ["match", "out_of_order"]
+            box = table.bounding_box()
+            assert box and box["width"] > 300 and box["x"] >= 0 and box["x"] + box["width"] <= 1400
+            table.screenshot(path=str(tmp_path / "tool-calls.png"))
+            assert (tmp_path / "tool-calls.png").stat().st_size > 1000
+            problems = _check_page(page, "tools", 1400)  # every table of the page, the open tool tables included
+            assert not problems, "\n".join(problems)
+        finally:
+            browser.close()

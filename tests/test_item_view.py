@@ -144,9 +144,10 @@ def test_show_item_json_has_stable_keys(one_run) -> None:
     document = json.loads(result.stdout.str())
     assert list(document) == ["runId", "itemId", "mode", "kind", "questionType", "question", "reference", "answer", "abstained",
                               "blocked", "guardrail", "confidence", "outcome", "errorClass", "cragGrade", "failedBecause", "k",
-                              "retrieved", "relevantNotRetrieved", "metrics", "evidence", "attempts", "conversation"]
+                              "retrieved", "relevantNotRetrieved", "metrics", "evidence", "tools", "attempts", "conversation"]
     assert document["conversation"] is None  # not a turn of a golden conversation
     assert document["runId"] == run_id and document["errorClass"] == "retrieval_miss" and document["k"] == 10
+    assert document["tools"] is None  # no expectedTools and no call made: no tool view
     assert document["retrieved"][0] == {
         "rank": 1, "chunkId": "returns#p1", "docId": "returns", "score": 1.0, "unit": "chunk:returns#p1", "grade": None,
         "gradeSource": "unjudged", "relevant": False, "cited": True, "excerpt": "Bikes can be returned within 30 days."}

@@ -13,6 +13,7 @@ from pytest_crucible.metrics import (
     METRIC_FAMILIES,
     NO_DIRECTION,
     OTHER_METRICS,
+    UNGATED_BY_DEFAULT,
     family_of,
     higher_is_better,
     metric_direction,
@@ -29,10 +30,13 @@ def test_the_views_keep_the_spec_order_and_membership() -> None:
         "abstention": ("truthfulness", "abstainRate", "aurc"),
         "guardrails": ("attackSuccessRate", "falsePositiveRate"),
         "conversation": ("conversationSuccess", "turnsToFirstFailure"),
+        "agent": ("toolCallRecall", "toolCallPrecision", "trajectoryMatch", "toolCalls", "retrievalSteps"),
     }
     assert OTHER_METRICS == ("conceptRecall", "nearMissRate", "assertionSatisfaction")
     assert KNOWN_METRICS[-1] == "eAurc" and len(KNOWN_METRICS) == len(set(KNOWN_METRICS)) == len(BUILTIN)
-    assert {"noiseSensitivity", "aurc", "eAurc", "nearMissRate", "attackSuccessRate", "falsePositiveRate"} == LOWER_IS_BETTER
+    assert {"noiseSensitivity", "aurc", "eAurc", "nearMissRate", "attackSuccessRate", "falsePositiveRate", "toolCalls",
+            "retrievalSteps"} == LOWER_IS_BETTER
+    assert {"toolCalls", "retrievalSteps"} == UNGATED_BY_DEFAULT  # counts of an agent's work: gated only when named
     assert {"abstainRate"} == NO_DIRECTION
     assert JUDGED_METRICS == {"faithfulness": "faithful", "responseRelevancy": None, "contextPrecision": None,
                               "contextRecall": None, "noiseSensitivity": None, "truthfulness": "crag", "aurc": "crag",

@@ -81,6 +81,39 @@ def chunks(draw, exact=False):
 
 
 @st.composite
+def tool_calls(draw, exact=False):
+    """One tool call: a name and arguments (exact: a non-empty str and a dict of JSON values), or, unless exact,
+    anything at all in either, a key left out or one no call accepts."""
+    if exact:
+        call = {"name": draw(st.sampled_from(["lookup", "book", "x"]))}
+        if draw(st.booleans()):
+            call["arguments"] = draw(st.dictionaries(st.text(max_size=3), exact_json, max_size=3))
+        return call
+    call = {}
+    if draw(st.integers(0, 5)):
+        call["name"] = draw(st.one_of(st.sampled_from(["lookup", ""]), scalars))
+    if draw(st.booleans()):
+        call["arguments"] = draw(st.one_of(st.dictionaries(st.one_of(st.text(max_size=3), st.integers(0, 2)), json_values, max_size=3),
+                                           json_values, st.just('{"a": 1}')))
+    if draw(st.integers(0, 9)) == 0:
+        call[draw(st.sampled_from(["args", "id"]))] = 1
+    return call
+
+
+@st.composite
+def steps(draw, exact=False):
+    step = {}
+    if draw(st.integers(0, 4)):
+        step["retrieved"] = draw(st.lists(chunks(exact=exact), max_size=3) if exact else
+                                 st.one_of(st.lists(chunks(), max_size=3), st.tuples(chunks()), scalars))
+    if draw(st.booleans()):
+        step["metadata"] = draw(st.dictionaries(st.text(max_size=3), exact_json if exact else json_values, max_size=2))
+    if not exact and draw(st.integers(0, 9)) == 0:
+        step["retreived"] = []
+    return step
+
+
+@st.composite
 def results(draw, exact=False):
     fields = {}
     metadata = st.dictionaries(st.text(max_size=3), exact_json if exact else json_values, max_size=3)
@@ -94,10 +127,14 @@ def results(draw, exact=False):
             ("detected_concepts", string_lists, exact_strings),
             ("blocked", scalars, st.booleans()),
             ("blocked_by", scalars, st.one_of(st.none(), st.text(max_size=4))),
-            ("metadata", st.one_of(metadata, json_values), metadata)):
+            ("metadata", st.one_of(metadata, json_values), metadata),
+            ("tool_calls", st.one_of(st.lists(tool_calls(), max_size=3), st.tuples(tool_calls()), scalars),
+             st.lists(tool_calls(exact=True), max_size=3)),
+            ("steps", st.one_of(st.lists(steps(), max_size=3), st.tuples(steps()), scalars),
+             st.one_of(st.none(), st.lists(steps(exact=True), max_size=3)))):
         if draw(st.booleans()):
             fields[name] = draw(exact_strategy if exact else strategy)
-    return _spelled(fields, {"detected_concepts": "detectedConcepts", "blocked_by": "blockedBy"}, draw, exact)
+    return _spelled(fields, {"detected_concepts": "detectedConcepts", "blocked_by": "blockedBy", "tool_calls": "toolCalls"}, draw, exact)
 
 
 @st.composite
@@ -125,6 +162,10 @@ def test_plain_data_is_what_the_model_gives(value) -> None:
      "answer": "See [S1].", "confidence": 0.75, "detectedConcepts": ["c"], "metadata": {"nested": {"k": [1, None, True]}}},
     {"retrieved": [{"chunkId": "a#1", "docId": "a"}], "answer": None},
     {"retrieved": [], "blocked": True, "blockedBy": "input-filter"},
+    {"retrieved": [{"chunk_id": "a#1", "doc_id": "a"}], "tool_calls": [{"name": "lookup", "arguments": {"city": "Leeds", "n": [1, 2.5]}},
+                                                                      {"name": "book"}],
+     "steps": [{"retrieved": [{"chunk_id": "b#1", "doc_id": "b"}]}, {"retrieved": [], "metadata": {"query": "x"}}]},
+    {"toolCalls": [], "steps": []},
 ])
 def test_a_result_of_exact_types_builds_no_model(value, monkeypatch: pytest.MonkeyPatch) -> None:
     # The per-item path of a large run: such a result is read without pydantic, and still equals the model's dump.
@@ -185,3 +226,21 @@ def test_metadata_that_cannot_be_stored_is_one_clear_error(metadata, reason) -> 
         result_data({"retrieved": [{"chunk_id": "a#1", "doc_id": "a", "metadata": metadata}]})
     assert "HINT: metadata takes JSON values" in str(caught.value)
     assert "\n" not in caught.value.problem  # the stored problem is one line
+
+
+def test_steps_are_scored_as_one_ranking_in_order_of_first_appearance() -> None:
+    def chunk(chunk_id):
+        return {"chunk_id": chunk_id, "doc_id": chunk_id.split("#")[0]}
+
+    value = {"retrieved": [chunk("c#1"), chunk("d#1")], "answer": "See [S3] and [S4].",
+             "steps": [{"retrieved": [chunk("a#1"), chunk("b#1"), chunk("a#1")]}, {"retrieved": [chunk("b#1"), chunk("c#1")]}]}
+    merged = ["a#1", "b#1", "c#1", "d#1"]  # step 1, the chunk step 2 added, then the top level's new one
+    assert [c["chunk_id"] for c in pipeline.ranking_of(result_data(value))] == merged
+    result = coerce_result(value)
+    assert [c.chunk_id for c in result.ranking()] == merged
+    assert result.cited_chunk_ids() == ["c#1", "d#1"]  # [Sn] counts in the ranking scored
+    # Without steps the ranking is `retrieved` as returned, duplicates and all (the retrieval metrics count them).
+    plain = {"retrieved": [chunk("a#1"), chunk("a#1")]}
+    assert [c["chunk_id"] for c in pipeline.ranking_of(result_data(plain))] == ["a#1", "a#1"]
+    # steps: [] is a pipeline that took no retrieval step: its top-level chunks, once each.
+    assert [c["chunk_id"] for c in pipeline.ranking_of(result_data({**plain, "steps": []}))] == ["a#1"]

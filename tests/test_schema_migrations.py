@@ -18,7 +18,7 @@ from pytest_crucible.cli import main as crucible
 from pytest_crucible.store import SCHEMA_VERSION, Store
 
 DATA = Path(__file__).parent / "data"
-FIXTURES = {"v1": 1, "v2": 2, "v3": 3, "v4-42be2d4": 4, "v4": 4, "v5": 5, "v6": 6, "v7": 7, "v9": 9, "v10": 10, "v11": 11, "v12": 12, "v13": 13, "v14": 14, "v15": 15}
+FIXTURES = {"v1": 1, "v2": 2, "v3": 3, "v4-42be2d4": 4, "v4": 4, "v5": 5, "v6": 6, "v7": 7, "v9": 9, "v10": 10, "v11": 11, "v12": 12, "v13": 13, "v14": 14, "v15": 15, "v16": 16}
 
 # Compared before and after: every row of these, in columns every version has.
 CONTENT = {
@@ -189,9 +189,28 @@ def test_a_migrated_file_records_selections_and_attempts(tmp_path: Path) -> None
         store.close()
 
 
+def test_a_migrated_file_keeps_tool_calls(tmp_path: Path) -> None:
+    """Schema 17: a file of the version before gains the results' tool calls (NULL for its results: no call
+    recorded), and a result recorded after the migration keeps its calls."""
+    path = tmp_path / "v16.db"
+    shutil.copy(DATA / "crucible-schema-v16.db", path)
+    store = Store.open(path)
+    try:
+        run_id = next(run["id"] for run in store.list_runs() if run["status"] == "complete")
+        assert all(row["tool_calls"] is None for row in store.results(run_id, decoded=True))
+        calls = [{"name": "lookup_order", "arguments": {"order": "NW-1"}}]
+        store.record_score(run_id, {"item_id": "tools-1", "question": "Where is order NW-1?", "item": {"id": "tools-1"},
+                                    "retrieved": [], "tool_calls": calls, "metrics": {"toolCalls": 1.0}})
+        row = next(row for row in store.results(run_id, decoded=True) if row["item_id"] == "tools-1")
+        assert row["tool_calls"] == calls
+    finally:
+        store.close()
+
+
 def test_a_postgres_database_of_the_version_before_is_migrated(postgres_server) -> None:
-    """A team's PostgreSQL database written by the version before (schema 14) moves to this one on first open: the
-    same migrations as a file, translated; its runs are kept and full selections."""
+    """A team's PostgreSQL database written by an older version (schema 14) moves to this one on first open: the
+    same migrations as a file, translated; its runs are kept and full selections, classed by the first error class
+    set, and their results gain the tool calls column."""
     import psycopg
     from test_store_backends import SCORE, new_run
 
@@ -205,6 +224,7 @@ def test_a_postgres_database_of_the_version_before_is_migrated(postgres_server) 
         conn.execute("DROP TABLE item_attempts")
         conn.execute("ALTER TABLE runs DROP COLUMN selection")
         conn.execute("ALTER TABLE runs DROP COLUMN error_classes")
+        conn.execute("ALTER TABLE results DROP COLUMN tool_calls")
         conn.execute("UPDATE crucible_schema SET version = 14")
     store = Store.open(url)
     try:
@@ -212,5 +232,7 @@ def test_a_postgres_database_of_the_version_before_is_migrated(postgres_server) 
         assert store.get_run(run_id)["selection"] is None and store.resolve_run("latest") == run_id
         assert store.get_run(run_id)["error_classes"] is None  # classed by the first set, as far as anyone can tell
         assert store.item_attempts(run_id) == []
+        [row] = store.results(run_id, decoded=True)
+        assert row["tool_calls"] is None
     finally:
         store.close()

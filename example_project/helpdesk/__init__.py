@@ -8,6 +8,7 @@ The package is organised as a classic two-stage RAG pipeline:
 * :mod:`helpdesk.rerank`   - second-stage feature-based reranker;
 * :mod:`helpdesk.answer`   - extractive answerer with citations and abstention;
 * :mod:`helpdesk.concepts` - glossary of named entities (products, plans, systems);
+* :mod:`helpdesk.tools`    - the order and store tools a question needs, as tool calls;
 * :mod:`helpdesk.pipeline` - :class:`HelpdeskRAG`, the callable that ties it together.
 """
 

@@ -25,11 +25,15 @@ Input defences: the question and the retrieved chunks go through
 golden item carries a document attack (``item.attack.vector == "document"``), its
 planted text is added to the ranking as chunk ``planted:<item id>`` of document
 ``planted``, ranked first, the way a poisoned knowledge-base page would arrive.
+
 A golden conversation's follow-up ("And if I bought it online?") says little on its own: with
 ``history`` (the earlier turns as ``{"role", "content"}`` messages, which pytest-crucible passes on each
 turn of a conversation) the retrieval query reads the user's earlier questions of the conversation, the
 last :data:`HISTORY_TURNS` of them, before this one; the answerer and the guardrails read this question
 alone.
+
+Tools: a question that needs the order or store systems (an order number, a stock check, a service booking)
+also returns the calls it needs as ``tool_calls`` (see :mod:`helpdesk.tools`).
 
 A blocked question returns ``blocked=True``, ``blocked_by=<layer>``, no answer
 (``answer`` is None: nothing was generated, and the refusal the user sees is the
@@ -51,6 +55,7 @@ from .guardrails import InputScanner
 from .index import BM25Index
 from .rerank import FeatureReranker, RerankWeights
 from .text import analyze
+from .tools import plan_tool_calls
 
 DEFAULT_CONFIG: Mapping[str, Any] = {
     "retrievalLimit": 10,
@@ -209,5 +214,7 @@ class HelpdeskRAG:
             }
 
         metadata["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)
-        result.update(detected_concepts=concepts, blocked=False, metadata=metadata)
+        # The account and store tools the question needs (helpdesk/tools.py), in both modes: choosing them is
+        # part of finding what to answer from. A blocked question calls none.
+        result.update(detected_concepts=concepts, blocked=False, metadata=metadata, tool_calls=plan_tool_calls(question))
         return result

@@ -74,7 +74,7 @@ def add_options(parser: pytest.Parser) -> None:
                          "relevance grades, so a judgment added between the runs does not move the ruler.")
     group.addoption("--crucible-changed-items", dest="crucible_changed_items", choices=list(CHANGED_ITEMS_CHOICES), default=None,
                     help="What the gate does with a golden item edited under its id since the baseline (its question, "
-                         "reference, assertions, answerable or kind differ): exclude leaves it out of the pairs and says "
+                         "reference, assertions, answerable, kind or expected tools differ): exclude leaves it out of the pairs and says "
                          "so (default), include compares it anyway with a note, refuse refuses the gate (exit 3). A change "
                          f"of citations alone keeps the item paired (see --crucible-rescore). Default: ini crucible_changed_items, else {CHANGED_ITEMS}.")
     group.addoption("--crucible-allow-incomplete", dest="crucible_allow_incomplete", action="store_true", default=False,

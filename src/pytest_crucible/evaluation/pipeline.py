@@ -3,6 +3,9 @@
 The callable is invoked as ``pipeline(question, *, item, config, mode)`` and returns
 a :class:`PipelineResult` or a dict with the same fields (camelCase or snake_case).
 
+An agentic pipeline may also return the tool calls it made (``tool_calls``) and its retrieval steps
+(``steps``, each with its own ``retrieved``): the ranking scored is then :func:`merged_ranking`.
+
 This module never imports pytest.
 """
 
@@ -10,8 +13,10 @@ from __future__ import annotations
 
 import difflib
 import math
+import operator
 import re
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel, to_snake
@@ -35,6 +40,20 @@ class Retrieved(_Model):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
+class ToolCall(_Model):
+    """One tool call the pipeline made; ``PipelineResult.tool_calls`` lists them in the order made."""
+
+    name: str = Field(min_length=1)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class Step(_Model):
+    """One retrieval step of an agentic pipeline: what that step retrieved, in its rank order."""
+
+    retrieved: list[Retrieved] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
 class PipelineResult(_Model):
     """What one pipeline call produced for one golden question."""
 
@@ -48,14 +67,52 @@ class PipelineResult(_Model):
     blocked: bool = False
     blocked_by: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # An agentic pipeline's tool calls, in the order made (scored against the item's expectedTools).
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    # Its retrieval steps (None: a pipeline that retrieves once, in ``retrieved``): see merged_ranking.
+    steps: list[Step] | None = None
+
+    def ranking(self) -> list[Retrieved]:
+        """The ranking the retrieval metrics score: ``retrieved``, or with ``steps`` :func:`merged_ranking`."""
+        return merged_ranking(None if self.steps is None else [step.retrieved for step in self.steps], self.retrieved,
+                              operator.attrgetter("chunk_id"))
 
     def cited_chunk_ids(self) -> list[str]:
         """Chunks the answer cites: explicit ``citations``, else its ``[Sn]`` markers.
 
-        ``[Sn]`` refers to the n-th retrieved chunk (1-based); markers pointing past
-        the retrieved list are ignored (they cite nothing that was retrieved).
+        ``[Sn]`` refers to the n-th chunk of the ranking scored (1-based: :meth:`ranking`); markers pointing
+        past it are ignored (they cite nothing that was retrieved).
         """
-        return cited_chunk_ids(self.answer, self.citations, [chunk.chunk_id for chunk in self.retrieved])
+        return cited_chunk_ids(self.answer, self.citations, [chunk.chunk_id for chunk in self.ranking()])
+
+
+_Chunk = TypeVar("_Chunk")
+
+
+def merged_ranking(steps: Sequence[Sequence[_Chunk]] | None, retrieved: Sequence[_Chunk],
+                   chunk_id: Callable[[_Chunk], str]) -> list[_Chunk]:
+    """The ranking of a result: ``retrieved`` as returned when there are no ``steps`` (None); else every chunk
+    of the steps in order of first appearance (step 1's in its order, then the chunks step 2 added, ...),
+    then those of the top-level ``retrieved`` not already there. A chunk (by ``chunk_id``) retrieved again
+    keeps its first place, the way an agent's second look at a passage is no new result."""
+    if steps is None:
+        return list(retrieved)
+    seen: set[str] = set()
+    merged = []
+    for chunks in (*steps, retrieved):
+        for chunk in chunks:
+            key = chunk_id(chunk)
+            if key not in seen:
+                seen.add(key)
+                merged.append(chunk)
+    return merged
+
+
+def ranking_of(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """:meth:`PipelineResult.ranking` of a result's plain data (:func:`result_data`)."""
+    steps = data.get("steps")
+    return merged_ranking(None if steps is None else [step["retrieved"] for step in steps], data["retrieved"],
+                          operator.itemgetter("chunk_id"))
 
 
 def cited_chunk_ids(answer: str | None, citations: list[str], retrieved_ids: list[str]) -> list[str]:
@@ -95,6 +152,24 @@ def _did_you_mean(key: str, model: type[BaseModel]) -> str | None:
     return spellings[match[0]] if match else None
 
 
+# Which model holds a field of another: (model, field) -> the model of its entries.
+_NESTED: dict[tuple[type[BaseModel], str], type[BaseModel]] = {
+    (PipelineResult, "retrieved"): Retrieved, (PipelineResult, "tool_calls"): ToolCall, (PipelineResult, "steps"): Step,
+    (Step, "retrieved"): Retrieved}
+
+
+def _model_at(loc: Sequence[Any]) -> type[BaseModel] | None:
+    """The model an error's location (less its key) points into: ``()`` the result, ``("retrieved", 0)`` a
+    chunk, ``("steps", 1, "retrieved", 0)`` a step's chunk; None inside a dict of free values (metadata)."""
+    model: type[BaseModel] | None = PipelineResult
+    for part in loc:
+        if model is None:
+            return None
+        if not isinstance(part, int):
+            model = _NESTED.get((model, to_snake(str(part))))
+    return model
+
+
 def _unknown_keys(errors: list[Any]) -> tuple[list[str], list[str]]:
     """The extra keys of a validation error: their paths, and each with its did-you-mean."""
     paths, described = [], []
@@ -102,7 +177,7 @@ def _unknown_keys(errors: list[Any]) -> tuple[list[str], list[str]]:
         loc = error["loc"]
         if error["type"] != "extra_forbidden" or not loc:
             continue
-        model = PipelineResult if len(loc) == 1 else Retrieved if len(loc) == 3 and loc[0] == "retrieved" else None
+        model = _model_at(loc[:-1])
         key = str(loc[-1])
         path = ".".join(filter(None, [field_path(loc[:-1], rename=to_snake), key]))
         guess = _did_you_mean(key, model) if model is not None else None
@@ -158,14 +233,24 @@ def coerce_result(value: Any, *, explain_keys: bool = True) -> PipelineResult:
                 "\n    ".join([shown, *listed]) + "\n"
                 f"    a result accepts: {_accepted(PipelineResult)} (snake_case or camelCase)\n"
                 f"    a retrieved chunk accepts: {_accepted(Retrieved)}\n"
+                f"    a tool call accepts: {_accepted(ToolCall)}; a step accepts: {_accepted(Step)}\n"
                 "HINT: build the result as crucible.PipelineResult(...) to have its keys checked where you write them",
                 problem=problem, unknown_keys=tuple(unknown)) from None
         head = "crucible_pipeline returned an invalid result: "
+        hint = _hint(others)
         if len(others) == 1:
-            raise PipelineResultError(head + listed[0]) from None
+            raise PipelineResultError(head + listed[0] + hint, problem=head + listed[0]) from None
         # Every problem, one per line (a user fixes them all at once); the stored problem stays one line.
         problem = head + f"{len(others)} problems: " + "; ".join(listed[:2]) + ("; ..." if len(others) > 2 else "")
-        raise PipelineResultError("\n    ".join([f"{head}{len(others)} problems:", *listed]), problem=problem) from None
+        raise PipelineResultError("\n    ".join([f"{head}{len(others)} problems:", *listed]) + hint, problem=problem) from None
+
+
+def _hint(errors: list[Any]) -> str:
+    """A HINT line for a mistake worth one ("" for the others): a tool call's arguments given as JSON text."""
+    if any(error["loc"][-1:] == ("arguments",) and isinstance(error.get("input"), str) for error in errors):
+        return ("\nHINT: a tool call's arguments are an object of the values it was called with; an API that returns "
+                "them as JSON text (OpenAI's function.arguments) needs json.loads(...) first")
+    return ""
 
 
 # -- results as plain data -------------------------------------------------------------------
@@ -174,6 +259,8 @@ _SNAKE_RESULT_KEYS = frozenset(PipelineResult.model_fields)
 _CAMEL_RESULT_KEYS = frozenset(to_camel(name) for name in PipelineResult.model_fields)
 _SNAKE_CHUNK_KEYS = frozenset(Retrieved.model_fields)
 _CAMEL_CHUNK_KEYS = frozenset(to_camel(name) for name in Retrieved.model_fields)
+_CALL_KEYS = frozenset(ToolCall.model_fields)  # one-word fields: one spelling
+_STEP_KEYS = frozenset(Step.model_fields)
 _EMPTY: dict[str, Any] = {}
 _EMPTY_LIST: list[Any] = []
 
@@ -205,9 +292,9 @@ def _exact_data(value: dict[str, Any]) -> dict[str, Any] | None:
     """``result_data`` of a dict that needs no conversion, or None: the model must decide."""
     keys = value.keys()
     if keys <= _SNAKE_RESULT_KEYS:
-        concepts, blocked_by = value.get("detected_concepts", _EMPTY_LIST), value.get("blocked_by")
+        concepts, blocked_by, calls = value.get("detected_concepts", _EMPTY_LIST), value.get("blocked_by"), value.get("tool_calls", _EMPTY_LIST)
     elif keys <= _CAMEL_RESULT_KEYS:
-        concepts, blocked_by = value.get("detectedConcepts", _EMPTY_LIST), value.get("blockedBy")
+        concepts, blocked_by, calls = value.get("detectedConcepts", _EMPTY_LIST), value.get("blockedBy"), value.get("toolCalls", _EMPTY_LIST)
     else:  # an unknown key, both spellings of one field, or the two spellings mixed: the model decides
         return None
     get = value.get
@@ -217,7 +304,24 @@ def _exact_data(value: dict[str, Any]) -> dict[str, Any] | None:
             or (confidence is not None and (type(confidence) is not float or not 0.0 <= confidence <= 1.0))
             or type(abstained) is not bool or type(blocked) is not bool):
         return None
-    chunks = get("retrieved", _EMPTY_LIST)
+    retrieved = _exact_chunks(get("retrieved", _EMPTY_LIST))
+    if retrieved is None:
+        return None
+    citations, concepts = _strings(get("citations", _EMPTY_LIST)), _strings(concepts)
+    metadata = _json_copy(get("metadata", _EMPTY))
+    if citations is None or concepts is None or type(metadata) is not dict:
+        return None
+    tool_calls = _exact_calls(calls) if calls else [] if type(calls) is list else None
+    steps = get("steps")
+    if tool_calls is None or (steps is not None and (steps := _exact_steps(steps)) is None):
+        return None
+    return {"answer": answer, "retrieved": retrieved, "citations": citations, "confidence": confidence,
+            "abstained": abstained, "detected_concepts": concepts, "blocked": blocked, "blocked_by": blocked_by,
+            "metadata": metadata, "tool_calls": tool_calls, "steps": steps}
+
+
+def _exact_chunks(chunks: Any) -> list[dict[str, Any]] | None:
+    """A list of exact chunks copied (:func:`_exact_chunk`), or None."""
     if type(chunks) is not list:  # (a generator must not be consumed here: the model reads it then)
         return None
     retrieved = []
@@ -226,13 +330,37 @@ def _exact_data(value: dict[str, Any]) -> dict[str, Any] | None:
         if plain is None:
             return None
         retrieved.append(plain)
-    citations, concepts = _strings(get("citations", _EMPTY_LIST)), _strings(concepts)
-    metadata = _json_copy(get("metadata", _EMPTY))
-    if citations is None or concepts is None or type(metadata) is not dict:
+    return retrieved
+
+
+def _exact_calls(calls: Any) -> list[dict[str, Any]] | None:
+    """A list of tool calls of exact types (a non-empty str name, arguments of JSON values) copied, or None."""
+    if type(calls) is not list:
         return None
-    return {"answer": answer, "retrieved": retrieved, "citations": citations, "confidence": confidence,
-            "abstained": abstained, "detected_concepts": concepts, "blocked": blocked, "blocked_by": blocked_by,
-            "metadata": metadata}
+    copied = []
+    for call in calls:
+        if type(call) is not dict or not call.keys() <= _CALL_KEYS:
+            return None
+        name, arguments = call.get("name"), _json_copy(call.get("arguments", _EMPTY))
+        if type(name) is not str or not name or type(arguments) is not dict:
+            return None
+        copied.append({"name": name, "arguments": arguments})
+    return copied
+
+
+def _exact_steps(steps: Any) -> list[dict[str, Any]] | None:
+    """A list of steps of exact types (their chunks :func:`_exact_chunk`'s, metadata of JSON values) copied, or None."""
+    if type(steps) is not list:
+        return None
+    copied = []
+    for step in steps:
+        if type(step) is not dict or not step.keys() <= _STEP_KEYS:
+            return None
+        retrieved, metadata = _exact_chunks(step.get("retrieved", _EMPTY_LIST)), _json_copy(step.get("metadata", _EMPTY))
+        if retrieved is None or type(metadata) is not dict:
+            return None
+        copied.append({"retrieved": retrieved, "metadata": metadata})
+    return copied
 
 
 def _exact_chunk(chunk: Any) -> dict[str, Any] | None:

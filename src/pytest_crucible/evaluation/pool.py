@@ -15,12 +15,13 @@ from typing import Any
 from ..golden_set.schema import GoldenItem
 from ..judge.types import JudgeFailure, RelevanceRequest
 from ..metrics.retrieval import ranking_units
+from .pipeline import ranking_of
 
 
 def label_pool(item: GoldenItem, data: dict[str, Any], k: int, judgments: dict[str, tuple[int, str]], engine) -> tuple[list[dict[str, Any]], list[str]]:
     """Judge the unjudged top-k chunks of a result (``data``: ``pipeline.result_data``); returns (new llm ledger rows, errors)."""
     qrels = {unit: grade for unit, (grade, _) in judgments.items()}
-    top = data["retrieved"][:k]
+    top = ranking_of(data)[:k]
     units = ranking_units([(chunk["chunk_id"], chunk["doc_id"]) for chunk in top], qrels)
     # Duplicate units ("dup:...") are already counted once; only fresh chunks are graded.
     wanted = [chunk for chunk, unit in zip(top, units) if unit.startswith("chunk:") and unit not in qrels]

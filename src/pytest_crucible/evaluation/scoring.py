@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 from ..golden_set.schema import GoldenItem
 from ..metrics.guardrail import guardrail_failure, guardrail_item_metrics
 from ..metrics.retrieval import ranking_units, retrieval_metrics
+from ..metrics.tools import STEPS, tool_metrics
 from ..qrels.grades import item_grades
-from .pipeline import PipelineResult, cited_chunk_ids, result_data
+from .pipeline import PipelineResult, cited_chunk_ids, ranking_of, result_data
 
 if TYPE_CHECKING:
     from .repeats import RepeatRow
@@ -71,6 +72,8 @@ class ItemScore:
     supporting_chunk_ids: list[str] = field(default_factory=list)
     error_class: str | None = None
     error_evidence: str | None = None
+    # The tool calls the pipeline made, in order ({"name", "arguments"} each; see metrics/tools.py).
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
 
     def to_plain(self) -> dict[str, Any]:
         # Every field already holds plain data: a shallow copy is enough (asdict's deep copy
@@ -150,10 +153,23 @@ def concept_metrics(item: GoldenItem, result: PipelineResult | dict[str, Any], k
     if required:
         metrics["conceptRecall"] = len(required & set(data["detected_concepts"])) / len(required)
     irrelevant = {c.id for c in item.concepts if c.grade == "irrelevant"}
-    top = data["retrieved"][:k]
+    top = ranking_of(data)[:k]
     if irrelevant and top:
         near = sum(1 for chunk in top if irrelevant & set(chunk["metadata"].get("concepts") or ()))
         metrics["nearMissRate"] = near / len(top)
+    return metrics
+
+
+def agent_metrics(item: dict[str, Any], data: dict[str, Any]) -> dict[str, float]:
+    """An agentic result's metrics (metrics/tools.py): ``retrievalSteps`` when it returned ``steps``, and the
+    tool metrics when the item (``item``: its JSON) has ``expectedTools``, matched by its ``toolMatch``."""
+    metrics: dict[str, float] = {}
+    steps = data.get("steps")
+    if steps is not None:
+        metrics[STEPS] = float(len(steps))
+    expected = item.get("expectedTools")
+    if expected is not None:
+        metrics.update(tool_metrics(expected, data.get("tool_calls") or [], item.get("toolMatch") or "strict"))
     return metrics
 
 
@@ -165,7 +181,8 @@ def as_data(result: PipelineResult | dict[str, Any]) -> dict[str, Any]:
 
 def score_item(item: GoldenItem, result: PipelineResult | dict[str, Any], *, k: int, latency_ms: float | None = None,
                relevance_level: int = 1, ledger_rows: Iterable[dict[str, Any]] = ()) -> ItemScore:
-    """Score one item: retrieval metrics against its effective grades, concept metrics, strict-mode checks.
+    """Score one item: retrieval metrics against its effective grades, concept, guardrail and agent metrics,
+    strict-mode checks.
 
     ``result``: the pipeline's result, or its plain data (:func:`~pytest_crucible.evaluation.pipeline.result_data`,
     what a run scores: the score keeps its lists). ``ledger_rows`` are the item's human and llm judgments (see
@@ -174,7 +191,7 @@ def score_item(item: GoldenItem, result: PipelineResult | dict[str, Any], *, k: 
     data = as_data(result)
     item_json = item.to_json()  # read once: the score, the grades, the citation and guardrail checks all use it
     score = _base(item, item_json)
-    retrieved = data["retrieved"]
+    retrieved = ranking_of(data)  # with steps, the merged ranking: what is scored, stored and judged
     chunk_ids = [chunk["chunk_id"] for chunk in retrieved]
     score.answer = data["answer"]
     score.retrieved = retrieved
@@ -192,6 +209,8 @@ def score_item(item: GoldenItem, result: PipelineResult | dict[str, Any], *, k: 
     score.metrics.update(concept_metrics(item, data, k))
     score.pool = pool_sources(ranking[:k], judgments)
     score.metrics.update(guardrail_item_metrics(item_json, blocked))
+    score.tool_calls = data.get("tool_calls") or []
+    score.metrics.update(agent_metrics(item_json, data))
     score.guardrail_failure = guardrail_failure(item_json, blocked, score.blocked_layer)
 
     missing = missing_required_citations(item_json, retrieved, k)

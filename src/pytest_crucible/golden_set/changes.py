@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 # In the order a change is reported ("h04 question, reference").
-CONTENT_FIELDS: tuple[str, ...] = ("question", "reference", "assertions", "citations", "answerable", "kind", "conversation")
+CONTENT_FIELDS: tuple[str, ...] = ("question", "reference", "assertions", "citations", "answerable", "kind", "expectedTools",
+                                   "toolMatch", "conversation")
 # What of a turn's place in its golden conversation is content: the turns before it (their questions and written
 # replies make its history). Its count of turns and its own written reply are not: a turn added after it, or a
 # reply written for it, leaves what it is measured on as it was.
@@ -25,9 +26,11 @@ _TURN_CONTENT = ("id", "turn", "history")
 
 # A field a file leaves out reads as the schema's default, so an item written with and without its defaults
 # has one content.
-_DEFAULTS: dict[str, Any] = {"reference": None, "assertions": [], "citations": [], "answerable": True, "kind": "retrieval"}
+_DEFAULTS: dict[str, Any] = {"reference": None, "assertions": [], "citations": [], "answerable": True, "kind": "retrieval",
+                             "expectedTools": None, "toolMatch": "strict"}
 _ASSERTION_DEFAULTS: dict[str, Any] = {"kind": "must", "weight": 1.0, "conceptId": None}
 _CITATION_DEFAULTS: dict[str, Any] = {"chunkId": None, "mode": "required"}
+_TOOL_DEFAULTS: dict[str, Any] = {"arguments": {}}
 
 
 def _filled(entries: Any, defaults: dict[str, Any]) -> Any:
@@ -44,6 +47,7 @@ def content_of(item: Mapping[str, Any]) -> dict[str, Any]:
     turn = content["conversation"]
     if isinstance(turn, Mapping):
         content["conversation"] = {name: turn.get(name) for name in _TURN_CONTENT}
+    content["expectedTools"] = _filled(content["expectedTools"], _TOOL_DEFAULTS)
     if isinstance(content["citations"], list):  # how well an import matched a passage is not what the item cites
         for entry in content["citations"]:
             if isinstance(entry, dict):

@@ -26,7 +26,8 @@ from ..json_input import shown as _printable
 from .schema import GoldenFileError, GoldenItem, _validation_error
 
 # The item fields a turn may set (GoldenItem's names; a file writes them camelCase).
-TURN_FIELDS: tuple[str, ...] = ("question", "reference", "assertions", "citations", "answerable", "kind", "tags", "question_type")
+TURN_FIELDS: tuple[str, ...] = ("question", "reference", "assertions", "citations", "answerable", "kind", "tags", "question_type",
+                                "expected_tools", "tool_match")
 # A turn's value of these joins the conversation's (in order, each once) instead of replacing it.
 MERGED_FIELDS: tuple[str, ...] = ("tags",)
 ASSISTANT = "assistant"  # the author's reply to a turn: a turn's own key, not an item field

@@ -39,6 +39,8 @@ QuestionType = Literal[
     "false_premise",
 ]
 QUESTION_TYPES: tuple[str, ...] = get_args(QuestionType)
+# How an item's expected tool calls are matched (metrics/tools.py, whose MATCH_MODES is the same list).
+ToolMatch = Literal["strict", "unordered", "subset", "superset"]
 
 
 class _Model(BaseModel):
@@ -107,6 +109,14 @@ class TurnOf(_Model):
     assistant: str | None = None  # this turn's own reply as the author wrote it
 
 
+class ExpectedTool(_Model):
+    """A tool call the item expects: a call of this name whose arguments include these (none named: any call
+    of the name). metrics/tools.py says how calls are matched."""
+
+    name: str = Field(min_length=1)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
 class GoldenItem(_Model):
     """One golden item: a question, what a good answer must contain, and where it lives."""
 
@@ -138,6 +148,10 @@ class GoldenItem(_Model):
     # A turn of a golden conversation (docs/golden-format.md#conversations): its conversation, its place in it
     # and the turns before it. Unset for every other item (and then left out of the item's JSON).
     conversation: TurnOf | None = None
+    # An agentic system's tool calls, in the order expected, and how they are matched (the tool metrics are
+    # scored for items that have expectedTools; [] expects no call at all).
+    expected_tools: list[ExpectedTool] | None = None
+    tool_match: ToolMatch = "strict"
 
     # Where the item came from; not part of the data model (excluded from dumps). Read and written through
     # __pydantic_private__ itself: as attributes they go through BaseModel.__getattr__ and __setattr__, many
@@ -193,6 +207,10 @@ class GoldenItem(_Model):
             for citation in data["citations"]:  # the same for a citation's match score
                 if citation.get("matchScore") is None:
                     citation.pop("matchScore", None)
+            if data.get("expectedTools") is None:  # and for the tool fields of an item that expects no tools
+                data.pop("expectedTools", None)
+                if data.get("toolMatch") == "strict":
+                    data.pop("toolMatch", None)
             private["_json"] = data
         return private["_json"]
 
@@ -229,6 +247,7 @@ _FIELD_NAMES = {
         "citations": Citation,
         "concepts": Concept,
         "attack": Attack,
+        "expectedTools": ExpectedTool,
     }).items()
 }
 # An item's fields as a file writes them: a turn's place in its conversation is set by the loader, and a
@@ -260,7 +279,15 @@ def _hint_for(error: ErrorDetails) -> str:
     if kind == "missing":
         return "add the field; `crucible schema golden` prints the full JSON Schema."
     if kind == "literal_error":
-        return "use one of the allowed values exactly as written (they are case-sensitive)."
+        hint = "use one of the allowed values exactly as written (they are case-sensitive)."
+        allowed = re.findall(r"'([^']*)'", str((error.get("ctx") or {}).get("expected", "")))
+        given = error.get("input")
+        if isinstance(given, str) and allowed:
+            lowered = {value.lower(): value for value in allowed}
+            close = [lowered[given.lower()]] if given.lower() in lowered else difflib.get_close_matches(given, allowed, n=1)
+            if close:
+                return f"did you mean '{close[0]}'? Use one of the allowed values exactly as written (they are case-sensitive)."
+        return hint
     return "`crucible schema golden` prints the JSON Schema, which editors can use to check golden files."
 
 
@@ -269,6 +296,10 @@ def _validation_error(path: str | Path, line: int, exc: ValidationError,
     """The first of pydantic's errors as a :class:`GoldenFileError`; ``relocate``: an error's location -> where
     the file says it (a conversation's turn: ``turns[1].question``)."""
     errors = exc.errors(include_url=False)
+    # A misspelt key is an unknown field beside a missing one in the same object: named first, its
+    # did-you-mean fixes both.
+    missing_in = {error["loc"][:-1] for error in errors if error["type"] == "missing"}
+    errors.sort(key=lambda error: error["type"] != "extra_forbidden" or error["loc"][:-1] not in missing_in)
     first = errors[0]
     problem = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
     if first["type"] not in ("missing", "extra_forbidden") and "input" in first:

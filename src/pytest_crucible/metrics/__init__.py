@@ -17,6 +17,9 @@ JUDGED_METRICS: dict[str, str | None] = {m.name: m.label_kind for m in _properti
 # Metrics with no better direction: a significant change is reported, never gated as a regression.
 NO_DIRECTION = frozenset(m.name for m in _properties.BUILTIN if m.better is None)
 LOWER_IS_BETTER = frozenset(_properties.names(better=_properties.LOWER))
+# Metrics the gate judges only when they are named (--crucible-gate, ini crucible_gate): shown, compared, not
+# gated by default (the counts of an agent's work: toolCalls, retrievalSteps).
+UNGATED_BY_DEFAULT = frozenset(_properties.names(gated_by_default=False))
 
 
 def ordered_metrics(names) -> list[str]:

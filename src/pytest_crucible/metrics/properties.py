@@ -6,6 +6,7 @@ with the direction its run recorded."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -21,7 +22,9 @@ class MetricProperties:
     number outside every group); ``better``: "higher", "lower" or None; ``low``/``high``: the values it
     can take; ``label_kind``: the human label kind (``crucible judge calibrate``) that measures the judge
     on it; ``answer_layer``: its value comes from judging the answer (Message Batches: after the tests);
-    ``needs_context``: it reads the retrieved chunks' text; ``per_item``: False for a run-level number."""
+    ``needs_context``: it reads the retrieved chunks' text; ``per_item``: False for a run-level number;
+    ``gated_by_default``: False for a metric the gate judges only when named (``--crucible-gate``), such as a
+    count of the work a system did."""
 
     name: str
     family: str | None
@@ -33,6 +36,7 @@ class MetricProperties:
     answer_layer: bool = False
     needs_context: bool = False
     per_item: bool = True
+    gated_by_default: bool = True
 
     @property
     def range(self) -> tuple[float, float]:
@@ -69,6 +73,13 @@ BUILTIN: tuple[MetricProperties, ...] = (
     # every turn correct (1) or not (0), and the number of the first turn that is not (turns + 1 when none fails).
     _judged("conversationSuccess", "conversation"),
     _judged("turnsToFirstFailure", "conversation", low=1.0, high=float("inf")),
+    # An agentic system's trajectory (metrics/tools.py): its tool calls against the item's expectedTools, and
+    # the counts of its work (fewer is cheaper, reported, and gated only when named).
+    MetricProperties("toolCallRecall", "agent"),
+    MetricProperties("toolCallPrecision", "agent"),
+    MetricProperties("trajectoryMatch", "agent"),
+    MetricProperties("toolCalls", "agent", better=LOWER, high=math.inf, gated_by_default=False),
+    MetricProperties("retrievalSteps", "agent", better=LOWER, high=math.inf, gated_by_default=False),
     MetricProperties("conceptRecall", None),
     MetricProperties("nearMissRate", None, better=LOWER),
     MetricProperties("assertionSatisfaction", None, answer_layer=True),

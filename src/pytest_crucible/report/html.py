@@ -279,9 +279,25 @@ def _item_context(row: dict[str, Any], item: dict[str, Any] | None, grades: dict
         "useful": useful, "correctness": verdicts.get("correctness"),
         "assertions": _loads(row.get("assertions"), []) or [],
         "reference": item.get("reference"), "facets": facets, "tags": item.get("tags") or [],
+        "tools": _tool_context(item, _loads(row.get("tool_calls"), []) or []),
         "metrics": [{"name": name, "label": _metric_label(name, k), "value": metrics[name]} for name in ordered_metrics(metrics)],
         "ndcg": metrics.get("ndcgAt10"), "truthfulness": metrics.get("truthfulness"),
     }
+
+
+def _tool_context(item: dict[str, Any], calls: list[Any]) -> dict[str, Any] | None:
+    """The item's tool calls beside its expectedTools (``item_view.tool_view``, the view `crucible show --item`
+    prints), each row with its label, both calls as text and the arguments that differ."""
+    from .item_view import TOOL_STATUS, call_text, difference_text, tool_view
+
+    view = tool_view(item, calls)
+    if view is None:
+        return None
+    rows = [{"status": row["status"], "label": TOOL_STATUS[row["status"]], "position": row["position"],
+             "expected": call_text(row["expected"], 120) if row["expected"] is not None else None,
+             "made": call_text(row["actual"], 120) if row["actual"] is not None else None,
+             "differences": [difference_text(difference) for difference in row["differences"]]} for row in view["rows"]]
+    return {**view, "rows": rows}
 
 
 def items_to_show(results: list[dict[str, Any]], limit: int | None = None) -> list[dict[str, Any]]:

@@ -6,7 +6,8 @@ A :class:`RunItems` is what a run holds of its items, read once through the stor
 an exported run (:func:`read_items` takes either, as ``verdict.runs.read_run`` does). From it:
 
 - :func:`item_detail`: one item's document (question, reference, answer, the ranking with each chunk's
-  effective grade, the metrics, the outcome, the error class and the evidence the run stored), printed
+  effective grade, the tool calls beside the expected ones, the metrics, the outcome, the error class and the
+  evidence the run stored), printed
   by :func:`item_lines` or as JSON;
 - :func:`listed_items`: the items that failed, or those of one error class, one compact row each
   (:func:`listing_lines`);
@@ -19,6 +20,7 @@ Views only: nothing is scored again (the metrics are the stored ones, the grades
 from __future__ import annotations
 
 import difflib
+import json
 import re
 import textwrap
 from collections.abc import Iterable
@@ -252,6 +254,70 @@ def conversation_of(items: RunItems, conversation: str) -> dict[str, Any] | None
     turns = [item for item in items.golden.values() if (turn_of(item) or {}).get("id") == conversation]
     found = transcripts(turns, items.rows, items.metrics)
     return found[0] if found else None
+# How each row of the tool calls' view is labelled (metrics/tools.aligned_calls' statuses, and "made": a call of
+# an item that expects no tools, shown and not checked).
+TOOL_STATUS = {"match": "ok", "out_of_order": "out of order", "arguments_differ": "arguments differ", "missing": "missing",
+               "unexpected": "unexpected", "made": "made"}
+
+
+def tool_view(item: dict[str, Any], calls: Any) -> dict[str, Any] | None:
+    """The item's tool calls beside its ``expectedTools`` (metrics/tools.aligned_calls, in the item's
+    ``toolMatch``), for `crucible show --item` and the HTML report; None when it neither expects nor made one.
+    Without ``expectedTools`` the calls are listed unchecked (status ``made``)."""
+    from ..metrics.tools import aligned_calls
+
+    expected = item.get("expectedTools")
+    made = [call for call in calls or [] if isinstance(call, dict)]
+    if expected is None and not made:
+        return None
+    mode = item.get("toolMatch") or "strict"
+    rows: list[dict[str, Any]]
+    if expected is None:
+        rows = [{"expected": None, "actual": call, "position": index, "status": "made", "differences": []}
+                for index, call in enumerate(made, start=1)]
+    else:
+        rows = aligned_calls([entry for entry in expected if isinstance(entry, dict)], made, mode)
+    return {"toolMatch": mode if expected is not None else None, "expected": None if expected is None else len(expected),
+            "made": len(made), "rows": rows}
+
+
+def call_text(call: dict[str, Any] | None, limit: int = 60) -> str:
+    """``lookup_order(order_id="NW-1")``: a tool call (or an expectation) as one short line; "-" for none."""
+    if call is None:
+        return "-"
+    arguments = call.get("arguments") or {}
+    shown = ", ".join(f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in arguments.items()) if isinstance(arguments, dict) else ""
+    return _excerpt(f"{call.get('name')}({shown})", limit)
+
+
+def difference_text(difference: dict[str, Any]) -> str:
+    """``city: expected "Leeds", got "leeds"`` (or ``city: expected "Leeds", not given``)."""
+    got = "not given" if difference["missing"] else f"got {json.dumps(difference['actual'], ensure_ascii=False)}"
+    return _excerpt(f"{difference['argument']}: expected {json.dumps(difference['expected'], ensure_ascii=False)}, {got}", WIDTH - 6)
+
+
+def tool_lines(view: dict[str, Any]) -> list[str]:
+    """The tool calls' view as text: one row per expectation (then per unexpected call), its status, the call
+    expected and the call made at its place, side by side when they fit the width, else one under the other;
+    an argument that differs on a line of its own."""
+    if view["toolMatch"] is None:
+        head = f"tool calls ({view['made']} made; the item has no expectedTools, so they are not checked):"
+    else:
+        head = f"tool calls (toolMatch {view['toolMatch']}; {view['expected']} expected, {view['made']} made):"
+    rows = [(TOOL_STATUS[row["status"]], call_text(row["expected"], WIDTH - 29) if row["expected"] is not None else "-",
+             f"#{row['position']} {call_text(row['actual'], WIDTH - 33)}" if row["actual"] is not None else "(not called)",
+             row["differences"]) for row in view["rows"]]
+    width = max(len("expected"), *(len(expected) for _, expected, _, _ in rows))
+    beside = 20 + width + 2 + max(len(made) for _, _, made, _ in rows) <= WIDTH
+    lines = [head, f"  {'':<16}  {'expected':<{width}}  made" if beside else f"  {'':<16}  expected / made"]
+    for status, expected, made, differences in rows:
+        if beside:
+            lines.append(f"  {status:<16}  {expected:<{width}}  {made}".rstrip())
+        else:
+            pair = [f"expected {expected}"] * (expected != "-") + [f"made     {made}"]
+            lines.extend(f"  {status if index == 0 else '':<16}  {text}" for index, text in enumerate(pair))
+        lines.extend(f"  {'':<16}  {difference_text(difference)}" for difference in differences)
+    return lines
 
 
 def item_detail(items: RunItems, item_id: str) -> dict[str, Any]:
@@ -278,7 +344,7 @@ def item_detail(items: RunItems, item_id: str) -> dict[str, Any]:
         "failedBecause": failed_because(row, metrics), "k": k, "retrieved": chunks,
         "relevantNotRetrieved": [{"unit": unit, "grade": grade, "gradeSource": source} for unit, (grade, source) in sorted(grades.items())
                                  if grade >= RELEVANCE_LEVEL and unit not in in_top],
-        "metrics": metrics, "evidence": _evidence(row),
+        "metrics": metrics, "evidence": _evidence(row), "tools": tool_view(item, row.get("tool_calls")),
         # Earlier attempts pytest made at the item (pytest-rerunfailures); this result is the last one.
         "attempts": [{"attempt": a["attempt"], "outcome": a["outcome"], "errorClass": a.get("error_class"),
                       "failure": a.get("failure"), "error": a.get("error"), "metrics": a["metrics"]}
@@ -420,6 +486,8 @@ def item_lines(detail: dict[str, Any]) -> list[str]:
     if missed:
         lines.extend(_wrapped(f"  relevant, not in the top {k}: ", ", ".join(
             f"{entry['unit']} (grade {entry['grade']}, {entry['gradeSource']})" for entry in missed), 4))
+    if detail.get("tools"):
+        lines.extend(tool_lines(detail["tools"]))
     lines.append("metrics:")
     lines.extend(metric_lines(detail["metrics"], k) or ["  none (the pipeline errored, or the item was not scored)"])
     lines.append("evidence:")

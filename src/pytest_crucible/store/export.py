@@ -90,7 +90,7 @@ _RUN_TYPES = {
 }
 _RESULT_TYPES = {
     **dict.fromkeys(("answer", "error", "result_id", "error_class", "error_evidence", "blocked_layer"), _TEXT),
-    **dict.fromkeys(_JSON_RESULT_COLUMNS, _LIST),
+    **dict.fromkeys((*_JSON_RESULT_COLUMNS, "tool_calls"), _LIST),
     **dict.fromkeys(("confidence", "latency_ms"), _NUMBER),
     **dict.fromkeys(("abstained", "blocked"), _FLAG),
 }
@@ -183,8 +183,9 @@ def validate_export(document: Any, source: str) -> dict[str, Any]:
         for key, kind in _RESULT_TYPES.items():
             if row.get(key) is not None and not _fits(row[key], kind):
                 raise bad(f"results[{index}].{key}", kind, got=row[key], show=True)
-        if not all(isinstance(chunk, dict) for chunk in row.get("retrieved") or []):
-            raise bad(f"results[{index}].retrieved", "a list of objects")
+        for key in ("retrieved", "tool_calls"):
+            if not all(isinstance(entry, dict) for entry in row.get(key) or []):
+                raise bad(f"results[{index}].{key}", "a list of objects")
         if row.get("crag_grade") is not None and row["crag_grade"] not in ("perfect", "acceptable", "missing", "incorrect"):
             raise bad(f"results[{index}].crag_grade", "perfect, acceptable, missing or incorrect", got=row["crag_grade"], show=True)
         if row.get("result_id") is not None:

@@ -54,6 +54,7 @@ class ResultRow(NamedTuple):
     crag_grade: str | None
     blocked_layer: str | None
     metric_errors: str
+    tool_calls: str | None
 
 
 class MetricRow(NamedTuple):
@@ -107,7 +108,7 @@ class AttemptRow(NamedTuple):
 
 
 _JSON_RESULT_COLUMNS = ("retrieved", "citations", "detected_concepts", "failures", "judge_errors", "metric_errors")  # lists, '[]' when empty
-_JSON_OPTIONAL_COLUMNS = ("verdicts", "pool", "assertions")  # JSON, NULL when empty
+_JSON_OPTIONAL_COLUMNS = ("verdicts", "pool", "assertions", "tool_calls")  # JSON, NULL when empty
 
 
 class ResultsMixin(Connection):
@@ -130,8 +131,7 @@ class ResultsMixin(Connection):
         # A pass over the batch per table: each table's rows, then one statement for them.
         result_ids = [score.get("result_id") or new_id for score, new_id in zip(scores, new_ulids(len(scores)))]
         item_jsons = [canonical_item_json(score["item"]) for score in scores]  # dumped once: stored, and hashed for the provenance version
-        golden = [GoldenRow(run_id, score["item_id"], score.get("source"), score.get("line"), item_json)
-                  for score, item_json in zip(scores, item_jsons)]
+        golden = [GoldenRow(run_id, score["item_id"], score.get("source"), score.get("line"), item_json) for score, item_json in zip(scores, item_jsons)]
         results = [result_row(run_id, score, result_id, now) for score, result_id in zip(scores, result_ids)]
         metrics = [MetricRow(run_id, score["item_id"], name, float(value))
                    for score in scores for name, value in (score.get("metrics") or {}).items()]
@@ -254,7 +254,6 @@ class ResultsMixin(Connection):
         # Rows written before the items were stored canonically are put in that form first.
         return hash_canonical_items((item_id, canonical_item_json(json.loads(text))) for item_id, text in rows)
 
-
     def result_origin(self, result_id: str) -> tuple[str, str] | None:
         """(run id, item id) of the result with this id, or None when there is none."""
         row = self.db.conn.execute("SELECT run_id, item_id FROM results WHERE result_id = ?", [result_id]).fetchone()
@@ -372,7 +371,8 @@ def result_row(run_id: str, row: dict[str, Any], result_id: str | None, recorded
                      get("confidence"), 1 if get("abstained") else 0, 1 if get("blocked") else 0, _json_list(get("detected_concepts")),
                      get("outcome") or "", _json_list(get("failures")), get("error"), get("latency_ms"), recorded_at,
                      _json_list(get("judge_errors")), _json_or_null(get("verdicts")), _json_or_null(get("pool")), _json_or_null(get("assertions")),
-                     result_id, get("error_class"), get("error_evidence"), get("crag_grade"), get("blocked_layer"), _json_list(get("metric_errors")))
+                     result_id, get("error_class"), get("error_evidence"), get("crag_grade"), get("blocked_layer"),
+                     _json_list(get("metric_errors")), _json_or_null(get("tool_calls")))
 
 
 def attempt_of(score: dict[str, Any], number: int) -> dict[str, Any]:

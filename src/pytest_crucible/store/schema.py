@@ -444,6 +444,11 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE runs ADD COLUMN error_classes INTEGER;
     """,
+    # 17: an agentic pipeline's tool calls, in the order made (JSON [{"name", "arguments"}], NULL when it made
+    # none): what `crucible show --item` and the HTML report set beside the golden item's expectedTools.
+    """
+    ALTER TABLE results ADD COLUMN tool_calls TEXT;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

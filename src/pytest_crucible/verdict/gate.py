@@ -400,7 +400,7 @@ def decide(current: RunData, baseline: RunData | None, settings: GateSettings, n
             result.warnings.append(("NOTE " if comparison.changed_items == "include" else "WARNING ") + changed_line)
         # A gated metric at K (named, or every measured metric by default) measured at two different K:
         # the gate cannot judge it, and passing without it would be a pass nobody measured.
-        from ..metrics import depends_on_k
+        from ..metrics import UNGATED_BY_DEFAULT, depends_on_k
 
         wanted_at_k = sorted(m for m in (settings.gate or set(baseline.metrics) | set(current.metrics)) if depends_on_k(m))
         if cutoff_change(baseline, current, wanted_at_k):
@@ -412,7 +412,8 @@ def decide(current: RunData, baseline: RunData | None, settings: GateSettings, n
                               f"(ndcgAt10, mrr)")
             return result
         measured = comparison.metrics  # row name (a metric, per kind when the runs mix kinds) -> comparison
-        wanted = set(settings.gate) if settings.gate else {m.metric for m in measured.values()}
+        # Unnamed, every compared metric is gated but the ones gated only when named (metrics.UNGATED_BY_DEFAULT).
+        wanted = set(settings.gate) if settings.gate else {m.metric for m in measured.values() if m.metric not in UNGATED_BY_DEFAULT}
         # A row is gated when its metric is wanted and it has enough pairs to see a regression; the
         # others are shown and marked not gated. A wanted metric with no such row blinds the gate.
         # With clusters, the pairs that count are clusters: k clusters can reach no smaller p than k pairs.

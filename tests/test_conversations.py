@@ -312,6 +312,21 @@ def test_loadgroup_keeps_a_conversation_on_one_worker(chat: pytest.Pytester) -> 
 
 
 # -- the comparison and the per-conversation metrics -----------------------------------------------------
+def test_a_run_on_another_history_than_its_baseline_is_said_so(chat: pytest.Pytester) -> None:
+    """The run records the history its turns were answered on; against a baseline answered on the other one, the
+    comparison warns (the later turns' change may be the history's), and stays quiet between two live runs."""
+    for options in ([], [], ["--crucible-conversation=replay"]):
+        assert chat.runpytest(*options).ret == pytest.ExitCode.OK
+    db = chat.path / ".crucible" / "crucible.db"
+    live, live_again, replay = (row[0] for row in db_rows(chat, "SELECT id FROM runs ORDER BY rowid"))
+    same = crucible_cli("compare", live, live_again, "--min-pairs", "2", "--db", db)
+    assert same.ret == 0 and "different histories" not in same.stdout.str()
+    other = crucible_cli("compare", live, replay, "--min-pairs", "2", "--db", db)
+    other.stdout.fnmatch_lines([f"*the conversations' later turns were answered on different histories (live in {live}, replay in {replay}): "
+                                "3 turn(s) after the first are compared as they are*"])
+    assert [row[0] for row in db_rows(chat, "SELECT conversation_history FROM runs ORDER BY rowid")] == ["live", "live", "replay"]
+
+
 def test_conversations_are_clusters_of_the_comparison(pytester: pytest.Pytester) -> None:
     items = [conversation(f"c{n:02d}", 3) for n in range(12)]
     wrong = [f"c{n:02d}:t{t}" for n in range(12) for t in (2, 3)]

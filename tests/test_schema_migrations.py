@@ -18,7 +18,7 @@ from pytest_crucible.cli import main as crucible
 from pytest_crucible.store import SCHEMA_VERSION, Store
 
 DATA = Path(__file__).parent / "data"
-FIXTURES = {"v1": 1, "v2": 2, "v3": 3, "v4-42be2d4": 4, "v4": 4, "v5": 5, "v6": 6, "v7": 7, "v9": 9, "v10": 10, "v11": 11, "v12": 12, "v13": 13, "v14": 14, "v15": 15, "v16": 16}
+FIXTURES = {"v1": 1, "v2": 2, "v3": 3, "v4-42be2d4": 4, "v4": 4, "v5": 5, "v6": 6, "v7": 7, "v9": 9, "v10": 10, "v11": 11, "v12": 12, "v13": 13, "v14": 14, "v15": 15, "v16": 16, "v17": 17}
 
 # Compared before and after: every row of these, in columns every version has.
 CONTENT = {
@@ -207,6 +207,21 @@ def test_a_migrated_file_keeps_tool_calls(tmp_path: Path) -> None:
         store.close()
 
 
+def test_a_migrated_file_says_its_runs_answered_live(tmp_path: Path) -> None:
+    """Schema 18: the runs of a file of the version before record no history (NULL: live, the only one there was),
+    and a run opened after the migration records the one it is answered on."""
+    path = tmp_path / "v17.db"
+    shutil.copy(DATA / "crucible-schema-v17.db", path)
+    store = Store.open(path)
+    try:
+        assert [run["conversation_history"] for run in store.list_runs()] == [None, None]
+        run_id = store.start_run(config_hash="h", params={}, resolved={}, mode="system", outcome_mode="record",
+                                 conversation_history="replay")
+        assert store.get_run(run_id)["conversation_history"] == "replay"
+    finally:
+        store.close()
+
+
 def test_a_postgres_database_of_the_version_before_is_migrated(postgres_server) -> None:
     """A team's PostgreSQL database written by an older version (schema 14) moves to this one on first open: the
     same migrations as a file, translated; its runs are kept and full selections, classed by the first error class
@@ -225,6 +240,7 @@ def test_a_postgres_database_of_the_version_before_is_migrated(postgres_server) 
         conn.execute("ALTER TABLE runs DROP COLUMN selection")
         conn.execute("ALTER TABLE runs DROP COLUMN error_classes")
         conn.execute("ALTER TABLE results DROP COLUMN tool_calls")
+        conn.execute("ALTER TABLE runs DROP COLUMN conversation_history")
         conn.execute("UPDATE crucible_schema SET version = 14")
     store = Store.open(url)
     try:
@@ -234,5 +250,6 @@ def test_a_postgres_database_of_the_version_before_is_migrated(postgres_server) 
         assert store.item_attempts(run_id) == []
         [row] = store.results(run_id, decoded=True)
         assert row["tool_calls"] is None
+        assert store.get_run(run_id)["conversation_history"] is None  # answered live: the only history there was
     finally:
         store.close()

@@ -182,10 +182,10 @@ class CrucibleSession:
     def _run_fields(self) -> dict[str, Any]:
         """What a run's row says of its settings (known before any test is collected)."""
         s = self.settings
-        return dict(workspace=s.workspace, labels=s.labels, kinds=list(s.kinds) if s.kinds else None,
-                    config_hash=s.config_hash, params=s.params, resolved=s.resolved, mode=s.mode,
-                    outcome_mode=s.outcome_mode, config_path=s.config_path, git_commit=git_commit(s.rootdir),
-                    pytest_args=list(s.pytest_args), repeats=s.repeat, eval_k=s.k, error_classes=ERROR_CLASSES_VERSION)
+        return dict(workspace=s.workspace, labels=s.labels, kinds=list(s.kinds) if s.kinds else None, config_hash=s.config_hash,
+                    params=s.params, resolved=s.resolved, mode=s.mode, outcome_mode=s.outcome_mode, config_path=s.config_path,
+                    git_commit=git_commit(s.rootdir), pytest_args=list(s.pytest_args), repeats=s.repeat, eval_k=s.k,
+                    error_classes=ERROR_CLASSES_VERSION, conversation_history=s.conversation)
 
     def _close_run(self, interrupted: bool, progress: Callable[[str], object] | None) -> None:
         """Write what is pending, judge Message Batches, and close the run with its status."""

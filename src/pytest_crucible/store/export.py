@@ -20,7 +20,7 @@ _RUN_COLUMNS = ("id", "started_at", "finished_at", "status", "config_hash", "con
                 "outcome_mode", "golden_hash", "n_items", "git_commit", "pytest_args", "judge_model", "judge_prompt_version",
                 "host", "pid", "judge_label", "judge_stats", "cost_estimate_usd", "cost_usd", "input_tokens", "output_tokens",
                 "workspace", "labels", "kinds", "unread_keys", "n_scored", "n_errored", "n_skipped", "custom_metrics", "repeats",
-                "embedder", "eval_k", "selection", "error_classes")
+                "embedder", "eval_k", "selection", "error_classes", "conversation_history")
 
 
 class ExportMixin(Connection):
@@ -81,7 +81,7 @@ class ExportMixin(Connection):
 _TEXT, _INT, _NUMBER, _FLAG, _LIST, _JSON_TEXT = "a string", "an integer", "a finite number", "true/false or 0/1", "a list", "JSON text"
 _RUN_TYPES = {
     **dict.fromkeys(("finished_at", "config_path", "golden_hash", "git_commit", "judge_model", "judge_prompt_version", "host",
-                     "judge_label", "workspace", "embedder"), _TEXT),
+                     "judge_label", "workspace", "embedder", "conversation_history"), _TEXT),
     **dict.fromkeys(("params", "resolved", "pytest_args", "judge_stats", "labels", "kinds", "unread_keys", "custom_metrics",
                      "selection"), _JSON_TEXT),
     **dict.fromkeys(("n_items", "pid", "input_tokens", "output_tokens", "n_scored", "n_errored", "n_skipped", "repeats", "eval_k",

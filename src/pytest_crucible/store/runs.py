@@ -44,7 +44,7 @@ class RunsMixin(Connection):
                   judge_label: str | None = None, cost_estimate_usd: float | None = None,
                   workspace: str = "default", labels: dict[str, str] | None = None,
                   kinds: list[str] | None = None, custom_metrics: list[dict[str, Any]] | None = None, repeats: int = 1,
-                  eval_k: int | None = None, error_classes: int | None = None) -> str:
+                  eval_k: int | None = None, error_classes: int | None = None, conversation_history: str | None = None) -> str:
         """Open a run. ``eval_k``: the cutoff its metrics at K are measured at (ini crucible_k). ``custom_metrics``: the definitions of the custom metrics it measures (see
         ``custom_metrics.definitions``), kept with the run so a comparison sees a changed ruler."""
         fixed_id = run_id
@@ -76,6 +76,7 @@ class RunsMixin(Connection):
                     "repeats": repeats,
                     "eval_k": int(eval_k or DEFAULT_K),
                     "error_classes": error_classes,
+                    "conversation_history": conversation_history,
                 })
         except sqlite3.IntegrityError:
             if fixed_id is None:

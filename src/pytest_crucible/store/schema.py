@@ -449,6 +449,12 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE results ADD COLUMN tool_calls TEXT;
     """,
+    # 18: the history a run answered golden conversations' turns on (crucible_conversation: live or replay). NULL:
+    # a run before this version, answered live (the only history there was). A comparison says when two runs'
+    # turns were answered on different histories.
+    """
+    ALTER TABLE runs ADD COLUMN conversation_history TEXT;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

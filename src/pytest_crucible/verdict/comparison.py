@@ -251,6 +251,9 @@ def compare_run_data(
     classes = error_classes_change(a, b)
     if classes:
         ruler_warnings = [*ruler_warnings, classes]
+    histories = history_change(a, b, shared)
+    if histories:
+        ruler_warnings = [*ruler_warnings, histories]
     cutoff = cutoff_change(a, b, names)
     if cutoff:
         from ..metrics import depends_on_k
@@ -423,6 +426,22 @@ def error_classes_change(a: RunData, b: RunData) -> str | None:
     return (f"the error classes changed between the runs (class set {left} in {a.run_id}, {right} in {b.run_id}): "
             "since set 2 an answer faithful to its context but wrong is wrong_passage, not hallucination, so the "
             "class counts differ for that reason too; the metrics are compared as before")
+
+
+def history_change(a: RunData, b: RunData, shared: Sequence[str]) -> str | None:
+    """A note when the runs answered the later turns of golden conversations on different histories
+    (``crucible_conversation``: live, the pipeline's own earlier answers; replay, the author's), or None. A
+    run that records none answered live. Only turns after the first differ: the first has no history."""
+    left, right = a.run.get("conversation_history") or "live", b.run.get("conversation_history") or "live"
+    if left == right:
+        return None
+    golden = _golden_by_id(a, b)
+    later = [item_id for item_id in shared if ((golden.get(item_id) or {}).get("conversation") or {}).get("turn", 1) > 1]
+    if not later:
+        return None
+    return (f"the conversations' later turns were answered on different histories ({left} in {a.run_id}, {right} in "
+            f"{b.run_id}): {len(later)} turn(s) after the first are compared as they are, but a change there may be the "
+            "history's, not the system's; run both with the same --crucible-conversation to compare them")
 
 
 CLUSTER_MODES = ("field", "doc", "none")

@@ -2,7 +2,7 @@
 
 Run from the repository root:
 
-    .venv/bin/python bench/bench_overhead.py [--items N] [--repeat R] [--no-profile | --profile] [--profile-items N]
+    .venv/bin/python bench/bench_overhead.py [--items N] [--repeat R] [--no-profile | --profile] [--profile-items N] [--writes auto|always|never]
 
 Workload (written into a temporary directory):
 
@@ -221,9 +221,13 @@ def build(tmp: Path, n_items: int) -> tuple[Path, Path]:
     return plugin_dir, bare_dir
 
 
+# Options every plugin run gets besides these (--writes: ["-o", "crucible_background_writes=..."]).
+PLUGIN_OPTIONS: list[str] = []
+
+
 def plugin_cmd(plugin_dir: Path, db: Path) -> list[str]:
     return ["-m", "pytest", "golden_bench.jsonl", "--crucible-mode=component", "--crucible-outcome=record",
-            f"--crucible-db={db}", "-p", "no:cacheprovider", "-q"]
+            f"--crucible-db={db}", "-p", "no:cacheprovider", "-q", *PLUGIN_OPTIONS]
 
 
 def bare_cmd() -> list[str]:
@@ -485,7 +489,11 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true", help="profile even if the targets are met")
     parser.add_argument("--profile-items", type=int, default=1_500,
                         help="items in the profiled runs (smaller than --items to keep the script under 3 minutes)")
+    parser.add_argument("--writes", choices=("auto", "always", "never"),
+                        help="ini crucible_background_writes for the plugin's runs (default: the ini's default, auto)")
     opts = parser.parse_args()
+    if opts.writes:
+        PLUGIN_OPTIONS[:] = ["-o", f"crucible_background_writes={opts.writes}"]
 
     import pytest
 

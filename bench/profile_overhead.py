@@ -39,7 +39,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_overhead as workload  # noqa: E402  (the same workload, written once)
+import bench_overhead as workload  # the same workload, written once
 
 PY = sys.executable
 FRAME = re.compile(r"^(?P<function>.*) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
@@ -82,7 +82,7 @@ def area(file: str) -> str:
                     "xdist", "hypothesis", "numpy"):
         if package in parts or file.startswith(f"{package}/") or parts[0] == package:
             return package
-    if file.startswith("<frozen") or file.startswith("<"):
+    if file.startswith("<"):  # <frozen importlib...>, <string>
         return "importlib and builtins"
     if file in ("conftest.py", "test_bare.py") or file.endswith(("/conftest.py", "/test_bare.py")) or file == "pipeline":
         return "the pipeline (conftest)"

@@ -13,6 +13,7 @@ import time
 import pytest
 from helpers import COMPONENT_RECORD, db_rows, write_golden, writers_in
 
+import pytest_crucible.store.recorder
 from pytest_crucible.store import Store
 from pytest_crucible.store.recorder import usable_cores
 
@@ -250,7 +251,9 @@ def test_a_terminated_session_s_writing_process_writes_what_it_got_and_stops(pyt
 
 
 def test_a_postgres_database_is_written_from_its_own_process_too_and_its_password_stays_off_the_command_line(
-        pytester: pytest.Pytester, postgres_server) -> None:
+        pytester: pytest.Pytester, postgres_server, monkeypatch) -> None:
+    # Batches of 50, never cut by the timer: a loaded machine can take a second over 49 items.
+    monkeypatch.setattr(pytest_crucible.store.recorder, "FLUSH_SECONDS", 1e9)
     _project(pytester, 120, None)
     conftest = pytester.path / "conftest.py"
     # While a batch is handed over, the writing processes' command lines are what `ps` shows anyone on the machine.

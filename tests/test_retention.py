@@ -34,7 +34,7 @@ ANSWERS = {ANSWERS!r}
 @pytest.fixture(scope="session")
 def crucible_pipeline():
     def pipeline(question, *, item, config, mode, history=None):
-        answer = ANSWERS[item.id] if mode == "system" else None
+        answer = ANSWERS["c01:t" + item.id.rsplit(":t", 1)[1]] if mode == "system" else None  # every conversation alike
         return {{"answer": answer, "retrieved": [{{"chunk_id": "returns#p1", "doc_id": "returns",
                                                  "text": "Bikes can be returned within 30 days."}}]}}
     return pipeline
@@ -200,3 +200,24 @@ def test_a_judge_of_your_own_without_retention_leaves_it_out_with_a_note(pyteste
     assert result.stdout.str().count("does not judge the request kind 'retention'") == 1
     # The other judged metrics are there: only retention is left out.
     assert db_rows(pytester, "SELECT COUNT(*) FROM item_metrics WHERE metric = 'conversationSuccess'") == [(1,)]
+
+
+def test_another_retention_version_leaves_only_retention_out_of_the_comparison(pytester: pytest.Pytester,
+                                                                              monkeypatch) -> None:
+    six = [{**ITEMS[0], "id": f"c{n:02d}"} for n in range(1, 7)]  # enough conversations (clusters) for the gate
+    write_project(pytester, six, CONFTEST, ini=f"crucible_mode = system\n{RECORD}", golden="golden_chat.jsonl")
+    assert pytester.runpytest().ret == pytest.ExitCode.OK
+    [(stats,)] = db_rows(pytester, "SELECT judge_stats FROM runs")
+    assert json.loads(stats)["retentionPrompt"] == "lexical-retention-v1"
+    # The offline retention rule moves on (a new version): its verdicts are judged again, the other kinds' are not.
+    monkeypatch.setattr("pytest_crucible.judge.lexical.RETENTION_VERSION", "lexical-retention-v2")
+    result = pytester.runpytest("--crucible-baseline=latest")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines(["*the ruler changed: knowledgeRetained and knowledgeRetention were judged with retention "
+                                 "prompt lexical-retention-v1 in * and lexical-retention-v2 in *, so they are left out*"])
+    comparison = result.stdout.str().split("\nbaseline ", 1)[1].splitlines()
+    assert not [line for line in comparison if line.startswith(("  knowledgeRetained ", "  knowledgeRetention "))]
+    assert [line for line in comparison if line.startswith("  conversationSuccess ")]  # the other metrics compared
+    assert retained(pytester)[("c06:t3", "knowledgeRetention")] == 0.5
+    rows = db_rows(pytester, "SELECT prompt_version, COUNT(*) FROM judge_cache GROUP BY prompt_version ORDER BY 1")
+    assert [version for version, _ in rows] == ["lexical-retention-v1", "lexical-retention-v2", "lexical-v3"]

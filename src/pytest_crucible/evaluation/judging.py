@@ -194,11 +194,13 @@ class SessionJudging:
             return None
         from ..judge.engine import JUDGE_COUNTERS
 
-        summary, agreement = self.totals(), self.self_agreement()
+        summary, agreement, judge = self.totals(), self.self_agreement(), self.engine.judge
         return {
             "stats": {**{name: int(summary.get(name, 0)) for name in ("requests", "cache_hits", "judged", "failures")},
                       **{name: int(summary[name]) for name in JUDGE_COUNTERS if summary.get(name)},
-                      **({"selfAgreement": agreement} if agreement else {})},
+                      **({"selfAgreement": agreement} if agreement else {}),
+                      # retention's own prompt (or rule) version: its metrics compare only under the same one
+                      **({"retentionPrompt": judge.prompt_version_for("retention")} if judge.judges_retention else {})},
             "cost_usd": summary.get("cost_usd"),
             "input_tokens": int(summary.get("input_tokens", 0)),
             "output_tokens": int(summary.get("output_tokens", 0)),

@@ -131,6 +131,8 @@ def default_verdict(request: MockRequest) -> dict[str, Any]:
         return generate_verdict(request.user)
     if kind == "answer_check":
         return answer_check_verdict(request.user)
+    if kind == "retention":
+        return {"contradicted": [], "reason": "the answer contradicts none of the user's messages"}
     return {"error": f"mock does not know kind {kind!r}"}
 
 

@@ -154,7 +154,9 @@ def test_show_item_json_has_stable_keys(one_run) -> None:
     assert document["relevantNotRetrieved"] == [{"unit": "chunk:battery#p1", "grade": 3, "gradeSource": "provenance"}]
     assert document["metrics"]["recallAtK"] == 0.0  # stored names, as `crucible metrics --json`
     assert list(document["evidence"]) == ["errorEvidence", "pipelineError", "judgeErrors", "metricErrors", "failures", "judge",
-                                          "unsupportedClaims", "referenceClaimsNotInContext", "unmetAssertions", "rubrics"]
+                                          "unsupportedClaims", "referenceClaimsNotInContext", "unmetAssertions", "rubrics",
+                                          "retention"]
+    assert document["evidence"]["retention"] is None  # not a turn whose answer contradicts the user
     assert document["evidence"]["errorEvidence"].startswith("Required citation battery#p1 not retrieved within K")
 
 

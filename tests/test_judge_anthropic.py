@@ -40,6 +40,8 @@ from pytest_crucible.judge.types import (
     QuestionsVerdict,
     RelevanceRequest,
     RelevanceVerdict,
+    RetentionRequest,
+    RetentionVerdict,
     RubricRequest,
     RubricVerdict,
     UsefulnessRequest,
@@ -48,8 +50,9 @@ from pytest_crucible.judge.types import (
 
 
 def version_of(kind: str) -> str:
-    """Graded relevance (pool labelling) has its own UMBRELA-style prompt version, rubric metrics theirs."""
-    return {"relevance": "umbrela-v1", "rubric": "rubric-v1", "generate": "generate-v1",
+    """Graded relevance (pool labelling) has its own UMBRELA-style prompt version, rubric metrics and knowledge
+    retention theirs."""
+    return {"relevance": "umbrela-v1", "rubric": "rubric-v1", "retention": "retention-v1", "generate": "generate-v1",
             "answer_check": "generate-v1"}.get(kind, PROMPT_VERSION)
 
 
@@ -66,6 +69,8 @@ SAMPLE_REQUESTS = {
     "relevance": RelevanceRequest(question="When did it open?", chunk="The bridge opened in 1932."),
     "correctness": CorrectnessRequest(question="When did it open?", answer="1932", reference="In 1932.", assertions=("1932",)),
     "rubric": RubricRequest(name="politeness", criteria="The answer is courteous.", question="When did it open?", answer="1932"),
+    "retention": RetentionRequest(earlier=("I crossed the bridge 3 times.",), question="Is there a toll?",
+                                  answer="Since you crossed it 5 times, you owe $5."),
     "generate": GenerateQuestionRequest(question_type="simple", passages=("The bridge opened in 1932.",), passage_ids=("b#p1",)),
     "answer_check": AnswerCheckRequest(question="When did the bridge open?", passages=("The bridge opened in 1932.",)),
 }
@@ -77,6 +82,7 @@ ANSWERS = {
     "relevance": {"grade": 3, "reason": "exact answer"},
     "correctness": {"grade": "acceptable", "reason": "right year, terse"},
     "rubric": {"score": 1, "reason": "polite enough"},
+    "retention": {"contradicted": ["I crossed the bridge 3 times."], "reason": "the user said 3 times, not 5"},
     "generate": {"question": "When did the bridge open?", "reference": "In 1932.", "assertions": ["It opened in 1932."],
                  "answerable": True, "altered_fact": ""},
     "answer_check": {"found": True, "answer": "1932"},
@@ -89,6 +95,7 @@ EXPECTED_TYPES = {
     "relevance": RelevanceVerdict,
     "correctness": CorrectnessVerdict,
     "rubric": RubricVerdict,
+    "retention": RetentionVerdict,
     "generate": GenerateQuestionVerdict,
     "answer_check": AnswerCheckVerdict,
 }

@@ -29,7 +29,7 @@ def test_the_views_keep_the_spec_order_and_membership() -> None:
         "ragas": ("faithfulness", "responseRelevancy", "contextPrecision", "contextRecall", "noiseSensitivity"),
         "abstention": ("truthfulness", "abstainRate", "aurc"),
         "guardrails": ("attackSuccessRate", "falsePositiveRate"),
-        "conversation": ("conversationSuccess", "turnsToFirstFailure"),
+        "conversation": ("conversationSuccess", "turnsToFirstFailure", "knowledgeRetained", "knowledgeRetention"),
         "agent": ("toolCallRecall", "toolCallPrecision", "trajectoryMatch", "toolCalls", "retrievalSteps"),
     }
     assert OTHER_METRICS == ("conceptRecall", "nearMissRate", "assertionSatisfaction")
@@ -40,7 +40,8 @@ def test_the_views_keep_the_spec_order_and_membership() -> None:
     assert {"abstainRate"} == NO_DIRECTION
     assert JUDGED_METRICS == {"faithfulness": "faithful", "responseRelevancy": None, "contextPrecision": None,
                               "contextRecall": None, "noiseSensitivity": None, "truthfulness": "crag", "aurc": "crag",
-                              "eAurc": "crag", "conversationSuccess": None, "turnsToFirstFailure": None}
+                              "eAurc": "crag", "conversationSuccess": None, "turnsToFirstFailure": None,
+                              "knowledgeRetained": None, "knowledgeRetention": None}
     assert CONTEXT_METRICS == ("faithfulness", "contextPrecision", "contextRecall", "noiseSensitivity")
     assert GUARDRAIL_METRICS == (ATTACK_SUCCESS, FALSE_POSITIVE)
     # retrieval_metrics' dict keeps its own key order; the metrics are the family's.

@@ -279,7 +279,8 @@ def estimate_cost(golden: Sequence[GoldenItem], settings: Settings, judge: Any, 
                                               price=lambda tokens_in, tokens_out: judge.cost(
                                                   tokens_in, tokens_out, batch=settings.judge_batch, requests=None),
                                               answers=settings.judges_answers,
-                                              label_pool=settings.label_pool, rubrics=rubrics)
+                                              label_pool=settings.label_pool, rubrics=rubrics,
+                                              retention=bool(getattr(judge, "judges_retention", False)))
         times = settings.repeat * settings.judge_repeat
         if times == 1:
             return estimate

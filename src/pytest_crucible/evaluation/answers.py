@@ -11,6 +11,9 @@ What is scored when (an abstention is never a NaN):
   the reference, so they are scored for every item with a reference, abstained or not;
 - ``faithfulness``, ``responseRelevancy`` and ``noiseSensitivity`` judge the *answer*,
   so an abstained (or empty) answer is left out of them; the abstention layer counts it;
+- ``knowledgeRetained`` (a golden conversation's turn 2 or later with an answer) asks whether the answer
+  contradicts what the user stated in the earlier turns' questions; a judge that does not answer the
+  ``retention`` kind is not asked, and the metric is left out (the session notes it once);
 - when chunks were retrieved but none has text, the metrics that read the context
   (:data:`CONTEXT_METRICS`) are left out for the item (never 0): there is nothing to
   check the claims against. The CRAG grade (against the reference) and the rest still count.
@@ -34,6 +37,7 @@ from ..judge.types import (
     JudgeRequest,
     QuestionsRequest,
     QuestionsVerdict,
+    RetentionRequest,
     UsefulnessRequest,
 )
 from ..metrics import answer as formulas
@@ -73,6 +77,9 @@ class AnswerInputs:
     false_premise: bool = False
     # The rubric metrics that apply to this item (custom_metrics.Rubric), each one judge request.
     rubrics: tuple[Any, ...] = ()
+    # A golden conversation's turn: the user's earlier messages (the earlier turns' questions, in order; the
+    # same under live and replay history). Empty for turn 1 and for an item that is not a turn.
+    earlier_questions: tuple[str, ...] = ()
 
     @property
     def has_answer(self) -> bool:
@@ -104,6 +111,7 @@ class AnswerInputs:
             answerable=bool(item.get("answerable", True)),
             false_premise=item.get("questionType") == "false_premise",
             rubrics=tuple(rubric for rubric in rubrics if rubric.applies(item)),
+            earlier_questions=earlier_questions(item),
         )
 
     @property
@@ -114,6 +122,13 @@ class AnswerInputs:
     def gradable(self) -> bool:
         """CRAG needs something to grade against: a reference, must-assertions, or a trap to spot."""
         return bool(self.reference or self.must_assertions or not self.answerable or self.false_premise)
+
+
+def earlier_questions(item: dict[str, Any]) -> tuple[str, ...]:
+    """The user's earlier messages of a golden conversation's turn (``item["conversation"]["history"]``'s
+    questions), or () for turn 1 and an item that is not a turn."""
+    turn = item.get("conversation") or {}
+    return tuple(str(earlier.get("question") or "") for earlier in turn.get("history") or [] if earlier.get("question"))
 
 
 @dataclass
@@ -142,6 +157,7 @@ class _Plan:
         self.questions: QuestionsVerdict | None = None
         self.useful: list[bool] | None = None
         self.rubric_scores: dict[str, float] = {}
+        self.retained: bool | None = None  # the retention verdict: None when not asked
 
     def fail(self, what: str, failure: JudgeFailure) -> None:
         self.score.errors.append(f"{what}: {failure.message}")
@@ -166,6 +182,9 @@ def score_answers(batch: Sequence[AnswerInputs], engine: JudgeEngine, embedder) 
                 round1.append((plan, "correctness", CorrectnessRequest(
                     question=inputs.question, answer=inputs.answer or "", reference=inputs.reference,
                     assertions=inputs.must_assertions, answerable=inputs.answerable, false_premise=inputs.false_premise)))
+            if inputs.earlier_questions and engine.answers_kind("retention"):
+                round1.append((plan, "retention", RetentionRequest(
+                    earlier=inputs.earlier_questions, question=inputs.question, answer=inputs.answer or "")))
         elif inputs.abstained:
             # An honest abstention needs no judge: it is right exactly when the corpus cannot answer.
             plan.score.crag_grade = "missing" if inputs.answerable else "perfect"
@@ -191,6 +210,10 @@ def score_answers(batch: Sequence[AnswerInputs], engine: JudgeEngine, embedder) 
             plan.reference_claims = list(verdict.claims)
         elif slot == "questions":
             plan.questions = verdict
+        elif slot == "retention":
+            plan.retained = not verdict.contradicted
+            if verdict.contradicted:  # what `crucible show --item` quotes: the statements and why
+                plan.score.verdicts["knowledgeRetained"] = {"contradicted": list(verdict.contradicted), "reason": verdict.reason}
         elif slot == "correctness":
             plan.score.crag_grade = verdict.grade
             plan.score.verdicts["correctness"] = {"grade": verdict.grade, "reason": verdict.reason}
@@ -250,6 +273,8 @@ def score_answers(batch: Sequence[AnswerInputs], engine: JudgeEngine, embedder) 
         if plan.score.crag_grade is not None:
             _put(plan, "truthfulness", crag_score(plan.score.crag_grade))
         _put(plan, "abstainRate", 1.0 if inputs_abstained(plan.inputs) else 0.0)
+        if plan.retained is not None:
+            _put(plan, "knowledgeRetained", 1.0 if plan.retained else 0.0)
         inputs = plan.inputs
         if plan.answer_claims and not inputs.contexts:
             _put(plan, "faithfulness", 0.0)  # claims with nothing retrieved to support them
@@ -352,14 +377,17 @@ PRICE_HINT = "set crucible_judge_price_per_mtok"
 
 
 def estimate_answer_layer_cost(items: Sequence[Any], *, k: int, token_budget: int, price: Callable[[int, int], float | None],
-                               answers: bool = True, label_pool: bool = False, rubrics: Sequence[Any] = ()) -> CostEstimate:
+                               answers: bool = True, label_pool: bool = False, rubrics: Sequence[Any] = (),
+                               retention: bool = True) -> CostEstimate:
     """Requests and tokens the judge will spend on these golden items, before any answer exists.
 
     Retrieved chunks are assumed to fill the config's ``tokenBudget`` evenly over ``k``
     chunks, answers to be as long as the reference (or 80 tokens). The request plan is
     exactly :func:`score_answers`' (2k + 7 requests per item with a reference, 4 without,
     one more with assertions; the CRAG grade is counted even where an item turns out not
-    gradable, so the estimate errs high; one more per rubric metric that applies to the item);
+    gradable, so the estimate errs high; one more per rubric metric that applies to the item, and one
+    more (``retention``) for a golden conversation's turn 2 or later when ``retention`` is true, i.e. the
+    judge answers that kind);
     pool labelling adds at most k relevance requests. ``price(input_tokens, output_tokens)``: what the
     judge bills for them (None: unknown).
     """
@@ -381,6 +409,10 @@ def estimate_answer_layer_cost(items: Sequence[Any], *, k: int, token_budget: in
                 n += 2 * k + 3
             if item.assertions:
                 tokens += p + a + sum(estimate_tokens(x.text) for x in item.assertions)
+                n += 1
+            earlier = [turn.question for turn in item.conversation.history] if item.conversation is not None else []
+            if retention and earlier:
+                tokens += p + q + a + sum(estimate_tokens(text) for text in earlier)
                 n += 1
             if rubrics:
                 item_json = item.to_json()

@@ -25,7 +25,10 @@ first turn that is not correct, an errored turn included; the number of turns + 
 better for both). They are stored as item metrics of the conversation's last turn (so the summary, the
 comparison and every view read them like any metric, one value per conversation), computed when the run
 closes from the stored grades (``record_conversation_metrics``), and only for a conversation whose every turn
-is in the run and graded: a conversation with a turn not run, or not judged, has none.
+is in the run and graded: a conversation with a turn not run, or not judged, has none. ``knowledgeRetention``
+(higher is better) is the share of the conversation's turns with a stored ``knowledgeRetained`` (turn 2 and
+later, answered and judged: the answer contradicts no fact the user stated earlier) that retained, stored on
+the last turn too, for a conversation whose every turn is in the run; none when no turn of it was judged.
 
 No pytest here; ``record_conversation_metrics`` works through the store's functions.
 """
@@ -48,6 +51,8 @@ TurnCall = Callable[["GoldenItem", "list[dict[str, str]] | None"], "Outcome"]
 
 CONVERSATION_SUCCESS = "conversationSuccess"
 TURNS_TO_FIRST_FAILURE = "turnsToFirstFailure"
+KNOWLEDGE_RETAINED = "knowledgeRetained"
+KNOWLEDGE_RETENTION = "knowledgeRetention"
 
 
 class EarlierTurnError(Exception):
@@ -145,9 +150,10 @@ def history_warning(turn_id: str, called: Sequence[str]) -> str:
 
 # -- per-conversation metrics -------------------------------------------------------------------------------
 def conversation_metrics(turns: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
-    """``{last turn's item id: {conversationSuccess, turnsToFirstFailure}}`` from one run's turns, each
-    ``{"item_id", "conversation": {"id", "turn", "turns"}, "crag_grade", "error"}``. A conversation with a
-    turn missing from the run, or a turn neither errored nor graded, gets nothing."""
+    """``{last turn's item id: {conversationSuccess, turnsToFirstFailure, knowledgeRetention}}`` from one run's
+    turns, each ``{"item_id", "conversation": {"id", "turn", "turns"}, "crag_grade", "error", "knowledgeRetained"}``.
+    A conversation with a turn missing from the run gets nothing; one with a turn neither errored nor graded
+    gets no conversationSuccess or turnsToFirstFailure; one with no turn's knowledgeRetained no knowledgeRetention."""
     by_conversation: dict[str, dict[int, Mapping[str, Any]]] = {}
     sizes: dict[str, int] = {}
     for row in turns:
@@ -161,6 +167,10 @@ def conversation_metrics(turns: Iterable[Mapping[str, Any]]) -> dict[str, dict[s
         size = sizes[conversation]
         if sorted(rows) != list(range(1, size + 1)):
             continue
+        last = rows[size]["item_id"]
+        retained = [float(rows[n][KNOWLEDGE_RETAINED]) for n in range(2, size + 1) if rows[n].get(KNOWLEDGE_RETAINED) is not None]
+        if retained:
+            values.setdefault(last, {})[KNOWLEDGE_RETENTION] = sum(retained) / len(retained)
         correct = []
         for number in range(1, size + 1):
             row = rows[number]
@@ -174,7 +184,7 @@ def conversation_metrics(turns: Iterable[Mapping[str, Any]]) -> dict[str, dict[s
         if len(correct) < size:  # a turn not graded (component mode, a judge that failed): unknown
             continue
         first_failure = next((number for number, ok in enumerate(correct, start=1) if not ok), size + 1)
-        values[rows[size]["item_id"]] = {CONVERSATION_SUCCESS: float(all(correct)), TURNS_TO_FIRST_FAILURE: float(first_failure)}
+        values.setdefault(last, {}).update({CONVERSATION_SUCCESS: float(all(correct)), TURNS_TO_FIRST_FAILURE: float(first_failure)})
     return values
 
 

@@ -37,6 +37,7 @@ class _CacheOnly(Judge):
     def __init__(self, judge: Judge):
         self._judge = judge
         self.model, self.prompt_version, self.label = judge.model, judge.prompt_version, judge.label
+        self.judges_retention = judge.judges_retention  # the same requests planned as the run's judge is sent
         self.misses = 0
 
     def prompt_version_for(self, kind: str) -> str:

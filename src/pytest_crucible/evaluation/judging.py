@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from .answers import CostEstimate
     from .route import AnswerRoute
 
-_UNREAD = object()  # a lazily read value not read yet (None is a value: "never calibrated")
+_UNREAD = object()
+NOT_ASKED = "notAsked:"  # + a request kind: the judging totals' count of requests the judge was not sent  # a lazily read value not read yet (None is a value: "never calibrated")
 
 
 class SessionJudging:
@@ -161,6 +162,8 @@ class SessionJudging:
                 totals[name] = totals.get(name, 0) + getattr(usage, name)
             for name, value in self._engine.judge.counters().items():  # e.g. jsonMode: how requests were judged
                 totals[name] = totals.get(name, 0) + value
+            for kind, value in self._engine.not_asked.items():  # requests of a kind the judge does not answer
+                totals[NOT_ASKED + kind] = totals.get(NOT_ASKED + kind, 0) + value
         return totals
 
     def self_agreement(self) -> dict[str, Any] | None:
@@ -191,11 +194,13 @@ class SessionJudging:
             return None
         from ..judge.engine import JUDGE_COUNTERS
 
-        summary, agreement = self.totals(), self.self_agreement()
+        summary, agreement, judge = self.totals(), self.self_agreement(), self.engine.judge
         return {
             "stats": {**{name: int(summary.get(name, 0)) for name in ("requests", "cache_hits", "judged", "failures")},
                       **{name: int(summary[name]) for name in JUDGE_COUNTERS if summary.get(name)},
-                      **({"selfAgreement": agreement} if agreement else {})},
+                      **({"selfAgreement": agreement} if agreement else {}),
+                      # retention's own prompt (or rule) version: its metrics compare only under the same one
+                      **({"retentionPrompt": judge.prompt_version_for("retention")} if judge.judges_retention else {})},
             "cost_usd": summary.get("cost_usd"),
             "input_tokens": int(summary.get("input_tokens", 0)),
             "output_tokens": int(summary.get("output_tokens", 0)),
@@ -226,7 +231,17 @@ class SessionJudging:
 
     def notes(self) -> list[str]:
         """Said once at the end: rubrics not graded, thresholds that could not fail an item, an unused key."""
-        return self._rubric_note() + self._threshold_note() + self._key_note()
+        return self._rubric_note() + self._retention_note() + self._threshold_note() + self._key_note()
+
+    def _retention_note(self) -> list[str]:
+        """Golden conversations' turns whose knowledge retention was not judged: the judge does not answer the
+        ``retention`` kind (a judge of your own without ``judges_retention``); knowledgeRetained is left out."""
+        turns = int(self.totals().get(NOT_ASKED + "retention", 0))
+        if not turns:
+            return []
+        return [f"NOTE {self.engine.judge.model} does not judge the request kind 'retention': knowledgeRetained and "
+                f"knowledgeRetention not scored ({turns} conversation turn{'s' if turns != 1 else ''})",
+                "  (a judge of your own answers it when it sets judges_retention = True: docs/judges.md)"]
 
     def _rubric_note(self) -> list[str]:
         """Rubric metrics declared but not judged; nothing is stored for them."""

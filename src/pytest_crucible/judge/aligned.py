@@ -289,6 +289,13 @@ class AlignedJudge(Judge):
         self.label = (f"{self.model} ({self.base.model} aligned on {', '.join(self.models)}"
                       f"{f' to {cases} labelled cases' if isinstance(cases, int) else ''}, offline)")
         self._kinds = {QUANTITIES[name][0]: model for name, model in self.models.items()}
+        # Retention is not modelled here: the base judge answers it, under its own retention version.
+        self.judges_retention = bool(getattr(self.base, "judges_retention", False))
+
+    def prompt_version_for(self, kind: str) -> str:
+        if kind == "retention" and kind not in self._kinds:
+            return f"{self.prompt_version}/{self.base.prompt_version_for(kind)}"
+        return self.prompt_version
 
     def judge(self, requests: Sequence[JudgeRequest], *, now: bool = False) -> list[Verdict | JudgeFailure]:
         verdicts = self.base.judge(requests)
@@ -301,7 +308,7 @@ class AlignedJudge(Judge):
                 except Exception as exc:  # a bug here must not take the run down, nor pass silently
                     verdict = JudgeFailure(kind=request.kind, message=f"{self.model} failed: {type(exc).__name__}: {exc}")
             if not isinstance(verdict, JudgeFailure):
-                verdict.judge_model, verdict.prompt_version = self.model, self.prompt_version
+                verdict.judge_model, verdict.prompt_version = self.model, self.prompt_version_for(request.kind)
             out.append(verdict)
         return out
 

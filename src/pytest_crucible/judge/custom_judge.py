@@ -59,6 +59,9 @@ class CustomJudge(Judge):
         self.prompt_version = impl.version.strip()
         self.label = f"{self.model} (your judge, {source})"  # the version shows as its prompts
         self.grades_rubrics = bool(getattr(impl, "grades_rubrics", False))
+        # retention requests (golden conversations) are sent only to a judge that says it answers them, so that a
+        # judge written before the kind existed is never handed a request it does not know (the metric is left out)
+        self.judges_retention = bool(getattr(impl, "judges_retention", False))
         concurrency = getattr(impl, "max_concurrency", 1)
         if concurrency is None:
             concurrency = 1

@@ -40,7 +40,7 @@ class Judge(ABC):
       later); the engine then passes ``now=True`` when the caller cannot wait, and the judge answers
       through direct calls. A judge without batches is never passed ``now``. While a batch is polled
       the judge reports ``on_progress(batch_id, done, total)`` when the session set it.
-    * **What the session reads**: :attr:`label`, :attr:`paid`, :attr:`grades_rubrics`, :attr:`overlaps`,
+    * **What the session reads**: :attr:`label`, :attr:`paid`, :attr:`grades_rubrics`, :attr:`judges_retention`, :attr:`overlaps`,
       :meth:`usage`, :meth:`counters`, and :meth:`close` at the end.
     """
 
@@ -54,6 +54,9 @@ class Judge(ABC):
     paid: bool = False
     #: True when the judge can grade a user-written rubric (a model can; the offline heuristics cannot).
     grades_rubrics: bool = False
+    #: True when the judge answers ``retention`` requests (knowledge retention in golden conversations); a judge
+    #: that does not is never sent one: the metric is left unscored and the session says so once.
+    judges_retention: bool = False
     #: True when its requests wait on a network and it may be called from many threads at once, bounding its own
     #: requests in flight: the session then judges the items ahead of their tests, several items at a time. The
     #: offline judges compute (threads would only share one core) and a judge of your own is called one call at
@@ -117,6 +120,8 @@ class JudgeEngine:
     # judge directly (never the cache) and are compared with the verdict used: kind -> [all agreed, requests].
     judge_repeat: int = 1
     agreement: dict[str, list[int]] = field(default_factory=dict)
+    # Requests of an optional kind never sent because the judge does not answer that kind: kind -> count.
+    not_asked: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -126,6 +131,15 @@ class JudgeEngine:
     @property
     def prompt_version(self) -> str:
         return self.judge.prompt_version
+
+    def answers_kind(self, kind: str) -> bool:
+        """Whether the judge answers an optional request kind (``retention``); a request it does not answer is
+        counted in :attr:`not_asked` (what the session's note reports) and the caller leaves its metric out."""
+        if kind != "retention" or self.judge.judges_retention:
+            return True
+        with self._lock:
+            self.not_asked[kind] = self.not_asked.get(kind, 0) + 1
+        return False
 
     def load_cache(self, rows: Iterable[Mapping[str, Any]]) -> None:
         for row in rows:

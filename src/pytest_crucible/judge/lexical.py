@@ -20,6 +20,9 @@ new behaviour goes into a new judge version.
 
 Request kinds
 -------------
+**retention** -- the one rule of every offline version, versioned apart
+(``lexical-retention-v1``): :mod:`pytest_crucible.judge.lexical_retention`.
+
 **claims** -- the text's sentences are the claims (the ``question`` is not
 used: a model would resolve pronouns with it, we do not).  Lead-ins such as
 "Based on the provided context," or "Sure," are cut; sentences that are only
@@ -140,6 +143,8 @@ from .lexical_common import (
     span_negated,
     split_sentences,
 )
+from .lexical_retention import VERSION as RETENTION_VERSION
+from .lexical_retention import retention_verdict
 from .types import (
     ClaimsRequest,
     ClaimsVerdict,
@@ -153,6 +158,8 @@ from .types import (
     QuestionsVerdict,
     RelevanceRequest,
     RelevanceVerdict,
+    RetentionRequest,
+    RetentionVerdict,
     UsefulnessRequest,
     UsefulnessVerdict,
     Verdict,
@@ -249,6 +256,8 @@ class LexicalJudge(Judge):
     prompt_version = "lexical-v1"
     label = "lexical-v1 (offline heuristic)"
     paid = False
+    # retention: every offline version answers it by one rule versioned on its own (judge/lexical_retention.py)
+    judges_retention = True
 
     def __init__(self) -> None:
         self._handlers: dict[str, Callable[[JudgeRequest], Verdict | JudgeFailure]] = {
@@ -258,7 +267,12 @@ class LexicalJudge(Judge):
             "usefulness": self._usefulness,  # type: ignore[dict-item]
             "relevance": self._relevance,  # type: ignore[dict-item]
             "correctness": self._correctness,  # type: ignore[dict-item]
+            "retention": self._retention,  # type: ignore[dict-item]
         }
+
+    def prompt_version_for(self, kind: str) -> str:
+        """Retention is versioned apart (its rule is not this version's): the other kinds' cache stays valid."""
+        return RETENTION_VERSION if kind == "retention" else self.prompt_version
 
     def judge(self, requests: Sequence[JudgeRequest], *, now: bool = False) -> list[Verdict | JudgeFailure]:
         """Every request at once, offline (no batches: ``now`` changes nothing)."""
@@ -275,9 +289,13 @@ class LexicalJudge(Judge):
                 results.append(JudgeFailure(kind=kind, message=f"{self.model} failed: {type(exc).__name__}: {exc}"))
                 continue
             if not isinstance(verdict, JudgeFailure):
-                verdict.judge_model, verdict.prompt_version = self.model, self.prompt_version
+                verdict.judge_model, verdict.prompt_version = self.model, self.prompt_version_for(kind)
             results.append(verdict)
         return results
+
+    # retention ------------------------------------------------------------------------------------
+    def _retention(self, request: RetentionRequest) -> RetentionVerdict:
+        return retention_verdict(request)
 
     # claims ---------------------------------------------------------------------------------------
     def _claims(self, request: ClaimsRequest) -> ClaimsVerdict:

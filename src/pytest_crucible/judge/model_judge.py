@@ -42,6 +42,7 @@ __all__ = [
     "GENERATE_KINDS",
     "GENERATE_PROMPT_VERSION",
     "RELEVANCE_PROMPT_VERSION",
+    "RETENTION_PROMPT_VERSION",
     "RUBRIC_PROMPT_VERSION",
     "STAMP_FIELDS",
     "InvalidVerdict",
@@ -63,6 +64,8 @@ STAMP_FIELDS = ("judge_model", "prompt_version", "contradicts", "contradicts_sou
 RELEVANCE_PROMPT_VERSION = "umbrela-v1"
 # Rubric metrics have their own prompt, versioned apart so that a change to it re-judges only rubrics.
 RUBRIC_PROMPT_VERSION = "rubric-v1"
+# Knowledge retention in golden conversations: versioned apart too, so a change to it re-judges only retention.
+RETENTION_PROMPT_VERSION = "retention-v1"
 # Golden set generation (`crucible golden generate`) writes test cases rather than grading: its own prompts.
 GENERATE_PROMPT_VERSION = "generate-v1"
 GENERATE_KINDS = ("generate", "answer_check")
@@ -94,6 +97,11 @@ _FIELD_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "score": "The score on the rubric's scale stated in the prompt: for pass/fail 1 (meets the criteria) or 0; "
         "otherwise a whole number from the scale's minimum to its maximum (fully meets the criteria).",
         "reason": "One or two short sentences on what in the answer decided the score.",
+    },
+    "retention": {
+        "contradicted": "Each earlier user message (quoted exactly as given, once) whose statement of fact the "
+        "answer contradicts; empty when it contradicts none.",
+        "reason": "One short sentence: what the answer says against the user's statement, or that it contradicts none.",
     },
     "generate": {
         "question": "The question, in a user's own words, standing on its own; never copied from a passage.",
@@ -271,7 +279,7 @@ def expected_output_tokens(request: Any) -> int:
         return 30 + 40 * len(request.claims)
     if kind == "questions":
         return 30 + 30 * request.n
-    if kind == "rubric":
+    if kind in ("rubric", "retention"):
         return 80
     if kind == "generate":
         return 250
@@ -282,12 +290,14 @@ def expected_output_tokens(request: Any) -> int:
 
 def prompt_version_of(kind: str, base: str = PROMPT_VERSION) -> str:
     """The prompt version a request kind is asked with: ``base`` (the answer-layer prompts), or the kind's
-    own versioned prompt (relevance, rubrics and golden set generation are versioned apart)."""
+    own versioned prompt (relevance, rubrics, knowledge retention and golden set generation are versioned apart)."""
     # Graded relevance (pool labelling, written into qrels) has its own UMBRELA-style prompt.
     if kind == "relevance":
         return RELEVANCE_PROMPT_VERSION
     if kind == "rubric":
         return RUBRIC_PROMPT_VERSION
+    if kind == "retention":
+        return RETENTION_PROMPT_VERSION
     if kind in GENERATE_KINDS:
         return GENERATE_PROMPT_VERSION
     return base
@@ -323,6 +333,7 @@ class ModelJudge(Judge):
 
     paid = True
     grades_rubrics = True
+    judges_retention = True
     overlaps = True  # a semaphore bounds the requests in flight across every caller's threads
     # set by the subclass (see the class doc)
     _sdk: Any

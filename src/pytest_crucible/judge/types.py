@@ -152,6 +152,25 @@ class RubricVerdict(Verdict):
     reason: str = ""
 
 
+class RetentionRequest(JudgeRequest):
+    """Knowledge retention in a golden conversation: does this turn's answer contradict something the user
+    stated earlier in the conversation?
+
+    ``earlier``: the user's own earlier messages, in order (the earlier turns' questions: the same whichever
+    history the pipeline was called with, live or replay, so the request and its cache key are too)."""
+
+    kind: ClassVar[str] = "retention"
+    earlier: tuple[str, ...]
+    question: str
+    answer: str
+
+
+class RetentionVerdict(Verdict):
+    # The earlier user statements the answer contradicts, quoted (empty: it contradicts none).
+    contradicted: list[str]
+    reason: str = ""
+
+
 # -- golden set generation (`crucible golden generate`, golden_set/generate.py) ---------------------
 #: What a generated question asks for; "unanswerable" is near the corpus but answered by none of it.
 GenerateQuestionType = Literal["simple", "multi_hop", "comparison", "false_premise", "unanswerable"]
@@ -202,13 +221,14 @@ VERDICT_TYPES: dict[str, type[Verdict]] = {
     "relevance": RelevanceVerdict,
     "correctness": CorrectnessVerdict,
     "rubric": RubricVerdict,
+    "retention": RetentionVerdict,
     "generate": GenerateQuestionVerdict,
     "answer_check": AnswerCheckVerdict,
 }
 REQUEST_TYPES: dict[str, type[JudgeRequest]] = {
     cls.kind: cls
     for cls in (ClaimsRequest, EntailmentRequest, QuestionsRequest, UsefulnessRequest, RelevanceRequest, CorrectnessRequest,
-                RubricRequest, GenerateQuestionRequest, AnswerCheckRequest)
+                RubricRequest, RetentionRequest, GenerateQuestionRequest, AnswerCheckRequest)
 }
 # The generator's kinds (their own prompt version, generate-v1): only `crucible golden generate` sends them.
 GENERATION_REQUEST_TYPES: dict[str, type[JudgeRequest]] = {

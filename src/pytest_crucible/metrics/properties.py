@@ -73,6 +73,11 @@ BUILTIN: tuple[MetricProperties, ...] = (
     # every turn correct (1) or not (0), and the number of the first turn that is not (turns + 1 when none fails).
     _judged("conversationSuccess", "conversation"),
     _judged("turnsToFirstFailure", "conversation", low=1.0, high=float("inf")),
+    # Knowledge retention (the judge's retention request): per turn from turn 2, 1 when the answer contradicts
+    # nothing the user stated in the earlier turns; per conversation, on its last turn, the share of its judged
+    # turns that did.
+    _judged("knowledgeRetained", "conversation"),
+    _judged("knowledgeRetention", "conversation"),
     # An agentic system's trajectory (metrics/tools.py): its tool calls against the item's expectedTools, and
     # the counts of its work (fewer is cheaper, reported, and gated only when named).
     MetricProperties("toolCallRecall", "agent"),

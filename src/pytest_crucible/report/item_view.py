@@ -197,6 +197,7 @@ def _evidence(row: dict[str, Any]) -> dict[str, Any]:
     faith = verdicts.get("faithfulness") or {}
     recall = verdicts.get("contextRecall") or {}
     correctness = verdicts.get("correctness") or None
+    retention = verdicts.get("knowledgeRetained") or None  # stored only when the answer contradicts the user
     return {
         "errorEvidence": row.get("error_evidence"),
         "pipelineError": row.get("error"),
@@ -214,6 +215,9 @@ def _evidence(row: dict[str, Any]) -> dict[str, Any]:
                             if isinstance(assertion, dict) and assertion.get("satisfied") is False],
         "rubrics": [{"name": key[len("rubric:"):], "score": value.get("score"), "reason": value.get("reason")}
                     for key, value in sorted(verdicts.items()) if key.startswith("rubric:") and isinstance(value, dict)],
+        # A conversation's turn whose answer contradicts what the user said earlier: the statements and why.
+        "retention": {"contradicted": list(retention.get("contradicted") or []), "reason": retention.get("reason") or ""}
+        if isinstance(retention, dict) else None,
     }
 
 
@@ -447,6 +451,12 @@ def evidence_lines(evidence: dict[str, Any]) -> list[str]:
         lines.extend(_wrapped("  assertion not met: ", f"({assertion['kind']}) {assertion['text']}", 4))
     for rubric in evidence["rubrics"]:
         lines.extend(_wrapped("  rubric: ", f"{rubric['name']} score {rubric['score']}" + (f": {rubric['reason']}" if rubric["reason"] else ""), 4))
+    if evidence.get("retention"):
+        retention = evidence["retention"]
+        for statement in retention["contradicted"]:
+            lines.extend(_wrapped("  contradicts the user's earlier message: ", f"\"{statement}\"", 4))
+        if retention["reason"]:
+            lines.extend(_wrapped("  knowledge retention: ", retention["reason"], 4))
     return [line.rstrip() for line in lines] or ["  none stored"]
 
 

@@ -394,6 +394,9 @@ def run_summary_lines(store, run_id: str, *, unread_keys: Iterable[str] = (), fa
     if "conversationSuccess" in overall:  # the golden conversations' own metrics: said once what their n counts
         n = overall["conversationSuccess"][1]
         text.append(f"  conversationSuccess, turnsToFirstFailure: one value per conversation ({n}), on its last turn")
+    if "knowledgeRetention" in overall:
+        text.append(f"  knowledgeRetention: one value per conversation with a judged turn ({overall['knowledgeRetention'][1]});")
+        text.append("    knowledgeRetained: one per answered turn from turn 2")
     lines = plain(text)
     from ..evaluation.custom_metrics import read_definitions
 

@@ -13,7 +13,7 @@ from typing import Any
 
 # Retrieved ids shown per turn: the top of the ranking (the whole ranking is in the item's own view).
 RETRIEVED_SHOWN = 5
-CONVERSATION_METRICS = ("conversationSuccess", "turnsToFirstFailure")
+CONVERSATION_METRICS = ("conversationSuccess", "turnsToFirstFailure", "knowledgeRetention")
 
 
 def turn_of(item: Any) -> dict[str, Any] | None:

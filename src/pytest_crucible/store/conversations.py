@@ -15,14 +15,17 @@ if TYPE_CHECKING:
 
 def run_turns(store: Store, run_id: str) -> list[dict[str, Any]]:
     """Each turn of a golden conversation the run holds: ``{"item_id", "conversation" (its place: id, turn,
-    turns, history), "crag_grade", "error"}``; items that are not turns are left out."""
+    turns, history), "crag_grade", "error", "knowledgeRetained" (its stored value, or None)}``; items that are
+    not turns are left out."""
     rows = store.db.conn.execute(
-        "SELECT g.item_id, json_extract(g.item, '$.conversation'), r.crag_grade, r.error FROM golden_items g"
+        "SELECT g.item_id, json_extract(g.item, '$.conversation'), r.crag_grade, r.error, m.value FROM golden_items g"
         " JOIN results r ON r.run_id = g.run_id AND r.item_id = g.item_id"
+        " LEFT JOIN item_metrics m ON m.run_id = g.run_id AND m.item_id = g.item_id AND m.metric = 'knowledgeRetained'"
         # A turn's id is CONV:tN: the ids select the few rows whose JSON is read (a run of 100,000 items reads none).
         " WHERE g.run_id = ? AND g.item_id LIKE '%:t%' AND json_extract(g.item, '$.conversation') IS NOT NULL", [run_id]).fetchall()
-    return [{"item_id": item_id, "conversation": json.loads(turn) if isinstance(turn, str) else turn, "crag_grade": grade, "error": error}
-            for item_id, turn, grade, error in rows]
+    return [{"item_id": item_id, "conversation": json.loads(turn) if isinstance(turn, str) else turn, "crag_grade": grade, "error": error,
+             "knowledgeRetained": retained}
+            for item_id, turn, grade, error, retained in rows]
 
 
 def add_item_metrics(store: Store, run_id: str, values: Mapping[str, Mapping[str, float]]) -> None:

@@ -178,6 +178,7 @@ def _sum(values: Iterable[Any]) -> Any:
 
 def _judge_stats(runs: list[dict[str, Any]]) -> str | None:
     total: dict[str, Any] = {}
+    versions: dict[str, set[str]] = {}
     present = False
     for run in runs:
         if not run.get("judge_stats"):
@@ -186,6 +187,9 @@ def _judge_stats(runs: list[dict[str, Any]]) -> str | None:
         for name, value in json.loads(run["judge_stats"]).items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 total[name] = total.get(name, 0) + value
+            elif isinstance(value, str):  # a version (retentionPrompt): kept when every shard that has one agrees
+                versions.setdefault(name, set()).add(value)
+    total.update({name: values.pop() for name, values in versions.items() if len(values) == 1})
     return json.dumps(total, sort_keys=True) if present else None
 
 

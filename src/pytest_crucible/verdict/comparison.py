@@ -248,6 +248,10 @@ def compare_run_data(
     if other_ruler:
         names = [name for name in names if name != "responseRelevancy"]
         ruler_warnings = [*ruler_warnings, other_ruler]
+    other_retention = retention_prompt_change(a, b, names)
+    if other_retention:
+        names = [name for name in names if name not in RETENTION_METRICS]
+        ruler_warnings = [*ruler_warnings, other_retention]
     classes = error_classes_change(a, b)
     if classes:
         ruler_warnings = [*ruler_warnings, classes]
@@ -414,6 +418,30 @@ def embedder_change(a: RunData, b: RunData) -> str | None:
     shown = lambda name: name or "not recorded (hashing-v1 unless crucible_embedder was overridden)"  # noqa: E731
     return (f"the ruler changed: responseRelevancy was measured with embedder {shown(left)} in {a.run_id} and "
             f"{shown(right)} in {b.run_id}, so it is left out of the comparison; re-run the baseline to compare it")
+
+
+RETENTION_METRICS = ("knowledgeRetained", "knowledgeRetention")
+
+
+def _retention_prompt(run: RunData) -> str | None:
+    stats = run.run.get("judge_stats")
+    if isinstance(stats, str):
+        try:
+            stats = json.loads(stats)
+        except ValueError:
+            return None
+    return stats.get("retentionPrompt") if isinstance(stats, dict) else None
+
+
+def retention_prompt_change(a: RunData, b: RunData, names: Iterable[str]) -> str | None:
+    """Why the knowledge retention metrics cannot be compared (the retention prompt, or the offline judge's
+    retention rule, is versioned apart from the judge's other prompts and differs between the runs), or None.
+    A run that records none (judged before the version was recorded, a merge of shards that disagree) is compared."""
+    left, right = _retention_prompt(a), _retention_prompt(b)
+    if not left or not right or left == right or not any(name in RETENTION_METRICS for name in names):
+        return None
+    return (f"the ruler changed: knowledgeRetained and knowledgeRetention were judged with retention prompt {left} in "
+            f"{a.run_id} and {right} in {b.run_id}, so they are left out of the comparison; re-run the baseline to compare them")
 
 
 def error_classes_change(a: RunData, b: RunData) -> str | None:

@@ -44,12 +44,14 @@ DATA_TAGS = (
     "claim",
     "claims",
     "context",
+    "earlier",
     "facets",
     "passage",
     "question",
     "reference",
     "text",
     "topic",
+    "user_message",
 )
 _DATA_TAG_RE = re.compile(r"<(\s*/?\s*)(" + "|".join(DATA_TAGS) + r")\b", re.IGNORECASE)
 _SEPARATOR_RE = re.compile(r"^---[ \t]*$", re.MULTILINE)
@@ -123,7 +125,8 @@ def prompt_fields(request: Any) -> dict[str, str]:
     questions ``answer, n``; usefulness ``question, reference, chunk``; relevance
     ``question, chunk``; correctness ``question, answer, reference, assertions,
     answerable, false_premise``; rubric ``name, criteria, steps, scale, question,
-    reference, answer``; generate ``question_type, type_instructions, passages (with
+    reference, answer``; retention ``earlier (the user's earlier messages, as numbered
+    ``<user_message>`` tags), earlier_count, question, answer``; generate ``question_type, type_instructions, passages (with
     their chunk ids), passage_count, topics, variant``; answer_check ``question,
     passages``. List fields of data are rendered as numbered tags
     (``<passage index="1">``), all data is passed through :func:`escape_data`. The
@@ -168,6 +171,13 @@ def prompt_fields(request: Any) -> dict[str, str]:
             "scale": rubric_scale_text(request),
             "question": escape_data(request.question),
             "reference": escape_data(request.reference) if request.reference else "(no reference answer given)",
+            "answer": escape_data(request.answer),
+        }
+    if kind == "retention":
+        return {
+            "earlier": _numbered("user_message", request.earlier),
+            "earlier_count": str(len(request.earlier)),
+            "question": escape_data(request.question),
             "answer": escape_data(request.answer),
         }
     if kind == "generate":

@@ -61,6 +61,13 @@ STORED = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _batches_by_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of 50 (FLUSH_ITEMS), never cut by the one-second timer: the tests count the batches handed over,
+    and a loaded machine can take a second over 49 items. (In-process runs only; a subprocess keeps the timer.)"""
+    monkeypatch.setattr(pytest_crucible.store.recorder, "FLUSH_SECONDS", 1e9)
+
+
 def _project(pytester: pytest.Pytester, n_items: int, writes: str | None) -> None:
     items = [{"id": f"b-{i:03d}", "question": f"question {i}?",
               "citations": [{"docId": f"d-{i % 5}", "chunkId": f"c-{i % 7}", "mode": "required" if i % 3 else "acceptable"}]}
@@ -251,9 +258,7 @@ def test_a_terminated_session_s_writing_process_writes_what_it_got_and_stops(pyt
 
 
 def test_a_postgres_database_is_written_from_its_own_process_too_and_its_password_stays_off_the_command_line(
-        pytester: pytest.Pytester, postgres_server, monkeypatch) -> None:
-    # Batches of 50, never cut by the timer: a loaded machine can take a second over 49 items.
-    monkeypatch.setattr(pytest_crucible.store.recorder, "FLUSH_SECONDS", 1e9)
+        pytester: pytest.Pytester, postgres_server) -> None:
     _project(pytester, 120, None)
     conftest = pytester.path / "conftest.py"
     # While a batch is handed over, the writing processes' command lines are what `ps` shows anyone on the machine.

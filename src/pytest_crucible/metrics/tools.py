@@ -92,8 +92,9 @@ def maximum_matching(expected: Sequence[Call], actual: Sequence[Call]) -> dict[i
     order: a maximum matching, and when the lists line up, the one that pairs them in place."""
     edges = [[j for j, call in enumerate(actual) if call_matches(wanted, call)] for wanted in expected]
     owner = {i: i for i in range(min(len(expected), len(actual))) if i in edges[i]}  # actual index -> expected index
+    paired = set(owner.values())  # the expectations the matching covers (an augmenting path only ever adds its start)
     for start in range(len(expected)):
-        if start in owner.values():
+        if start in paired:
             continue
         seen: set[int] = set()
         # A depth-first search for an augmenting path: a stack of (expected, next edge to try), and the
@@ -115,6 +116,7 @@ def maximum_matching(expected: Sequence[Call], actual: Sequence[Call]) -> dict[i
             if call not in owner:  # a free call: every edge of the path changes hands
                 for wanted, taken in path:
                     owner[taken] = wanted
+                paired.add(start)
                 break
             stack.append((owner[call], 0))
     return {wanted: call for call, wanted in owner.items()}

@@ -42,6 +42,14 @@ import pytest_crucible.verdict.comparison  # noqa: F401
 hypothesis.settings.register_profile("crucible", deadline=None)
 hypothesis.settings.load_profile("crucible")
 
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The fast loop (-m "not slow") runs each property on fewer examples (helpers.examples), read when the test
+    modules are imported, after this hook."""
+    import helpers
+
+    helpers.FAST_LOOP = "not slow" in (config.option.markexpr or "")
+
 # Plugins installed for tests/test_other_plugins.py that would change every inner run: pytest-randomly reorders and
 # reseeds, pytest-asyncio warns about its unset loop scope, pytest-html and pytest-metadata add to the output.
 # Inner runs (in process and in subprocesses) start without them; a test that combines one with crucible names it

@@ -114,3 +114,13 @@ def writers_in(directory) -> list[int]:
         except OSError:  # gone meanwhile, or not ours to read
             continue
     return pids
+
+
+# Set by tests/conftest.py: True in the fast loop (-m "not slow"), where every property runs a fifth of its examples.
+FAST_LOOP = False
+
+
+def examples(full: int) -> int:
+    """A property's example count: ``full`` in the full suite (what CI runs), a fifth of it (at least 30) in the
+    fast loop, the everyday run that should take a minute. The same properties, tried on fewer inputs."""
+    return max(30, full // 5) if FAST_LOOP else full

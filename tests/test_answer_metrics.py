@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -179,7 +180,7 @@ def test_noise_sensitivity_edges() -> None:
 flags = st.lists(st.booleans(), max_size=30)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(flags)
 def test_ratio_metrics_in_unit_interval(values: list[bool]) -> None:
     for metric in (faithfulness, context_precision, context_recall):
@@ -190,7 +191,7 @@ def test_ratio_metrics_in_unit_interval(values: list[bool]) -> None:
             assert score is not None and 0.0 <= score <= 1.0
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(flags, st.integers(min_value=1, max_value=10))
 def test_context_precision_ignores_trailing_useless_chunks(values: list[bool], extra: int) -> None:
     before = context_precision(values)
@@ -201,7 +202,7 @@ def test_context_precision_ignores_trailing_useless_chunks(values: list[bool], e
         assert after == pytest.approx(before, abs=1e-12)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.booleans(), min_size=1, max_size=30), st.data())
 def test_faithfulness_monotone_in_supported_claims(values: list[bool], data: st.DataObject) -> None:
     unsupported = [i for i, v in enumerate(values) if not v]
@@ -215,7 +216,7 @@ def test_faithfulness_monotone_in_supported_claims(values: list[bool], data: st.
 vectors = st.lists(st.floats(min_value=-10, max_value=10, allow_nan=False), min_size=4, max_size=4)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(vectors, st.lists(st.tuples(vectors, st.booleans()), min_size=0, max_size=5))
 def test_response_relevancy_in_unit_interval(question: list[float], generations: list) -> None:
     rows = np.array([g for g, _ in generations], dtype=float).reshape(len(generations), 4)
@@ -234,7 +235,7 @@ def noise_cases(draw: st.DrawFn) -> tuple[list[bool], list[list[bool]], list[boo
     return correct, support, relevant
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(noise_cases())
 def test_noise_sensitivity_in_unit_interval_and_modes_disjoint(case) -> None:
     correct, support, relevant = case

@@ -12,6 +12,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -298,7 +299,7 @@ def test_abstain_rate() -> None:
 pairs_strategy = st.lists(st.tuples(st.integers(0, 6), st.booleans()), min_size=1, max_size=40)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(pairs_strategy)
 def test_aurc_in_unit_interval_and_e_aurc_nonnegative(pairs) -> None:
     conf, ok = zip(*pairs)
@@ -307,7 +308,7 @@ def test_aurc_in_unit_interval_and_e_aurc_nonnegative(pairs) -> None:
     assert e_aurc(conf, ok) >= -1e-12
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(pairs_strategy, st.sampled_from(["cube", "exp", "affine", "logistic"]))
 def test_aurc_invariant_to_monotone_transform(pairs, name) -> None:
     conf, ok = zip(*pairs)
@@ -325,7 +326,7 @@ def test_aurc_invariant_to_monotone_transform(pairs, name) -> None:
     ]
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(pairs_strategy, st.randoms(use_true_random=False))
 def test_permuting_input_changes_nothing(pairs, rng) -> None:
     shuffled = list(pairs)
@@ -339,7 +340,7 @@ def test_permuting_input_changes_nothing(pairs, rng) -> None:
         assert coverage_at_risk(conf2, ok2, target) == coverage_at_risk(conf, ok, target)
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(pairs_strategy, st.floats(-0.5, 1.5, allow_nan=False), st.floats(-0.5, 1.5, allow_nan=False))
 def test_coverage_at_risk_monotone_in_target(pairs, t1, t2) -> None:
     conf, ok = zip(*pairs)
@@ -348,7 +349,7 @@ def test_coverage_at_risk_monotone_in_target(pairs, t1, t2) -> None:
     assert coverage_at_risk(conf, ok, 1.0) == 1.0
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(pairs_strategy)
 def test_curve_shape(pairs) -> None:
     conf, ok = zip(*pairs)

@@ -6,6 +6,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,7 +25,7 @@ def reference_hash(items: list[dict]) -> str:
     return hashlib.sha256(json.dumps(ordered, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(st.tuples(_text, _items), max_size=6, unique_by=lambda pair: pair[0]))
 def test_the_streamed_golden_set_hash_equals_the_hash_of_the_whole_array(pairs) -> None:
     items = [{**fields, "id": item_id} for item_id, fields in pairs]
@@ -98,7 +99,7 @@ def test_a_batch_of_scores_is_stored_as_each_score_alone_would_be(tmp_path: Path
 _doc = st.sampled_from([f"d{i}" for i in range(12)])
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(ranking=st.lists(_doc, max_size=25), qrels=st.dictionaries(_doc, st.integers(-2, 3), max_size=12),
        k=st.integers(1, 15), level=st.integers(-1, 3))
 def test_all_retrieval_metrics_at_once_equal_each_metric_alone(ranking, qrels, k, level) -> None:

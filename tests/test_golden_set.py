@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -170,7 +171,7 @@ _json_text = st.text(max_size=3) | st.lists(st.characters() | st.sampled_from(["
 _json_leaves = st.none() | st.booleans() | st.integers() | _json_text
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.recursive(_json_leaves, lambda children: st.lists(children, max_size=4) | st.dictionaries(_json_text, children, max_size=4),
                     max_leaves=30))
 def test_text_the_check_clears_never_holds_a_value_the_walk_refuses(value) -> None:

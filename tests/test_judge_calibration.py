@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import RANKED_CONFTEST, crucible_cli, db_rows, write_golden, write_project
+from helpers import RANKED_CONFTEST, crucible_cli, db_rows, examples, write_golden, write_project
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mock_anthropic import MockAnthropic, mock_anthropic  # noqa: F401 - fixture
@@ -66,7 +66,7 @@ def test_kappa_and_confusion_of_crag_grades_by_hand() -> None:
         confusion_matrix([("perfect", "great")], CRAG_GRADES)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(CRAG_GRADES), st.sampled_from(CRAG_GRADES)), min_size=1, max_size=40))
 def test_kappa_matches_the_textbook_formula(pairs) -> None:
     expected = textbook_kappa(pairs, CRAG_GRADES)

@@ -4,6 +4,7 @@ a property over generated passages, and v2 kept as it was."""
 
 from __future__ import annotations
 
+from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -111,7 +112,7 @@ def passages(draw):
     return facts, " ".join(order)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(passages(), st.integers(min_value=0, max_value=3))
 def test_every_copied_sentence_is_supported_and_its_flip_is_not(case, start) -> None:
     facts, passage = case

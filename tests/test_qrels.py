@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from helpers import write_golden
+from helpers import examples, write_golden
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -236,7 +236,7 @@ def test_cohen_kappa_hand_computed() -> None:
 grades = st.integers(min_value=0, max_value=3)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.tuples(grades, grades), min_size=1, max_size=60))
 def test_cohen_kappa_matches_the_confusion_matrix_reference(pairs) -> None:
     kappa = cohen_kappa(pairs)

@@ -8,6 +8,7 @@ import json
 import math
 
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -151,7 +152,7 @@ def nearly_exact_results(draw):
     return value
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(st.one_of(results(exact=True), nearly_exact_results(), results()))
 def test_plain_data_is_what_the_model_gives(value) -> None:
     assert through_result_data(value) == through_model(value)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -329,7 +330,7 @@ unit_qrels = st.dictionaries(
 )
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(chunk_pairs, unit_qrels)
 def test_ranking_units_unique_and_each_judged_unit_credited_once(  # type: ignore[no-untyped-def]
     retrieved, qrels

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,7 +14,7 @@ from pytest_crucible.stats.run_level import aurc_rows, paired_aurc_test
 pairs = st.lists(st.tuples(st.integers(0, 4).map(lambda x: x / 4), st.booleans()), min_size=1, max_size=25)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(pairs)
 def test_vectorised_aurc_equals_the_reference_with_ties(rows) -> None:
     conf = np.array([[c for c, _ in rows]])

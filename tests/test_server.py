@@ -21,7 +21,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 from api_server import add_run, client, new_key, serve_in_thread
-from helpers import RANKED_CONFTEST, write_golden
+from helpers import RANKED_CONFTEST, examples, write_golden
 
 import pytest_crucible.server.app as server_app
 from pytest_crucible.cli import main
@@ -532,7 +532,7 @@ def api_requests(draw, runs, keys):
 
 
 @pytest.mark.slow
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
 @given(data=st.data())
 def test_generated_requests_never_fail_the_server(fuzz_api, data) -> None:
     http, runs, keys = fuzz_api["http"], fuzz_api["runs"], fuzz_api["keys"]

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
@@ -99,7 +100,7 @@ def test_holm_caps_and_edge_cases():
         holm_adjust([1.2])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.floats(0, 1, allow_nan=False), max_size=30))
 def test_holm_properties(ps):
     adj = holm_adjust(ps)

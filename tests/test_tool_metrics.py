@@ -5,6 +5,7 @@ modes, the alignment a report shows; and properties that hold for any lists of c
 from __future__ import annotations
 
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -171,7 +172,7 @@ def _first_fit(expected, actual) -> int:
     return matched
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(expectations, calls)
 def test_the_metrics_stay_in_range_and_the_modes_agree(expected, actual) -> None:
     metrics = {mode: tool_metrics(expected, actual, mode) for mode in MATCH_MODES}
@@ -186,7 +187,7 @@ def test_the_metrics_stay_in_range_and_the_modes_agree(expected, actual) -> None
     assert match["unordered"] == (base["toolCallRecall"] == base["toolCallPrecision"] == 1.0)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(expectations, calls, st.randoms(use_true_random=False))
 def test_the_matching_is_maximum_and_ignores_order(expected, actual, random) -> None:
     matching = maximum_matching(expected, actual)

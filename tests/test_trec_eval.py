@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -393,7 +394,7 @@ def judged_and_run(draw):  # type: ignore[no-untyped-def]
     return qrels, run
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(judged_and_run(), st.integers(-1, 3), st.booleans())
 def test_bulk_evaluation_equals_the_per_query_reference(data, level, complete) -> None:  # type: ignore[no-untyped-def]
     qrels, run = data
@@ -411,7 +412,7 @@ def _write_bytes(path: Path, text: str) -> Path:
     return path
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(judged_and_run(), st.integers(0, 2), st.booleans())
 def test_files_read_fast_and_evaluate_as_the_reference(tmp_path_factory, data, level, complete) -> None:  # type: ignore[no-untyped-def]
     qrels, run = data
@@ -526,21 +527,21 @@ def _outcome(reader, path: Path):  # type: ignore[no-untyped-def]
         return "error", str(exc), exc.line, exc.field
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(raw_file(4))
 def test_qrels_reader_agrees_with_the_line_reader(tmp_path_factory, text: str) -> None:  # type: ignore[no-untyped-def]
     path = _write_bytes(tmp_path_factory.mktemp("q") / "qrels", text)
     assert _outcome(read_qrels, path) == _outcome(_read_qrels_lines, path)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(raw_file(6))
 def test_run_reader_agrees_with_the_line_reader(tmp_path_factory, text: str) -> None:  # type: ignore[no-untyped-def]
     path = _write_bytes(tmp_path_factory.mktemp("r") / "run", text)
     assert _outcome(read_run, path) == _outcome(_read_run_lines, path)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(raw_file(4, well_formed=True), raw_file(6, well_formed=True))
 def test_well_formed_files_take_the_fast_path(tmp_path_factory, qrels_text: str, run_text: str) -> None:  # type: ignore[no-untyped-def]
     # odd spacing, CRLF, comments, blank lines, junk after the tag, no final newline, numbers
@@ -569,7 +570,7 @@ def chunks_of(size: int) -> Iterator[None]:
         trec_fast._CHUNK = saved
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(st.floats(allow_nan=False, allow_infinity=False, width=64), st.integers(0, 17)),
                 min_size=1, max_size=50))
 def test_scores_parse_exactly_as_float(values) -> None:  # type: ignore[no-untyped-def]

@@ -460,10 +460,11 @@ def test_conversations_read_as_chat_transcripts_in_a_real_browser(example_html, 
                 box = bubble.bounding_box()
                 assert box["x"] >= 0 and box["x"] + box["width"] <= 1280 + 0.5
                 assert bubble.evaluate("node => node.scrollWidth <= node.clientWidth + 1")
-            # The conversation's own metrics stand in its summary line.
+            # The conversation's own metrics stand in its summary line (knowledge retention: its answered later turns judged).
             badges = ride.locator("summary [data-metric]")
             assert [badges.nth(i).get_attribute("data-metric") for i in range(badges.count())] == ["conversationSuccess",
-                                                                                                  "turnsToFirstFailure"]
+                                                                                                  "turnsToFirstFailure",
+                                                                                                  "knowledgeRetention"]
             section.screenshot(path=str(tmp_path / "conversations.png"))
         finally:
             browser.close()

@@ -240,6 +240,14 @@ def bare_cmd() -> list[str]:
 CHILD_ENV: dict[str, str] = {}
 
 
+def prepare_child_env(tmp: Path) -> None:
+    """The children's environment: this one's, without what would change every run, with a bytecode cache in ``tmp``."""
+    CHILD_ENV.update(os.environ)
+    for variable in ("PYTHONDONTWRITEBYTECODE", "PYTEST_ADDOPTS"):
+        CHILD_ENV.pop(variable, None)
+    CHILD_ENV["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+
+
 # CPU seconds (user + system) of the last child run_child waited for: on a shared machine the ratio of
 # CPU times moves less than the ratio of wall times (another process's load stretches wall time only).
 LAST_CPU = [0.0]
@@ -502,10 +510,7 @@ def main() -> int:
           f"best of {opts.repeat}, interleaved")
     with tempfile.TemporaryDirectory(prefix="crucible-bench-") as name:
         tmp = Path(name)
-        CHILD_ENV.update(os.environ)
-        for variable in ("PYTHONDONTWRITEBYTECODE", "PYTEST_ADDOPTS"):
-            CHILD_ENV.pop(variable, None)
-        CHILD_ENV["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+        prepare_child_env(tmp)
         warm = tmp / "warmup"
         warm.mkdir()
         warm_plugin, warm_bare = build(warm, 50)  # untimed: fills the bytecode cache

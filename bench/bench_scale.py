@@ -91,10 +91,7 @@ def main() -> int:
     print(f"python {platform.python_version()}, pytest {pytest.__version__}, {os.cpu_count()} CPUs, {platform.machine()}")
     with tempfile.TemporaryDirectory(prefix="crucible-scale-") as name:
         tmp = Path(name)
-        overhead.CHILD_ENV.update(os.environ)
-        for variable in ("PYTHONDONTWRITEBYTECODE", "PYTEST_ADDOPTS"):
-            overhead.CHILD_ENV.pop(variable, None)
-        overhead.CHILD_ENV["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+        overhead.prepare_child_env(tmp)
         probe_dir = tmp / "phaseprobe"
         probe_dir.mkdir()
         (probe_dir / "crucible_phaseprobe.py").write_text(overhead.PHASEPROBE)

@@ -135,10 +135,7 @@ def main() -> int:
           f"crucible_background_writes = {opts.writes}")
     with tempfile.TemporaryDirectory(prefix="crucible-profile-") as name:
         tmp = Path(name)
-        workload.CHILD_ENV.update(os.environ)
-        for variable in ("PYTHONDONTWRITEBYTECODE", "PYTEST_ADDOPTS"):
-            workload.CHILD_ENV.pop(variable, None)
-        workload.CHILD_ENV["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+        workload.prepare_child_env(tmp)
         warm = tmp / "warmup"
         warm.mkdir()
         warm_plugin, warm_bare = workload.build(warm, 50)  # untimed: fills the bytecode cache

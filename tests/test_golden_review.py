@@ -236,3 +236,49 @@ def test_lexical_drafts_choose_n_chunks_by_seed() -> None:
     assert len(chosen) > 1  # the seed picks the chunks
     assert lexical_drafts(CORPUS, 0) == [] and lexical_drafts([], 3) == []
     assert lexical_drafts(CORPUS[:1], 3) == []  # one passage: no term is distinctive
+
+
+CONVERSATION = ('{"id": "c01", "status": "draft", "turns": [{"question": "Which bikes ship free?"}, '
+                '{"question": "And how fast do they ship?"}]}')
+
+
+def test_a_conversation_is_accepted_by_its_id_or_a_turns_id_and_all_its_turns_follow(tmp_path) -> None:
+    path = write(tmp_path, (CONVERSATION + "\n" + LINES[3] + "\n").encode())
+    result = crucible_cli("golden", "accept", path, "c01")
+    assert result.ret == 0, result.errlines
+    assert result.outlines == [f"accepted 1 item in {path}: c01"]
+    assert {item.id: item.status for item in load_golden_file(path)} == {"c01:t1": "active", "c01:t2": "active",
+                                                                         "keep": "draft"}
+    # A turn's id, which `golden review` lists, names its conversation: one line, one status.
+    result = crucible_cli("golden", "reject", path, "c01:t2")
+    assert result.ret == 0, result.errlines
+    assert result.errlines == ["crucible: note: 'c01:t2' is a turn of conversation 'c01': a conversation has one "
+                               "status, set for all its turns"]
+    assert result.outlines == [f"rejected 1 item in {path}: c01"]
+    assert {item.id: item.status for item in load_golden_file(path)}["c01:t1"] == "rejected"
+
+
+def test_all_accepts_every_draft_and_leaves_the_others(tmp_path) -> None:
+    data = "\n".join([LINES[0], LINES[3], '{"id": "done", "question": "Kept?", "status": "rejected"}',
+                      CONVERSATION]).encode()
+    path = write(tmp_path, data)
+    result = crucible_cli("golden", "accept", path, "--all")
+    assert result.ret == 0, result.errlines
+    assert result.outlines == [f"accepted 3 items in {path}: gen-1, keep, c01"]
+    statuses = {item.id: item.status for item in load_golden_file(path)}
+    assert statuses == {"gen-1": "active", "keep": "active", "done": "rejected", "c01:t1": "active", "c01:t2": "active"}
+    # Nothing left to accept: a note, exit 0, the file untouched.
+    before = path.read_bytes()
+    result = crucible_cli("golden", "accept", path, "--all")
+    assert (result.ret, result.outlines) == (0, [f"accepted 0 items in {path}: nothing to change"])
+    assert result.errlines == [f"crucible: note: {path}: no drafts: nothing to change"]
+    assert path.read_bytes() == before
+
+
+def test_all_and_ids_together_or_neither_is_a_usage_error(tmp_path) -> None:
+    path = write(tmp_path)
+    for args in (("gen-1", "--all"), ()):
+        result = crucible_cli("golden", "accept", path, *args)
+        assert result.ret == 2
+        assert result.errlines[-1].startswith("HINT: ")
+        assert path.read_bytes() == ORIGINAL

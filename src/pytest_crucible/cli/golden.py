@@ -129,7 +129,7 @@ def _cmd_golden_status(args: argparse.Namespace) -> int:
     from ..golden_set.review import ReviewError, set_status
 
     try:
-        change = set_status(args.file, args.ids, args.new_status)
+        change = set_status(args.file, args.ids, args.new_status, every_draft=args.every_draft)
     except ReviewError as exc:
         print(f"crucible: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -321,7 +321,10 @@ def add_golden(sub) -> None:
                                  ("reject", "rejected", "set items' status to rejected: they never run")):
         command = golden_sub.add_parser(action, help=f"{what} (only those values change in the file)")
         command.add_argument("file", help="a .jsonl golden file")
-        command.add_argument("ids", nargs="+", metavar="ID", help="the items' ids")
+        command.add_argument("ids", nargs="*", metavar="ID",
+                             help="the items' ids (a golden conversation's id, or one of its turns': its status is one)")
+        command.add_argument("--all", dest="every_draft", action="store_true",
+                             help=f"{action} every draft of the file (e.g. after a reviewed `crucible golden import`)")
         command.set_defaults(func=_cmd_golden_status, new_status=status)
     add_golden_io(golden_sub)
     add_workspace_flag(golden_export)

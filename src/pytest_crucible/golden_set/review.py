@@ -240,11 +240,14 @@ def with_status(line: str, status: str) -> str:
 
 
 # -- accept / reject -------------------------------------------------------------------------------
-def set_status(path: str | Path, ids: Sequence[str], status: str) -> StatusChange:
-    """Set the ``status`` of the items ``ids`` of the ``.jsonl`` golden file ``path`` to ``status``.
+def set_status(path: str | Path, ids: Sequence[str], status: str, *, every_draft: bool = False) -> StatusChange:
+    """Set the ``status`` of the items ``ids`` of the ``.jsonl`` golden file ``path`` to ``status``
+    (``every_draft``: of every draft, and ``ids`` must be empty).
 
-    Raises :class:`ReviewError` (nothing written) on a file that does not load, an unknown id, or a line
-    that cannot be edited. An item already in ``status`` is left as it is, with a note."""
+    A golden conversation is one line, so its status is one value: it is named by its id, and a turn's id
+    (``c01:t2``) sets its conversation's status, with a note saying so. Raises :class:`ReviewError`
+    (nothing written) on a file that does not load, an unknown id, or a line that cannot be edited. An
+    item already in ``status`` is left as it is, with a note."""
     if status not in STATUSES:
         raise ReviewError(f"unknown status '{status}'\nHINT: one of {', '.join(STATUSES)}")
     path = Path(path)
@@ -252,14 +255,37 @@ def set_status(path: str | Path, ids: Sequence[str], status: str) -> StatusChang
     if path.suffix.lower() in (".json", ".yaml", ".yml"):
         raise ReviewError(f"{shown}: accept and reject edit .jsonl golden files only (one item per line)\n"
                           f"HINT: set \"status\" by hand in a {path.suffix} file, or keep generated drafts in a .jsonl file")
-    wanted = list(dict.fromkeys(ids))  # an id named twice is changed once
-    if not wanted:
-        raise ReviewError("no item ids given\nHINT: `crucible golden review FILE` lists the drafts and their ids")
+    if every_draft and ids:
+        raise ReviewError("--all names every draft: give either --all or item ids, not both\n"
+                          f"HINT: `crucible golden review {shown}` lists the drafts and their ids")
+    if not ids and not every_draft:
+        raise ReviewError("no item ids given\nHINT: `crucible golden review FILE` lists the drafts and their ids; "
+                          "--all names every draft")
     items = load_items(path)
-    by_id = {item.id: item for item in items}
-    unknown = [item_id for item_id in wanted if item_id not in by_id]
+    records: dict[str, list[GoldenItem]] = {}  # a line's id (an item's, or a conversation's) -> its items
+    for item in items:
+        records.setdefault(item.conversation.id if item.conversation else item.id, []).append(item)
+    change = StatusChange(shown, status)
+    wanted: list[str] = []
+    if every_draft:
+        wanted = [record for record, its in records.items() if its[0].status == "draft"]
+        if not wanted:
+            change.notes.append(f"{shown}: no drafts: nothing to change")
+    unknown: list[str] = []
+    turns = {item.id: item.conversation.id for item in items if item.conversation}
+    for item_id in dict.fromkeys(ids):  # an id named twice is changed once
+        if item_id in records:
+            wanted.append(item_id)
+        elif item_id in turns:
+            conversation = turns[item_id]
+            change.notes.append(f"'{_printable(item_id)}' is a turn of conversation '{_printable(conversation)}': "
+                                f"a conversation has one status, set for all its turns")
+            wanted.append(conversation)
+        else:
+            unknown.append(item_id)
     if unknown:
-        close = [match for item_id in unknown for match in difflib.get_close_matches(item_id, list(by_id), n=1)]
+        every = list(records) + list(turns)
+        close = [match for item_id in unknown for match in difflib.get_close_matches(item_id, every, n=1)]
         hint = (f"did you mean {', '.join(dict.fromkeys(close))}? " if close else "") + \
             f"`crucible golden review {shown}` lists the drafts and their ids"
         names = ", ".join(f"'{_printable(item_id)}'" for item_id in unknown)
@@ -267,11 +293,11 @@ def set_status(path: str | Path, ids: Sequence[str], status: str) -> StatusChang
 
     data = path.read_bytes()
     lines = data.split(b"\n")  # as the loader splits them: "\r" stays with its line
-    change = StatusChange(shown, status)
-    for item_id in wanted:
-        item = by_id[item_id]
+    changed_items: set[str] = set()
+    for record in dict.fromkeys(wanted):
+        item = records[record][0]
         if item.status == status:
-            change.notes.append(f"{shown}:{item.line}: '{_printable(item_id)}' is already {status}: left as it is")
+            change.notes.append(f"{shown}:{item.line}: '{_printable(record)}' is already {status}: left as it is")
             continue
         index = item.line - 1
         text = lines[index].decode("utf-8")
@@ -279,13 +305,14 @@ def set_status(path: str | Path, ids: Sequence[str], status: str) -> StatusChang
         try:
             edited = with_status(text[len(bom):], status)
         except (ValueError, RecursionError) as exc:
-            raise ReviewError(f"{shown}:{item.line}: cannot set the status of '{_printable(item_id)}': {exc} "
+            raise ReviewError(f"{shown}:{item.line}: cannot set the status of '{_printable(record)}': {exc} "
                               f"(nothing was changed)\nHINT: edit its \"status\" by hand") from None
         lines[index] = (bom + edited).encode("utf-8")
-        change.changed.append(item_id)
+        change.changed.append(record)
+        changed_items.update(turn.id for turn in records[record])
     if change.changed:
         new_data = b"\n".join(lines)
-        _check_only_status_changed(path, new_data, items, set(change.changed), status)
+        _check_only_status_changed(path, new_data, items, changed_items, status)
         write_atomically(path, new_data)
     return change
 

@@ -524,3 +524,56 @@ def test_trec_topics_in_the_other_layouts(tmp_path: Path, topics: str) -> None:
     assert result.ret == 0, result.stderr
     assert [(item["id"], item["question"]) for item in items] == [("7", "frame warranty")]
     assert items[0]["citations"] == [{"docId": "d3", "mode": "required"}]
+
+
+# -- agents and conversations on the way in and out ------------------------------------------------------
+AGENT_GOLDENS = [  # DeepEval's Golden with expected_tools: ToolCall objects as JSON, or plain names
+    {"input": "Where is order 7?", "expected_output": "Shipped on Monday.",
+     "expected_tools": [{"name": "lookup_order", "input_parameters": {"order_id": 7}, "description": "orders"}],
+     "additional_metadata": {"id": "order-7"}},
+    {"input": "Cancel order 9", "expected_tools": ["lookup_order", "cancel_order"], "additional_metadata": {"id": "cancel-9"}},
+]
+
+
+def test_deepeval_expected_tools_become_expected_tool_calls_and_go_back_out(tmp_path: Path) -> None:
+    source = tmp_path / "agent_goldens.json"
+    source.write_text(json.dumps(AGENT_GOLDENS))
+    result, items = imported(tmp_path, source, "deepeval")
+    assert result.ret == 0, result.stderr
+    assert [item["expectedTools"] for item in items] == [
+        [{"name": "lookup_order", "arguments": {"order_id": 7}}], [{"name": "lookup_order"}, {"name": "cancel_order"}]]
+    assert "expected_tools" not in items[0]["metadata"].get("sourceFields", {})
+    golden = tmp_path / "golden_deepeval.jsonl"
+    for name in ("back.json", "back.csv"):  # DeepEval's JSON, and a CSV with the calls as a JSON cell
+        result = crucible_cli("golden", "convert", golden, "--to", "deepeval", "-o", tmp_path / name)
+        assert result.ret == 0, result.stderr
+        assert not any("expectedTools" in line for line in result.outlines)
+        again, round_trip = imported(tmp_path, tmp_path / name, "deepeval", "--force")
+        assert again.ret == 0, again.stderr
+        assert [item["expectedTools"] for item in round_trip] == [item["expectedTools"] for item in items]
+    assert json.loads((tmp_path / "back.json").read_text())[0]["expected_tools"] == [
+        {"name": "lookup_order", "input_parameters": {"order_id": 7}}]
+    # ragas' single-turn samples hold no tool calls: said, not dropped silently
+    result = crucible_cli("golden", "convert", golden, "--to", "ragas", "-o", tmp_path / "r.jsonl")
+    assert any(line.startswith("not representable in ragas: ") and "expectedTools (2 item(s))" in line
+               for line in result.outlines)
+
+
+def test_a_deepeval_tool_call_without_a_name_is_named_at_its_line(tmp_path: Path) -> None:
+    source = tmp_path / "agent_goldens.json"
+    source.write_text(json.dumps([AGENT_GOLDENS[0], {"input": "Q?", "expected_tools": [{"input_parameters": {}}]}], indent=1))
+    line = next(number for number, text in enumerate(source.read_text().splitlines(), 1) if '"Q?"' in text) - 1
+    result, items = imported(tmp_path, source, "deepeval")
+    assert result.ret == 2 and items == []
+    assert result.errlines[0] == f"crucible: {source}:{line}: field 'expected_tools': tool call 1 has no name"
+    assert result.errlines[1].startswith("HINT: DeepEval writes a list of tool calls")
+
+
+def test_a_conversation_converted_to_single_turn_samples_says_its_history_is_lost(tmp_path: Path) -> None:
+    golden = write_golden(tmp_path / "golden.jsonl", [
+        {"id": "c01", "turns": [{"question": "Which bikes ship free?"}, {"question": "And how fast?"}]}])
+    for target in ("ragas", "deepeval", "langsmith"):
+        result = crucible_cli("golden", "convert", golden, "--to", target, "-o", tmp_path / f"{target}.jsonl")
+        assert result.ret == 0, result.stderr
+        assert any("conversations (each turn written as a sample of its own, without its history) (2 item(s))" in line
+                   for line in result.outlines), result.outlines

@@ -70,16 +70,18 @@ def _passages(item: dict[str, Any], chunks: dict[str, Chunk]) -> list[str]:
 
 
 def _count_lost(report: ConvertReport, item: dict[str, Any], fields: Iterable[str]) -> None:
-    defaults = {"answerable": True, "kind": "retrieval", "questionType": "simple", "status": "active"}
+    defaults = {"answerable": True, "kind": "retrieval", "questionType": "simple", "status": "active", "toolMatch": "strict"}
     for name in fields:
         value = item.get(name)
-        if value not in (None, [], {}, "") and value != defaults.get(name):
+        if name == "conversation" and value:  # every target here holds single-turn samples
+            report.lost["conversations (each turn written as a sample of its own, without its history)"] += 1
+        elif value not in (None, [], {}, "") and value != defaults.get(name):
             report.lost[name] += 1
 
 
 # What every target leaves out (its own mapping of the rest follows).
 _UNHELD = ("assertions", "concepts", "attack", "expect", "conflictingSources", "answerable", "questionType", "popularity",
-           "dynamism", "cluster", "kind", "tags", "status")
+           "dynamism", "cluster", "kind", "tags", "status", "expectedTools", "toolMatch", "conversation")
 
 
 def _names(item: dict[str, Any], target: str) -> dict[str, str]:
@@ -117,7 +119,10 @@ def _deepeval(item: dict[str, Any], chunks: dict[str, Chunk], report: ConvertRep
     extra = dict(golden.get("additional_metadata") or {})
     extra["id"] = item["id"]
     golden["additional_metadata"] = extra
-    _count_lost(report, item, _UNHELD)
+    if item.get("expectedTools"):
+        golden["expected_tools"] = [{"name": tool["name"], **({"input_parameters": tool["arguments"]} if tool.get("arguments") else {})}
+                                    for tool in item["expectedTools"]]
+    _count_lost(report, item, [name for name in _UNHELD if name != "expectedTools"])
     return golden
 
 
@@ -173,6 +178,8 @@ def convert_golden(items: Sequence[dict[str, Any]], target: str, output: Path, *
 def _deepeval_csv(rows: list[dict[str, Any]]) -> str:
     buffer = io.StringIO()
     columns = ["input", "actual_output", "expected_output", "context", "retrieval_context", "additional_metadata"]
+    if any(row.get("expected_tools") for row in rows):  # a cell of JSON, as the import reads it back
+        columns.append("expected_tools")
     writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for row in rows:
@@ -181,6 +188,8 @@ def _deepeval_csv(rows: list[dict[str, Any]]) -> str:
             if isinstance(cells.get(name), list):
                 cells[name] = ";".join(cells[name])
         cells["additional_metadata"] = json.dumps(cells.get("additional_metadata") or {}, ensure_ascii=False)
+        if cells.get("expected_tools"):
+            cells["expected_tools"] = json.dumps(cells["expected_tools"], ensure_ascii=False)
         writer.writerow(cells)
     return buffer.getvalue()
 

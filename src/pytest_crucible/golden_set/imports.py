@@ -264,7 +264,8 @@ def _item(record: Any, request: ImportRequest, report: ImportReport, index: Any,
     item: dict[str, Any] = {"id": item_id, "question": record.question,
                             "status": "active" if request.accept and not unmatched else "draft"}
     for key, value in (("reference", record.reference), ("assertions", record.assertions), ("citations", citations),
-                       ("kind", record.kind), ("questionType", record.question_type), ("tags", record.tags)):
+                       ("kind", record.kind), ("questionType", record.question_type), ("tags", record.tags),
+                       ("expectedTools", record.expected_tools)):
         if value:
             item[key] = value
     item["metadata"] = metadata

@@ -58,6 +58,7 @@ class SourceRecord:
     kind: str | None = None
     question_type: str | None = None
     tags: list[str] = field(default_factory=list)
+    expected_tools: list[dict[str, Any]] = field(default_factory=list)  # DeepEval's expected_tools
     kept: dict[str, Any] = field(default_factory=dict)  # the source's fields crucible does not model
     fields: dict[str, str] = field(default_factory=dict)  # crucible's key -> the source's field it was read from
     not_imported: list[str] = field(default_factory=list)  # what the record held that became nothing
@@ -289,9 +290,41 @@ def read_tabular(path: Path, shown: str, fmt: str, mapping: Mapping[str, str], s
             continue
         source.kept = fields.kept()
         source.fields = fields.found
+        if fmt == "deepeval" and source.kept.get("expected_tools") not in (None, "", []):
+            try:
+                source.expected_tools = _deepeval_tools(source.kept.pop("expected_tools"))
+            except ValueError as exc:
+                yield GoldenFileError(shown, line, "expected_tools", str(exc),
+                                      'DeepEval writes a list of tool calls: [{"name": "search", "input_parameters": {...}}]')
+                continue
+            source.fields["expectedTools"] = "expected_tools"
         if fmt == "ragas" and "reference_context_ids" in record:  # cited, and kept as written for the way back
             source.kept["reference_context_ids"] = record["reference_context_ids"]
         yield source
+
+
+def _deepeval_tools(value: Any) -> list[dict[str, Any]]:
+    """DeepEval's ``expected_tools`` (ToolCall objects as JSON, or names; a CSV cell as JSON) as the item's
+    ``expectedTools``: the name, and the input parameters as the arguments a call must include."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            value = [name.strip() for name in value.split(";") if name.strip()]
+    if not isinstance(value, list):
+        raise ValueError(f"expected a list of tool calls, got {type(value).__name__}")
+    tools: list[dict[str, Any]] = []
+    for number, call in enumerate(value, 1):
+        if isinstance(call, str) and call.strip():
+            call = {"name": call}
+        name = call.get("name") if isinstance(call, dict) else None
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"tool call {number} has no name")
+        arguments = call.get("input_parameters", call.get("inputParameters")) or {}
+        if not isinstance(arguments, dict):
+            raise ValueError(f"tool call {number} ('{name}'): input_parameters is not an object")
+        tools.append({"name": name, "arguments": arguments} if arguments else {"name": name})
+    return tools
 
 
 def _splits(record: Mapping[str, Any]) -> list[str]:

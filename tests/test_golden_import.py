@@ -453,7 +453,7 @@ def test_a_jsonl_line_that_is_not_json_is_one_problem_among_the_others(tmp_path:
 
 # -- golden check, and a golden file's problems all at once ----------------------------------------------
 BAD_GOLDEN = [
-    '{"id": "a", "question": "fine?", "citations": [{"docId": "returns", "chunkId": "returns#p1"}]}',
+    '{"id": "a", "question": "fine?", "citations": [{"docId": "returns", "chunkId": "returns#p9"}]}',
     '{"id": "b", "question": ""}',
     '{"id": "c", "question": "typo?", "questionType": "multihop"}',
     'not json at all',
@@ -482,6 +482,10 @@ def test_golden_check_lists_every_problem_and_every_citation_the_corpus_does_not
     fine = write_golden(tmp_path / "golden_fine.jsonl", [{"id": "e", "question": "q?", "citations": [{"docId": "stores"}]}])
     assert crucible_cli("golden", "check", fine, "--corpus", CORPUS).ret == 0
     assert crucible_cli("golden", "check", tmp_path / "missing.jsonl").ret == 2
+    # The corpus's findings and the file's own, in one list in line order (as an editor walks the file).
+    result = crucible_cli("golden", "check", golden, "--corpus", CORPUS)
+    problems = [line for line in result.outlines if line.startswith(str(golden))]
+    assert [line.split(":")[1] for line in problems] == ["1", "2", "3", "4", "5"]
 
 
 def test_a_pytest_run_reports_every_problem_of_a_golden_file_at_once(pytester: pytest.Pytester) -> None:

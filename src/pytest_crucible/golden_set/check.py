@@ -71,9 +71,10 @@ def check_golden_files(paths: Sequence[str | Path], chunks: Sequence[Chunk] | No
     for path in paths:
         report.files += 1
         items, problems = golden_file_problems(path)
-        report.problems += problems
         report.items += len(items)
         report.citations += sum(len(item.citations) for item in items)
         if chunks is not None:
-            report.problems += citation_problems(items, chunks, str(path))
+            problems = problems + citation_problems(items, chunks, str(path))
+        # A file's problems in line order, as an editor walks it (stable: a line's own order is kept).
+        report.problems += sorted(problems, key=lambda problem: problem.line or 0)
     return report

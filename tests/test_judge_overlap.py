@@ -49,7 +49,7 @@ def which_item(body) -> str:
 
 
 def test_items_are_judged_together_with_the_same_scores_as_one_at_a_time(project: pytest.Pytester, mock_anthropic) -> None:
-    mock_anthropic.response_delay = 0.05
+    mock_anthropic.response_delay = 0.02  # long enough for requests to wait together
     mock_anthropic.flight_key = which_item
     serial = project.runpytest_subprocess("--crucible-db=serial.db")
     assert serial.ret == pytest.ExitCode.OK

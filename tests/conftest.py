@@ -68,9 +68,7 @@ def _inner_runs_without_other_plugins(request):
         yield
 
 
-@pytest.fixture(scope="session")
-def postgres_server():
-    """A throwaway PostgreSQL cluster for this test session (tests/postgres_server.py); skipped without one."""
+def _started_postgres():
     from postgres_server import start_or_skip
 
     server = start_or_skip()
@@ -78,6 +76,18 @@ def postgres_server():
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A throwaway PostgreSQL cluster for this test session (tests/postgres_server.py); skipped without one."""
+    yield from _started_postgres()
+
+
+@pytest.fixture
+def own_server():
+    """A PostgreSQL server of this test's own, beside the session's: one a test may stop, or switch an address to."""
+    yield from _started_postgres()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -76,6 +76,34 @@ def numbered_items(n: int) -> list[dict]:
             for i in range(n)]
 
 
+def return_window_items(prefix: str, n: int) -> list[dict]:
+    """``n`` items asking for the return window of a product each, citing returns#p1 (see RETURNS_CONFTEST)."""
+    return [{"id": f"{prefix}-{i}", "question": f"What is the return window for product {i}?",
+             "reference": "The return window is 30 days.", "citations": [{"docId": "returns", "chunkId": "returns#p1"}]}
+            for i in range(n)]
+
+
+# The pipeline for return_window_items: two chunks, the returns one first; ``{answer}`` is formatted with the
+# item (``{item.id}`` makes every item's judge requests its own).
+RETURNS_CONFTEST = """
+import pytest
+
+@pytest.fixture(scope="session")
+def crucible_pipeline():
+    def pipeline(question, *, item, config, mode):
+        chunks = [("returns#p1", "returns", "The return window is 30 days from delivery."),
+                  ("ship#p1", "ship", "Bikes ship within five working days.")]
+        retrieved = [{"chunk_id": c, "doc_id": d, "text": t} for c, d, t in chunks][: config["retrievalLimit"]]
+        answer = None if mode == "component" else ANSWER.format(item=item)
+        return {"answer": answer, "retrieved": retrieved, "confidence": 0.9}
+    return pipeline
+"""
+
+
+def returns_conftest(answer: str) -> str:
+    return f"ANSWER = {answer!r}\n" + RETURNS_CONFTEST
+
+
 def write_golden(path: str | Path, items: Iterable[Mapping[str, Any]]) -> Path:
     """A golden file at ``path``: one JSON object per line."""
     path = Path(path)

@@ -10,28 +10,13 @@ Messages API double.
 from __future__ import annotations
 
 import pytest
-from helpers import db_rows, point_anthropic_at, write_project
+from helpers import db_rows, point_anthropic_at, return_window_items, returns_conftest, write_project
 
 pytestmark = pytest.mark.slow
 
-ITEMS = [
-    {"id": f"c-{i}", "question": f"What is the return window for product {i}?", "reference": "The return window is 30 days.",
-     "citations": [{"docId": "returns", "chunkId": "returns#p1"}]}
-    for i in range(6)
-]
+ITEMS = return_window_items("c", 6)
 
-CONFTEST = """
-import pytest
-
-@pytest.fixture(scope="session")
-def crucible_pipeline():
-    def pipeline(question, *, item, config, mode):
-        chunks = [("returns#p1", "returns", "The return window is 30 days from delivery."),
-                  ("ship#p1", "ship", "Bikes ship within five working days.")]
-        retrieved = [{"chunk_id": c, "doc_id": d, "text": t} for c, d, t in chunks][: config["retrievalLimit"]]
-        return {"answer": f"You can return product {item.id} within 30 days [S1].", "retrieved": retrieved, "confidence": 0.9}
-    return pipeline
-"""
+CONFTEST = returns_conftest("You can return product {item.id} within 30 days [S1].")
 
 TINY = "--crucible-max-cost=0.00001"
 

@@ -5,29 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import db_rows, point_anthropic_at, write_project
+from helpers import db_rows, point_anthropic_at, return_window_items, returns_conftest, write_project
 
 FAKE_KEY = "sk-ant-test-0000-not-a-real-key-CRUCIBLE"
 
-ITEMS = [
-    {"id": f"a-{i}", "question": f"What is the return window for product {i}?", "reference": "The return window is 30 days.",
-     "citations": [{"docId": "returns", "chunkId": "returns#p1"}]}
-    for i in range(4)
-]
+ITEMS = return_window_items("a", 4)
 
-CONFTEST = """
-import pytest
-
-@pytest.fixture(scope="session")
-def crucible_pipeline():
-    def pipeline(question, *, item, config, mode):
-        chunks = [("returns#p1", "returns", "The return window is 30 days from delivery."),
-                  ("ship#p1", "ship", "Bikes ship within five working days.")]
-        retrieved = [{"chunk_id": c, "doc_id": d, "text": t} for c, d, t in chunks][: config["retrievalLimit"]]
-        answer = None if mode == "component" else "You can return it within 30 days [S1]."
-        return {"answer": answer, "retrieved": retrieved, "confidence": 0.9}
-    return pipeline
-"""
+CONFTEST = returns_conftest("You can return it within 30 days [S1].")
 
 
 @pytest.fixture

@@ -283,18 +283,6 @@ def test_a_postgres_address_that_leads_to_another_server_mid_run_is_a_fault(proj
     assert _count(postgres_server.url(name), "SELECT COUNT(*) FROM results") == N_ITEMS + 10
 
 
-@pytest.fixture
-def own_server():
-    """A second PostgreSQL server (the one the address leads to after the switch)."""
-    from postgres_server import start_or_skip
-
-    server = start_or_skip()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 def test_the_store_tells_its_file_from_another_at_the_same_path(tmp_path) -> None:
     store = Store.open(tmp_path / "a.db")
     try:

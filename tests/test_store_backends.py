@@ -344,18 +344,6 @@ FLAKY_SERVER_CONFTEST = RANKED_CONFTEST.replace(
     "            subprocess.run(json.loads(os.environ['START_COMMAND']), check=True, capture_output=True)\n")
 
 
-@pytest.fixture
-def own_server():
-    """A PostgreSQL server of this test's own (it is stopped under the running session)."""
-    from postgres_server import start_or_skip
-
-    server = start_or_skip()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 def _server_gone_project(project, own_server, monkeypatch, *, stop_at: int, start_at: int = 0):
     import pytest_crucible.store.recorder
 

@@ -4,6 +4,7 @@ own that does not answer it), the per-turn ``knowledgeRetained`` and per-convers
 
 from __future__ import annotations
 
+import html
 import json
 import re
 
@@ -123,6 +124,12 @@ def test_offline_judge_scores_retention_per_turn_and_per_conversation(pytester: 
     assert document["metrics"]["knowledgeRetained"] == 0.0
     assert json.loads(crucible_cli("show", "latest", "--item", "c01:t3", "--json", "--db", db).stdout.str()
                       )["evidence"]["retention"] is None
+    # The HTML report's item view shows the same evidence (escaped text, in the turn's details).
+    report = pytester.path / "report.html"
+    assert crucible_cli("report", "latest", "-o", report, "--db", db).ret == 0
+    page = report.read_text()
+    assert page.count("contradicts the user's earlier message") == 1
+    assert html.escape(RODE_80) in page and "the answer says 200 km where the user said 80 km" in page
 
 
 def test_component_mode_has_no_retention(pytester: pytest.Pytester) -> None:

@@ -231,6 +231,7 @@ def _item_context(row: dict[str, Any], item: dict[str, Any] | None, grades: dict
                   metrics: dict[str, float], k: int | None, repeats: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
     from ..metrics import ordered_metrics
     from ..metrics.guardrail import expected_outcome
+    from .item_view import retention_evidence
 
     verdicts = _loads(row.get("verdicts"), {}) or {}
     useful = (verdicts.get("contextPrecision") or {}).get("useful") or []
@@ -276,7 +277,7 @@ def _item_context(row: dict[str, Any], item: dict[str, Any] | None, grades: dict
         "rubrics": [{"name": key[len("rubric:"):], **value} for key, value in sorted(verdicts.items())
                     if key.startswith("rubric:") and isinstance(value, dict)],
         "chunks": chunks, "claims": claims, "reference_claims": reference_claims, "questions": questions,
-        "useful": useful, "correctness": verdicts.get("correctness"),
+        "useful": useful, "correctness": verdicts.get("correctness"), "retention": retention_evidence(verdicts),
         "assertions": _loads(row.get("assertions"), []) or [],
         "reference": item.get("reference"), "facets": facets, "tags": item.get("tags") or [],
         "tools": _tool_context(item, _loads(row.get("tool_calls"), []) or []),

@@ -191,13 +191,21 @@ def ranked_chunks(retrieved: Any, grades: dict[str, tuple[int, str]], citations:
     return chunks
 
 
+def retention_evidence(verdicts: dict[str, Any]) -> dict[str, Any] | None:
+    """A conversation's turn whose answer contradicts what the user said earlier: the statements and why
+    (the judge stores ``knowledgeRetained``'s verdict only then). None: nothing contradicted."""
+    retention = verdicts.get("knowledgeRetained")
+    if not isinstance(retention, dict):
+        return None
+    return {"contradicted": [str(text) for text in retention.get("contradicted") or []], "reason": retention.get("reason") or ""}
+
+
 def _evidence(row: dict[str, Any]) -> dict[str, Any]:
     """What the run stored about why the item went the way it did."""
     verdicts = row.get("verdicts") or {}
     faith = verdicts.get("faithfulness") or {}
     recall = verdicts.get("contextRecall") or {}
     correctness = verdicts.get("correctness") or None
-    retention = verdicts.get("knowledgeRetained") or None  # stored only when the answer contradicts the user
     return {
         "errorEvidence": row.get("error_evidence"),
         "pipelineError": row.get("error"),
@@ -215,9 +223,7 @@ def _evidence(row: dict[str, Any]) -> dict[str, Any]:
                             if isinstance(assertion, dict) and assertion.get("satisfied") is False],
         "rubrics": [{"name": key[len("rubric:"):], "score": value.get("score"), "reason": value.get("reason")}
                     for key, value in sorted(verdicts.items()) if key.startswith("rubric:") and isinstance(value, dict)],
-        # A conversation's turn whose answer contradicts what the user said earlier: the statements and why.
-        "retention": {"contradicted": list(retention.get("contradicted") or []), "reason": retention.get("reason") or ""}
-        if isinstance(retention, dict) else None,
+        "retention": retention_evidence(verdicts),
     }
 
 

@@ -297,6 +297,7 @@ class MockAnthropic(ScriptedFaults):
         self.usage: dict[str, int] = {"input_tokens": 1000, "output_tokens": 100}
         self.token_usage = "fixed"  # or "counted": tokens counted from the text, with prompt caching (usage_for)
         self.cache_min_tokens: dict[str, int] = dict(CACHE_MIN_TOKENS)
+        self.honour_cache_control = True  # False: bill every request as if no block were marked (a baseline)
         self.clock: Callable[[], float] = time.monotonic  # what the cache's lifetimes are measured on
         self.prompt_cache: dict[str, float] = {}  # prefix key -> when it expires (clock seconds)
         self.cache_events: Counter[str] = Counter()  # "read", "write", "below_minimum"
@@ -424,7 +425,7 @@ class MockAnthropic(ScriptedFaults):
         total = sum(sizes) + count_tokens(schema)
         model = str(body.get("model", ""))
         minimum = self.cache_min_tokens.get(model, DEFAULT_CACHE_MIN_TOKENS)
-        marks = [i for i, block in enumerate(blocks) if block.get("cache_control")]
+        marks = [i for i, block in enumerate(blocks) if block.get("cache_control")] if self.honour_cache_control else []
         read = written = written_1h = 0
         with self._lock:
             now = self.clock()

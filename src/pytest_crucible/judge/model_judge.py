@@ -346,9 +346,8 @@ class ModelJudge(Judge):
     #: a self-hosted model, or a contract price. Cached input is billed at the input rate, and no batch discount.
     price_override: tuple[float, float] | None = None
     #: Few-shot examples by request kind, as the text sent after the system prompt (a few-shot alignment's:
-    #: :mod:`.aligned`); part of the stable prefix. ``examples_tag`` names them in the kind's prompt version.
+    #: :mod:`.aligned`, which also sets ``prompt_version`` to ``<prompts>+aligned-<hash12>``); part of the stable prefix.
     examples: Mapping[str, str] = {}
-    examples_tag: str = ""
     #: The API bills a prompt-cache write for a marked prefix (Anthropic): the cost estimate prices it so.
     cache_writes_billed = False
 
@@ -367,14 +366,14 @@ class ModelJudge(Judge):
         self._usage = Usage()
 
     def prompt_version_for(self, kind: str) -> str:
-        version = prompt_version_of(kind, self.prompt_version)
-        return f"{version}+{self.examples_tag}" if kind in self.examples and self.examples_tag else version
+        return prompt_version_of(kind, self.prompt_version)
 
     def prompt_parts(self, request: JudgeRequest) -> tuple[tuple[str, ...], PromptParts]:
         """``(system blocks, parts)``: the versioned prompt of ``request`` with this judge's few-shot examples of its
         kind after the system prompt. The system blocks and ``parts.stable`` are the stable prefix (the same for
         every request of the kind: what the prompt cache keeps); ``parts.item`` is the request's own part."""
-        parts = render_parts(request, prompt_version_of(request.kind, self.prompt_version))
+        # The prompt files of the version (a few-shot alignment's version adds "+aligned-<hash12>" to them).
+        parts = render_parts(request, prompt_version_of(request.kind, self.prompt_version.partition("+")[0]))
         shots = self.examples.get(request.kind)
         return ((parts.system, shots) if shots else (parts.system,)), parts
 

@@ -18,7 +18,8 @@ EXAMPLES: dict[str, str] = {
                        "crucible judge calibrate labels.jsonl --judge anthropic --judge-model claude-haiku-5-5 --json",
     "judge align": "crucible judge align labels.jsonl --judge lexical -o judges/aligned.json   # CV report, then the file\n"
                    "pytest --crucible-judge=aligned:judges/aligned.json                 # runs judged by it\n"
-                   "crucible judge calibrate more_labels.jsonl --judge aligned:judges/aligned.json",
+                   "crucible judge calibrate more_labels.jsonl --judge aligned:judges/aligned.json\n"
+                   "crucible judge align labels.jsonl --judge anthropic -o judges/claude.json --max-cost 1  # few-shot",
     "judge labels": "crucible judge labels export -o labels.jsonl\n"
                     "crucible judge labels import labels.jsonl --by dana",
     "judge labels import": "crucible judge labels import labels.jsonl --by dana   # keyed by itemId (else id) and the answer\n"

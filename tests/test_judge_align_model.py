@@ -228,3 +228,24 @@ def test_a_run_judged_by_the_aligned_file_sends_the_examples(aligned, pytester: 
     [(model, version)] = db_rows(project, "SELECT judge_model, judge_prompt_version FROM runs")
     assert (model, version) == ("claude-haiku-5-5", f"crucible-v1+{identity}")
     result.stdout.fnmatch_lines([f"*few-shot {identity} (crag, faithful aligned)*"])
+
+
+def test_a_judge_of_your_own_that_is_a_model_judge_aligns_by_its_import_path(labels: Path, server: MockAnthropic,
+                                                                            tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "team_judges.py").write_text(
+        "from pytest_crucible.judge.anthropic_judge import AnthropicJudge\n\n\n"
+        "class TeamClaude(AnthropicJudge):\n"
+        "    def __init__(self, model='claude-haiku-5-5'):\n"
+        "        super().__init__(model, max_retries=0, timeout=5.0)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "team.json"
+    result = crucible_cli("judge", "align", labels, "--judge", "team_judges:TeamClaude", "-o", out, "--only", "crag")
+    assert result.ret == 0, result.errlines
+    document = json.loads(out.read_text())
+    assert document["baseJudge"]["judge"] == "team_judges:TeamClaude"
+    judge = make_judge(f"aligned:{out}")
+    try:
+        assert type(judge).__name__ == "TeamClaude" and set(judge.examples) == {"correctness"}
+        assert judge.prompt_version == f"crucible-v1+{identity_of(document['contentHash'])}"
+    finally:
+        judge.close()

@@ -11,6 +11,14 @@ so retries, headers, JSONL streaming and URL resolution are the SDK's own. Route
   (relative or absolute, see :attr:`results_url_mode`).
 * ``GET /v1/messages/batches/{id}/results`` - JSONL, deliberately NOT in request order.
 
+Usage: :attr:`MockAnthropic.usage`'s fixed counts by default; with ``token_usage = "counted"``, tokens
+counted from the text (:func:`count_tokens`, about four characters a token) and the API's prompt caching
+(:meth:`MockAnthropic.usage_for`): a block marked ``cache_control`` ends a prefix (everything before it, in the
+order tools, system, messages); a prefix sent before within its lifetime (``ttl`` 5m or 1h, refreshed by each
+read) is reported as ``cache_read_input_tokens``, a new one as ``cache_creation_input_tokens``, and a prefix
+below the model's minimum cacheable length (:data:`CACHE_MIN_TOKENS`) is neither (plain input); more than 4
+breakpoints is a 400, as the API answers. Batched requests are counted the same way.
+
 The request kind is read from the marker line every crucible prompt starts with
 (``Judge task: <version>/<kind>``). Faults are scripted per route and consumed in
 order, or decided per request by :attr:`MockAnthropic.rules` (which see the request and
@@ -24,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import random
 import re
@@ -58,6 +67,37 @@ ERROR_TYPES = {
     529: "overloaded_error",
 }
 ROUTES = ("messages", "batches_create", "batches_retrieve", "batches_results")
+#: Minimum cacheable prompt lengths (tokens) the Anthropic docs state; other models: DEFAULT_CACHE_MIN_TOKENS,
+#: the mock's own assumption (the smallest minimum documented for a current model).
+CACHE_MIN_TOKENS = {"claude-haiku-4-5": 4096, "claude-sonnet-4-5": 1024}
+DEFAULT_CACHE_MIN_TOKENS = 1024
+CACHE_TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
+MAX_BREAKPOINTS = 4
+
+
+def count_tokens(text: str) -> int:
+    """The mock's token count of a text: about four characters a token (fewer than the judge's high-side
+    estimate of three, as a real tokenizer on English)."""
+    return math.ceil(len(text) / 4) if text else 0
+
+
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    return [block for block in content or [] if isinstance(block, dict)]
+
+
+def prompt_blocks(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The request's content blocks in the order the prompt cache reads them: system, then each message's."""
+    blocks = _blocks(body.get("system", ""))
+    for message in body.get("messages", []):
+        blocks.extend(_blocks(message.get("content", "")))
+    return blocks
+
+
+def system_text(body: dict[str, Any]) -> str:
+    """The system prompt of a request body, its blocks joined (a string as it is)."""
+    return "".join(block.get("text", "") for block in _blocks(body.get("system", "")))
 
 
 @dataclass
@@ -255,6 +295,13 @@ class MockAnthropic(ScriptedFaults):
     def __init__(self) -> None:
         self.responder: Callable[[MockRequest], dict[str, Any] | str] = default_verdict
         self.usage: dict[str, int] = {"input_tokens": 1000, "output_tokens": 100}
+        self.token_usage = "fixed"  # or "counted": tokens counted from the text, with prompt caching (usage_for)
+        self.cache_min_tokens: dict[str, int] = dict(CACHE_MIN_TOKENS)
+        self.honour_cache_control = True  # False: bill every request as if no block were marked (a baseline)
+        self.clock: Callable[[], float] = time.monotonic  # what the cache's lifetimes are measured on
+        self.prompt_cache: dict[str, float] = {}  # prefix key -> when it expires (clock seconds)
+        self.cache_events: Counter[str] = Counter()  # "read", "write", "below_minimum"
+        self.usages: list[dict[str, Any]] = []  # every usage reported (direct and batched), in order
         self.thinking_block = False  # put a thinking block before the text block
         self.response_delay = 0.0  # seconds each POST /v1/messages takes
         self.polls_until_ended = 2
@@ -351,17 +398,10 @@ class MockAnthropic(ScriptedFaults):
         return None
 
     def parse_request(self, body: dict[str, Any], custom_id: str | None = None) -> MockRequest:
-        system = body.get("system", "")
-        if isinstance(system, list):
-            system = "\n".join(block.get("text", "") for block in system)
-        user_parts: list[str] = []
-        for message in body.get("messages", []):
-            content = message.get("content", "")
-            if isinstance(content, str):
-                user_parts.append(content)
-            else:
-                user_parts.extend(block.get("text", "") for block in content if isinstance(block, dict))
-        user = "\n".join(user_parts)
+        # A message's blocks are one text, as the model reads them (a prompt split for the cache is the same text).
+        system = system_text(body)
+        user = "\n".join("".join(str(block.get("text", "")) for block in _blocks(message.get("content", "")))
+                         for message in body.get("messages", []))
         marker = MARKER_RE.search(system) or MARKER_RE.search(user)
         return MockRequest(
             kind=marker["kind"] if marker else None,
@@ -372,13 +412,60 @@ class MockAnthropic(ScriptedFaults):
             custom_id=custom_id,
         )
 
+    def usage_for(self, body: dict[str, Any], text: str) -> dict[str, Any]:
+        """The usage the API would report for this request and reply (see the module doc)."""
+        usage: dict[str, Any] = {"input_tokens": 0, "output_tokens": 0, "cache_creation_input_tokens": 0,
+                                 "cache_read_input_tokens": 0}
+        if self.token_usage != "counted":
+            usage.update(self.usage)
+            return usage
+        blocks = prompt_blocks(body)
+        schema = json.dumps((body.get("output_config") or {}).get("format") or {})
+        sizes = [count_tokens(str(block.get("text", ""))) for block in blocks]
+        total = sum(sizes) + count_tokens(schema)
+        model = str(body.get("model", ""))
+        minimum = self.cache_min_tokens.get(model, DEFAULT_CACHE_MIN_TOKENS)
+        marks = [i for i, block in enumerate(blocks) if block.get("cache_control")] if self.honour_cache_control else []
+        read = written = written_1h = 0
+        with self._lock:
+            now = self.clock()
+            keys, hit = [], -1
+            for i in marks:
+                prefix = sum(sizes[: i + 1])
+                if prefix < minimum:
+                    self.cache_events["below_minimum"] += 1
+                    continue
+                plain = [{k: v for k, v in block.items() if k != "cache_control"} for block in blocks[: i + 1]]
+                key = json.dumps([model, plain], sort_keys=True)
+                ttl = CACHE_TTL_SECONDS[str(blocks[i]["cache_control"].get("ttl", "5m"))]
+                keys.append((i, prefix, key, ttl))
+                if self.prompt_cache.get(key, -math.inf) > now:
+                    hit = len(keys) - 1
+            if hit >= 0:
+                read = keys[hit][1]
+                self.cache_events["read"] += 1
+            for position, (_, prefix, key, ttl) in enumerate(keys):
+                if position > hit:  # a longer prefix than the one read: written now
+                    self.cache_events["write"] += 1
+                    more = prefix - read - written - written_1h
+                    if ttl > CACHE_TTL_SECONDS["5m"]:
+                        written_1h += more
+                    else:
+                        written += more
+                self.prompt_cache[key] = now + ttl  # written, or refreshed by the read
+        usage.update(input_tokens=total - read - written - written_1h, output_tokens=count_tokens(text),
+                     cache_read_input_tokens=read, cache_creation_input_tokens=written + written_1h,
+                     cache_creation={"ephemeral_5m_input_tokens": written, "ephemeral_1h_input_tokens": written_1h})
+        with self._lock:
+            self.usages.append(usage)
+        return usage
+
     def message(self, body: dict[str, Any], text: str) -> dict[str, Any]:
         content: list[dict[str, Any]] = []
         if self.thinking_block:
             content.append({"type": "thinking", "thinking": "Let me look at the passages.", "signature": "mock-signature"})
         content.append({"type": "text", "text": text})
-        usage = {"input_tokens": 0, "output_tokens": 0, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
-        usage.update(self.usage)
+        usage = self.usage_for(body, text)
         return {
             "id": self._next_id("msg"),
             "type": "message",
@@ -592,8 +679,11 @@ class _Handler(BaseHTTPRequestHandler):
             if route == "messages" and mock.response_delay:
                 time.sleep(mock.response_delay)
             fault = mock._next_fault(route, body)
+            breakpoints = sum(1 for block in prompt_blocks(body) if block.get("cache_control")) if route == "messages" else 0
             if fault is not None:
                 self._apply_fault(fault, body)
+            elif breakpoints > MAX_BREAKPOINTS:
+                self._error(400, f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {breakpoints}.")
             elif route == "messages":
                 request = mock.parse_request(body)
                 self._send(200, mock.message(body, mock.answer_text(request)))

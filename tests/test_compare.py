@@ -89,6 +89,15 @@ def test_different_judges_are_refused_naming_both() -> None:
         compare_run_data(a, c)
 
 
+def test_two_few_shot_alignments_of_one_model_are_refused_as_different_prompts() -> None:
+    a = run("A", {"faithfulness": BASE}, judge_model="claude-haiku-5-5", judge_prompt_version="crucible-v1+aligned-0123456789ab")
+    for other in ("crucible-v1+aligned-ba9876543210", "crucible-v1"):
+        b = run("B", {"faithfulness": BASE}, judge_model="claude-haiku-5-5", judge_prompt_version=other)
+        with pytest.raises(ComparisonRefused, match=r"(?s)different judge prompt versions .*\+aligned-<hash> is one `crucible "
+                                                    r"judge align` file; other examples, or none, are other prompts"):
+            compare_run_data(a, b)
+
+
 def test_config_difference_is_reported_and_many_changes_warn() -> None:
     one = compare_run_data(run("A", {"mrr": BASE}), run("B", {"mrr": BASE}, {"retrievalLimit": 10, "rerank": True}))
     assert one.config_changes == {"rerank": (None, True)} and not one.warnings

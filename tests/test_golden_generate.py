@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from helpers import crucible_cli
-from mock_anthropic import answer_check_verdict, default_verdict, generate_verdict
+from mock_anthropic import answer_check_verdict, default_verdict, generate_verdict, system_text
 
 from pytest_crucible.defaults import DEFAULT_SEED
 from pytest_crucible.golden_set.corpus import Chunk, CorpusError, load_corpus
@@ -305,7 +305,7 @@ def test_generate_writes_valid_draft_items_from_real_chunks(api, corpus: Path) -
     assert premise["metadata"]["generatedBy"]["alteredFact"]
     assert all(len(item["citations"]) == 2 for item in items if item["questionType"] in ("multi_hop", "comparison"))
     bodies = api.message_bodies()
-    assert Counter(re.search(r"generate-v1/(\w+)", body["system"])[1] for body in bodies) == {"generate": 10, "answer_check": 10}
+    assert Counter(re.search(r"generate-v1/(\w+)", system_text(body))[1] for body in bodies) == {"generate": 10, "answer_check": 10}
     assert all(body["output_config"]["format"]["type"] == "json_schema" for body in bodies)
 
 

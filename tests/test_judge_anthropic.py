@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from mock_anthropic import MockAnthropic, MockRequest, default_verdict, mock_anthropic  # noqa: F401 - fixture
+from mock_anthropic import MockAnthropic, MockRequest, default_verdict, mock_anthropic, system_text  # noqa: F401 - fixture
 
 from pytest_crucible.judge import prices
 from pytest_crucible.judge.anthropic_judge import AnthropicJudge
@@ -135,7 +135,7 @@ def test_structured_output_is_parsed_into_each_verdict_type(mock_anthropic, kind
     [body] = mock_anthropic.message_bodies()
     assert body["model"] == "claude-haiku-5-5"
     assert body["output_config"] == {"format": {"type": "json_schema", "schema": verdict_schema(kind)}}
-    assert body["system"].startswith(f"Judge task: {version_of(kind)}/{kind}")
+    assert system_text(body).startswith(f"Judge task: {version_of(kind)}/{kind}")
     assert body["max_tokens"] > 0
     assert not {"temperature", "top_p", "top_k"} & set(body), "sampling parameters are rejected by the current API"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from mock_anthropic import MockAnthropic  # the mock_anthropic fixture comes from conftest.py
+from mock_anthropic import MockAnthropic, system_text  # the mock_anthropic fixture comes from conftest.py
 
 from pytest_crucible.judge.anthropic_judge import AnthropicJudge
 from pytest_crucible.judge.engine import JudgeEngine
@@ -160,7 +160,7 @@ def test_pass_fail_and_scaled_rubrics_are_judged(mock_anthropic):
     assert [v.score for v in verdicts] == [1, 0, 5, 1]
     assert mock_anthropic.counts["messages"] == 4
     for body in mock_anthropic.message_bodies():
-        assert body["system"].startswith(f"Judge task: {VERSION}/rubric")
+        assert system_text(body).startswith(f"Judge task: {VERSION}/rubric")
         assert body["output_config"] == {"format": {"type": "json_schema", "schema": verdict_schema("rubric")}}
 
 

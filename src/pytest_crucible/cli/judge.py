@@ -18,7 +18,8 @@ EXAMPLES: dict[str, str] = {
                        "crucible judge calibrate labels.jsonl --judge anthropic --judge-model claude-haiku-5-5 --json",
     "judge align": "crucible judge align labels.jsonl --judge lexical -o judges/aligned.json   # CV report, then the file\n"
                    "pytest --crucible-judge=aligned:judges/aligned.json                 # runs judged by it\n"
-                   "crucible judge calibrate more_labels.jsonl --judge aligned:judges/aligned.json",
+                   "crucible judge calibrate more_labels.jsonl --judge aligned:judges/aligned.json\n"
+                   "crucible judge align labels.jsonl --judge anthropic -o judges/claude.json --max-cost 1  # few-shot",
     "judge labels": "crucible judge labels export -o labels.jsonl\n"
                     "crucible judge labels import labels.jsonl --by dana",
     "judge labels import": "crucible judge labels import labels.jsonl --by dana   # keyed by itemId (else id) and the answer\n"
@@ -116,9 +117,11 @@ def _cmd_judge_align(args: argparse.Namespace) -> int:
 
     from ..labels.calibration import read_labels_file
 
-    if args.judge not in ("lexical", "lexical-v3"):
-        print(f"crucible: --judge {args.judge}: only the offline judge (lexical, lexical-v3) can be aligned\n"
-              "HINT: crucible judge align LABELS.jsonl --judge lexical -o judges/aligned.json", file=sys.stderr)
+    offline = args.judge in ("lexical", "lexical-v3")
+    if not offline and (args.judge.startswith(("lexical", "aligned")) or args.judge == "auto"):
+        print(f"crucible: --judge {args.judge}: align the offline judge (lexical, lexical-v3) or a model judge (anthropic, "
+              "openai, package.module:Class)\nHINT: crucible judge align LABELS.jsonl --judge lexical -o judges/aligned.json",
+              file=sys.stderr)
         return EXIT_USAGE
     if Path(args.output).exists() and not args.force:
         print(f"crucible: {args.output} exists: judge align never overwrites a file\n"
@@ -126,9 +129,21 @@ def _cmd_judge_align(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     cases = read_labels_file(args.labels)  # a bad file is one error naming file:line before any fitting
     try:
+        from ..judge.select import JudgeSetupError
         from ..labels.alignment import AlignmentRefused, align, report_lines
 
-        document = align(cases, path=args.labels, folds=args.folds, seed=args.seed, only=args.only or ())
+        if offline:
+            document = align(cases, path=args.labels, folds=args.folds, seed=args.seed, only=args.only or ())
+        else:  # a model judge: few-shot examples, the cost estimate and --max-cost before any request
+            from ..labels.fewshot import align_model_judge
+
+            document = align_model_judge(cases, judge_name=args.judge, model=args.judge_model, path=args.labels,
+                                         folds=args.folds, seed=args.seed, only=args.only or (), per_class=args.examples,
+                                         max_cost=args.max_cost, say=lambda line: print(f"crucible: {line}", file=sys.stderr))
+    except JudgeSetupError as exc:
+        print(f"crucible: {str(exc).replace('--crucible-judge=', '--judge ').replace('--crucible-judge-model', '--judge-model')}",
+              file=sys.stderr)
+        return EXIT_USAGE
     except ModuleNotFoundError as exc:
         if exc.name != "sklearn" and not (exc.name or "").startswith("sklearn."):
             raise
@@ -144,13 +159,13 @@ def _cmd_judge_align(args: argparse.Namespace) -> int:
     write_output_file(args.output, artifact_text(document))
     written = read_artifact(args.output)  # what every run reads back, checked the same way
     judge = f"aligned-{written['contentHash'][:12]}"
+    stays = f"the others stay {written['baseJudge']['model']}'s" if offline else "in its prompts as few-shot examples"
     if args.json:
         print(json.dumps({"judge": judge, "file": args.output, "labels": written["labels"], "fit": written["fit"],
                           "cv": {name: q["cv"] for name, q in written["quantities"].items()}}, indent=2))
         return EXIT_OK
     print("\n".join(report_lines(written, args.labels)))
-    print(f"\nwrote {args.output}: judge {judge} ({', '.join(written['quantities'])} aligned; the others stay "
-          f"{written['baseJudge']['model']}'s)\n"
+    print(f"\nwrote {args.output}: judge {judge} ({', '.join(written['quantities'])} aligned; {stays})\n"
           f"use it: pytest --crucible-judge=aligned:{args.output}, or crucible judge calibrate OTHER.jsonl --judge aligned:{args.output}")
     return EXIT_OK
 
@@ -282,7 +297,14 @@ def add_judge(sub) -> None:
     aligner.add_argument("labels", metavar="LABELS.jsonl", help="the labels file `crucible judge calibrate` reads "
                                                                  "(docs/judge-calibration.md): at least 30 labels of a quantity")
     aligner.add_argument("--judge", default="lexical", metavar="JUDGE",
-                         help="the judge to align: lexical (the offline judge, lexical-v3; the default and, for now, the only one)")
+                         help="the judge to align: lexical (the offline judge, lexical-v3, the default: fitted models), or "
+                              "a model judge, anthropic, openai or package.module:Class (few-shot examples from the labels)")
+    aligner.add_argument("--judge-model", dest="judge_model", default=None, metavar="M",
+                         help="the model of a model judge (--judge openai: required)")
+    aligner.add_argument("--examples", type=at_least(1), default=2, metavar="N",
+                         help="a model judge: examples of each class in its prompt (default 2)")
+    aligner.add_argument("--max-cost", dest="max_cost", type=float, default=None, metavar="USD",
+                         help="a model judge: refuse before any request when the estimated cost exceeds USD")
     aligner.add_argument("-o", "--output", required=True, metavar="FILE", help="the aligned judge, a JSON file (e.g. judges/aligned.json)")
     aligner.add_argument("--force", action="store_true", help="replace -o FILE when it exists")
     aligner.add_argument("--folds", type=at_least(2), default=5, metavar="K", help="stratified cross-validation folds (default 5)")

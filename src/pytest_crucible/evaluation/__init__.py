@@ -272,12 +272,25 @@ def estimate_cost(golden: Sequence[GoldenItem], settings: Settings, judge: Any, 
     figure (``evaluation.cost``; both are kept)."""
     from dataclasses import replace
 
-    from .answers import estimate_answer_layer_cost
+    from ..judge.prices import cache_min_tokens, estimate_tokens
+    from .answers import PROMPT_OVERHEAD_TOKENS, estimate_answer_layer_cost
+
+    # A few-shot alignment's examples lengthen the prefix (the longest kind's, on every request: high-side); where
+    # the API bills prompt-cache writes, a prefix that may be cached is priced as a write, and no read is counted.
+    overhead = PROMPT_OVERHEAD_TOKENS + max((estimate_tokens(text) for text in (getattr(judge, "examples", None) or {}).values()),
+                                            default=0)
+    writes = bool(getattr(judge, "cache_writes_billed", False) and getattr(judge, "prompt_cache", False)
+                  and overhead >= cache_min_tokens(judge.price_model()))
+
+    def price(tokens_in: int, tokens_out: int, prefix: int) -> float | None:
+        if writes:
+            return judge.cost(tokens_in, tokens_out, batch=settings.judge_batch, requests=None, cache_write_tokens=prefix)
+        return judge.cost(tokens_in + prefix, tokens_out, batch=settings.judge_batch, requests=None)
 
     def cold(items: Sequence[GoldenItem]) -> CostEstimate:
         estimate = estimate_answer_layer_cost(items, k=settings.retrieval_limit, token_budget=int(settings.resolved["retrieval"]["tokenBudget"]),
-                                              price=lambda tokens_in, tokens_out: judge.cost(
-                                                  tokens_in, tokens_out, batch=settings.judge_batch, requests=None),
+                                              price=lambda tokens_in, tokens_out: price(tokens_in, tokens_out, 0),
+                                              price_prefix=price, overhead=overhead,
                                               answers=settings.judges_answers,
                                               label_pool=settings.label_pool, rubrics=rubrics,
                                               retention=bool(getattr(judge, "judges_retention", False)))

@@ -378,7 +378,8 @@ PRICE_HINT = "set crucible_judge_price_per_mtok"
 
 def estimate_answer_layer_cost(items: Sequence[Any], *, k: int, token_budget: int, price: Callable[[int, int], float | None],
                                answers: bool = True, label_pool: bool = False, rubrics: Sequence[Any] = (),
-                               retention: bool = True) -> CostEstimate:
+                               retention: bool = True, overhead: int = PROMPT_OVERHEAD_TOKENS,
+                               price_prefix: Callable[[int, int, int], float | None] | None = None) -> CostEstimate:
     """Requests and tokens the judge will spend on these golden items, before any answer exists.
 
     Retrieved chunks are assumed to fill the config's ``tokenBudget`` evenly over ``k``
@@ -389,13 +390,15 @@ def estimate_answer_layer_cost(items: Sequence[Any], *, k: int, token_budget: in
     more (``retention``) for a golden conversation's turn 2 or later when ``retention`` is true, i.e. the
     judge answers that kind);
     pool labelling adds at most k relevance requests. ``price(input_tokens, output_tokens)``: what the
-    judge bills for them (None: unknown).
+    judge bills for them (None: unknown). ``overhead``: the stable prefix of every request (instructions, schema, a
+    judge's few-shot examples); ``price_prefix(other_input, output, prefix_tokens)``, when given, prices the
+    prefixes apart (a prompt cache's writes) instead of ``price``.
     """
     from ..judge.prices import estimate_tokens
 
     requests = input_tokens = 0
     chunk = max(1, token_budget // max(1, k))
-    p = PROMPT_OVERHEAD_TOKENS
+    p = overhead
     for item in items:
         q = estimate_tokens(item.question)
         r = estimate_tokens(item.reference) if item.reference else 0
@@ -426,4 +429,7 @@ def estimate_answer_layer_cost(items: Sequence[Any], *, k: int, token_budget: in
         requests += n
         input_tokens += tokens
     output_tokens = requests * OUTPUT_TOKENS_PER_REQUEST
+    if price_prefix is not None:
+        prefixes = requests * p
+        return CostEstimate(requests, input_tokens, output_tokens, price_prefix(input_tokens - prefixes, output_tokens, prefixes))
     return CostEstimate(requests, input_tokens, output_tokens, price(input_tokens, output_tokens))

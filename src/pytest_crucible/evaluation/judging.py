@@ -158,7 +158,7 @@ class SessionJudging:
             for name, value in self._engine.stats.as_dict().items():
                 totals[name] = totals.get(name, 0) + value
             usage = self._engine.judge.usage()
-            for name in ("input_tokens", "output_tokens", "cost_usd"):
+            for name in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost_usd"):
                 totals[name] = totals.get(name, 0) + getattr(usage, name)
             for name, value in self._engine.judge.counters().items():  # e.g. jsonMode: how requests were judged
                 totals[name] = totals.get(name, 0) + value
@@ -199,6 +199,10 @@ class SessionJudging:
             "stats": {**{name: int(summary.get(name, 0)) for name in ("requests", "cache_hits", "judged", "failures")},
                       **{name: int(summary[name]) for name in JUDGE_COUNTERS if summary.get(name)},
                       **({"selfAgreement": agreement} if agreement else {}),
+                      # prompt caching: input tokens read from and written to the API's cache (priced in cost_usd)
+                      **{key: int(summary[name]) for key, name in (("cacheReadTokens", "cache_read_tokens"),
+                                                                   ("cacheWriteTokens", "cache_write_tokens"))
+                         if summary.get(name)},
                       # retention's own prompt (or rule) version: its metrics compare only under the same one
                       **({"retentionPrompt": judge.prompt_version_for("retention")} if judge.judges_retention else {})},
             "cost_usd": summary.get("cost_usd"),

@@ -12,6 +12,15 @@ retry of an invalid reply, failures and redaction) is :mod:`.model_judge`'s.
   order) are matched back by ``custom_id``. ``errored``, ``canceled``, ``expired``
   and missing results are failures. The one retry of an invalid reply goes through
   the plain Messages API (a second batch could wait for hours).
+* Prompt caching: each request's stable prefix (the system prompt, the few-shot examples of a few-shot
+  alignment, a rubric's own text: the same for every request of its kind) is sent as blocks of their own and
+  its last block carries ``cache_control: {"type": "ephemeral"}`` (one breakpoint of the API's four; the
+  default 5-minute lifetime), in direct calls and batches alike. The cache works on the exact prefix: a
+  second request of the kind within the lifetime is billed a cache read of it instead of input; a prefix
+  shorter than the model's minimum cacheable length is neither written nor read (plain input, no error).
+  Only the blocks change, never the text: the verdicts and prompt versions stay those of the plain prompt.
+  ``usage.cache_creation_input_tokens`` and ``cache_read_input_tokens`` are priced at the table's cache
+  rates.
 * Sampling parameters (temperature, top_p) are never sent: the API's current
   default version rejects them. Verdicts are cached by the engine instead.
 
@@ -30,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from .circuit import JudgeUnreachable
 from .model_judge import InvalidVerdict, ModelJudge, Refused, batch_parts, parse_verdict, verdict_schema
 from .prices import DEFAULT_JUDGE_MODEL
-from .prompts import PROMPT_VERSION, render_prompt
+from .prompts import PROMPT_VERSION
 from .types import JudgeFailure, JudgeRequest, Usage, Verdict
 
 if TYPE_CHECKING:
@@ -57,6 +66,8 @@ class AnthropicJudge(ModelJudge):
     answered locally (empty lists) without a call.
     """
 
+    #: The API bills a prompt-cache write (1.25x input for 5 minutes): the estimate prices it (model_judge).
+    cache_writes_billed = True
     #: What progress lines call one of its batches.
     batch_name = "Message Batch"
     #: Give up on a batch that has not ended after this many seconds (the API ends every batch within 24 hours).
@@ -103,7 +114,12 @@ class AnthropicJudge(ModelJudge):
 
     # -- one request ----------------------------------------------------------------------------
     def _params(self, request: JudgeRequest) -> dict[str, Any]:
-        system, user = render_prompt(request, self.prompt_version_for(request.kind))
+        system_texts, parts = self.prompt_parts(request)
+        system: list[dict[str, Any]] = [{"type": "text", "text": text} for text in system_texts]
+        user: list[dict[str, Any]] = [{"type": "text", "text": text} for text in (parts.stable, parts.item) if text]
+        if self.prompt_cache:
+            # One breakpoint, on the stable prefix's last block: a rubric's text, else the system's last block.
+            (user[0] if parts.stable else system[-1])["cache_control"] = {"type": "ephemeral"}
         output_config: dict[str, Any] = {"format": {"type": "json_schema", "schema": verdict_schema(request.kind)}}
         if self.effort is not None:
             output_config["effort"] = self.effort

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from typing import Any
@@ -35,7 +35,7 @@ from pydantic import ValidationError
 from .circuit import Circuit, JudgeUnreachable
 from .engine import Judge
 from .prices import cost_usd, estimate_tokens, price_for
-from .prompts import PROMPT_VERSION, render_prompt
+from .prompts import PROMPT_VERSION, PromptParts, render_parts, render_prompt
 from .types import VERDICT_TYPES, EntailmentVerdict, JudgeFailure, JudgeRequest, Usage, Verdict
 
 __all__ = [
@@ -332,6 +332,8 @@ class ModelJudge(Judge):
     """
 
     paid = True
+    #: Mark each request's stable prefix for the API's prompt cache (where the API takes a marker).
+    prompt_cache = True
     grades_rubrics = True
     judges_retention = True
     overlaps = True  # a semaphore bounds the requests in flight across every caller's threads
@@ -343,6 +345,11 @@ class ModelJudge(Judge):
     #: USD per million input and output tokens that replace the price table (ini crucible_judge_price_per_mtok):
     #: a self-hosted model, or a contract price. Cached input is billed at the input rate, and no batch discount.
     price_override: tuple[float, float] | None = None
+    #: Few-shot examples by request kind, as the text sent after the system prompt (a few-shot alignment's:
+    #: :mod:`.aligned`, which also sets ``prompt_version`` to ``<prompts>+aligned-<hash12>``); part of the stable prefix.
+    examples: Mapping[str, str] = {}
+    #: The API bills a prompt-cache write for a marked prefix (Anthropic): the cost estimate prices it so.
+    cache_writes_billed = False
 
     def _setup(self, model: str, *, prompt_version: str, max_concurrency: int, secrets: Sequence[Any]) -> None:
         if max_concurrency < 1:
@@ -360,6 +367,15 @@ class ModelJudge(Judge):
 
     def prompt_version_for(self, kind: str) -> str:
         return prompt_version_of(kind, self.prompt_version)
+
+    def prompt_parts(self, request: JudgeRequest) -> tuple[tuple[str, ...], PromptParts]:
+        """``(system blocks, parts)``: the versioned prompt of ``request`` with this judge's few-shot examples of its
+        kind after the system prompt. The system blocks and ``parts.stable`` are the stable prefix (the same for
+        every request of the kind: what the prompt cache keeps); ``parts.item`` is the request's own part."""
+        # The prompt files of the version (a few-shot alignment's version adds "+aligned-<hash12>" to them).
+        parts = render_parts(request, prompt_version_of(request.kind, self.prompt_version.partition("+")[0]))
+        shots = self.examples.get(request.kind)
+        return ((parts.system, shots) if shots else (parts.system,)), parts
 
     # -- Judge interface ----------------------------------------------------------------------
     def judge(self, requests: Sequence[JudgeRequest], *, now: bool = False) -> list[Verdict | JudgeFailure]:
@@ -428,15 +444,24 @@ class ModelJudge(Judge):
     def estimate_usd(self, requests: Sequence[JudgeRequest]) -> float | None:
         """A rough, high-side cost for judging ``requests`` (None when the model has no price).
 
-        Input from :func:`~pytest_crucible.judge.prices.estimate_tokens` over the rendered prompts and
-        schema; output from typical verdict sizes. Thinking tokens, which some models spend on top, are
-        not included.
+        Input from :func:`~pytest_crucible.judge.prices.estimate_tokens` over the rendered prompts (few-shot
+        examples included) and schema; output from typical verdict sizes. Prompt caching never lowers it: where
+        the API bills a cache write (``cache_writes_billed``), a stable prefix that may reach the model's
+        minimum cacheable length (:func:`~pytest_crucible.judge.prices.cache_min_tokens`; every prefix when
+        the table has no minimum) is priced as a write on every request, and no cache read is ever counted.
+        Thinking tokens, which some models spend on top, are not included.
         """
+        from .prices import cache_min_tokens
+
+        minimum = cache_min_tokens(self.price_model()) if self.cache_writes_billed and self.prompt_cache else None
         total = 0.0
         for request in requests:
-            system, user = render_prompt(request, self.prompt_version_for(request.kind))
-            tokens_in = estimate_tokens(system) + estimate_tokens(user) + estimate_tokens(schema_text(request.kind))
-            cost = self.cost(tokens_in, expected_output_tokens(request), batch=self.batch)
+            system, parts = self.prompt_parts(request)
+            prefix = sum(estimate_tokens(block) for block in system) + estimate_tokens(parts.stable)
+            rest = estimate_tokens(parts.item) + estimate_tokens(schema_text(request.kind))
+            written = prefix if minimum is not None and prefix >= minimum else 0
+            cost = self.cost(prefix - written + rest, expected_output_tokens(request), batch=self.batch,
+                             cache_write_tokens=written)
             if cost is None:
                 return None
             total += cost

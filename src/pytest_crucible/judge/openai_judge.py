@@ -34,7 +34,7 @@ from urllib.parse import urlparse
 
 from .circuit import JudgeUnreachable
 from .model_judge import InvalidVerdict, ModelJudge, Refused, batch_parts, parse_verdict, schema_text, verdict_schema
-from .prompts import PROMPT_VERSION, render_prompt
+from .prompts import PROMPT_VERSION
 from .types import JudgeFailure, JudgeRequest, Usage, Verdict
 
 if TYPE_CHECKING:
@@ -138,7 +138,10 @@ class OpenAIJudge(ModelJudge):
 
     # -- one request ----------------------------------------------------------------------------
     def _params(self, request: JudgeRequest) -> dict[str, Any]:
-        system, user = render_prompt(request, self.prompt_version_for(request.kind))
+        # The stable prefix first (the system prompt, any few-shot examples): OpenAI caches a prompt's repeated
+        # prefix by itself, without markers.
+        system_texts, parts = self.prompt_parts(request)
+        system, user = "\n\n".join(system_texts), parts.user
         if self.structured_output == "json_schema":
             response_format: dict[str, Any] = {"type": "json_schema", "json_schema": {
                 "name": f"{request.kind}_verdict", "schema": verdict_schema(request.kind), "strict": True}}

@@ -28,6 +28,7 @@ __all__ = [
     "DEFAULT_JUDGE_MODEL",
     "Price",
     "Rates",
+    "cache_min_tokens",
     "cost_usd",
     "estimate_tokens",
     "price_for",
@@ -60,6 +61,8 @@ class Price:
     aliases: tuple[str, ...]
     notes: str
     retires: str | None = None
+    #: The shortest prompt prefix the model's prompt cache keeps (tokens), where a page documents it.
+    cache_min_tokens: int | None = None
 
     # Convenience views of the base band.
     @property
@@ -109,6 +112,7 @@ def price_table() -> dict[str, Price]:
             aliases=tuple(data.get("aliases", ())),
             notes=data.get("notes", ""),
             retires=data.get("retires"),
+            cache_min_tokens=int(data["cache_min_tokens"]) if data.get("cache_min_tokens") is not None else None,
         )
     return table
 
@@ -130,6 +134,13 @@ def price_for(model: str) -> Price | None:
     if dated and dated.group(1) in table:
         return table[dated.group(1)]
     return None
+
+
+def cache_min_tokens(model: str) -> int:
+    """The minimum cacheable prompt length of ``model`` in tokens, as documented; 0 when the table has none (a cost
+    estimate then takes any prefix to be cacheable, so that it never counts a cache write out)."""
+    price = price_for(model)
+    return price.cache_min_tokens or 0 if price is not None else 0
 
 
 def cost_usd(

@@ -40,7 +40,8 @@ from typing import Any
 from ..metrics.crag import CRAG_GRADES, is_correct
 from .calibration import LabelledCase, faithful_verdict, label_set_hash
 
-__all__ = ["MIN_LABELS", "MIN_PER_CLASS", "AlignmentRefused", "align", "report_lines"]
+__all__ = ["MIN_LABELS", "MIN_PER_CLASS", "AlignmentRefused", "agreement", "align", "categories", "check",
+           "checked_quantities", "collect", "report_lines"]
 
 MIN_LABELS = 30
 MIN_PER_CLASS = 5
@@ -67,18 +68,19 @@ class _Quantity:
     unaligned: list[Any] = field(default_factory=list)
     decided: list[int] = field(default_factory=list)  # positions (in the lists above) the model decides
     rows: list[tuple[float, ...]] = field(default_factory=list)  # their features, parallel to ``decided``
+    requests: list[Any] = field(default_factory=list)  # the requests an aligned judge re-decides, parallel to ``decided``
     labelled: int = 0  # cases with a label of the quantity, compared or not
 
 
-def _collect(cases: Sequence[LabelledCase], base: Any) -> dict[str, _Quantity]:
+def collect(cases: Sequence[LabelledCase], judge: Any, features: Any = None) -> dict[str, _Quantity]:
     """Every labelled case through the answer layer with the base judge (as ``judge_cases`` does), and the
-    requests it sent whose verdicts an aligned judge re-decides, with their features."""
+    requests it sent whose verdicts an aligned judge re-decides, with their features (``features``: request kind
+    -> (request, verdict) -> Features, the offline judge's; None: the requests alone, for a model judge)."""
     from ..evaluation.answers import AnswerInputs, score_answers
     from ..judge.embed import default_embedder
     from ..judge.engine import JudgeEngine
     from ..judge.types import CorrectnessRequest, EntailmentRequest
 
-    judge = base.make()
     inputs = [AnswerInputs.from_score(case.as_run_row()) for case in cases]
     scores = score_answers(inputs, JudgeEngine(judge, cache_mode="off"), default_embedder())
     found = {name: _Quantity(name) for name in _KINDS}
@@ -104,15 +106,16 @@ def _collect(cases: Sequence[LabelledCase], base: Any) -> dict[str, _Quantity]:
                 request = EntailmentRequest(context=item.contexts, claims=tuple(score.verdicts["faithfulness"]["claims"]))
             if request is not None:
                 quantity.decided.append(len(quantity.labels) - 1)
+                quantity.requests.append(request)
                 pending.append((quantity, request))
-    verdicts = judge.judge([request for _, request in pending])
-    for (quantity, request), verdict in zip(pending, verdicts):
-        quantity.rows.append(base.features[request.kind](request, verdict).values)
-    judge.close()
+    if features is not None:
+        verdicts = judge.judge([request for _, request in pending])
+        for (quantity, request), verdict in zip(pending, verdicts):
+            quantity.rows.append(features[request.kind](request, verdict).values)
     return found
 
 
-def _check(quantity: _Quantity, folds: int, path: str, other: str | None) -> None:
+def check(quantity: _Quantity, folds: int, path: str, other: str | None) -> None:
     """Refuse a quantity with too few labels the model would decide, or too few of one class."""
     decided = [quantity.labels[i] for i in quantity.decided]
     outside = len(quantity.labels) - len(decided)
@@ -136,6 +139,19 @@ def _check(quantity: _Quantity, folds: int, path: str, other: str | None) -> Non
                 f"{path}: {quantity.name}: {count} {_shown(value)} label(s) among the {len(decided)} cases the judge decides"
                 f"{why}; every class needs at least {need}{folds_note}\nHINT: label at least {need - count} more "
                 f"{_shown(value)} answer(s){' or use fewer --folds' if need > MIN_PER_CLASS else ''}{alone}")
+
+
+def checked_quantities(found: dict[str, _Quantity], folds: int, path: str, only: Sequence[str]) -> list[str]:
+    """The quantities to align (those the labels cover, or ``only``), each checked: :class:`AlignmentRefused`."""
+    wanted = [name for name in _KINDS if found[name].labelled and (not only or name in only)]
+    if not wanted:
+        kinds = " or ".join(only or _KINDS)
+        raise AlignmentRefused(f"{path}: no {kinds} label to align on\nHINT: label the answers' "
+                               f"{kinds} (\"labels\": {{\"crag\": ..., \"faithful\": ...}}; docs/judge-calibration.md)")
+    for name in wanted:
+        other = next((n for n in wanted if n != name), None)
+        check(found[name], folds, path, other)
+    return wanted
 
 
 def _shown(value: Any) -> str:
@@ -170,7 +186,7 @@ def _plain(value: Any) -> Any:
     return value.item() if hasattr(value, "item") else value
 
 
-def _categories(name: str) -> tuple[Any, ...]:
+def categories(name: str) -> tuple[Any, ...]:
     return CRAG_GRADES if name == "crag" else (True, False)
 
 
@@ -178,7 +194,7 @@ def _binary(grade: str) -> str:
     return _BINARY[0] if is_correct(grade) else _BINARY[1]
 
 
-def _agreement(name: str, labels: Sequence[Any], unaligned: Sequence[Any], aligned: Sequence[Any], seed: int) -> dict[str, Any]:
+def agreement(name: str, labels: Sequence[Any], unaligned: Sequence[Any], aligned: Sequence[Any], seed: int) -> dict[str, Any]:
     """Both sets of verdicts against the labels: kappa (with its bootstrap interval), accuracy, confusion."""
     from ..stats.agreement import cohen_kappa, confusion_matrix, kappa_intervals
 
@@ -198,7 +214,7 @@ def _agreement(name: str, labels: Sequence[Any], unaligned: Sequence[Any], align
             out.append(entry)
         return out[0], out[1], {f"kappa{suffix}DifferenceCi": _interval(intervals.difference)}
 
-    unaligned_block, aligned_block, difference = block(labels, unaligned, aligned, _categories(name))
+    unaligned_block, aligned_block, difference = block(labels, unaligned, aligned, categories(name))
     if name == "crag":
         extra = block([_binary(v) for v in labels], [_binary(v) for v in unaligned], [_binary(v) for v in aligned],
                       _BINARY, "Binary")
@@ -227,7 +243,7 @@ def _cross_validate(quantity: _Quantity, folds: int, seed: int) -> tuple[dict[st
     decided = [quantity.labels[i] for i in quantity.decided]
     labels = np.asarray(decided, dtype=object if quantity.name == "crag" else bool)
     multinomial = quantity.name == "crag"
-    classes = [c for c in _categories(quantity.name) if c in set(decided)] if multinomial else [False, True]
+    classes = [c for c in categories(quantity.name) if c in set(decided)] if multinomial else [False, True]
     out_of_fold: list[Any] = [None] * len(decided)
     splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
     for train, test in splitter.split(rows, labels):
@@ -238,8 +254,8 @@ def _cross_validate(quantity: _Quantity, folds: int, seed: int) -> tuple[dict[st
     for position, verdict in zip(quantity.decided, out_of_fold):
         aligned[position] = verdict
     figures = {"n": len(quantity.labels), "nModel": len(decided),
-               "labels": {str(c).lower(): decided.count(c) for c in _categories(quantity.name) if c in set(decided)},
-               **_agreement(quantity.name, quantity.labels, quantity.unaligned, aligned, seed)}
+               "labels": {str(c).lower(): decided.count(c) for c in categories(quantity.name) if c in set(decided)},
+               **agreement(quantity.name, quantity.labels, quantity.unaligned, aligned, seed)}
     return _fit(rows, labels, classes, multinomial), figures
 
 
@@ -259,15 +275,12 @@ def align(cases: Sequence[LabelledCase], *, path: str, folds: int = 5, seed: int
 
     seed = DEFAULT_SEED if seed is None else seed
     base = base_judges()[BASE_JUDGE]
-    found = _collect(cases, base)
-    wanted = [name for name in _KINDS if found[name].labelled and (not only or name in only)]
-    if not wanted:
-        kinds = " or ".join(only or _KINDS)
-        raise AlignmentRefused(f"{path}: no {kinds} label to align on\nHINT: label the answers' "
-                               f"{kinds} (\"labels\": {{\"crag\": ..., \"faithful\": ...}}; docs/judge-calibration.md)")
-    for name in wanted:
-        other = next((n for n in wanted if n != name), None)
-        _check(found[name], folds, path, other)
+    collecting = base.make()
+    try:
+        found = collect(cases, collecting, base.features)
+    finally:
+        collecting.close()
+    wanted = checked_quantities(found, folds, path, only)
     quantities: dict[str, Any] = {}
     for name in wanted:
         fitted, figures = _cross_validate(found[name], folds, seed)
@@ -307,6 +320,9 @@ def report_lines(document: dict[str, Any], labels_path: str) -> list[str]:
              f"(labels sha256 {document['labels']['hash'][:12]})",
              f"stratified {fit['folds']}-fold cross-validation, seed {fit['seed']}; kappa intervals: {round(fit['confidence'] * 100)}% "
              f"bootstrap over the labels ({fit['bootstrapResamples']} resamples)"]
+    if fit.get("examplesPerClass"):  # a model judge aligned by few-shot examples
+        lines.append(f"few-shot: {fit['examplesPerClass']} example(s) of each class in the prompt, each fold's chosen from "
+                     "the other folds only (the unaligned judge's mistakes first)")
     for name, quantity in document["quantities"].items():
         cv = quantity["cv"]
         labels = ", ".join(f"{label} {count}" for label, count in cv["labels"].items())

@@ -62,7 +62,10 @@ def judge_lines(run: dict[str, Any]) -> list[str]:
             line += f", {stats['directInsteadOfBatch']} direct (the server has no Batch API)"
     cost = []
     if run.get("cost_usd"):
-        cost.append(f"${run['cost_usd']:.4f} ({run.get('input_tokens') or 0:,} in / {run.get('output_tokens') or 0:,} out tokens)")
+        cached = (f"; cache {stats.get('cacheReadTokens', 0):,} read, {stats.get('cacheWriteTokens', 0):,} written"
+                  if stats and (stats.get("cacheReadTokens") or stats.get("cacheWriteTokens")) else "")
+        cost.append(f"${run['cost_usd']:.4f} ({run.get('input_tokens') or 0:,} in / {run.get('output_tokens') or 0:,} "
+                    f"out tokens{cached})")
     if run.get("cost_estimate_usd") is not None:
         cost.append(f"estimated ${run['cost_estimate_usd']:.2f}")
     lines = [line] + (["  cost " + ", ".join(cost)] if cost else [])

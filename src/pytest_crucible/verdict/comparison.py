@@ -191,6 +191,9 @@ def check_comparable(a: RunData, b: RunData) -> None:
             if column == "judge_model" and any(str(model).startswith("aligned-") for model in (left, right)):
                 how += (" (an aligned judge is named by its file's content: aligned-<hash> is one `crucible judge align` "
                         "file; a new alignment is a new judge)")
+            elif column == "judge_prompt_version" and any("+aligned-" in str(version) for version in (left, right)):
+                how += (" (a model judge aligned by few-shot examples is named in its prompt version: +aligned-<hash> is "
+                        "one `crucible judge align` file; other examples, or none, are other prompts)")
             raise ComparisonRefused(
                 f"refusing to compare run {a.run_id} with run {b.run_id}: different {label} ({left} vs {right})\n"
                 f"HINT: judge-based metrics are only comparable under the same judge; re-run one side with the other's judge{how}."

@@ -29,6 +29,7 @@ This module never imports pytest or the Anthropic SDK.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -60,13 +61,22 @@ _MARKER_RE = re.compile(r"^Judge task: (?P<version>[\w.-]+)/(?P<kind>\w+)[ \t]*$
 __all__ = [
     "DATA_TAGS",
     "PROMPT_VERSION",
+    "STABLE_FIELDS",
+    "PromptParts",
     "available_kinds",
     "escape_data",
     "load_prompt",
     "prompt_fields",
+    "render_parts",
     "render_prompt",
     "rubric_scale_text",
 ]
+
+#: Placeholders of a kind's user template that are the same for every request of that kind and setting (a
+#: rubric's own text): the template up to the paragraph of its first other placeholder is the message's stable
+#: head, which a model judge sends as a block of its own (the prompt cache's prefix). Kinds not named: no head.
+STABLE_FIELDS: dict[str, tuple[str, ...]] = {"rubric": ("name", "criteria", "steps", "scale")}
+_PLACEHOLDER_RE = re.compile(r"\{\{|\}\}|\{(\w+)\}")
 
 
 def available_kinds(version: str = PROMPT_VERSION) -> list[str]:
@@ -226,7 +236,45 @@ def _passages_with_ids(passages: Any, ids: Any) -> str:
     return "\n".join(lines) if lines else "(none)"
 
 
+@dataclass(frozen=True)
+class PromptParts:
+    """One request's prompt in the parts a model judge sends: ``system``; the user message's ``stable`` head
+    (the same for every request of the kind and setting, "" when it has none: :data:`STABLE_FIELDS`) and its
+    ``item`` part. ``stable + item`` is the user message, character for character."""
+
+    system: str
+    stable: str
+    item: str
+
+    @property
+    def user(self) -> str:
+        return self.stable + self.item
+
+
+@cache
+def _stable_cut(version: str, kind: str) -> int:
+    """Where the stable head of ``kind``'s user template ends: at the blank line before the paragraph of its
+    first placeholder that is not a stable field (0: no head)."""
+    stable = STABLE_FIELDS.get(kind)
+    if not stable:
+        return 0
+    template = load_prompt(version, kind)[1]
+    for match in _PLACEHOLDER_RE.finditer(template):
+        if match.group(1) and match.group(1) not in stable:
+            blank = template.rfind("\n\n", 0, match.start())
+            return blank + 2 if blank >= 0 else 0
+    return len(template)
+
+
+def render_parts(request: Any, version: str = PROMPT_VERSION) -> PromptParts:
+    """The prompt of one request under ``version``, split into its stable prefix and its per-item part."""
+    system, template = load_prompt(version, request.kind)
+    fields = prompt_fields(request)
+    cut = _stable_cut(version, request.kind)
+    return PromptParts(system, template[:cut].format(**fields), template[cut:].format(**fields))
+
+
 def render_prompt(request: Any, version: str = PROMPT_VERSION) -> tuple[str, str]:
     """``(system, user)`` text for one request under prompt ``version``."""
-    system, template = load_prompt(version, request.kind)
-    return system, template.format(**prompt_fields(request))
+    parts = render_parts(request, version)
+    return parts.system, parts.user

@@ -162,7 +162,7 @@ session = CrucibleSession(Settings(params={}, resolved={}, config_hash="", confi
 session.adopt_run(run_id, "complete")
 started = time.perf_counter()
 lines = session.summary_lines(verbose=verbose)
-print("\\n".join(lines))
+print("\\n".join(getattr(line, "text", line) for line in lines))
 print(f"summary_lines {time.perf_counter() - started:.2f} s")
 """
 

@@ -223,14 +223,16 @@ class StoredItem(dict[str, Any]):
     changed items' check compare two runs' texts, and decode an item only when they differ (or, for the
     ruler, a judgment was added since)."""
 
-    __slots__ = ("_decoded", "raw_json")
+    __slots__ = ("_decoded", "_read", "raw_json")
 
-    def __init__(self, fields: dict[str, Any], raw_json: Any) -> None:
+    def __init__(self, fields: dict[str, Any], raw_json: Any, read: frozenset[str] = frozenset()) -> None:
         super().__init__(fields)
         for name in CONTENT_FIELDS:  # a content field the item does not say (a kind left out) is absent, as in the item
             if dict.get(self, name, False) is None:
                 dict.__delitem__(self, name)
         self.raw_json = raw_json
+        # The fields read with the item (absent: the item does not say them): never a reason to decode the rest.
+        self._read = read
         self._decoded = False
 
     def _decode(self) -> None:
@@ -245,17 +247,17 @@ class StoredItem(dict[str, Any]):
                 dict.__setitem__(self, name, value)
 
     def get(self, key: Any, default: Any = None) -> Any:
-        if key in RAW_FIELDS:
+        if key in RAW_FIELDS and key not in self._read:
             self._decode()
         return dict.get(self, key, default)
 
     def __getitem__(self, key: Any) -> Any:
-        if key in RAW_FIELDS:
+        if key in RAW_FIELDS and key not in self._read:
             self._decode()
         return dict.__getitem__(self, key)
 
     def __contains__(self, key: Any) -> bool:
-        if key in RAW_FIELDS:
+        if key in RAW_FIELDS and key not in self._read:
             self._decode()
         return dict.__contains__(self, key)
 
@@ -281,7 +283,8 @@ def load_run(store: Store, run_id: str, *, golden: bool | tuple[str, ...] = Fals
         items = None
         if golden:
             fields = [field for field in (COMPARISON_FIELDS if isinstance(golden, bool) else golden) if field != "citations"]
-            items = [StoredItem(values, text) for values, text in golden_fields_and_json(store, run_id, fields, RAW_FIELDS)]
+            read = frozenset(fields)
+            items = [StoredItem(values, text, read) for values, text in golden_fields_and_json(store, run_id, fields, RAW_FIELDS)]
         # the kinds as Store.item_kinds reads them (from the golden items just read, when they were)
         kinds = {item["id"]: item.get("kind") or "retrieval" for item in items} if items is not None else store.item_kinds(run_id)
         return run_data_from_rows(store.get_run(run_id), store.item_metrics(run_id), rows, items, kinds=kinds)

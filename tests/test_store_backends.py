@@ -129,9 +129,9 @@ def test_every_row_type_names_columns_of_its_table(database) -> None:
     columns = {table: [row["column_name"] for row in store.db.query(
         "SELECT column_name FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position", [table])]
         if store.db.dialect == "postgres" else [row["name"] for row in store.db.query(f"SELECT name FROM pragma_table_info('{table}')")]
-        for table in ("golden_items", "results", "item_metrics", "eval_feedback", "golden_concepts", "item_repeats",
+        for table in ("golden_item_refs", "results", "item_metrics", "eval_feedback", "golden_concepts", "item_repeats",
                       "item_attempts", "qrels")}
-    for table, row_type in (("golden_items", GoldenRow), ("results", ResultRow), ("item_metrics", MetricRow),
+    for table, row_type in (("golden_item_refs", GoldenRow), ("results", ResultRow), ("item_metrics", MetricRow),
                             ("eval_feedback", FeedbackRow), ("golden_concepts", ConceptRow), ("item_repeats", RepeatRow),
                             ("item_attempts", AttemptRow), ("qrels", QrelRow)):
         assert set(row_type._fields) <= set(columns[table]), (table, set(row_type._fields) - set(columns[table]))
@@ -439,7 +439,7 @@ def test_copy_moves_history_between_a_file_and_a_server_and_twice_adds_nothing(p
     again = crucible_cli("copy", file_db, url)
     assert again.stdout.lines == [f"copied 0 run(s) from {file_db} to {url} (2 already there); ledger rows added: none"]
     for sql in ("SELECT id, status, n_items, config_hash, labels FROM runs", "SELECT run_id, item_id, metric, value FROM item_metrics",
-                "SELECT run_id, item_id, answer, retrieved, outcome FROM results", "SELECT query_id, chunk_id, doc_id, grade, source FROM qrels"):
+                "SELECT run_id, item_id, answer, (SELECT body FROM contents WHERE hash = retrieved_hash) AS retrieved, outcome FROM results", "SELECT query_id, chunk_id, doc_id, grade, source FROM qrels"):
         assert _table(file_db, sql) == _table(url, sql), sql
     # And back into a new file: the same, item order included.
     back = tmp_path / "back.db"
@@ -449,7 +449,19 @@ def test_copy_moves_history_between_a_file_and_a_server_and_twice_adds_nothing(p
     store = Store.open(back)
     [newest, _] = store.list_runs()
     assert [row["item_id"] for row in store.results(newest["id"])] == [f"q-{n:02d}" for n in range(8)]
+    # The values the runs refer to (golden items' texts, rankings: schema 19's contents) travel with them, once:
+    # the two runs of the same items share theirs, and every run exports as it did from the file it came from.
+    exports = {run["id"]: store.export_run(run["id"]) for run in store.list_runs()}
+    n_contents = store.db.conn.execute("SELECT COUNT(*) FROM contents").fetchone()[0]
+    referred, refs = store.db.conn.execute("SELECT COUNT(DISTINCT ref), COUNT(*) FROM (SELECT item_hash AS ref FROM golden_item_refs"
+                                           " UNION ALL SELECT retrieved_hash FROM results) AS refs").fetchone()
     store.close()
+    assert n_contents == referred and refs == 2 * 2 * 8  # each value once, whichever run stored it first
+    for database in (file_db, url):
+        store = Store.open(database)
+        assert {run_id: store.export_run(run_id) for run_id in exports} == exports
+        assert store.db.conn.execute("SELECT COUNT(*) FROM contents").fetchone()[0] == n_contents
+        store.close()
     # A run already there under another identity is refused, naming it.
     other = Store.open(tmp_path / "other.db")
     new_run(other, run_id=newest["id"])

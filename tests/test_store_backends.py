@@ -484,3 +484,33 @@ def test_a_verdict_judged_on_one_runner_is_free_on_the_next(project, postgres_se
     second = project.runpytest("--crucible-mode=system", f"--crucible-db={url}", f"--rootdir={other_runner}", other_runner)
     assert second.ret == pytest.ExitCode.OK, second.outlines
     second.stdout.re_match_lines([r"judge lexical-v\d \(offline heuristic\): (\d+) requests, \1 cached, 0 judged, 0 failed"])
+
+
+def test_a_second_run_of_the_same_items_stores_their_texts_once(database) -> None:
+    """Schema 19: a golden item's text and a ranking are stored once (contents, keyed by the hash of the text) on
+    either backend, however many runs and items repeat them; each run reads its own back whole, and a changed
+    ranking is one new value."""
+    from pytest_crucible.store.contents import content_hash
+
+    store = Store.open(database)
+    try:
+        chunks = [{"chunk_id": f"d#{n}", "doc_id": "d", "text": f"passage {n} " * 40, "score": 10.0 - n} for n in range(10)]
+        scores = [{**SCORE, "item_id": f"q{n}", "item": {**SCORE["item"], "id": f"q{n}"}, "retrieved": chunks if n else []}
+                  for n in range(3)]
+        runs = []
+        for _ in range(2):
+            runs.append(new_run(store))
+            store.record_scores(runs[-1], scores)
+        count = store.db.conn.execute("SELECT COUNT(*) FROM contents").fetchone()[0]
+        assert count == 3 + 2  # three golden items; one ranking for q1 and q2, one empty one for q0
+        for run_id in runs:
+            assert [row["retrieved"] for row in store.results(run_id, decoded=True)] == [[], chunks, chunks]
+            assert store.golden_items(run_id) == [score["item"] for score in scores]
+        store.record_scores(new_run(store), [{**scores[1], "retrieved": chunks[::-1]}])
+        assert store.db.conn.execute("SELECT COUNT(*) FROM contents").fetchone()[0] == count + 1
+        # The key is the hash of the text, the same on every backend (a migration hashes in SQL: content_hash()).
+        [(body, key, in_sql)] = store.db.conn.execute(
+            "SELECT body, hash, content_hash(body) FROM contents WHERE body = '[]'").fetchall()
+        assert key == in_sql == content_hash(body) == content_hash("[]")
+    finally:
+        store.close()

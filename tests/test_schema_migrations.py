@@ -311,3 +311,18 @@ def test_a_file_of_schema_18_reads_and_exports_after_the_migration_exactly_as_be
         out = tmp_path / f"{run_id}.json"
         assert crucible(["export", run_id, "--db", str(path), "-o", str(out)]) == 0
         assert out.read_text(encoding="utf-8") == json.dumps(documents[run_id], indent=1, sort_keys=True) + "\n"
+
+
+def test_a_file_of_schema_18_shows_every_item_after_the_migration_as_before(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`crucible show --item` (text and --json) of every item, and the TREC and CSV exports of every run, print after
+    the migration to schema 19 what the code of schema 18 printed of the same file
+    (tests/data/crucible-schema-v18-readers.json, written by that code; the command's arguments, then its output)."""
+    path = tmp_path / "v18.db"
+    shutil.copy(DATA / "crucible-schema-v18.db", path)
+    Store.open(path).close()  # migrates
+    pinned = json.loads((DATA / "crucible-schema-v18-readers.json").read_text(encoding="utf-8"))
+    assert len(pinned) == 14 and any("--json" in command for command in pinned)
+    capsys.readouterr()
+    for command, printed in pinned.items():
+        assert crucible([*command.split(" "), "--db", str(path)]) == 0, command
+        assert capsys.readouterr().out == printed, command

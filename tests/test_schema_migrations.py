@@ -326,3 +326,23 @@ def test_a_file_of_schema_18_shows_every_item_after_the_migration_as_before(tmp_
     for command, printed in pinned.items():
         assert crucible([*command.split(" "), "--db", str(path)]) == 0, command
         assert capsys.readouterr().out == printed, command
+
+
+def test_a_migrated_file_copied_to_postgres_and_back_exports_as_before(postgres_server, tmp_path: Path) -> None:
+    """`crucible copy` carries the values a run refers to (contents): the runs of a schema 18 file, migrated, copied
+    into PostgreSQL and from there into a new file, export in both exactly as the code of schema 18 exported them."""
+    path = tmp_path / "v18.db"
+    shutil.copy(DATA / "crucible-schema-v18.db", path)
+    url = postgres_server.create_database()
+    back = tmp_path / "back.db"
+    assert crucible(["copy", str(path), url]) == 0
+    assert crucible(["copy", url, str(back)]) == 0
+    pinned = (DATA / "crucible-schema-v18-export.json").read_text(encoding="utf-8")
+    for database in (url, back):
+        store = Store.open(database)
+        try:
+            run_ids = sorted(run["id"] for run in store.list_runs())
+            assert json.dumps({run_id: store.export_run(run_id) for run_id in run_ids}, indent=1, sort_keys=True) + "\n" == pinned
+            assert store.db.conn.execute("SELECT COUNT(*) FROM contents").fetchone()[0] == 6  # 3 golden items, 3 rankings
+        finally:
+            store.close()

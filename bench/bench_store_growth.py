@@ -19,9 +19,11 @@ point loads that pytest_crucible) and this checkout's, one after the other, into
   left beside it is counted too) and the CPU seconds of the run.
 
 Reported: the store's growth per item on the first and on the second run (bytes of the file divided by the
-number of items), the file sizes side by side, the runs' CPU seconds, and the CPU time the writes themselves
+number of items), the file sizes side by side, the runs' CPU seconds, the CPU time the writes themselves
 take (``Store.record_scores`` in batches of 50 on the same scores, in a child process of each code, best of 3):
-what hashing the stored values costs. It reports, it never fails.
+what hashing the stored values costs; and the readers on the two runs, each code on its own file (``crucible
+show B``, ``show B --item``, ``report B``, ``compare A B``, ``export B``; CPU seconds, best of 2): what reading
+the values back through their references costs. It reports, it never fails.
 """
 
 from __future__ import annotations
@@ -104,6 +106,28 @@ def schema_of(db: Path) -> int:
         conn.close()
 
 
+def readers(label: str, env: dict[str, str], db: Path, plugin_dir: Path, base: Path) -> dict[str, float]:
+    """CPU seconds (best of 2) of each reader on the file's two runs (A the first, B the second)."""
+    import sqlite3
+
+    conn = sqlite3.connect(db)
+    try:
+        run_a, run_b = [row[0] for row in conn.execute("SELECT id FROM runs ORDER BY started_at")]
+        item = conn.execute("SELECT item_id FROM results WHERE run_id = ? ORDER BY item_id LIMIT 1 OFFSET 7", [run_b]).fetchone()[0]
+    finally:
+        conn.close()
+    times = {}
+    for what, args in (("show B", ["show", run_b]), ("show B --item", ["show", run_b, "--item", item]),
+                       ("report B", ["report", run_b, "-o", str(base / f"{label}.html")]), ("compare A B", ["compare", run_a, run_b]),
+                       ("export B", ["export", run_b, "-o", str(base / f"{label}.json")])):
+        best = []
+        for _ in range(2):
+            _, _, rc = overhead.run_child(["-m", "pytest_crucible.cli", *args, "--db", str(db)], plugin_dir, base / f"{label}-reader.log", env)
+            best.append(overhead.LAST_CPU[0] if rc == 0 else float("nan"))
+        times[what] = min(best)
+    return times
+
+
 def measure(label: str, src: Path | None, plugin_dir: Path, base: Path, n_items: int) -> dict:
     env = {"PYTHONPATH": str(src)} if src else {}
     db = base / f"{label}.db"
@@ -120,7 +144,8 @@ def measure(label: str, src: Path | None, plugin_dir: Path, base: Path, n_items:
     import json
 
     writes = json.loads(log.read_text().splitlines()[-1]) if rc == 0 else [float("nan")] * 2
-    return {"schema": schema_of(db), "sizes": sizes, "cpus": cpus, "writes": writes}
+    return {"schema": schema_of(db), "sizes": sizes, "cpus": cpus, "writes": writes,
+            "readers": readers(label, env, db, plugin_dir, base)}
 
 
 def main() -> int:
@@ -164,6 +189,11 @@ def main() -> int:
         print(f"{label:14s} {found['schema']:6d} {first / n:14,.0f} {second / n:14,.0f} {found['sizes'][0] / 1e6:11.1f} MB"
               f" {found['sizes'][1] / 1e6:7.1f} MB {found['cpus'][0]:8.2f}/{found['cpus'][1]:<8.2f}"
               f" {found['writes'][0]:10.2f}/{found['writes'][1]:<9.2f}")
+    print()
+    names = list(next(iter(results.values()))["readers"])
+    print(f"{'readers, cpu s':14s} " + " ".join(f"{name:>14s}" for name in names))
+    for label, found in results.items():
+        print(f"{label:14s} " + " ".join(f"{found['readers'][name]:14.2f}" for name in names))
     return 0
 
 

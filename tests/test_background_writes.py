@@ -51,7 +51,7 @@ def crucible_pipeline():
 
 # What a run stored, without what differs between two runs by design (ids, times).
 STORED = {
-    "results": "SELECT item_id, question, retrieved, citations, outcome, failures, error, error_class, error_evidence, pool "
+    "results": "SELECT item_id, question, (SELECT body FROM contents WHERE hash = retrieved_hash) AS retrieved, citations, outcome, failures, error, error_class, error_evidence, pool "
                "FROM results ORDER BY item_id",
     "golden_items": "SELECT item_id, source, line, item FROM golden_items ORDER BY item_id",
     "item_metrics": "SELECT item_id, metric, value FROM item_metrics ORDER BY item_id, metric",

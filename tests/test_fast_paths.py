@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from pytest_crucible.golden_set.schema import canonical_item_json, golden_set_hash, hash_canonical_items
 from pytest_crucible.store import Store
+from pytest_crucible.store.contents import content_hash
 
 _text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
 _items = st.dictionaries(st.text(alphabet="abcdefghij", min_size=1, max_size=4).filter(lambda s: s != "id"),
@@ -45,8 +46,9 @@ def test_the_stored_hash_is_the_hash_of_the_stored_items_even_for_rows_stored_be
     run_id = store.start_run(config_hash="c" * 64, params={}, resolved={"retrievalLimit": 10}, mode="component", outcome_mode="record")
     store.record_scores(run_id, [_score("b", tags=["ü", "x"]), _score("a", citations=[{"docId": "d", "chunkId": "d#1", "mode": "required"}])])
     with store.db.conn:  # a row as an earlier version stored it: sorted keys, but spaces and ASCII escapes
-        store.db.conn.execute("UPDATE golden_items SET item = ? WHERE item_id = 'b'",
-                              [json.dumps({"id": "b", "question": "Q?", "tags": ["ü", "x"]}, sort_keys=True)])
+        text = json.dumps({"id": "b", "question": "Q?", "tags": ["ü", "x"]}, sort_keys=True)
+        store.db.conn.execute("INSERT INTO contents (hash, body) VALUES (?, ?)", [content_hash(text), text])
+        store.db.conn.execute("UPDATE golden_item_refs SET item_hash = ? WHERE item_id = 'b'", [content_hash(text)])
     assert store.golden_set_hash(run_id) == reference_hash(store.golden_items(run_id))
     store.close()
 
@@ -82,7 +84,7 @@ def test_a_batch_of_scores_is_stored_as_each_score_alone_would_be(tmp_path: Path
         out = {
             "golden": conn.execute("SELECT item_id, source, line, item FROM golden_items ORDER BY item_id").fetchall(),
             "metrics": conn.execute("SELECT item_id, metric, value FROM item_metrics ORDER BY item_id, metric").fetchall(),
-            "results": conn.execute("SELECT item_id, question, retrieved, outcome, error_class FROM results ORDER BY item_id").fetchall(),
+            "results": conn.execute("SELECT item_id, question, (SELECT body FROM contents WHERE hash = retrieved_hash) AS retrieved, outcome, error_class FROM results ORDER BY item_id").fetchall(),
             "qrels": conn.execute("SELECT query_id, chunk_id, doc_id, grade, source, judge_model FROM qrels"
                                   " ORDER BY query_id, source, chunk_id").fetchall(),
             "concepts": conn.execute("SELECT item_id, concept_id, grade FROM golden_concepts ORDER BY item_id").fetchall(),
@@ -118,6 +120,7 @@ def test_all_retrieval_metrics_at_once_equal_each_metric_alone(ranking, qrels, k
 
 _LIST_COLUMNS = ("retrieved", "citations", "detected_concepts", "failures", "judge_errors", "metric_errors")
 _OPTIONAL_COLUMNS = ("verdicts", "pool", "assertions")
+RETRIEVED = "(SELECT body FROM contents WHERE hash = retrieved_hash)"  # since schema 19 the ranking's text is stored once
 _column_values = st.one_of(st.none(), st.sampled_from([[], {}, "", 0, ()]), st.lists(_text, min_size=1, max_size=3),
                            st.dictionaries(_text, st.integers(), min_size=1, max_size=2))
 _flag_values = st.sampled_from([None, False, True, 0, 1])
@@ -133,7 +136,8 @@ def test_result_columns_hold_the_text_json_dumps_gives_their_values(tmp_path_fac
     run_id = store.start_run(config_hash="c" * 64, params={}, resolved={"retrievalLimit": 10}, mode="component", outcome_mode="record")
     store.record_scores(run_id, [{"item_id": "q", "question": "Q?", "item": {"id": "q", "question": "Q?"}, "outcome": outcome,
                                   "abstained": abstained, "blocked": blocked, **values}])
-    stored = store.db.conn.execute(f"SELECT {', '.join(_LIST_COLUMNS + _OPTIONAL_COLUMNS)}, abstained, blocked, outcome FROM results").fetchone()
+    columns = [RETRIEVED if column == "retrieved" else column for column in _LIST_COLUMNS + _OPTIONAL_COLUMNS]
+    stored = store.db.conn.execute(f"SELECT {', '.join(columns)}, abstained, blocked, outcome FROM results").fetchone()
     assert stored == (*[json.dumps(values[column] or []) for column in _LIST_COLUMNS],
                       *[json.dumps(values[column]) if values[column] else None for column in _OPTIONAL_COLUMNS],
                       int(bool(abstained)), int(bool(blocked)), outcome or "")

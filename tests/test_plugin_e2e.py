@@ -241,7 +241,7 @@ def test_results_are_written_to_sqlite(pytester: pytest.Pytester) -> None:
     assert (status, n_items, mode) == ("complete", 3, "system")
     assert len(run_id) == 26 and len(config_hash) == 64 and len(golden_hash) == 64
     assert json.loads(params) == {"retrieval": {"rerank": True}}
-    results = db_rows(pytester, "SELECT item_id, outcome, answer, json_array_length(retrieved), error_class FROM results ORDER BY item_id")
+    results = db_rows(pytester, "SELECT item_id, outcome, answer, json_array_length((SELECT body FROM contents WHERE hash = retrieved_hash)), error_class FROM results ORDER BY item_id")
     answer = "Bikes can be returned within 30 days [S1]."
     assert results == [("q-001", "passed", answer, 4, "correct"), ("q-002", "passed", answer, 4, "correct"),
                        ("q-004", "passed", "I don't know.", 4, "correct")]

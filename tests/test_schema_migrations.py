@@ -18,7 +18,7 @@ from pytest_crucible.cli import main as crucible
 from pytest_crucible.store import SCHEMA_VERSION, Store
 
 DATA = Path(__file__).parent / "data"
-FIXTURES = {"v1": 1, "v2": 2, "v3": 3, "v4-42be2d4": 4, "v4": 4, "v5": 5, "v6": 6, "v7": 7, "v9": 9, "v10": 10, "v11": 11, "v12": 12, "v13": 13, "v14": 14, "v15": 15, "v16": 16, "v17": 17}
+FIXTURES = {"v1": 1, "v2": 2, "v3": 3, "v4-42be2d4": 4, "v4": 4, "v5": 5, "v6": 6, "v7": 7, "v9": 9, "v10": 10, "v11": 11, "v12": 12, "v13": 13, "v14": 14, "v15": 15, "v16": 16, "v17": 17, "v18": 18}
 
 # Compared before and after: every row of these, in columns every version has.
 CONTENT = {
@@ -36,14 +36,26 @@ CONTENT = {
 }
 
 
-def snapshot(path: Path) -> dict:
+# Since schema 19 a result's ranking is stored once, in contents (store/contents.py): read back with its text.
+RETRIEVED_SINCE_19 = "(SELECT body FROM contents WHERE hash = retrieved_hash) AS retrieved"
+#: Tables of an older file that are views of the same name and columns since (golden_items: schema 19).
+NOW_VIEWS = {"golden_items"}
+
+
+def snapshot(path: Path, tables: list[str] | None = None) -> dict:
+    """Row counts of ``tables`` (default: the file's tables) and the CONTENT rows, as plain sqlite3 reads them."""
     conn = sqlite3.connect(path)
     try:
-        tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+        if tables is None:
+            tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        content = {table: sql.replace(" retrieved,", f" {RETRIEVED_SINCE_19},") if version >= 19 else sql for table, sql in CONTENT.items()}
         return {
-            "version": conn.execute("PRAGMA user_version").fetchone()[0],
+            "version": version,
+            "tables": tables,
             "counts": {table: conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] for table in tables},
-            "content": {table: conn.execute(sql).fetchall() for table, sql in CONTENT.items() if table in tables},
+            "content": {table: conn.execute(sql).fetchall() for table, sql in content.items() if table in names},
         }
     finally:
         conn.close()
@@ -62,7 +74,7 @@ def migrated(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, Path,
 
 def test_every_row_survives_the_migration(migrated: tuple[str, Path, dict]) -> None:
     name, path, before = migrated
-    after = snapshot(path)
+    after = snapshot(path, before["tables"])
     assert after["version"] == SCHEMA_VERSION
     assert before["counts"]["results"] >= 4 and before["counts"]["item_metrics"] >= 4 and before["counts"]["qrels"] >= 1
     for table, count in before["counts"].items():
@@ -234,8 +246,19 @@ def test_a_postgres_database_of_the_version_before_is_migrated(postgres_server) 
     run_id = new_run(store)
     store.record_score(run_id, SCORE)
     assert store.finish_run(run_id, status="complete", golden_hash=None) == "complete"
+    exported = store.export_run(run_id)
     store.close()
     with psycopg.connect(url, autocommit=True) as conn:  # back to what schema 14 had
+        conn.execute("DROP VIEW golden_items")  # schema 19: values stored once, in contents
+        conn.execute("CREATE TABLE golden_items (run_id TEXT NOT NULL REFERENCES runs(id), item_id TEXT NOT NULL, source TEXT, "
+                     "line BIGINT, item TEXT NOT NULL, PRIMARY KEY (run_id, item_id))")
+        conn.execute("INSERT INTO golden_items SELECT g.run_id, g.item_id, g.source, g.line, c.body FROM golden_item_refs g "
+                     "JOIN contents c ON c.hash = g.item_hash")
+        conn.execute("ALTER TABLE results RENAME COLUMN retrieved_hash TO retrieved")
+        conn.execute("UPDATE results SET retrieved = (SELECT body FROM contents WHERE hash = retrieved)")
+        conn.execute("DROP TABLE golden_item_refs")
+        conn.execute("DROP TABLE contents")
+        conn.execute("DROP FUNCTION content_hash")
         conn.execute("DROP TABLE item_attempts")
         conn.execute("ALTER TABLE runs DROP COLUMN selection")
         conn.execute("ALTER TABLE runs DROP COLUMN error_classes")
@@ -251,5 +274,75 @@ def test_a_postgres_database_of_the_version_before_is_migrated(postgres_server) 
         [row] = store.results(run_id, decoded=True)
         assert row["tool_calls"] is None
         assert store.get_run(run_id)["conversation_history"] is None  # answered live: the only history there was
+        migrated = store.export_run(run_id)
+        assert migrated["goldenItems"] == exported["goldenItems"] and migrated["results"] == [
+            {**row, "tool_calls": None} for row in exported["results"]]  # the golden items and rankings, stored once, read back
+        assert store.db.conn.execute("SELECT COUNT(*) FROM contents").fetchone()[0] == 2  # the item's text and its ranking's
     finally:
         store.close()
+
+
+def test_a_file_of_schema_18_reads_and_exports_after_the_migration_exactly_as_before(tmp_path: Path) -> None:
+    """Schema 19 stores golden items' texts and rankings once, in contents: every run of a file the code of schema 18
+    wrote exports as that code exported it, byte for byte (tests/data/crucible-schema-v18-export.json, written by that
+    code from that file), the stored texts come back unchanged, and each text is stored once for both runs."""
+    path = tmp_path / "v18.db"
+    shutil.copy(DATA / "crucible-schema-v18.db", path)
+    conn = sqlite3.connect(path)
+    texts = conn.execute("SELECT g.run_id, g.item_id, g.item, r.retrieved FROM golden_items g JOIN results r USING (run_id, item_id) "
+                         "ORDER BY 1, 2").fetchall()
+    conn.close()
+    pinned = (DATA / "crucible-schema-v18-export.json").read_text(encoding="utf-8")
+    store = Store.open(path)  # migrates
+    try:
+        run_ids = [run["id"] for run in sorted(store.list_runs(), key=lambda run: run["id"])]
+        assert json.dumps({run_id: store.export_run(run_id) for run_id in run_ids}, indent=1, sort_keys=True) + "\n" == pinned
+        conn = store.db.conn
+        assert conn.execute("SELECT g.run_id, g.item_id, g.item, c.body FROM golden_items g JOIN results r USING (run_id, item_id) "
+                            "JOIN contents c ON c.hash = r.retrieved_hash ORDER BY 1, 2").fetchall() == texts
+        distinct = {text for _, _, item, retrieved in texts for text in (item, retrieved)}
+        assert conn.execute("SELECT COUNT(*) FROM contents").fetchone()[0] == len(distinct) < 2 * len(texts)
+        assert [row["retrieved"] for row in store.results(run_ids[0], decoded=True)] == [
+            json.loads(retrieved) for run_id, _, _, retrieved in texts if run_id == run_ids[0]]
+    finally:
+        store.close()
+    documents = json.loads(pinned)
+    for run_id in run_ids:  # and `crucible export` writes the same text it wrote
+        out = tmp_path / f"{run_id}.json"
+        assert crucible(["export", run_id, "--db", str(path), "-o", str(out)]) == 0
+        assert out.read_text(encoding="utf-8") == json.dumps(documents[run_id], indent=1, sort_keys=True) + "\n"
+
+
+def test_a_file_of_schema_18_shows_every_item_after_the_migration_as_before(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`crucible show --item` (text and --json) of every item, and the TREC and CSV exports of every run, print after
+    the migration to schema 19 what the code of schema 18 printed of the same file
+    (tests/data/crucible-schema-v18-readers.json, written by that code; the command's arguments, then its output)."""
+    path = tmp_path / "v18.db"
+    shutil.copy(DATA / "crucible-schema-v18.db", path)
+    Store.open(path).close()  # migrates
+    pinned = json.loads((DATA / "crucible-schema-v18-readers.json").read_text(encoding="utf-8"))
+    assert len(pinned) == 14 and any("--json" in command for command in pinned)
+    capsys.readouterr()
+    for command, printed in pinned.items():
+        assert crucible([*command.split(" "), "--db", str(path)]) == 0, command
+        assert capsys.readouterr().out == printed, command
+
+
+def test_a_migrated_file_copied_to_postgres_and_back_exports_as_before(postgres_server, tmp_path: Path) -> None:
+    """`crucible copy` carries the values a run refers to (contents): the runs of a schema 18 file, migrated, copied
+    into PostgreSQL and from there into a new file, export in both exactly as the code of schema 18 exported them."""
+    path = tmp_path / "v18.db"
+    shutil.copy(DATA / "crucible-schema-v18.db", path)
+    url = postgres_server.create_database()
+    back = tmp_path / "back.db"
+    assert crucible(["copy", str(path), url]) == 0
+    assert crucible(["copy", url, str(back)]) == 0
+    pinned = (DATA / "crucible-schema-v18-export.json").read_text(encoding="utf-8")
+    for database in (url, back):
+        store = Store.open(database)
+        try:
+            run_ids = sorted(run["id"] for run in store.list_runs())
+            assert json.dumps({run_id: store.export_run(run_id) for run_id in run_ids}, indent=1, sort_keys=True) + "\n" == pinned
+            assert store.db.conn.execute("SELECT COUNT(*) FROM contents").fetchone()[0] == 6  # 3 golden items, 3 rankings
+        finally:
+            store.close()

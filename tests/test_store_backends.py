@@ -129,9 +129,9 @@ def test_every_row_type_names_columns_of_its_table(database) -> None:
     columns = {table: [row["column_name"] for row in store.db.query(
         "SELECT column_name FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position", [table])]
         if store.db.dialect == "postgres" else [row["name"] for row in store.db.query(f"SELECT name FROM pragma_table_info('{table}')")]
-        for table in ("golden_items", "results", "item_metrics", "eval_feedback", "golden_concepts", "item_repeats",
+        for table in ("golden_item_refs", "results", "item_metrics", "eval_feedback", "golden_concepts", "item_repeats",
                       "item_attempts", "qrels")}
-    for table, row_type in (("golden_items", GoldenRow), ("results", ResultRow), ("item_metrics", MetricRow),
+    for table, row_type in (("golden_item_refs", GoldenRow), ("results", ResultRow), ("item_metrics", MetricRow),
                             ("eval_feedback", FeedbackRow), ("golden_concepts", ConceptRow), ("item_repeats", RepeatRow),
                             ("item_attempts", AttemptRow), ("qrels", QrelRow)):
         assert set(row_type._fields) <= set(columns[table]), (table, set(row_type._fields) - set(columns[table]))
@@ -427,7 +427,7 @@ def test_copy_moves_history_between_a_file_and_a_server_and_twice_adds_nothing(p
     again = crucible_cli("copy", file_db, url)
     assert again.stdout.lines == [f"copied 0 run(s) from {file_db} to {url} (2 already there); ledger rows added: none"]
     for sql in ("SELECT id, status, n_items, config_hash, labels FROM runs", "SELECT run_id, item_id, metric, value FROM item_metrics",
-                "SELECT run_id, item_id, answer, retrieved, outcome FROM results", "SELECT query_id, chunk_id, doc_id, grade, source FROM qrels"):
+                "SELECT run_id, item_id, answer, (SELECT body FROM contents WHERE hash = retrieved_hash) AS retrieved, outcome FROM results", "SELECT query_id, chunk_id, doc_id, grade, source FROM qrels"):
         assert _table(file_db, sql) == _table(url, sql), sql
     # And back into a new file: the same, item order included.
     back = tmp_path / "back.db"
@@ -437,7 +437,19 @@ def test_copy_moves_history_between_a_file_and_a_server_and_twice_adds_nothing(p
     store = Store.open(back)
     [newest, _] = store.list_runs()
     assert [row["item_id"] for row in store.results(newest["id"])] == [f"q-{n:02d}" for n in range(8)]
+    # The values the runs refer to (golden items' texts, rankings: schema 19's contents) travel with them, once:
+    # the two runs of the same items share theirs, and every run exports as it did from the file it came from.
+    exports = {run["id"]: store.export_run(run["id"]) for run in store.list_runs()}
+    n_contents = store.db.conn.execute("SELECT COUNT(*) FROM contents").fetchone()[0]
+    referred, refs = store.db.conn.execute("SELECT COUNT(DISTINCT ref), COUNT(*) FROM (SELECT item_hash AS ref FROM golden_item_refs"
+                                           " UNION ALL SELECT retrieved_hash FROM results) AS refs").fetchone()
     store.close()
+    assert n_contents == referred and refs == 2 * 2 * 8  # each value once, whichever run stored it first
+    for database in (file_db, url):
+        store = Store.open(database)
+        assert {run_id: store.export_run(run_id) for run_id in exports} == exports
+        assert store.db.conn.execute("SELECT COUNT(*) FROM contents").fetchone()[0] == n_contents
+        store.close()
     # A run already there under another identity is refused, naming it.
     other = Store.open(tmp_path / "other.db")
     new_run(other, run_id=newest["id"])
@@ -460,3 +472,33 @@ def test_a_verdict_judged_on_one_runner_is_free_on_the_next(project, postgres_se
     second = project.runpytest("--crucible-mode=system", f"--crucible-db={url}", f"--rootdir={other_runner}", other_runner)
     assert second.ret == pytest.ExitCode.OK, second.outlines
     second.stdout.re_match_lines([r"judge lexical-v\d \(offline heuristic\): (\d+) requests, \1 cached, 0 judged, 0 failed"])
+
+
+def test_a_second_run_of_the_same_items_stores_their_texts_once(database) -> None:
+    """Schema 19: a golden item's text and a ranking are stored once (contents, keyed by the hash of the text) on
+    either backend, however many runs and items repeat them; each run reads its own back whole, and a changed
+    ranking is one new value."""
+    from pytest_crucible.store.contents import content_hash
+
+    store = Store.open(database)
+    try:
+        chunks = [{"chunk_id": f"d#{n}", "doc_id": "d", "text": f"passage {n} " * 40, "score": 10.0 - n} for n in range(10)]
+        scores = [{**SCORE, "item_id": f"q{n}", "item": {**SCORE["item"], "id": f"q{n}"}, "retrieved": chunks if n else []}
+                  for n in range(3)]
+        runs = []
+        for _ in range(2):
+            runs.append(new_run(store))
+            store.record_scores(runs[-1], scores)
+        count = store.db.conn.execute("SELECT COUNT(*) FROM contents").fetchone()[0]
+        assert count == 3 + 2  # three golden items; one ranking for q1 and q2, one empty one for q0
+        for run_id in runs:
+            assert [row["retrieved"] for row in store.results(run_id, decoded=True)] == [[], chunks, chunks]
+            assert store.golden_items(run_id) == [score["item"] for score in scores]
+        store.record_scores(new_run(store), [{**scores[1], "retrieved": chunks[::-1]}])
+        assert store.db.conn.execute("SELECT COUNT(*) FROM contents").fetchone()[0] == count + 1
+        # The key is the hash of the text, the same on every backend (a migration hashes in SQL: content_hash()).
+        [(body, key, in_sql)] = store.db.conn.execute(
+            "SELECT body, hash, content_hash(body) FROM contents WHERE body = '[]'").fetchall()
+        assert key == in_sql == content_hash(body) == content_hash("[]")
+    finally:
+        store.close()

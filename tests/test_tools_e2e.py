@@ -75,7 +75,7 @@ def test_tool_calls_are_scored_stored_and_shown(pytester: pytest.Pytester) -> No
     assert metrics["t-steps", "retrievalSteps"] == 2.0
     # The merged ranking (faq#p1, war#p1, war#p2, then the top level's faq#p1 already there) is scored and stored.
     assert metrics["t-steps", "mrr"] == pytest.approx(1 / 3)
-    [(retrieved, calls)] = db_rows(pytester, "SELECT retrieved, tool_calls FROM results WHERE item_id = 't-steps'")
+    [(retrieved, calls)] = db_rows(pytester, "SELECT (SELECT body FROM contents WHERE hash = retrieved_hash), tool_calls FROM results WHERE item_id = 't-steps'")
     assert [chunk["chunk_id"] for chunk in json.loads(retrieved)] == ["faq#p1", "war#p1", "war#p2"] and calls is None
     [(calls,)] = db_rows(pytester, "SELECT tool_calls FROM results WHERE item_id = 't-wrong'")
     assert [call["name"] for call in json.loads(calls)] == ["check_stock", "send_email"]

@@ -9,7 +9,7 @@ that version wrote. From the repository root (read-only use of git: a throwaway 
 
 Commits used (the last commit at each schema version): v2 052435a, v3 5a5d2c0, v4 03209e4,
 v5 418f1d7, v6 ea2a414, v7 724b073; v9 the tree just before schema 10 (drafts by workspace, the
-promoting key on the feedback row); v10 fd63b3d, the tree just before schema 11 (custom metrics); v11 3fdad0d (before repeats and human labels); v12 163fe98 (before runs recorded their embedder); v13 8efe5a4 (before runs recorded their cutoff K); v14 2735f66 (before runs recorded their selection and items their attempts); v15 6dce8b5 (before runs recorded their error class set); v16 808dde7 (before results kept an agent's tool calls); v17 5509b42 (before runs recorded their conversations' history); and ``--name v4-42be2d4`` from 42be2d4, the first v4, which wrote results without
+promoting key on the feedback row); v10 fd63b3d, the tree just before schema 11 (custom metrics); v11 3fdad0d (before repeats and human labels); v12 163fe98 (before runs recorded their embedder); v13 8efe5a4 (before runs recorded their cutoff K); v14 2735f66 (before runs recorded their selection and items their attempts); v15 6dce8b5 (before runs recorded their error class set); v16 808dde7 (before results kept an agent's tool calls); v17 5509b42 (before runs recorded their conversations' history); v18 fc42823 (before values were stored once, in contents; its export pinned beside it: ``crucible-schema-v18-export.json``); and ``--name v4-42be2d4`` from 42be2d4, the first v4, which wrote results without
 the crag_grade column the v4 migration gained a commit later. (v1 is tests/data/make_schema_v1_db.py.)
 
 What the version can hold is written through its own API: two runs (one complete, one

@@ -140,10 +140,14 @@ def result_columns(store: Store, run_id: str, columns: Sequence[str], *, where: 
     (rows that matter to one view only)."""
     if not columns or not all(_FIELD.fullmatch(column) for column in columns):
         raise ValueError(f"result columns: expected names, got {list(columns)!r}")
+    from .contents import resolve_retrieved, retrieved_column
+
     condition = WHERE_CLAUSES[where]
+    names = retrieved_column(columns)  # a ranking is read by its hash, then resolved
     cursor = store.db.conn.execute(
-        f"SELECT {', '.join(columns)} FROM results WHERE run_id = ?{condition} ORDER BY rowid", [run_id])
-    return [dict(zip(columns, row)) for row in cursor.fetchall()]
+        f"SELECT {', '.join(names)} FROM results WHERE run_id = ?{condition} ORDER BY rowid", [run_id])
+    rows = [dict(zip(names, row)) for row in cursor.fetchall()]
+    return resolve_retrieved(store.db.conn, rows) if names != list(columns) else rows
 
 
 # Which results a view reads (``result_columns``'s ``where``), each as the Python views test them.
@@ -164,9 +168,11 @@ def results_of(store: Store, run_id: str, item_ids: Sequence[str]) -> list[dict[
     """Every column of these items' results (``Store.results``' rows), in recording order."""
     if not item_ids:
         return []
+    from .contents import resolve_retrieved
+
     rows = store.db.query("SELECT * FROM results WHERE run_id = ? AND item_id IN (SELECT value FROM json_each(?)) ORDER BY rowid",
                           [run_id, json.dumps(sorted(set(item_ids)))])
-    return [dict(row) for row in rows]
+    return resolve_retrieved(store.db.conn, [dict(row) for row in rows])
 
 
 def has_human_labels(store: Store, run_id: str) -> bool:

@@ -2,8 +2,9 @@
 
 A team that starts with files moves to a server without losing history, and a server's runs come back to a
 file for a laptop. Every row is copied as it is (the run, its golden items, results, metrics, repeats and
-concepts; the qrels and feedback ledgers, human labels, promoted drafts, the judge cache and its
-calibrations, API keys), and copying twice adds nothing:
+concepts, and the stored values they refer to, ``contents``: a golden item's text, a ranking; the qrels and
+feedback ledgers, human labels, promoted drafts, the judge cache and its calibrations, API keys), and copying
+twice adds nothing:
 
 - a run already in the destination is skipped when it is the same run (id, start and config hash), and
   refused when another run holds its id;
@@ -26,7 +27,10 @@ from . import Store, StoreError
 from .schema import RunStatus
 
 #: A run's rows, table by table, in an order the foreign keys accept (the run first).
-RUN_TABLES = ("golden_items", "golden_concepts", "results", "item_metrics", "item_repeats", "item_attempts")
+RUN_TABLES = ("golden_item_refs", "golden_concepts", "results", "item_metrics", "item_repeats", "item_attempts")
+#: The stored values a run's rows refer to (``store/contents.py``): copied with the run, once per destination.
+RUN_CONTENTS = ("SELECT hash, body FROM contents WHERE hash IN (SELECT item_hash FROM golden_item_refs WHERE run_id = ?"
+                " UNION SELECT retrieved_hash FROM results WHERE run_id = ?) ORDER BY hash")
 #: Ledgers whose rows carry an id of their own: copied once by it (feedback before the drafts that cite it).
 KEYED_TABLES = (("eval_feedback", "id"), ("golden_drafts", "id"), ("judge_cache", "key"), ("judge_calibrations", "id"),
                 ("api_keys", "id"))
@@ -87,6 +91,7 @@ def _copy(src: Store, dst: Store, wanted: list[str] | None) -> CopyReport:
             continue
         with dst.db.conn:  # one run, whole or not at all
             _insert(dst, "runs", [run], ignore=False)
+            _insert(dst, "contents", _rows(src, RUN_CONTENTS, [run["id"]] * 2), ignore=True)
             for table in RUN_TABLES:
                 order = " ORDER BY rowid" if table == "results" else ""
                 _insert(dst, table, _rows(src, f"SELECT * FROM {table} WHERE run_id = ?{order}", [run["id"]]), ignore=True)

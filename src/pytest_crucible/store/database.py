@@ -266,6 +266,8 @@ class Connection:
         # A file of an early build of its version first gains the columns that version has (a later
         # migration's table rebuild re-checks every view, and a view may name such a column).
         self._add_late_columns(up_to=version)
+        from .contents import register_sqlite  # schema 19 hashes the stored texts in SQL (content_hash)
+        register_sqlite(conn)
         # Table rebuilds need foreign keys off, and that PRAGMA only works outside a transaction.
         conn.execute("PRAGMA foreign_keys = OFF")
         try:

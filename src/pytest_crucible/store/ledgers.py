@@ -112,15 +112,17 @@ def promoted_corrections(store: Store, *, workspace: str | None = None) -> list[
     ``workspace``. ``corrected_by`` is the reviewer the promote named: a claim, not an identity."""
     cursor = store.db.conn.execute(
         "SELECT f.id, f.run_id, f.item_id, f.error_class, f.corrected_by, f.api_key_id, k.name AS api_key_name,"
-        " d.workspace, d.item AS draft_item, r.question, r.answer, r.abstained, r.retrieved, g.item AS golden_item"
+        " d.workspace, d.item AS draft_item, r.question, r.answer, r.abstained, r.retrieved_hash, g.item AS golden_item"
         " FROM eval_feedback f JOIN golden_drafts d ON d.id = f.golden_item_id"
         " LEFT JOIN api_keys k ON k.id = f.api_key_id"
         " LEFT JOIN results r ON r.result_id = f.result_id"
         " LEFT JOIN golden_items g ON g.run_id = r.run_id AND g.item_id = r.item_id"
         " WHERE ? IS NULL OR d.workspace = ?"
         " ORDER BY f.created_at, f.id", [workspace, workspace])
+    from .contents import resolve_retrieved
+
     names = [column[0] for column in cursor.description]
-    return [dict(zip(names, row)) for row in cursor.fetchall()]
+    return resolve_retrieved(store.db.conn, [dict(zip(names, row)) for row in cursor.fetchall()])
 
 
 # -- human labels of answers (`crucible judge labels import`; PPI++ reads them) -----------------

@@ -37,7 +37,7 @@ ROWID_TABLES = ("runs", "results")
 #: The primary key of each table an ``INSERT OR REPLACE`` writes (its conflict target in PostgreSQL).
 PRIMARY_KEYS = {
     "runs": ("id",), "results": ("run_id", "item_id"), "item_metrics": ("run_id", "item_id", "metric"),
-    "golden_items": ("run_id", "item_id"), "golden_concepts": ("run_id", "item_id", "concept_id"),
+    "golden_item_refs": ("run_id", "item_id"), "contents": ("hash",), "golden_concepts": ("run_id", "item_id", "concept_id"),
     "item_repeats": ("run_id", "item_id", "repeat"), "item_attempts": ("run_id", "item_id", "attempt"), "judge_cache": ("key",), "api_keys": ("id",),
     "judge_calibrations": ("id",), "golden_drafts": ("id",),
 }

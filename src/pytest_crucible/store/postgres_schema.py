@@ -82,19 +82,22 @@ def migratable(version: int) -> bool:
 
 def migration_statements(version: int) -> list[str]:
     """The PostgreSQL form of every migration after ``version``, in order (run under the schema lock)."""
+    from .contents import POSTGRES_CONTENT_HASH
     from .database import _statements
     from .schema import MIGRATIONS
 
-    return [_ddl(statement) for script in MIGRATIONS[version:] for statement in _statements(script)]
+    return [POSTGRES_CONTENT_HASH, *(_ddl(statement) for script in MIGRATIONS[version:] for statement in _statements(script))]
 
 
 @functools.lru_cache(maxsize=1)
 def schema_statements() -> tuple[str, ...]:
     """The current schema as PostgreSQL statements, in an order it can create them."""
+    from .contents import POSTGRES_CONTENT_HASH, register_sqlite
     from .database import _statements
     from .schema import MIGRATIONS
 
     conn = sqlite3.connect(":memory:")
+    register_sqlite(conn)
     try:
         for script in MIGRATIONS:
             for statement in _statements(script):
@@ -116,4 +119,5 @@ def schema_statements() -> tuple[str, ...]:
     statements += [_ddl(sql) for kind, _, sql in objects if kind == "index"]
     statements += [_quote_names(sql) for kind, _, sql in objects if kind == "view"]  # column names as SQLite shows them
     statements += _trigger_statements()
+    statements.append(POSTGRES_CONTENT_HASH)  # as a migrated database has it (SQL a team's own tools may call)
     return tuple(statements)

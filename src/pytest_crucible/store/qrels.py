@@ -122,7 +122,7 @@ class QrelsMixin(Connection):
         """Every query id this database knows, sorted: a golden item that ran in any run (any
         workspace), or a query the qrels ledger judges."""
         return [row[0] for row in self.db.conn.execute(
-            "SELECT item_id FROM golden_items UNION SELECT item_id FROM results UNION SELECT query_id FROM qrels ORDER BY 1")]
+            "SELECT item_id FROM golden_item_refs UNION SELECT item_id FROM results UNION SELECT query_id FROM qrels ORDER BY 1")]
 
     def known_units(self, query_id: str) -> set[str]:
         """The units (``chunk:<id>``, ``doc:<id>``) this database knows for one query, in any run or
@@ -131,7 +131,7 @@ class QrelsMixin(Connection):
         pairs = self.db.conn.execute(
             "SELECT coalesce(json_extract(entry.value, '$.chunk_id'), json_extract(entry.value, '$.chunkId')),"
             "       coalesce(json_extract(entry.value, '$.doc_id'), json_extract(entry.value, '$.docId'))"
-            "  FROM results, json_each(results.retrieved) AS entry"
+            "  FROM results JOIN contents ON contents.hash = results.retrieved_hash, json_each(contents.body) AS entry"
             " WHERE results.item_id = ? AND entry.type = 'object'"
             " UNION "
             "SELECT json_extract(citation.value, '$.chunkId'), json_extract(citation.value, '$.docId')"

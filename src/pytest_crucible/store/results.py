@@ -2,113 +2,36 @@
 the review queue's feedback, concepts, repeats and attempts, written one statement per table for a batch
 of items, and the provenance qrels the golden items' citations are; and their reads.
 
-Each table's rows are a ``NamedTuple`` whose fields are the columns its INSERT names: a row and its
-statement cannot disagree about the order.
+Each table's rows are a ``NamedTuple`` whose fields are the columns its INSERT names (``store/rows.py``). A
+golden item's text and a result's ranking are written once into ``contents`` and referred to by their hash
+(schema 19, ``store/contents.py``); the reads give them back as they were written.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
+from .contents import ContentHashes, resolve_retrieved, retrieved_column, write_contents
 from .database import Connection, utc_now
 from .qrels import QrelRow
+from .rows import (  # noqa: F401 (the row types are imported from here too)
+    _JSON_OPTIONAL_COLUMNS,
+    _JSON_RESULT_COLUMNS,
+    AttemptRow,
+    ConceptRow,
+    FeedbackRow,
+    GoldenRow,
+    MetricRow,
+    RepeatRow,
+    ResultRow,
+    _decode,
+    attempt_of,
+    last_attempts,
+    result_row,
+)
 from .ulid import new_ulids
-
-
-class GoldenRow(NamedTuple):
-    run_id: str
-    item_id: str
-    source: str | None
-    line: int | None
-    item: str  # canonical JSON
-
-
-class ResultRow(NamedTuple):
-    """A result as the results table stores it: a list column '[]' when empty, an optional JSON column
-    NULL when empty, a flag 0 or 1, an absent outcome "" (:func:`result_row` builds one)."""
-
-    run_id: str
-    item_id: str
-    question: str
-    answer: str | None
-    retrieved: str
-    citations: str
-    confidence: float | None
-    abstained: int
-    blocked: int
-    detected_concepts: str
-    outcome: str
-    failures: str
-    error: str | None
-    latency_ms: float | None
-    recorded_at: str | None
-    judge_errors: str
-    verdicts: str | None
-    pool: str | None
-    assertions: str | None
-    result_id: str | None
-    error_class: str | None
-    error_evidence: str | None
-    crag_grade: str | None
-    blocked_layer: str | None
-    metric_errors: str
-    tool_calls: str | None
-
-
-class MetricRow(NamedTuple):
-    run_id: str
-    item_id: str
-    metric: str
-    value: float
-
-
-class FeedbackRow(NamedTuple):
-    """A classified result queued for review; ``id`` is drawn once the row is known to be queued."""
-
-    run_id: str
-    result_id: str | None
-    item_id: str
-    error_class: str | None
-    evidence: str | None
-    created_at: str
-    id: str | None = None
-
-
-class ConceptRow(NamedTuple):
-    run_id: str
-    item_id: str
-    concept_id: str
-    grade: str
-
-
-class RepeatRow(NamedTuple):
-    run_id: str
-    item_id: str
-    repeat: int
-    outcome: str
-    answer: str | None
-    metrics: str  # JSON
-    failure: str | None
-    error: str | None
-
-
-class AttemptRow(NamedTuple):
-    run_id: str
-    item_id: str
-    attempt: int
-    outcome: str
-    answer: str | None
-    metrics: str  # JSON
-    failure: str | None
-    error: str | None
-    error_class: str | None
-    recorded_at: str
-
-
-_JSON_RESULT_COLUMNS = ("retrieved", "citations", "detected_concepts", "failures", "judge_errors", "metric_errors")  # lists, '[]' when empty
-_JSON_OPTIONAL_COLUMNS = ("verdicts", "pool", "assertions", "tool_calls")  # JSON, NULL when empty
 
 
 class ResultsMixin(Connection):
@@ -117,6 +40,14 @@ class ResultsMixin(Connection):
     if TYPE_CHECKING:  # QrelsMixin's (store/qrels.py): recording writes the provenance and judged qrels
         def _write_qrel_values(self, rows: list[QrelRow], *, copied: bool = False) -> int: ...
         def _append_qrels(self, rows: Iterable[dict[str, Any]], now: str) -> int: ...
+
+    @property
+    def content_hashes(self) -> ContentHashes:
+        """This connection's hashes of the texts it wrote last (``store/contents.py``)."""
+        hashes = self.__dict__.get("_content_hashes")
+        if hashes is None:
+            hashes = self.__dict__["_content_hashes"] = ContentHashes()
+        return hashes
 
     def record_score(self, run_id: str, score: dict[str, Any]) -> None:
         """Write one item's result, metrics and provenance qrels in one transaction."""
@@ -131,8 +62,10 @@ class ResultsMixin(Connection):
         # A pass over the batch per table: each table's rows, then one statement for them.
         result_ids = [score.get("result_id") or new_id for score, new_id in zip(scores, new_ulids(len(scores)))]
         item_jsons = [canonical_item_json(score["item"]) for score in scores]  # dumped once: stored, and hashed for the provenance version
-        golden = [GoldenRow(run_id, score["item_id"], score.get("source"), score.get("line"), item_json) for score, item_json in zip(scores, item_jsons)]
-        results = [result_row(run_id, score, result_id, now) for score, result_id in zip(scores, result_ids)]
+        hashes, contents = self.content_hashes, dict[str, str]()
+        golden = [GoldenRow(run_id, score["item_id"], score.get("source"), score.get("line"), _content(contents, hashes, item_json))
+                  for score, item_json in zip(scores, item_jsons)]
+        results = [result_row(run_id, score, result_id, now, contents, hashes) for score, result_id in zip(scores, result_ids)]
         metrics = [MetricRow(run_id, score["item_id"], name, float(value))
                    for score in scores for name, value in (score.get("metrics") or {}).items()]
         feedback = [FeedbackRow(run_id, result_id, score["item_id"], score.get("error_class"), score.get("error_evidence"), now)
@@ -152,7 +85,7 @@ class ResultsMixin(Connection):
             if superseded:  # the item was recorded before in this run (a rerun after its teardown failed): kept as an attempt
                 self._keep_as_attempts(run_id, superseded, now)
             # A re-recorded item (a re-run of the same run id) replaces its rows and its metrics.
-            self._write_item_rows(run_id, golden, results, metrics, replace=True)
+            self._write_item_rows(run_id, golden, results, metrics, contents, replace=True)
             self._insert_values("item_attempts", AttemptRow._fields, attempts, replace=True)
             self._append_feedback(feedback)
             self._write_qrel_values(provenance)
@@ -192,17 +125,20 @@ class ResultsMixin(Connection):
         """
         from ..golden_set.schema import canonical_item_json
 
+        hashes, contents = self.content_hashes, dict[str, str]()
         self._write_item_rows(
             run_id,
-            [GoldenRow(run_id, row["item_id"], row.get("source"), row.get("line"),
-                       row["item"] if isinstance(row["item"], str) else canonical_item_json(row["item"])) for row in golden],
-            [result_row(run_id, row, row.get("result_id"), row.get("recorded_at")) for row in results],
-            [MetricRow(run_id, item_id, metric, float(value)) for item_id, metric, value in metrics], replace=replace)
+            [GoldenRow(run_id, row["item_id"], row.get("source"), row.get("line"), _content(
+                contents, hashes, row["item"] if isinstance(row["item"], str) else canonical_item_json(row["item"]))) for row in golden],
+            [result_row(run_id, row, row.get("result_id"), row.get("recorded_at"), contents, hashes) for row in results],
+            [MetricRow(run_id, item_id, metric, float(value)) for item_id, metric, value in metrics], contents, replace=replace)
 
-    def _write_item_rows(self, run_id: str, golden: list[GoldenRow], results: list[ResultRow], metrics: list[MetricRow], *,
-                         replace: bool) -> None:
-        """``_write_items`` from rows already encoded (what ``record_scores`` builds directly)."""
-        self._insert_values("golden_items", GoldenRow._fields, golden, replace=replace)
+    def _write_item_rows(self, run_id: str, golden: list[GoldenRow], results: list[ResultRow], metrics: list[MetricRow],
+                         contents: dict[str, str], *, replace: bool) -> None:
+        """``_write_items`` from rows already encoded (what ``record_scores`` builds directly); ``contents``: the
+        texts they refer to, by hash, written first."""
+        write_contents(self.db.conn, contents.items())
+        self._insert_values("golden_item_refs", GoldenRow._fields, golden, replace=replace)
         self._insert_values("results", ResultRow._fields, results, replace=replace)
         if replace and results:
             item_ids = json.dumps([row.item_id for row in results])
@@ -289,7 +225,8 @@ class ResultsMixin(Connection):
 
     def results(self, run_id: str, *, decoded: bool = False) -> list[dict[str, Any]]:
         """The run's result rows in recording order; ``decoded``: JSON columns as Python values (the export's shape)."""
-        rows = [dict(row) for row in self.db.query("SELECT * FROM results WHERE run_id = ? ORDER BY rowid", [run_id])]
+        rows = resolve_retrieved(self.db.conn, [dict(row) for row in self.db.query(
+            "SELECT * FROM results WHERE run_id = ? ORDER BY rowid", [run_id])])
         if decoded:
             for row in rows:
                 for column in _JSON_RESULT_COLUMNS:
@@ -318,10 +255,10 @@ class ResultsMixin(Connection):
         """Every result's item id, confidence, CRAG grade and failures (pipeline error, judge errors):
         what the run model reads besides the metrics, by item id; ``rankings``: and what it retrieved (decoded),
         in recording order."""
-        columns = ["item_id", "confidence", "crag_grade", "error", "judge_errors", *(["retrieved"] if rankings else [])]
-        rows = [dict(zip(columns, row)) for row in self.db.conn.execute(
+        columns = retrieved_column(["item_id", "confidence", "crag_grade", "error", "judge_errors", *(["retrieved"] if rankings else [])])
+        rows = resolve_retrieved(self.db.conn, [dict(zip(columns, row)) for row in self.db.conn.execute(
             f"SELECT {', '.join(columns)} FROM results WHERE run_id = ? ORDER BY {'rowid' if rankings else 'item_id'}",
-            [run_id]).fetchall()]
+            [run_id]).fetchall()])
         for row in rows:
             errors = row["judge_errors"]
             row["judge_errors"] = json.loads(errors) if errors and errors != "[]" else []  # the common case: nothing to decode
@@ -348,53 +285,8 @@ def _provenance_rows(run_id: str, scores: list[dict[str, Any]], item_jsons: list
     return rows
 
 
-def _decode(rows: list[dict[str, Any]], column: str, empty: str) -> list[dict[str, Any]]:
-    """``rows`` with one JSON column decoded in place (``empty``: the JSON of a NULL or empty cell)."""
-    for row in rows:
-        row[column] = json.loads(row[column] or empty)
-    return rows
-
-
-def _json_list(value: Any) -> str:
-    return json.dumps(value) if value else "[]"  # most are empty: their text without a call to the encoder
-
-
-def _json_or_null(value: Any) -> str | None:
-    return json.dumps(value) if value else None
-
-
-def result_row(run_id: str, row: dict[str, Any], result_id: str | None, recorded_at: str | None) -> ResultRow:
-    """A result in its decoded shape (that of ``results(decoded=True)``, of an export, of a score) as the
-    results table stores it."""
-    get = row.get
-    return ResultRow(run_id, row["item_id"], row["question"], get("answer"), _json_list(get("retrieved")), _json_list(get("citations")),
-                     get("confidence"), 1 if get("abstained") else 0, 1 if get("blocked") else 0, _json_list(get("detected_concepts")),
-                     get("outcome") or "", _json_list(get("failures")), get("error"), get("latency_ms"), recorded_at,
-                     _json_list(get("judge_errors")), _json_or_null(get("verdicts")), _json_or_null(get("pool")), _json_or_null(get("assertions")),
-                     result_id, get("error_class"), get("error_evidence"), get("crag_grade"), get("blocked_layer"),
-                     _json_list(get("metric_errors")), _json_or_null(get("tool_calls")))
-
-
-def attempt_of(score: dict[str, Any], number: int) -> dict[str, Any]:
-    """What item_attempts keeps of one earlier attempt at an item (``number`` counts from 1)."""
-    failures = score.get("failures") or []
-    return {"attempt": number, "outcome": score.get("outcome") or "unknown", "answer": score.get("answer"),
-            "metrics": dict(score.get("metrics") or {}), "failure": "; ".join(failures) or None, "error": score.get("error"),
-            "error_class": score.get("error_class")}
-
-
-def last_attempts(scores: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One score per item: an item scored twice in one batch (pytest ran it again) keeps its last score, and the
-    earlier ones become its attempts, numbered after those it already carries."""
-    if len({score["item_id"] for score in scores}) == len(scores):
-        return scores  # the usual batch: nothing to fold
-    last: dict[str, dict[str, Any]] = {}
-    for score in scores:
-        earlier = last.pop(score["item_id"], None)
-        if earlier is not None:
-            before = list(earlier.get("attempts") or [])
-            before.append(attempt_of(earlier, len(before) + 1))
-            after = [dict(row, attempt=len(before) + index + 1) for index, row in enumerate(score.get("attempts") or [])]
-            score = {**score, "attempts": before + after, "supersedes": earlier.get("supersedes", False)}
-        last[score["item_id"]] = score
-    return list(last.values())
+def _content(contents: dict[str, str], hashes: ContentHashes, text: str) -> str:
+    """The hash of ``text``, which joins ``contents`` (hash -> text) to be written with the rows that refer to it."""
+    key = hashes(text)
+    contents[key] = text
+    return key

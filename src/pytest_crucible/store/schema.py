@@ -455,6 +455,35 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE runs ADD COLUMN conversation_history TEXT;
     """,
+    # 19: a store that grows by what changed. A value repeated across items and runs is stored once, in contents
+    # (hash: the first 128 bits of the SHA-256 of its text, in hex; store/contents.py): a golden item as it ran (its
+    # canonical JSON) and a result's retrieved ranking (its JSON). A run's rows hold the hash: golden_item_refs
+    # (golden_items' columns, item_hash for item) and results.retrieved_hash (for retrieved). The view golden_items
+    # has the old table's name and columns. The texts already stored move as they are (content_hash(): the store's
+    # SQL function, registered on every connection that migrates), so every run reads and exports as before.
+    """
+    CREATE TABLE contents (
+        hash TEXT PRIMARY KEY,
+        body TEXT NOT NULL
+    );
+    INSERT INTO contents (hash, body)
+        SELECT content_hash(body), body FROM (SELECT item AS body FROM golden_items UNION SELECT retrieved FROM results) AS texts;
+    CREATE TABLE golden_item_refs (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        item_id TEXT NOT NULL,
+        source TEXT,
+        line INTEGER,
+        item_hash TEXT NOT NULL,
+        PRIMARY KEY (run_id, item_id)
+    );
+    INSERT INTO golden_item_refs (run_id, item_id, source, line, item_hash)
+        SELECT run_id, item_id, source, line, content_hash(item) FROM golden_items;
+    DROP TABLE golden_items;
+    CREATE VIEW golden_items AS
+        SELECT g.run_id, g.item_id, g.source, g.line, c.body AS item FROM golden_item_refs g JOIN contents c ON c.hash = g.item_hash;
+    ALTER TABLE results RENAME COLUMN retrieved TO retrieved_hash;
+    UPDATE results SET retrieved_hash = content_hash(retrieved_hash);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

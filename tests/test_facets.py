@@ -47,3 +47,22 @@ def test_facet_filters() -> None:
     assert items_in_facet(ITEMS, *parse_facet("tag=topic:returns")) == {"a", "b"}
     with pytest.raises(ValueError, match="expected FACET=VALUE"):
         parse_facet("color=red")
+
+
+def test_a_facet_mean_is_the_items_values_added_in_order_as_python_adds_them() -> None:
+    # Values of very different sizes, where the order of additions shows in the last bits: a facet's mean is
+    # the sum of its items' values in item order over their count, the float a reader computing it by hand gets.
+    import random
+
+    rng = random.Random(7)
+    items = [{"id": f"i{n:04d}", "questionType": rng.choice(["simple", "multi_hop", None]),
+              "tags": rng.sample(["a", "b", "c"], rng.randint(0, 2))} for n in range(3000)]
+    metrics = {name: {item["id"]: rng.random() * rng.choice([1.0, 1e-9, 1e9]) for item in items if rng.random() < 0.8}
+               for name in ("x", "y")}
+    table = by_facet(items, metrics, counts=True)
+    for facet, value in (("questionType", "multi_hop"), ("tag", "b"), ("questionType", "unspecified")):
+        ids = sorted(items_in_facet(items, facet, value))
+        for name, values in metrics.items():
+            present = [values[i] for i in ids if i in values]
+            assert table[facet][value][name] == sum(present) / len(present)  # the same float, not approximately
+            assert table[facet][value]["counts"][name] == len(present)

@@ -346,3 +346,20 @@ def test_a_migrated_file_copied_to_postgres_and_back_exports_as_before(postgres_
             assert store.db.conn.execute("SELECT COUNT(*) FROM contents").fetchone()[0] == 6  # 3 golden items, 3 rankings
         finally:
             store.close()
+
+
+@pytest.mark.parametrize("name", ["v15", "v16", "v17", "v18"])
+def test_every_run_of_an_older_file_has_an_html_report_after_the_migration(tmp_path: Path, name: str) -> None:
+    """A run stored before a field existed (an assertion without its weight) is reported, the field shown as unknown."""
+    path = tmp_path / f"{name}.db"
+    shutil.copy(DATA / f"crucible-schema-{name}.db", path)
+    store = Store.open(path)  # migrates
+    try:
+        run_ids = [run["id"] for run in store.list_runs()]
+    finally:
+        store.close()
+    assert run_ids
+    for run_id in run_ids:
+        out = tmp_path / f"{run_id}.html"
+        assert crucible(["report", run_id, "-o", str(out), "--db", str(path)]) == 0, run_id
+        assert "<html" in out.read_text(encoding="utf-8")

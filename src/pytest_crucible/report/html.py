@@ -278,12 +278,17 @@ def _item_context(row: dict[str, Any], item: dict[str, Any] | None, grades: dict
                     if key.startswith("rubric:") and isinstance(value, dict)],
         "chunks": chunks, "claims": claims, "reference_claims": reference_claims, "questions": questions,
         "useful": useful, "correctness": verdicts.get("correctness"), "retention": retention_evidence(verdicts),
-        "assertions": _loads(row.get("assertions"), []) or [],
+        "assertions": [{key: assertion.get(key) for key in _ASSERTION_KEYS} for assertion in _loads(row.get("assertions"), []) or []
+                       if isinstance(assertion, dict)],
         "reference": item.get("reference"), "facets": facets, "tags": item.get("tags") or [],
         "tools": _tool_context(item, _loads(row.get("tool_calls"), []) or []),
         "metrics": [{"name": name, "label": _metric_label(name, k), "value": metrics[name]} for name in ordered_metrics(metrics)],
         "ndcg": metrics.get("ndcgAt10"), "truthfulness": metrics.get("truthfulness"),
     }
+
+
+# What the report shows of a stored assertion; a run stored before a key existed (weight) reads None: shown as "–".
+_ASSERTION_KEYS = ("text", "kind", "weight", "conceptId", "conceptDetected", "supported", "satisfied")
 
 
 def _tool_context(item: dict[str, Any], calls: list[Any]) -> dict[str, Any] | None:

@@ -99,15 +99,17 @@ def _trends(store: Store, rows: list[dict[str, Any]], names: list[str], *, works
     from ..defaults import KINDS
     from ..evaluation.custom_metrics import directions
     from ..metrics import depends_on_k, display_name, metric_direction, run_cutoff
-    from ..store.aggregates import kind_counts, metric_rows, metric_values
+    from ..store.aggregates import metric_rows, metric_values
     from ..verdict.runs import labels_of, means_of_values
 
     k = run_cutoff(rows[-1]) if rows else None
     custom: dict[str, str | None] = {}
     seen: set[str] = set()
+    kinds_of: dict[str, dict[str, str]] = {}  # a run's item kinds, read once (each read is a pass over its items)
     for row in rows:
         custom.update(directions(row))
-        seen |= {item_kind or "retrieval" for item_kind in kind_counts(store, row["id"])}
+        kinds_of[row["id"]] = store.item_kinds(row["id"])
+        seen |= set(kinds_of[row["id"]].values())
     groups: list[str | None] = [kind] if kind else [None] if len(seen) < 2 else sorted(
         seen, key=lambda item_kind: (KINDS.index(item_kind) if item_kind in KINDS else len(KINDS), item_kind))
     # Each run's values of these metrics, in item order, per group (an item without a golden row counts as
@@ -117,7 +119,7 @@ def _trends(store: Store, rows: list[dict[str, Any]], names: list[str], *, works
         if groups == [None]:
             read.append({None: metric_values(store, row["id"], names)})
             continue
-        kinds = store.item_kinds(row["id"])
+        kinds = kinds_of[row["id"]]
         split: dict[str | None, dict[str, list[float]]] = {group: {} for group in groups}
         for metric, item, value in metric_rows(store, row["id"], names):
             item_group = kinds.get(item, "retrieval")

@@ -14,7 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from helpers import crucible_cli, db_rows, write_project
+from helpers import crucible_cli, db_rows, returns_conftest, write_project
 from mock_anthropic import MockAnthropic, default_verdict, system_text
 
 from pytest_crucible.judge.aligned import identity_of
@@ -194,16 +194,7 @@ def test_an_openai_compatible_model_aligns_too(labels: Path, mock_openai, monkey
         judge.close()
 
 
-CONFTEST = """
-import pytest
-
-@pytest.fixture(scope="session")
-def crucible_pipeline():
-    def pipeline(question, *, item, config, mode):
-        retrieved = [{"chunk_id": "returns#p1", "doc_id": "returns", "text": "The return window is 30 days from delivery."}]
-        return {"answer": f"You can return product {item.id} within 30 days [S1].", "retrieved": retrieved, "confidence": 0.9}
-    return pipeline
-"""
+CONFTEST = returns_conftest("You can return product {item.id} within 30 days [S1].")
 
 
 def test_a_run_judged_by_the_aligned_file_sends_the_examples(aligned, pytester: pytest.Pytester, server: MockAnthropic) -> None:

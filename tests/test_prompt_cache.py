@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import db_rows, point_anthropic_at, write_project
+from helpers import db_rows, point_anthropic_at, return_window_items, returns_conftest, write_project
 from mock_anthropic import MockAnthropic, count_tokens, prompt_blocks
 
 from pytest_crucible.judge.anthropic_judge import AnthropicJudge
@@ -154,19 +154,8 @@ def test_a_run_stores_and_prints_a_cost_that_counts_cache_writes_and_reads(pytes
                                                                            monkeypatch) -> None:
     counted(mock_anthropic, 200)
     point_anthropic_at(monkeypatch, mock_anthropic, "sk-ant-test-cache-run-0000")
-    items = [{"id": f"c-{i}", "question": f"What is the return window for product {i}?",
-              "reference": "The return window is 30 days.", "citations": [{"docId": "returns", "chunkId": "returns#p1"}]}
-             for i in range(4)]
-    conftest = """
-import pytest
-
-@pytest.fixture(scope="session")
-def crucible_pipeline():
-    def pipeline(question, *, item, config, mode):
-        retrieved = [{"chunk_id": "returns#p1", "doc_id": "returns", "text": "The return window is 30 days from delivery."}]
-        return {"answer": f"You can return product {item.id} within 30 days [S1].", "retrieved": retrieved, "confidence": 0.9}
-    return pipeline
-"""
+    items = return_window_items("c", 4)
+    conftest = returns_conftest("You can return product {item.id} within 30 days [S1].")
     project = write_project(pytester, items, conftest, ini="crucible_outcome = record\ncrucible_judge = anthropic")
     result = project.runpytest_subprocess()
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()

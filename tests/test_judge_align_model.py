@@ -163,6 +163,24 @@ def test_max_cost_refuses_before_any_request_and_writes_nothing(labels: Path, se
     assert server.received == [] and not out.exists()
 
 
+def test_a_judge_that_cannot_be_reached_is_named_never_taken_for_too_few_labels(labels: Path, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{port}")
+    out = tmp_path / "never.json"
+    result = crucible_cli("judge", "align", labels, "--judge", "anthropic", "-o", out)
+    assert result.ret == 2 and not out.exists()
+    refusal = next(line for line in result.errlines if line.startswith(f"crucible: {labels}: "))
+    assert "the judge failed on" in refusal and f"judge unreachable at 127.0.0.1:{port}" in refusal, result.errlines
+    assert "labelled case(s) the judge decides" not in refusal  # not "label more answers"
+    assert result.errlines[-1].startswith("HINT: check the judge")
+
+
 def test_a_hand_edited_few_shot_file_is_refused(aligned, tmp_path: Path) -> None:
     out, _, _ = aligned
     document = json.loads(out.read_text())

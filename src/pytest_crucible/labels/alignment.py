@@ -70,6 +70,7 @@ class _Quantity:
     rows: list[tuple[float, ...]] = field(default_factory=list)  # their features, parallel to ``decided``
     requests: list[Any] = field(default_factory=list)  # the requests an aligned judge re-decides, parallel to ``decided``
     labelled: int = 0  # cases with a label of the quantity, compared or not
+    failed: list[str] = field(default_factory=list)  # why the judge gave no verdict on a labelled case (judge errors)
 
 
 def collect(cases: Sequence[LabelledCase], judge: Any, features: Any = None) -> dict[str, _Quantity]:
@@ -92,7 +93,10 @@ def collect(cases: Sequence[LabelledCase], judge: Any, features: Any = None) -> 
                 continue
             quantity = found[name]
             quantity.labelled += 1
-            if score.errors or verdict is None:
+            if score.errors:
+                quantity.failed.append(str(score.errors[0]))
+                continue
+            if verdict is None:
                 continue
             quantity.ids.append(case.id)
             quantity.labels.append(label)
@@ -148,6 +152,13 @@ def checked_quantities(found: dict[str, _Quantity], folds: int, path: str, only:
         kinds = " or ".join(only or _KINDS)
         raise AlignmentRefused(f"{path}: no {kinds} label to align on\nHINT: label the answers' "
                                f"{kinds} (\"labels\": {{\"crag\": ..., \"faithful\": ...}}; docs/judge-calibration.md)")
+    for name in wanted:
+        if found[name].failed:  # a fit on the cases the judge happened to answer is not the labels' fit
+            quantity = found[name]
+            raise AlignmentRefused(
+                f"{path}: {name}: the judge failed on {len(quantity.failed)} of {quantity.labelled} labelled case(s) "
+                f"(first: {quantity.failed[0]}); nothing was written\nHINT: check the judge (its API key, its address, "
+                "its rate limits: docs/reliability.md) and run the command again")
     for name in wanted:
         other = next((n for n in wanted if n != name), None)
         check(found[name], folds, path, other)

@@ -508,3 +508,22 @@ def test_calibration_warnings_quote_why_a_kappa_is_undefined() -> None:
     assert "not measurable: no faithful label was compared" in faithful
     # A calibration stored before the reason was (no figures): still "undefined".
     assert "kappa undefined (below 0.6)" in calibration_warnings({"kappa_crag": None}, "m", ["truthfulness"])[0]
+
+
+def test_a_calibration_the_judge_failed_on_is_shown_never_remembered(tmp_path: Path, monkeypatch, capsys) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on: every request fails (the circuit opens)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-0000-calibrate-unreachable")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{port}")
+    labels = Path(__file__).resolve().parent / "data" / "calibration" / "labels_dev.jsonl"
+    db = tmp_path / "c.db"
+    assert crucible(["judge", "calibrate", str(labels), "--judge", "anthropic", "--db", str(db)]) == 3
+    captured = capsys.readouterr()
+    assert "judge failed on 80 case(s), not compared" in captured.out and "remembered as" not in captured.out
+    assert f"judge unreachable at 127.0.0.1:{port}" in captured.err and "this calibration is not remembered" in captured.err
+    assert db_rows(db, "SELECT COUNT(*) FROM judge_calibrations") == [(0,)]  # no run's summary calls the judge calibrated
+    assert crucible(["judge", "calibrate", str(labels), "--judge", "anthropic", "--db", str(db), "--json"]) == 3
+    assert json.loads(capsys.readouterr().out)["calibrationId"] is None

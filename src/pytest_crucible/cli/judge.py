@@ -9,7 +9,7 @@ import json
 import sys
 
 from ..defaults import DEFAULT_SEED
-from .common import EXIT_OK, EXIT_USAGE, add_workspace_flag, at_least, open_store, resolve_run, with_db, workspace_of, write_output
+from .common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, add_workspace_flag, at_least, open_store, resolve_run, with_db, workspace_of, write_output
 
 EXAMPLES: dict[str, str] = {
     "judge": "crucible judge labels export -o labels.jsonl\n"
@@ -67,16 +67,19 @@ def _cmd_judge_calibrate(args: argparse.Namespace) -> int:
         print(f"crucible: warning: {engine.model} was aligned on these very labels: its agreement with them is in-sample "
               "and flatters it; the cross-validated figures `crucible judge align` printed are the honest ones (or calibrate "
               "on labels it never saw)", file=sys.stderr)
-    stored = add_judge_calibration(store, {
+    # A calibration on the cases a failing judge happened to answer is not the judge's: shown, never remembered
+    # (a run's summary would call the judge calibrated).
+    failed = [verdict.errors[0] for verdict in verdicts if verdict.errors]
+    stored = None if failed else add_judge_calibration(store, {
         "judge_model": engine.model, "prompt_version": engine.prompt_version, "label_set_hash": label_set_hash(cases),
         "n_crag": crag["n"], "kappa_crag": crag["kappa"], "kappa_crag_binary": crag["kappaBinary"],
         "n_faithful": faithful["n"], "kappa_faithful": faithful["kappa"],
         "figures": {key: value for key, value in figures.items() if key != "cases"} | {"stats": engine.stats.as_dict()}})
     if args.json:
         print(json.dumps({"judge": {"model": engine.model, "promptVersion": engine.prompt_version},
-                          "labels": {"file": args.labels, "cases": len(cases), "hash": stored["label_set_hash"]},
-                          "stats": engine.stats.as_dict(), "calibrationId": stored["id"], **figures}, indent=2))
-        return EXIT_OK
+                          "labels": {"file": args.labels, "cases": len(cases), "hash": label_set_hash(cases)},
+                          "stats": engine.stats.as_dict(), "calibrationId": stored["id"] if stored else None, **figures}, indent=2))
+        return _not_remembered(failed, len(cases)) if failed else EXIT_OK
 
     def number(value, digits: int = 2) -> str:
         return "undefined" if value is None else f"{value:.{digits}f}"
@@ -107,9 +110,18 @@ def _cmd_judge_calibrate(args: argparse.Namespace) -> int:
     for case_id, kind, label, verdict in found:
         label, verdict = (json.dumps(v) if isinstance(v, bool) else v for v in (label, verdict))
         print(f"  {case_id:<{width}}  {kind:<8}  human {label}, judge {verdict}")
+    if stored is None:
+        return _not_remembered(failed, len(cases))
     print(f"remembered as calibration {stored['id']} in {store.path}: the summary of runs judged by "
           f"{engine.model} ({engine.prompt_version}) shows it")
     return EXIT_OK
+
+
+def _not_remembered(failed: list[str], cases: int) -> int:
+    print(f"crucible: the judge failed on {len(failed)} of {cases} labelled case(s) (first: {failed[0]}): this calibration "
+          "is not remembered, its figures rest on the cases the judge happened to answer\nHINT: check the judge (its API "
+          "key, its address, its rate limits: docs/reliability.md) and run the command again", file=sys.stderr)
+    return EXIT_REFUSED
 
 
 def _cmd_judge_align(args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ import pytest
 
 from pytest_crucible.cli import main as crucible_main
 from pytest_crucible.report.html import render_report, risk_coverage_plot, write_report
+from pytest_crucible.report.item_data import needs_a_look
 from pytest_crucible.store import Store
 from pytest_crucible.verdict.gate import GateSettings, decide
 from pytest_crucible.verdict.runs import load_run, read_run
@@ -98,6 +99,21 @@ def _parse(html: str) -> _Elements:
     return parser
 
 
+def embedded_items(html: str) -> dict:
+    """The items the page embeds, decoded as its script decodes them (base64, then gzip, then JSON)."""
+    import base64
+    import gzip
+
+    [data] = re.findall(r'<script type="application/octet-stream" id="items-data"[^>]*>([^<]*)</script>', html)
+    return json.loads(gzip.decompress(base64.b64decode(data)).decode("utf-8"))
+
+
+def _only_the_pages_scripts(html: str) -> bool:
+    """The page's script tags are the items' data block and the one inlined script, nothing else."""
+    tags = re.findall(r"<script[^>]*>", html, flags=re.IGNORECASE)
+    return len(tags) == 2 and tags[0].startswith('<script type="application/octet-stream" id="items-data"') and tags[1] == "<script>"
+
+
 # -- content ----------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_report_of_the_example_project(example_runs, example_html) -> None:
@@ -111,8 +127,9 @@ def test_report_of_the_example_project(example_runs, example_html) -> None:
     finally:
         store.close()
 
-    # Self-contained: no scripts, nothing fetched from anywhere.
-    assert "<script" not in html
+    # Self-contained: only the items' data block and the one inlined script, nothing fetched from anywhere.
+    assert _only_the_pages_scripts(html)
+    assert not re.search(r"<script[^>]*\bsrc=", html)
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)
 
     # Header.
@@ -169,13 +186,16 @@ def test_report_of_the_example_project(example_runs, example_html) -> None:
     facets = {table["data-facet"] for table in page.find("table", class_="facet")}
     assert {"questionType", "popularity", "tag"} <= facets
 
-    # One <details class="item"> per result, in the results' order, each with its retrieved chunks.
-    items = page.find("details", class_="item")
-    assert [item["data-item"] for item in items] == [row["item_id"] for row in results]
-    assert len(page.find("table", class_="chunks")) == sum(1 for row in results if json.loads(row["retrieved"]))
-    assert "provenance" in text  # a retrieved chunk graded by its golden citation
-    assert page.find("table", class_="claims"), "faithfulness claims of a system-mode run"
-    assert page.find("table", class_="assertions")
+    # Every result is in the page's data, the ones that need a look first, each group in the results' order,
+    # each with its retrieved chunks.
+    data = embedded_items(html)
+    look = [row["item_id"] for row in results if needs_a_look(row)]
+    assert data["rows"]["id"] == look + [row["item_id"] for row in results if row["item_id"] not in set(look)]
+    assert data["n"] == len(results) and sum(data["rows"]["look"]) == len(look)
+    assert sum(1 for detail in data["detail"] if detail.get("chunks")) == sum(1 for row in results if json.loads(row["retrieved"]))
+    assert any(data["sources"][chunk[3]] == "provenance" for detail in data["detail"] for chunk in detail.get("chunks", []))
+    assert any(detail.get("claims") for detail in data["detail"]), "faithfulness claims of a system-mode run"
+    assert any(detail.get("assertions") for detail in data["detail"])
 
 
 @pytest.mark.slow
@@ -227,16 +247,20 @@ def test_everything_is_escaped(tmp_path) -> None:
         html = render_report(store, run_id)
     finally:
         store.close()
-    assert "<script" not in html
-    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in html
-    assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+    # The page's own script tags only: the hostile strings are data (compressed, base64), never markup.
+    assert _only_the_pages_scripts(html)
+    assert "<img" not in html and "alert(" not in html
     for raw in ("<i>one</i>", "<em>x</em>", "<b>tag</b>", "<evil>", "<u>", "<ok>", "<x>"):
         assert raw not in html
     page = _parse(html)
-    assert 'What about <script>alert("x")</script>?' in page.text  # the decoded text is the question as asked
-    assert len(page.find("details", class_="item")) == 3
     assert page.find("svg", id="risk-coverage") and len(page.find("circle", class_="pt")) == 3
-    assert "provenance" in "".join(page.text) and "unjudged" in "".join(page.text)
+    data = embedded_items(html)
+    assert data["n"] == 3 and sorted(data["rows"]["id"]) == ["q1", "q2", "q3"]
+    assert data["rows"]["id"][0] == "q2"  # the hallucination first
+    assert 'What about <script>alert("x")</script>?' in data["rows"]["question"]  # the question as asked
+    assert {data["sources"][chunk[3]] for detail in data["detail"] for chunk in detail["chunks"]} == {"provenance", "unjudged"}
+    assert ["d#1", "d", "chunk text </td></tr><script>bad()</script>"] in data["chunks"]  # stored once for the three items
+    assert len(data["chunks"]) == 2
 
 
 def test_risk_coverage_plot_geometry() -> None:
@@ -338,6 +362,7 @@ def test_report_in_a_real_browser(example_html, tmp_path) -> None:
             page.on("request", lambda request: requests.append(request.url))
             page.on("pageerror", lambda error: errors.append(str(error)))
             page.goto(example_html.as_uri())
+            page.wait_for_selector("#items-table[data-ready]", state="attached")  # the items decoded and a page of rows drawn
 
             # Nothing but the file itself is loaded, and nothing fails.
             assert all(url.startswith(("file:", "data:")) for url in requests), requests
@@ -375,7 +400,7 @@ def test_report_in_a_real_browser(example_html, tmp_path) -> None:
             wilson = page.locator("#guardrails svg.wilson")
             assert wilson.count() >= 2 and wilson.first.bounding_box()["width"] > 100
             page.locator("#guardrails").screenshot(path=str(tmp_path / "guardrails.png"))
-            blocked = page.locator("#items-table > tbody:has([data-blocked])").first
+            blocked = page.locator("#items-table > tbody[data-blocked]").first  # its drill-down is built when it opens
             blocked.locator("details.item").evaluate("details => { details.open = true; }")
             assert blocked.locator("[data-blocked]").inner_text().startswith("blocked by ")
 
@@ -408,7 +433,7 @@ def test_the_plugin_writes_the_report_at_session_end(tmp_path) -> None:
                            f"--crucible-db={tmp_path / 'e.db'}", f"--crucible-html={report}"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:]
     html = report.read_text()
-    assert html.count('<details class="item"') >= 40 and "crucible run" in html
+    assert embedded_items(html)["n"] >= 40 and "crucible run" in html
 
 
 @pytest.mark.slow

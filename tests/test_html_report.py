@@ -15,7 +15,7 @@ import pytest
 
 from pytest_crucible.cli import main as crucible_main
 from pytest_crucible.report.html import render_report, risk_coverage_plot, write_report
-from pytest_crucible.report.item_data import needs_a_look
+from pytest_crucible.report.item_data import decode_items, needs_a_look
 from pytest_crucible.store import Store
 from pytest_crucible.verdict.gate import GateSettings, decide
 from pytest_crucible.verdict.runs import load_run, read_run
@@ -100,18 +100,15 @@ def _parse(html: str) -> _Elements:
 
 
 def embedded_items(html: str) -> dict:
-    """The items the page embeds, decoded as its script decodes them (base64, then gzip, then JSON)."""
-    import base64
-    import gzip
-
-    [data] = re.findall(r'<script type="application/octet-stream" id="items-data"[^>]*>([^<]*)</script>', html)
-    return json.loads(gzip.decompress(base64.b64decode(data)).decode("utf-8"))
+    """The items the page embeds, decoded as its script decodes them (each block: base64, then gzip, then JSON)."""
+    return decode_items(html)
 
 
 def _only_the_pages_scripts(html: str) -> bool:
-    """The page's script tags are the items' data block and the one inlined script, nothing else."""
+    """The page's script tags are the items' two data blocks and the one inlined script, nothing else."""
     tags = re.findall(r"<script[^>]*>", html, flags=re.IGNORECASE)
-    return len(tags) == 2 and tags[0].startswith('<script type="application/octet-stream" id="items-data"') and tags[1] == "<script>"
+    return (len(tags) == 3 and tags[0].startswith('<script type="application/octet-stream" id="items-rows"')
+            and tags[1].startswith('<script type="application/octet-stream" id="items-detail"') and tags[2] == "<script>")
 
 
 # -- content ----------------------------------------------------------------------------------
@@ -491,5 +488,69 @@ def test_conversations_read_as_chat_transcripts_in_a_real_browser(example_html, 
                                                                                                   "turnsToFirstFailure",
                                                                                                   "knowledgeRetention"]
             section.screenshot(path=str(tmp_path / "conversations.png"))
+        finally:
+            browser.close()
+
+
+@pytest.mark.slow
+def test_searching_a_long_run_finds_an_item_far_down_and_opens_it_in_a_real_browser(tmp_path) -> None:
+    """250 items, 100 rows a page: the last item recorded is not drawn at first; a search for it finds it,
+    opening it builds its drill-down, and its hostile strings stay text (no alert, no injected element)."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is not installed (apt-get install -y --no-install-recommends chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright client is not installed (pip install playwright)")
+    store = Store.open(tmp_path / "long.db")
+    run_id = store.start_run(config_hash="c" * 64, params={}, resolved={"retrievalLimit": 10}, mode="system", outcome_mode="record")
+    evil = '<img src=x onerror="window.pwned=1"> "quoted" <script>window.pwned=2</script>'
+    store.record_scores(run_id, [{
+        "item_id": f"q{i:03d}", "question": f"Question {i}?" if i != 240 else f"Needle {evil}?",
+        "item": {"id": f"q{i:03d}", "question": "q"}, "answer": f"answer {i}" if i != 240 else f"Answer {evil}",
+        "retrieved": [{"chunk_id": f"d#{i}", "doc_id": "d", "text": f"chunk {i} {evil if i == 240 else ''}", "score": 1.0}],
+        "outcome": "passed", "metrics": {"ndcgAt10": 0.5}} for i in range(250)])
+    store.finish_run(run_id, status="complete", golden_hash="g")
+    try:
+        page_file = write_report(tmp_path / "long.html", render_report(store, run_id))
+    finally:
+        store.close()
+
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            requests, errors, dialogs = [], [], []
+            page.on("request", lambda request: requests.append(request.url))
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+            page.goto(page_file.as_uri())
+            page.wait_for_selector("#items-table[data-ready]", state="attached")
+            assert page.locator("#items-table details.item").count() == 100
+            assert page.locator("details#item-q240").count() == 0
+            assert page.locator("#items-status").inner_text() == "items 1–100 of 250"
+
+            page.fill("#items-search", "needle")
+            page.wait_for_selector("details#item-q240")
+            assert page.locator("#items-table details.item").count() == 1
+            assert "1 matching (250 in the run)" in page.locator("#items-status").inner_text()
+            group = page.locator("#items-table > tbody", has=page.locator("details#item-q240"))
+            assert group.locator("td.q").inner_text() == f"Needle {evil}?"
+            group.locator("details.item > summary").click()
+            assert group.locator("details.item").evaluate("details => details.open") is True
+            assert group.locator("table.chunks").is_visible()
+            assert group.locator("div.answer").inner_text() == f"Answer {evil}"
+            assert group.locator("td.excerpt").inner_text().strip() == f"chunk 240 {evil}"
+            assert group.locator("tr.more img, tr.more script, td.q img").count() == 0  # text, never markup
+            assert page.evaluate("() => window.pwned") is None and dialogs == []
+
+            # The answer is searched too; paging walks the whole list.
+            page.fill("#items-search", "answer 249")  # in no id or question: only q249's answer holds it
+            page.wait_for_selector("details#item-q249")
+            assert page.locator("#items-table details.item").count() == 1
+            page.fill("#items-search", "")
+            page.wait_for_function("() => document.querySelectorAll('#items-table details.item').length === 100")
+            page.click("#items-next")
+            page.click("#items-next")
+            assert page.locator("#items-status").inner_text() == "items 201–250 of 250"
+            assert page.locator("details#item-q240").count() == 1
+            assert errors == [] and all(url.startswith(("file:", "data:")) for url in requests), (errors, requests)
         finally:
             browser.close()

@@ -310,9 +310,9 @@ def test_the_html_report_is_the_same_page(database, monkeypatch) -> None:
         page = html.render_report(store, run_b)
         context, expected_items = _context_before(store, run_b)
         before = html._environment().from_string(html._template_text()).render(**context)
-        data = re.compile(r'(id="items-data"[^>]*>)([^<]*)(</script>)')
+        data = re.compile(r'(id="items-(?:rows|detail)"[^>]*>)([^<]*)(</script>)')
         assert data.sub(r"\1\3", page) == data.sub(r"\1\3", before)
-        assert item_data.decode_items(data.search(page)[2]) == expected_items
+        assert item_data.decode_items(page) == expected_items
     assert "injection" in page and "hallucination" in page
     store.close()
 
@@ -398,12 +398,13 @@ def _context_before(store, run_id: str) -> tuple[dict, dict]:
                     for name in ("id", "outcome", "error_class", "crag_grade", "abstained", "confidence", "question")},
                  "kind": [(items_by_id.get(item_id) or {}).get("kind") for item_id in ids],
                  "look": [1 if item_data.needs_a_look(row) else 0 for row in order],
+                 "blocked": [(c["blocked_layer"] or "") if c["blocked"] else None for c in contexts],
                  **{key: [item_data._round(per_item.get(item_id, {}).get(name)) for item_id in ids]
                     for name, key in (("ndcgAt10", "ndcg"), ("truthfulness", "truthfulness"))}},
         "metrics": {"labels": [html._metric_label(name, k) for name in names],
                     "values": [[item_data._round(per_item.get(item_id, {}).get(name)) for item_id in ids] for name in names]}}
     expected_items = json.loads(json.dumps(expected_items))
-    items = {"data": "", "n": len(results), "look": sum(expected_items["rows"]["look"]),
+    items = {"rows": "", "detail": "", "n": len(results), "look": sum(expected_items["rows"]["look"]),
              "outcomes": sorted({row["outcome"] for row in results if row.get("outcome")}),
              "error_classes": sorted({row["error_class"] for row in results if row.get("error_class")}),
              "kinds": sorted({item["kind"] for item in golden if item.get("kind")})}

@@ -3,22 +3,13 @@ reviewer needs first, and its script renders a page of rows at a time (``report/
 
 from __future__ import annotations
 
-import base64
-import gzip
-import json
-import re
 from pathlib import Path
 
 from pytest_crucible.report import item_data
 from pytest_crucible.report.html import EXCERPT_CHARS, render_report
+from pytest_crucible.report.item_data import decode_items as embedded_items
 from pytest_crucible.report.item_data import listing_order
 from pytest_crucible.store import Store
-
-
-def embedded_items(html: str) -> dict:
-    """The page's items decoded as its script decodes them: base64, gzip, JSON."""
-    [data] = re.findall(r'<script type="application/octet-stream" id="items-data"[^>]*>([^<]*)</script>', html)
-    return json.loads(gzip.decompress(base64.b64decode(data)).decode("utf-8"))
 
 
 def _row(index: int, **changes) -> dict:
@@ -56,7 +47,7 @@ def test_every_item_of_a_run_longer_than_a_page_is_in_the_page(tmp_path: Path, m
     assert data["n"] == 250 and data["rows"]["id"] == ["q249"] + [f"q{i:03d}" for i in range(249)]
     assert "Items (250)" in html and "The 1 item with an error" in html
     assert data["rows"]["question"][1:4] == ["Question 0?", "Question 1?", "Question 2?"]
-    assert data["rows"]["ndcg"][2] == 0.004 and data["rows"]["look"][:2] == [1, 0]
+    assert data["rows"]["ndcg"][2] == 0.004 and data["rows"]["look"][:2] == [1, 0] and set(data["rows"]["blocked"]) == {None}
     # A chunk's excerpt is cut as the page always cut it, and stored once however many items retrieved it.
     assert len(data["chunks"]) == 7 and all(len(excerpt) <= EXCERPT_CHARS + 1 for _, _, excerpt in data["chunks"])
     assert all(len(detail["chunks"]) == 1 for detail in data["detail"])

@@ -1,13 +1,14 @@
 """The HTML report's items as data: every item of a run, packed for the page to render on demand.
 
 The page cannot hold a 100,000-item run as HTML (a few kB of markup per item), so the item list is data:
-one JSON document, gzip-compressed and base64-encoded into a ``<script type="application/octet-stream">``
-block, which ``templates/report_items.js`` decodes with the browser's ``DecompressionStream('gzip')`` and
+two JSON documents, each gzip-compressed and base64-encoded into a ``<script type="application/octet-stream">``
+block (``items-rows``: the list's rows, small, decoded and drawn first; ``items-detail``: the drill-downs),
+which ``templates/report_items.js`` decodes with the browser's ``DecompressionStream('gzip')`` and
 renders a page of rows at a time (search, filters, paging), building an item's drill-down only when it is
 opened. The document (``FORMAT``)::
 
-    {"format": 1, "n": N, "rows": {"id": [...], "outcome": [...], ...},   # ROW_COLUMNS, one list each
-     "chunks": [[chunk_id, doc_id, excerpt], ...],   # retrieved chunks, each stored once
+    rows:   {"format": 1, "n": N, "rows": {"id": [...], "outcome": [...], ...}}   # ROW_COLUMNS, one list each
+    detail: {"chunks": [[chunk_id, doc_id, excerpt], ...],   # retrieved chunks, each stored once
      "sources": [...],                               # grade sources, by code
      "metrics": {"labels": [...], "values": [[...], ...]},   # a column per metric, null where none
      "detail": [{...}, ...]}                         # per item, in row order: the rest of its drill-down
@@ -29,7 +30,7 @@ FORMAT = 1
 BATCH = 5_000
 # The columns of the list's rows (and its search and filters); everything else is in "detail".
 ROW_COLUMNS = ("id", "outcome", "error_class", "crag_grade", "abstained", "confidence", "question", "kind", "look",
-               "ndcg", "truthfulness")
+               "blocked", "ndcg", "truthfulness")
 _ROW_KEYS = {"id", "outcome", "error_class", "crag_grade", "abstained", "confidence", "ndcg", "truthfulness", "question"}
 PLACES = 4  # floats kept to the 4 places the page shows at most
 
@@ -111,8 +112,8 @@ def _dumps(value: Any) -> str:
 
 def encode_items(store, run_id: str, item_metrics: dict[str, dict[str, float]], k: int | None,
                  repeats: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
-    """Every item of the run packed for the page: ``{"data": base64 text, "n", "look": items that need a
-    look, "outcomes", "error_classes", "kinds": the filters' values}``."""
+    """Every item of the run packed for the page: ``{"rows", "detail": the two blocks' base64 text, "n",
+    "look": items that need a look, "outcomes", "error_classes", "kinds": the filters' values}``."""
     from ..metrics import ordered_metrics
     from ..store import aggregates
     from .html import _grades_by_item, _item_context, _metric_label
@@ -120,8 +121,8 @@ def encode_items(store, run_id: str, item_metrics: dict[str, dict[str, float]], 
     order = listing_order(aggregates.result_columns(store, run_id, ("item_id", "outcome", "error", "judge_errors", "error_class")))
     columns: dict[str, list[Any]] = {name: [] for name in ROW_COLUMNS}
     chunks = Chunks()
-    out = _Compressor()
-    out.write(f'{{"format":{FORMAT},"n":{len(order)},"detail":[')
+    out = _Compressor()  # the drill-downs; the rows go into a block of their own, decoded (and drawn) first
+    out.write('{"detail":[')
     first = True
     for start in range(0, len(order), BATCH):
         batch = order[start:start + BATCH]
@@ -140,6 +141,7 @@ def encode_items(store, run_id: str, item_metrics: dict[str, dict[str, float]], 
                 columns[name].append(int(value) if isinstance(value, bool) else _round(value))
             columns["kind"].append((items.get(item_id) or {}).get("kind"))
             columns["look"].append(1 if look else 0)
+            columns["blocked"].append((context.get("blocked_layer") or "") if context.get("blocked") else None)
             out.write(("" if first else ",") + _dumps(compact_detail(context, chunks)))
             first = False
         del rows, items, grades
@@ -149,18 +151,26 @@ def encode_items(store, run_id: str, item_metrics: dict[str, dict[str, float]], 
     metric_columns = [[_round(values.get(item_id)) for item_id in ids] for values in (item_metrics[name] for name in names)]
     for name, key in (("ndcgAt10", "ndcg"), ("truthfulness", "truthfulness")):
         columns[key] = metric_columns[names.index(name)] if name in names else [None] * len(ids)
-    out.write('],"chunks":' + _dumps(chunks.values()) + ',"sources":' + _dumps(SOURCES) + ',"rows":' + _dumps(columns)
+    out.write('],"chunks":' + _dumps(chunks.values()) + ',"sources":' + _dumps(SOURCES)
               + ',"metrics":{"labels":' + _dumps([_metric_label(name, k) for name in names]) + ',"values":')
     out.write(_dumps(metric_columns) + "}}")
-    data = base64.b64encode(out.finish()).decode("ascii")
-    return {"data": data, "n": len(ids), "look": sum(columns["look"]),
+    detail = base64.b64encode(out.finish()).decode("ascii")
+    head = _Compressor()
+    head.write(f'{{"format":{FORMAT},"n":{len(ids)},"rows":' + _dumps(columns) + "}")
+    return {"rows": base64.b64encode(head.finish()).decode("ascii"), "detail": detail, "n": len(ids), "look": sum(columns["look"]),
             "outcomes": sorted({value for value in columns["outcome"] if value}),
             "error_classes": sorted({value for value in columns["error_class"] if value}),
             "kinds": sorted({value for value in columns["kind"] if value})}
 
 
-def decode_items(data: str) -> dict[str, Any]:
-    """The document ``encode_items`` packed (what the page's script decodes): for tests and tools."""
+def decode_items(html: str) -> dict[str, Any]:
+    """The document ``encode_items`` packed, read back from a page (its two blocks, as the page's script
+    decodes them: base64, gzip, JSON), merged into one dict: for tests and tools."""
     import gzip
+    import re
 
-    return json.loads(gzip.decompress(base64.b64decode(data)).decode("utf-8"))
+    document: dict[str, Any] = {}
+    for block in ("items-rows", "items-detail"):
+        [data] = re.findall(rf'<script type="application/octet-stream" id="{block}"[^>]*>([^<]*)</script>', html)
+        document.update(json.loads(gzip.decompress(base64.b64decode(data)).decode("utf-8")))
+    return document

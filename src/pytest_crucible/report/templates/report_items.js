@@ -6,9 +6,10 @@
   "use strict";
   var PAGE = 100;
   var table = document.getElementById("items-table");
-  var source = document.getElementById("items-data");
+  var rowsSource = document.getElementById("items-rows"), detailSource = document.getElementById("items-detail");
   var status = document.getElementById("items-status");
-  if (!table || !source) { return; }
+  if (!table || !rowsSource || !detailSource) { return; }
+  // doc: the drill-downs (null until their block is decoded, after the rows are drawn).
   var doc = null, rows = null, view = [], start = 0, haystack = null;
 
   function el(tag, attrs) {
@@ -53,12 +54,12 @@
         el("td", {"class": "num"}, num(r.ndcg[i], 3)),
         el("td", {"class": "num"}, num(r.truthfulness[i], 2)),
         el("td", {"class": "q"}, el("div", {"class": "clamp"}, str(r.question[i])))));
-    if ((doc.detail[i] || {}).blocked) { tbody.setAttribute("data-blocked", doc.detail[i].blocked_layer || ""); }
+    if (r.blocked[i] !== null && r.blocked[i] !== undefined) { tbody.setAttribute("data-blocked", r.blocked[i]); }
     return tbody;
   }
 
   function open(i, tbody) {
-    if (tbody.querySelector("tr.more")) { return; }
+    if (doc === null || tbody.querySelector("tr.more")) { return; }  // built when the drill-downs arrive
     tbody.appendChild(el("tr", {"class": "more"}, el("td", {"colspan": "8"}, drill(i))));
   }
 
@@ -197,8 +198,10 @@
 
   function filter() {
     var text = value("items-search").trim().toLowerCase(), outcome = value("items-outcome"), cls = value("items-class"), kind = value("items-kind");
-    if (text && haystack === null) {
-      haystack = rows.id.map(function (id, i) { return (id + "\n" + str(rows.question[i]) + "\n" + str((doc.detail[i] || {}).answer)).toLowerCase(); });
+    if (text && haystack === null) {  // the answers join the search once the drill-downs are decoded
+      haystack = rows.id.map(function (id, i) {
+        return (id + "\n" + str(rows.question[i]) + "\n" + (doc ? str((doc.detail[i] || {}).answer) : "")).toLowerCase();
+      });
     }
     view = [];
     for (var i = 0; i < rows.id.length; i++) {
@@ -235,12 +238,11 @@
     if (details) { details.open = true; open(at, details.closest("tbody")); details.scrollIntoView(); }
   }
 
-  function ready(decoded) {
-    doc = decoded;
+  function drawn(decoded) {
     rows = decoded.rows;
     view = rows.id.map(function (_, i) { return i; });
     render();
-    table.setAttribute("data-ready", "true");
+    table.setAttribute("data-rows-ready", "true");
     var search = document.getElementById("items-search"), timer = null;
     search.addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(filter, 150); });
     ["items-outcome", "items-class", "items-kind"].forEach(function (id) {
@@ -249,14 +251,35 @@
     });
     document.getElementById("items-prev").addEventListener("click", function () { start = Math.max(0, start - PAGE); render(); });
     document.getElementById("items-next").addEventListener("click", function () { if (start + PAGE < view.length) { start += PAGE; render(); } });
+  }
+
+  function ready(decoded) {
+    doc = decoded;
+    haystack = null;
+    if (value("items-search").trim()) { filter(); }  // a search typed meanwhile now reads the answers too
+    Array.prototype.slice.call(table.querySelectorAll("details.item[open]")).forEach(function (details) {
+      var tbody = details.closest("tbody");
+      open(Number(tbody.getAttribute("data-index")), tbody);
+    });
+    table.setAttribute("data-ready", "true");
     if (location.hash.indexOf("#item-") === 0) { reveal(decodeURIComponent(location.hash.slice(6))); }
   }
 
-  try {
-    var binary = atob(source.textContent.trim()), bytes = new Uint8Array(binary.length);
-    for (var i = 0; i < binary.length; i++) { bytes[i] = binary.charCodeAt(i); }
+  function decode(source) {
+    var text = source.textContent.trim(), bytes;
+    if (typeof Uint8Array.fromBase64 === "function") {
+      bytes = Uint8Array.fromBase64(text);  // native: much faster than the loop below on megabytes
+    } else {
+      var binary = atob(text);
+      bytes = new Uint8Array(binary.length);
+      for (var i = 0; i < binary.length; i++) { bytes[i] = binary.charCodeAt(i); }
+    }
     var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
-    new Response(stream).text().then(function (text) { ready(JSON.parse(text)); }, function (error) {
+    return new Response(stream).text().then(JSON.parse);
+  }
+
+  try {
+    decode(rowsSource).then(drawn).then(function () { return decode(detailSource); }).then(ready, function (error) {
       status.textContent = "the items could not be decoded: " + error;
     });
   } catch (error) {

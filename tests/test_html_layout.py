@@ -160,6 +160,7 @@ def test_every_table_lines_up_and_fits_the_window(reports) -> None:
                 page.on("request", lambda request, seen=requests: seen.append(request.url))  # this page's list
                 for name, path in reports.items():
                     page.goto(path.as_uri())
+                    page.wait_for_selector("#items-table[data-ready]", state="attached")  # its script drew the rows
                     # Open a few items: an item's drill-down (its own tables) is measured too.
                     for summary in page.locator("details.item > summary").all()[:3]:
                         summary.click()
@@ -195,6 +196,7 @@ def test_the_tool_calls_view_marks_each_mismatch_in_a_real_browser(pytester: pyt
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.goto((pytester.path / "tools.html").as_uri())
+            page.wait_for_selector("#items-table[data-ready]", state="attached")  # its script drew the rows
             group = page.locator("#items-table > tbody", has=page.locator("details#item-t-wrong"))
             table = group.locator("table.tools")
             assert not table.is_visible()

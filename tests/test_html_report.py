@@ -15,6 +15,7 @@ import pytest
 
 from pytest_crucible.cli import main as crucible_main
 from pytest_crucible.report.html import render_report, risk_coverage_plot, write_report
+from pytest_crucible.report.item_data import decode_items, needs_a_look
 from pytest_crucible.store import Store
 from pytest_crucible.verdict.gate import GateSettings, decide
 from pytest_crucible.verdict.runs import load_run, read_run
@@ -98,6 +99,18 @@ def _parse(html: str) -> _Elements:
     return parser
 
 
+def embedded_items(html: str) -> dict:
+    """The items the page embeds, decoded as its script decodes them (each block: base64, then gzip, then JSON)."""
+    return decode_items(html)
+
+
+def _only_the_pages_scripts(html: str) -> bool:
+    """The page's script tags are the items' two data blocks and the one inlined script, nothing else."""
+    tags = re.findall(r"<script[^>]*>", html, flags=re.IGNORECASE)
+    return (len(tags) == 3 and tags[0].startswith('<script type="application/octet-stream" id="items-rows"')
+            and tags[1].startswith('<script type="application/octet-stream" id="items-detail"') and tags[2] == "<script>")
+
+
 # -- content ----------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_report_of_the_example_project(example_runs, example_html) -> None:
@@ -111,8 +124,9 @@ def test_report_of_the_example_project(example_runs, example_html) -> None:
     finally:
         store.close()
 
-    # Self-contained: no scripts, nothing fetched from anywhere.
-    assert "<script" not in html
+    # Self-contained: only the items' data block and the one inlined script, nothing fetched from anywhere.
+    assert _only_the_pages_scripts(html)
+    assert not re.search(r"<script[^>]*\bsrc=", html)
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)
 
     # Header.
@@ -169,13 +183,16 @@ def test_report_of_the_example_project(example_runs, example_html) -> None:
     facets = {table["data-facet"] for table in page.find("table", class_="facet")}
     assert {"questionType", "popularity", "tag"} <= facets
 
-    # One <details class="item"> per result, in the results' order, each with its retrieved chunks.
-    items = page.find("details", class_="item")
-    assert [item["data-item"] for item in items] == [row["item_id"] for row in results]
-    assert len(page.find("table", class_="chunks")) == sum(1 for row in results if json.loads(row["retrieved"]))
-    assert "provenance" in text  # a retrieved chunk graded by its golden citation
-    assert page.find("table", class_="claims"), "faithfulness claims of a system-mode run"
-    assert page.find("table", class_="assertions")
+    # Every result is in the page's data, the ones that need a look first, each group in the results' order,
+    # each with its retrieved chunks.
+    data = embedded_items(html)
+    look = [row["item_id"] for row in results if needs_a_look(row)]
+    assert data["rows"]["id"] == look + [row["item_id"] for row in results if row["item_id"] not in set(look)]
+    assert data["n"] == len(results) and sum(data["rows"]["look"]) == len(look)
+    assert sum(1 for detail in data["detail"] if detail.get("chunks")) == sum(1 for row in results if json.loads(row["retrieved"]))
+    assert any(data["sources"][chunk[3]] == "provenance" for detail in data["detail"] for chunk in detail.get("chunks", []))
+    assert any(detail.get("claims") for detail in data["detail"]), "faithfulness claims of a system-mode run"
+    assert any(detail.get("assertions") for detail in data["detail"])
 
 
 @pytest.mark.slow
@@ -227,16 +244,20 @@ def test_everything_is_escaped(tmp_path) -> None:
         html = render_report(store, run_id)
     finally:
         store.close()
-    assert "<script" not in html
-    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in html
-    assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+    # The page's own script tags only: the hostile strings are data (compressed, base64), never markup.
+    assert _only_the_pages_scripts(html)
+    assert "<img" not in html and "alert(" not in html
     for raw in ("<i>one</i>", "<em>x</em>", "<b>tag</b>", "<evil>", "<u>", "<ok>", "<x>"):
         assert raw not in html
     page = _parse(html)
-    assert 'What about <script>alert("x")</script>?' in page.text  # the decoded text is the question as asked
-    assert len(page.find("details", class_="item")) == 3
     assert page.find("svg", id="risk-coverage") and len(page.find("circle", class_="pt")) == 3
-    assert "provenance" in "".join(page.text) and "unjudged" in "".join(page.text)
+    data = embedded_items(html)
+    assert data["n"] == 3 and sorted(data["rows"]["id"]) == ["q1", "q2", "q3"]
+    assert data["rows"]["id"][0] == "q2"  # the hallucination first
+    assert 'What about <script>alert("x")</script>?' in data["rows"]["question"]  # the question as asked
+    assert {data["sources"][chunk[3]] for detail in data["detail"] for chunk in detail["chunks"]} == {"provenance", "unjudged"}
+    assert ["d#1", "d", "chunk text </td></tr><script>bad()</script>"] in data["chunks"]  # stored once for the three items
+    assert len(data["chunks"]) == 2
 
 
 def test_risk_coverage_plot_geometry() -> None:
@@ -338,6 +359,7 @@ def test_report_in_a_real_browser(example_html, tmp_path) -> None:
             page.on("request", lambda request: requests.append(request.url))
             page.on("pageerror", lambda error: errors.append(str(error)))
             page.goto(example_html.as_uri())
+            page.wait_for_selector("#items-table[data-ready]", state="attached")  # the items decoded and a page of rows drawn
 
             # Nothing but the file itself is loaded, and nothing fails.
             assert all(url.startswith(("file:", "data:")) for url in requests), requests
@@ -375,7 +397,7 @@ def test_report_in_a_real_browser(example_html, tmp_path) -> None:
             wilson = page.locator("#guardrails svg.wilson")
             assert wilson.count() >= 2 and wilson.first.bounding_box()["width"] > 100
             page.locator("#guardrails").screenshot(path=str(tmp_path / "guardrails.png"))
-            blocked = page.locator("#items-table > tbody:has([data-blocked])").first
+            blocked = page.locator("#items-table > tbody[data-blocked]").first  # its drill-down is built when it opens
             blocked.locator("details.item").evaluate("details => { details.open = true; }")
             assert blocked.locator("[data-blocked]").inner_text().startswith("blocked by ")
 
@@ -408,7 +430,7 @@ def test_the_plugin_writes_the_report_at_session_end(tmp_path) -> None:
                            f"--crucible-db={tmp_path / 'e.db'}", f"--crucible-html={report}"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:]
     html = report.read_text()
-    assert html.count('<details class="item"') >= 40 and "crucible run" in html
+    assert embedded_items(html)["n"] >= 40 and "crucible run" in html
 
 
 @pytest.mark.slow
@@ -466,5 +488,69 @@ def test_conversations_read_as_chat_transcripts_in_a_real_browser(example_html, 
                                                                                                   "turnsToFirstFailure",
                                                                                                   "knowledgeRetention"]
             section.screenshot(path=str(tmp_path / "conversations.png"))
+        finally:
+            browser.close()
+
+
+@pytest.mark.slow
+def test_searching_a_long_run_finds_an_item_far_down_and_opens_it_in_a_real_browser(tmp_path) -> None:
+    """250 items, 100 rows a page: the last item recorded is not drawn at first; a search for it finds it,
+    opening it builds its drill-down, and its hostile strings stay text (no alert, no injected element)."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is not installed (apt-get install -y --no-install-recommends chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright client is not installed (pip install playwright)")
+    store = Store.open(tmp_path / "long.db")
+    run_id = store.start_run(config_hash="c" * 64, params={}, resolved={"retrievalLimit": 10}, mode="system", outcome_mode="record")
+    evil = '<img src=x onerror="window.pwned=1"> "quoted" <script>window.pwned=2</script>'
+    store.record_scores(run_id, [{
+        "item_id": f"q{i:03d}", "question": f"Question {i}?" if i != 240 else f"Needle {evil}?",
+        "item": {"id": f"q{i:03d}", "question": "q"}, "answer": f"answer {i}" if i != 240 else f"Answer {evil}",
+        "retrieved": [{"chunk_id": f"d#{i}", "doc_id": "d", "text": f"chunk {i} {evil if i == 240 else ''}", "score": 1.0}],
+        "outcome": "passed", "metrics": {"ndcgAt10": 0.5}} for i in range(250)])
+    store.finish_run(run_id, status="complete", golden_hash="g")
+    try:
+        page_file = write_report(tmp_path / "long.html", render_report(store, run_id))
+    finally:
+        store.close()
+
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            requests, errors, dialogs = [], [], []
+            page.on("request", lambda request: requests.append(request.url))
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+            page.goto(page_file.as_uri())
+            page.wait_for_selector("#items-table[data-ready]", state="attached")
+            assert page.locator("#items-table details.item").count() == 100
+            assert page.locator("details#item-q240").count() == 0
+            assert page.locator("#items-status").inner_text() == "items 1–100 of 250"
+
+            page.fill("#items-search", "needle")
+            page.wait_for_selector("details#item-q240")
+            assert page.locator("#items-table details.item").count() == 1
+            assert "1 matching (250 in the run)" in page.locator("#items-status").inner_text()
+            group = page.locator("#items-table > tbody", has=page.locator("details#item-q240"))
+            assert group.locator("td.q").inner_text() == f"Needle {evil}?"
+            group.locator("details.item > summary").click()
+            assert group.locator("details.item").evaluate("details => details.open") is True
+            assert group.locator("table.chunks").is_visible()
+            assert group.locator("div.answer").inner_text() == f"Answer {evil}"
+            assert group.locator("td.excerpt").inner_text().strip() == f"chunk 240 {evil}"
+            assert group.locator("tr.more img, tr.more script, td.q img").count() == 0  # text, never markup
+            assert page.evaluate("() => window.pwned") is None and dialogs == []
+
+            # The answer is searched too; paging walks the whole list.
+            page.fill("#items-search", "answer 249")  # in no id or question: only q249's answer holds it
+            page.wait_for_selector("details#item-q249")
+            assert page.locator("#items-table details.item").count() == 1
+            page.fill("#items-search", "")
+            page.wait_for_function("() => document.querySelectorAll('#items-table details.item').length === 100")
+            page.click("#items-next")
+            page.click("#items-next")
+            assert page.locator("#items-status").inner_text() == "items 201–250 of 250"
+            assert page.locator("details#item-q240").count() == 1
+            assert errors == [] and all(url.startswith(("file:", "data:")) for url in requests), (errors, requests)
         finally:
             browser.close()

@@ -8,6 +8,7 @@ summary's every line and the HTML page byte for byte.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -297,22 +298,26 @@ def test_the_summary_of_a_labelled_run_reads_the_labels(database) -> None:
 
 
 def test_the_html_report_is_the_same_page(database, monkeypatch) -> None:
-    """The page from the aggregates against the page from every row (the drill-down past its limit too)."""
-    from pytest_crucible.report import html
+    """The page from the aggregates against the page from every row; its embedded items (read in batches,
+    several batches here) against every item's drill-down built from every row."""
+    from pytest_crucible.report import html, item_data
 
     first, _ = make_run(database, labels={"branch": "main"})
     first.close()
     store, run_b = make_run(database, labels={"branch": "main"})  # the second: a trend of two runs
-    for limit in (1_000, 7):
-        monkeypatch.setattr(html, "ITEM_DETAIL_LIMIT", limit)
+    for batch in (5_000, 7):
+        monkeypatch.setattr(item_data, "BATCH", batch)
         page = html.render_report(store, run_b)
-        before = html._environment().from_string(html._template_text()).render(**_context_before(store, run_b))
-        assert page == before
+        context, expected_items = _context_before(store, run_b)
+        before = html._environment().from_string(html._template_text()).render(**context)
+        data = re.compile(r'(id="items-(?:rows|detail)"[^>]*>)([^<]*)(</script>)')
+        assert data.sub(r"\1\3", page) == data.sub(r"\1\3", before)
+        assert item_data.decode_items(page) == expected_items
     assert "injection" in page and "hallucination" in page
     store.close()
 
 
-def _context_before(store, run_id: str) -> dict:
+def _context_before(store, run_id: str) -> tuple[dict, dict]:
     """``report.html._build_context`` as it read a run before issue 35, without a gate."""
     from pytest_crucible.evaluation.custom_metrics import read_definitions
     from pytest_crucible.metrics import METRIC_FAMILIES as FAMILIES
@@ -377,20 +382,43 @@ def _context_before(store, run_id: str) -> dict:
     for metric, values in item_metrics.items():
         for item_id, value in values.items():
             per_item.setdefault(item_id, {})[metric] = value
-    shown = html.items_to_show(results, html.ITEM_DETAIL_LIMIT)
-    items = [html._item_context(row, items_by_id.get(row["item_id"]), grades.get(row["item_id"], {}),
-                                per_item.get(row["item_id"], {}), k, {}) for row in shown]
+    from pytest_crucible.report import item_data
+
+    by_id = {row["item_id"]: row for row in results}
+    order = [by_id[item_id] for item_id, _ in item_data.listing_order(results)]
+    contexts = [html._item_context(row, items_by_id.get(row["item_id"]), grades.get(row["item_id"], {}),
+                                   per_item.get(row["item_id"], {}), k, {}) for row in order]
+    chunks = item_data.Chunks()
+    names = ordered_metrics(item_metrics)
+    ids = [c["id"] for c in contexts]
+    expected_items = {
+        "format": item_data.FORMAT, "n": len(results), "detail": [item_data.compact_detail(c, chunks) for c in contexts],
+        "chunks": chunks.values(), "sources": list(item_data.SOURCES),
+        "rows": {**{name: [int(c[name]) if isinstance(c[name], bool) else item_data._round(c[name]) for c in contexts]
+                    for name in ("id", "outcome", "error_class", "crag_grade", "abstained", "confidence", "question")},
+                 "kind": [(items_by_id.get(item_id) or {}).get("kind") for item_id in ids],
+                 "look": [1 if item_data.needs_a_look(row) else 0 for row in order],
+                 "blocked": [(c["blocked_layer"] or "") if c["blocked"] else None for c in contexts],
+                 **{key: [item_data._round(per_item.get(item_id, {}).get(name)) for item_id in ids]
+                    for name, key in (("ndcgAt10", "ndcg"), ("truthfulness", "truthfulness"))}},
+        "metrics": {"labels": [html._metric_label(name, k) for name in names],
+                    "values": [[item_data._round(per_item.get(item_id, {}).get(name)) for item_id in ids] for name in names]}}
+    expected_items = json.loads(json.dumps(expected_items))
+    items = {"rows": "", "detail": "", "n": len(results), "look": sum(expected_items["rows"]["look"]),
+             "outcomes": sorted({row["outcome"] for row in results if row.get("outcome")}),
+             "error_classes": sorted({row["error_class"] for row in results if row.get("error_class")}),
+             "kinds": sorted({item["kind"] for item in golden if item.get("kind")})}
     return {
         "run": run, "resolved": html._loads(run.get("resolved"), {}) or {}, "params": html._loads(run.get("params"), {}),
         "config_path": run.get("config_path") or "(defaults)", "judge": None, "calibration": None, "cost": None,
         "n_items": len(results), "outcomes": sorted(outcomes.items()), "families": families, "selective": selective,
         "plot": plot, "trends": trends, "comparison": None, "facets": facets,
         "error_classes": [{"name": name, "n": n, "share": n / class_total} for name, n in classes.items()],
-        "items": items, "items_not_shown": len(results) - len(shown), "k": k,
+        "items": items, "items_script": html._items_script(), "k": k,
         "guardrails": html._guardrail_context(golden, item_metrics, results),
         "labels": run_labels(run), "kinds": html._loads(run.get("kinds"), None),
         "pool": pool_summary([row.get("pool") for row in results], k), "db": str(store.path),
-    }
+    }, expected_items
 
 
 # -- the comparison's resampling at scale --------------------------------------------------------------------

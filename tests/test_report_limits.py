@@ -1,14 +1,14 @@
-"""Large runs stay readable: the HTML report drills down a bounded number of items, the ones a
-reviewer needs first, and says how many it left out."""
+"""Large runs stay readable and whole: the HTML report embeds every item as compressed data, the ones a
+reviewer needs first, and its script renders a page of rows at a time (``report/item_data.py``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-from pytest_crucible.report import html as report_html
-from pytest_crucible.report.html import items_to_show, render_report
+from pytest_crucible.report import item_data
+from pytest_crucible.report.html import EXCERPT_CHARS, render_report
+from pytest_crucible.report.item_data import decode_items as embedded_items
+from pytest_crucible.report.item_data import listing_order
 from pytest_crucible.store import Store
 
 
@@ -16,44 +16,42 @@ def _row(index: int, **changes) -> dict:
     return {"item_id": f"q{index:05d}", "outcome": "passed", "error": None, "judge_errors": "[]", "error_class": "correct", **changes}
 
 
-def test_every_item_is_shown_up_to_the_limit() -> None:
-    rows = [_row(i) for i in range(50)]
-    assert items_to_show(rows, limit=50) == rows
-
-
-def test_past_the_limit_the_items_that_need_a_look_come_first_in_recording_order() -> None:
+def test_the_items_that_need_a_look_come_first_each_group_in_recording_order() -> None:
     rows = [_row(i) for i in range(100)]
     rows[97] = _row(97, outcome="failed")
     rows[98] = _row(98, error_class="hallucination")
     rows[99] = _row(99, judge_errors='["timeout"]')
     rows[60] = _row(60, outcome="error", error="ValueError: boom")
-    shown = items_to_show(rows, limit=10)
-    ids = [row["item_id"] for row in shown]
-    assert len(shown) == 10
-    assert {"q00060", "q00097", "q00098", "q00099"} <= set(ids)
-    assert ids == sorted(ids)  # recording order kept
-    assert ids[:6] == [f"q{i:05d}" for i in range(6)]  # the rest filled from the start
+    order = listing_order(rows)
+    assert [item_id for item_id, _ in order[:4]] == ["q00060", "q00097", "q00098", "q00099"]
+    assert [look for _, look in order] == [True] * 4 + [False] * 96
+    assert [item_id for item_id, _ in order[4:]] == [f"q{i:05d}" for i in range(100) if i not in (60, 97, 98, 99)]
 
 
-def test_when_more_items_need_a_look_than_the_limit_allows_the_first_ones_are_shown() -> None:
-    rows = [_row(i, outcome="failed") for i in range(30)]
-    assert [row["item_id"] for row in items_to_show(rows, limit=5)] == [f"q{i:05d}" for i in range(5)]
-
-
-def test_the_report_says_how_many_items_it_left_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_item_of_a_run_longer_than_a_page_is_in_the_page(tmp_path: Path, monkeypatch) -> None:
+    """250 items (the page's script shows 100 rows at a time), read in batches of 40: every one is embedded,
+    the failed one first although it was recorded last, each with its drill-down."""
+    monkeypatch.setattr(item_data, "BATCH", 40)
     store = Store.open(tmp_path / "c.db")
     run_id = store.start_run(config_hash="c" * 64, params={}, resolved={"retrievalLimit": 10}, mode="component", outcome_mode="record")
     store.record_scores(run_id, [{
-        "item_id": f"q{i:02d}", "question": f"Question {i}?", "item": {"id": f"q{i:02d}", "question": f"Question {i}?"},
-        "retrieved": [{"chunk_id": "d#1", "doc_id": "d", "text": "t", "score": 1.0}], "outcome": "failed" if i == 29 else "passed",
-        "metrics": {"ndcgAt10": 1.0}} for i in range(30)])
+        "item_id": f"q{i:03d}", "question": f"Question {i}?", "item": {"id": f"q{i:03d}", "question": f"Question {i}?"},
+        "retrieved": [{"chunk_id": f"d#{i % 7}", "doc_id": "d", "text": f"text {i % 7} " * 80, "score": 1.0}],
+        "outcome": "failed" if i == 249 else "passed", "metrics": {"ndcgAt10": i / 250}} for i in range(250)])
     store.finish_run(run_id, status="complete", golden_hash="g")
-    monkeypatch.setattr(report_html, "ITEM_DETAIL_LIMIT", 10)
     try:
         html = render_report(store, run_id)
     finally:
         store.close()
-    assert html.count('<details class="item"') == 10
-    assert "Items (10 of 30)" in html
-    assert "20 more items are not drilled down here" in html
-    assert 'id="item-q29"' in html  # the failed one, although it was recorded last
+    data = embedded_items(html)
+    assert data["n"] == 250 and data["rows"]["id"] == ["q249"] + [f"q{i:03d}" for i in range(249)]
+    assert "Items (250)" in html and "The 1 item with an error" in html
+    assert data["rows"]["question"][1:4] == ["Question 0?", "Question 1?", "Question 2?"]
+    assert data["rows"]["ndcg"][2] == 0.004 and data["rows"]["look"][:2] == [1, 0] and set(data["rows"]["blocked"]) == {None}
+    # A chunk's excerpt is cut as the page always cut it, and stored once however many items retrieved it.
+    assert len(data["chunks"]) == 7 and all(len(excerpt) <= EXCERPT_CHARS + 1 for _, _, excerpt in data["chunks"])
+    assert all(len(detail["chunks"]) == 1 for detail in data["detail"])
+    assert [data["chunks"][detail["chunks"][0][0]][:2] for detail in data["detail"][1:3]] == [["d#0", "d"], ["d#1", "d"]]
+    # Its metrics: a column per metric, the row's nDCG@10 from it.
+    assert data["metrics"]["labels"] == ["ndcg@10"] and data["metrics"]["values"][0] == data["rows"]["ndcg"]
+

@@ -4,7 +4,6 @@ own that does not answer it), the per-turn ``knowledgeRetained`` and per-convers
 
 from __future__ import annotations
 
-import html
 import json
 import re
 
@@ -128,8 +127,11 @@ def test_offline_judge_scores_retention_per_turn_and_per_conversation(pytester: 
     report = pytester.path / "report.html"
     assert crucible_cli("report", "latest", "-o", report, "--db", db).ret == 0
     page = report.read_text()
-    assert page.count("contradicts the user's earlier message") == 1
-    assert html.escape(RODE_80) in page and "the answer says 200 km where the user said 80 km" in page
+    from pytest_crucible.report.item_data import decode_items
+
+    evidence = [detail["retention"] for detail in decode_items(page)["detail"] if detail.get("retention")]
+    assert [e.get("contradicted") for e in evidence if e.get("contradicted")] == [[RODE_80]]  # one item contradicts
+    assert "the answer says 200 km where the user said 80 km" in [e.get("reason") for e in evidence]
 
 
 def test_component_mode_has_no_retention(pytester: pytest.Pytester) -> None:

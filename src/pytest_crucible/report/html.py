@@ -1,9 +1,11 @@
-"""The HTML report: one self-contained file (inline CSS and SVG, no network, no scripts).
+"""The HTML report: one self-contained file (inline CSS, SVG and one script, no network).
 
 ``render_report(store, run_id, gate=...)`` reads a run from the store, takes the gate's verdict
 (with its comparison) as it was decided, and renders ``templates/report.html.j2`` with autoescaping on: every string that came from
 a golden set, a pipeline or a judge is escaped. Geometry for the SVG plots is computed here so the
-template stays declarative. This module never imports pytest.
+template stays declarative. The item list is data (``report/item_data.py``): every item, compressed, which
+the page's script (``templates/report_items.js``) renders on demand, inserting every string as text.
+This module never imports pytest.
 """
 
 from __future__ import annotations
@@ -22,9 +24,6 @@ if TYPE_CHECKING:
 __all__ = ["ci_scale", "render_report", "risk_coverage_plot", "write_report"]
 
 EXCERPT_CHARS = 400
-# Items drilled down in one page: each costs a few kB of HTML, and a browser stops being usable on a
-# page of hundreds of MB (a 100,000-item run). Past it, the items a reviewer needs come first.
-ITEM_DETAIL_LIMIT = 2_000
 
 VERDICT_CLASSES = {"improved": "improved", "regressed": "regressed", "changed": "changed", "not significant": "ns"}
 
@@ -42,6 +41,16 @@ def _environment():
 
 def _template_text() -> str:
     return resources.files("pytest_crucible.report").joinpath("templates/report.html.j2").read_text(encoding="utf-8")
+
+
+def _items_script():
+    """The page's one script (``templates/report_items.js``): it decodes the items and renders them on demand."""
+    import markupsafe
+
+    text = resources.files("pytest_crucible.report").joinpath("templates/report_items.js").read_text(encoding="utf-8")
+    if "</script" in text.lower() or "<!--" in text:
+        raise ValueError("templates/report_items.js must not hold '</script' or '<!--': it is inlined in a <script>")
+    return markupsafe.Markup(text)
 
 
 def _num(value: Any, places: int = 4) -> str:
@@ -306,26 +315,6 @@ def _tool_context(item: dict[str, Any], calls: list[Any]) -> dict[str, Any] | No
     return {**view, "rows": rows}
 
 
-def items_to_show(results: list[dict[str, Any]], limit: int | None = None) -> list[dict[str, Any]]:
-    """The result rows drilled down in the report, in recording order: every one up to ``limit``; past it,
-    the items that need a look first (an error, a failure, a judge error, an error class other than
-    correct), then the others in recording order until ``limit`` (default ``ITEM_DETAIL_LIMIT``)."""
-    limit = ITEM_DETAIL_LIMIT if limit is None else limit
-    if len(results) <= limit:
-        return results
-
-    def needs_a_look(row: dict[str, Any]) -> bool:
-        return (row.get("outcome") not in ("passed", "skipped") or bool(row.get("error"))
-                or row.get("judge_errors") not in (None, "", "[]") or row.get("error_class") not in (None, "correct"))
-
-    chosen = set([index for index, row in enumerate(results) if needs_a_look(row)][:limit])
-    for index in range(len(results)):
-        if len(chosen) >= limit:
-            break
-        chosen.add(index)
-    return [results[index] for index in sorted(chosen)]
-
-
 def _at(values: Any, index: int) -> Any:
     return values[index] if isinstance(values, list) and index < len(values) else None
 
@@ -435,24 +424,14 @@ def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any
     plot = risk_coverage_plot(selective_pairs(selective_rows), comparison["baseline_selective"] if comparison else None,
                               TARGET_RISK)
 
-    # The items drilled down: chosen from a few columns of every result, then read whole (with their golden
-    # items, grades and metrics) alone.
-    chosen = items_to_show(aggregates.result_columns(store, run_id, ("item_id", "outcome", "error", "judge_errors", "error_class")))
-    shown = aggregates.results_of(store, run_id, [row["item_id"] for row in chosen])
-    items_by_id = {item["id"]: item for item in aggregates.golden_items_of(store, run_id, [row["item_id"] for row in shown])
-                   if isinstance(item, dict) and "id" in item}
-    grades = _grades_by_item(store, run_id, items_by_id)
-    per_item: dict[str, dict[str, float]] = {row["item_id"]: {} for row in shown}
-    for metric, values in item_metrics.items():
-        for item_id, item_values in per_item.items():
-            if item_id in values:
-                item_values[metric] = values[item_id]
+    # Every item, as data the page renders on demand (``report/item_data.py``): read in batches, packed compactly.
+    from .item_data import encode_items
+
     repeats: dict[str, list[dict[str, Any]]] = {}
     if (run.get("repeats") or 1) > 1:
         for repeat in store.item_repeats(run_id):
             repeats.setdefault(repeat["item_id"], []).append(repeat)
-    items = [_item_context(row, items_by_id.get(row["item_id"]), grades.get(row["item_id"], {}), per_item.get(row["item_id"], {}), k,
-                           repeats) for row in shown]
+    items = encode_items(store, run_id, item_metrics, k, repeats)
 
     from ..metrics.guardrail import ATTACK_SUCCESS, GUARDRAIL_METRICS
 
@@ -476,7 +455,7 @@ def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any
         if run.get("judge_model") else None,
         "cost": cost, "n_items": tally["n"], "outcomes": sorted(outcomes.items()),
         "families": families, "selective": selective, "plot": plot, "trends": trends, "comparison": comparison,
-        "facets": facets, "error_classes": error_classes, "items": items, "items_not_shown": tally["n"] - len(shown),
+        "facets": facets, "error_classes": error_classes, "items": items, "items_script": _items_script(),
         "k": k, "guardrails": guardrails, "conversations": _conversations_context(store, run_id, item_metrics),
         "labels": run_labels(run), "kinds": _loads(run.get("kinds"), None),
         "pool": pool_line(tally["pool"], k), "db": str(store.path),

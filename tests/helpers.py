@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import os
+import socket
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping
@@ -74,6 +75,13 @@ def numbered_items(n: int) -> list[dict]:
     """Golden items q-00 .. q-(n-1), each citing its own document (doc0, doc1, ...)."""
     return [{"id": f"q-{i:02d}", "question": f"question {i}", "citations": [{"docId": f"doc{i}", "mode": "required"}]}
             for i in range(n)]
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 nothing listens on now: connections to it are refused (or a server of a test binds it)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def return_window_items(prefix: str, n: int) -> list[dict]:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
 from pathlib import Path
 
 import pytest
+from helpers import free_port
 
 
 def _bindir() -> Path | None:
@@ -28,18 +28,12 @@ def _bindir() -> Path | None:
     return Path(versions[-1]).parent if versions else None
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 class PostgresServer:
     """One cluster; ``url(name)`` names a database in it."""
 
     def __init__(self, bindir: Path):
         self.bindir = bindir
-        self.port = _free_port()
+        self.port = free_port()
         self.root = Path(tempfile.mkdtemp(prefix="crucible-pg-"))
         self.data = self.root / "data"
         # PostgreSQL refuses to run as root: as root, the cluster belongs to the distribution's postgres user.

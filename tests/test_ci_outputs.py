@@ -9,13 +9,12 @@ import io
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import crucible_cli, write_project
+from helpers import crucible_cli, free_port, write_project
 from test_gate_e2e import CONFTEST, ITEMS, N_ITEMS
 
 HOSTILE = {"id": "g-999", "question": "Why `rm` | <script>x</script>\n::error::owned =SUM(A1)",
@@ -188,12 +187,6 @@ def test_parquet_without_pyarrow_names_the_extra(project, monkeypatch) -> None:
     assert "pyarrow" in done.stderr.str() and "pytest-crucible[parquet]" in done.stderr.str()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _mlflow_installed() -> bool:
     # Looked up, never imported: MLflow's imports, once in this process, break the in-process runs of later tests.
     return importlib.util.find_spec("mlflow") is not None
@@ -232,7 +225,7 @@ def test_a_run_is_logged_to_a_real_mlflow_store(project, monkeypatch) -> None:
 def test_a_tracker_that_is_down_is_a_warning_never_a_changed_verdict(project, monkeypatch) -> None:
     if not _mlflow_installed():
         pytest.skip("MLflow is not installed (the mlflow extra)")
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{_free_port()}")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")
     result = project.runpytest_subprocess("--crucible-config=base.json", "--crucible-mlflow")
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["WARNING could not log run * to MLflow at http://127.0.0.1:*",

@@ -14,7 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from helpers import crucible_cli, db_rows, returns_conftest, write_project
+from helpers import crucible_cli, db_rows, free_port, returns_conftest, write_project
 from mock_anthropic import MockAnthropic, default_verdict, system_text
 
 from pytest_crucible.judge.aligned import identity_of
@@ -165,11 +165,7 @@ def test_max_cost_refuses_before_any_request_and_writes_nothing(labels: Path, se
 
 def test_a_judge_that_cannot_be_reached_is_named_never_taken_for_too_few_labels(labels: Path, tmp_path: Path,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    import socket
-
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # nothing listens there: every request fails (the circuit opens)
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{port}")
     out = tmp_path / "never.json"

@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import RANKED_CONFTEST, crucible_cli, db_rows, examples, write_golden, write_project
+from helpers import RANKED_CONFTEST, crucible_cli, db_rows, examples, free_port, write_golden, write_project
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mock_anthropic import MockAnthropic, mock_anthropic  # noqa: F401 - fixture
@@ -511,11 +511,7 @@ def test_calibration_warnings_quote_why_a_kappa_is_undefined() -> None:
 
 
 def test_a_calibration_the_judge_failed_on_is_shown_never_remembered(tmp_path: Path, monkeypatch, capsys) -> None:
-    import socket
-
-    with socket.socket() as probe:  # a port nothing listens on: every request fails (the circuit opens)
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # nothing listens there: every request fails (the circuit opens)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-0000-calibrate-unreachable")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{port}")
     labels = Path(__file__).resolve().parent / "data" / "calibration" / "labels_dev.jsonl"

@@ -16,7 +16,7 @@ import socket
 import threading
 
 import pytest
-from helpers import db_rows, write_golden
+from helpers import db_rows, free_port, write_golden
 
 pytestmark = pytest.mark.slow
 
@@ -42,13 +42,6 @@ def crucible_pipeline():
                 "retrieved": [{"chunk_id": c, "doc_id": d, "text": t} for c, d, t in chunks]}
     return pipeline
 """
-
-
-def closed_port() -> int:
-    """A port on 127.0.0.1 with nothing listening (connection refused)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class SilentServer:
@@ -129,7 +122,7 @@ def assert_failed_fast(result: pytest.RunResult, project: pytest.Pytester, port:
 
 @pytest.mark.parametrize("judge", ["anthropic", "openai"])
 def test_a_judge_port_with_nothing_listening_fails_fast(pytester: pytest.Pytester, monkeypatch, judge: str) -> None:
-    port = closed_port()
+    port = free_port()
     project = project_for(pytester, monkeypatch, judge, port)
     result = project.runpytest_subprocess("--crucible-fail-under=ndcgAt10=0.1", timeout=600)
     not_sent = assert_failed_fast(result, project, port, "could not connect: *")

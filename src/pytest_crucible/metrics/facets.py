@@ -53,8 +53,8 @@ def by_facet(items: Iterable[Mapping[str, Any]], metrics: Mapping[str, Mapping[s
             groups.setdefault(pair, []).append(len(ids))
         ids.append(item["id"])
     # One column of values per metric over the items (NaN: the item has none), read once: a group's mean is then
-    # a selection, not a lookup per item, facet value and metric (100,000 items: 2 s -> 0.1 s). cumsum adds in
-    # the items' order, one after the other, as sum() did: the means are the same floats.
+    # a selection, not a dict lookup per item, facet value and metric. cumsum adds in the items' order, one after
+    # the other, as sum() did: the means are the same floats.
     columns = {metric: np.array([values.get(item_id, np.nan) for item_id in ids], dtype=float)
                for metric, values in metrics.items()}
     table: dict[str, dict[str, dict[str, Any]]] = {}

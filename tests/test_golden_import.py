@@ -3,7 +3,7 @@ and two versions of a golden set compared.
 
 Every format is read from a sample file in tests/data/import/ written from that tool's documentation:
 ragas (a testset generator's JSONL, an evaluation dataset's JSON, a v0.1 CSV with Python list cells),
-DeepEval goldens (JSON, and a CSV with ``;``-joined lists and a JSON additional_metadata cell), promptfoo
+DeepEval goldens (JSON, and a CSV with ``;``-joined lists, as DeepEval's older reader takes them, and a JSON additional_metadata cell), promptfoo
 (a config's ``tests:`` with a defaultTest, and a CSV with ``__expected`` cells), a LangSmith export, a BEIR
 folder, TREC topics with qrels, and a spreadsheet. The corpus is tests/data/import/corpus.jsonl.
 """

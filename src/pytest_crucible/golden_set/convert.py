@@ -6,7 +6,7 @@ what the format has no place for is counted by field and reported, never dropped
 * ``ragas``: single-turn samples, JSONL (or a JSON array for a ``.json`` path): ``user_input``,
   ``reference``, ``reference_contexts`` (the imported passages, else the cited chunks' text from
   ``--corpus``), ``reference_context_ids`` (the cited chunks).
-* ``deepeval``: goldens, a JSON array (or a CSV for a ``.csv`` path, lists ``;``-joined as DeepEval reads
+* ``deepeval``: goldens, a JSON array (or a CSV for a ``.csv`` path, passages ``|``-joined as DeepEval reads
   them): ``input``, ``expected_output``, ``context``, ``additional_metadata`` (the item's id).
 * ``langsmith``: examples as JSONL: ``inputs.question``, ``outputs.answer``, ``outputs.contexts``, ``metadata``.
 * ``beir``: a folder: ``queries.jsonl``, ``qrels/<split>.tsv`` (a citation's own grade when it was imported,
@@ -186,7 +186,7 @@ def _deepeval_csv(rows: list[dict[str, Any]]) -> str:
         cells = dict(row)
         for name in ("context", "retrieval_context"):
             if isinstance(cells.get(name), list):
-                cells[name] = ";".join(cells[name])
+                cells[name] = "|".join(cells[name])  # DeepEval's own delimiter for passages (its save_as and reader)
         cells["additional_metadata"] = json.dumps(cells.get("additional_metadata") or {}, ensure_ascii=False)
         if cells.get("expected_tools"):
             cells["expected_tools"] = json.dumps(cells["expected_tools"], ensure_ascii=False)

@@ -84,12 +84,16 @@ class ImportReport:
     judgments: int = 0
     appended: int | None = None
     missing_docs: list[str] = field(default_factory=list)
+    conversations: int = 0  # of the items written, conversations, and their turns
+    turns: int = 0
 
     def lines(self) -> list[str]:
         """What the command prints: what was written, then each thing a reviewer should know."""
         request = self.request
         status = "active (--accept)" if request.accept else "drafts"
         lines = [f"imported {self.written} item(s) from {request.path} ({request.fmt}) into {request.output} as {status}"]
+        if self.conversations:
+            lines.append(f"conversations: {self.conversations} of them, {self.turns} turn(s) (a test per turn, CONV:t1 ...)")
         if self.accepted and self.accepted < self.written:
             lines.append(f"{self.written - self.accepted} item(s) stay drafts: a reference passage matched no chunk")
         if self.hashed:
@@ -261,7 +265,7 @@ def _item(record: Any, request: ImportRequest, report: ImportReport, index: Any,
         metadata["referenceContexts"] = record.contexts
     if record.kept:
         metadata["sourceFields"] = record.kept
-    item: dict[str, Any] = {"id": item_id, "question": record.question,
+    item: dict[str, Any] = {"id": item_id, **({"turns": record.turns} if record.turns else {"question": record.question}),
                             "status": "active" if request.accept and not unmatched else "draft"}
     for key, value in (("reference", record.reference), ("assertions", record.assertions), ("citations", citations),
                        ("kind", record.kind), ("questionType", record.question_type), ("tags", record.tags),
@@ -269,12 +273,19 @@ def _item(record: Any, request: ImportRequest, report: ImportReport, index: Any,
         if value:
             item[key] = value
     item["metadata"] = metadata
-    try:
-        GoldenItem.model_validate(item)
-    except ValidationError as exc:
-        from .schema import _validation_error
+    if record.turns:  # a conversation: checked as the loader will read it, turn by turn
+        from .conversations import conversation_items
 
-        raise _validation_error(shown if request.fmt != "beir" else origin["file"], record.line, exc) from None
+        conversation_items(item, shown, record.line)
+        report.conversations += 1
+        report.turns += len(record.turns)
+    else:
+        try:
+            GoldenItem.model_validate(item)
+        except ValidationError as exc:
+            from .schema import _validation_error
+
+            raise _validation_error(shown if request.fmt != "beir" else origin["file"], record.line, exc) from None
     taken.add(item_id)
     if not record.source_id:
         report.hashed += 1

@@ -1,12 +1,13 @@
 """Other tools' evaluation data, read as :class:`SourceRecord`s: what `crucible golden import` turns into
 golden items (``golden_set/imports.py``). One reader per format, each from the tool's own documentation:
 
-* ``ragas``: single-turn samples as JSONL, JSON or CSV (``user_input``, ``reference``,
+* ``ragas``: samples as JSONL, JSON or CSV (a MultiTurnSample: ``golden_set/multiturn.py``) (``user_input``, ``reference``,
   ``reference_contexts``, ``reference_context_ids``, ``retrieved_contexts``, ``response``; the older
   ``question``, ``ground_truth(s)``, ``contexts``, ``answer``), a testset generator's output included
   (its ``synthesizer_name`` or ``evolution_type`` gives the question type).
 * ``deepeval``: goldens as JSON or CSV (``input``, ``expected_output``, ``context``, ``retrieval_context``,
-  ``additional_metadata``; a CSV's lists are ``;``-separated, as DeepEval reads them).
+  ``additional_metadata``; a CSV's lists are ``|``-separated, or ``;`` for DeepEval's older reader); a
+  ConversationalGolden: ``golden_set/multiturn.py``.
 * ``promptfoo``: a ``tests:`` YAML (or JSON) or a tests CSV (``__expected`` columns): ``vars`` hold the
   question, ``contains`` / ``icontains`` / ``equals`` / a literal ``regex`` assertion becomes an assertion,
   an ``equals`` value the reference; other assertion types are counted as not imported.
@@ -59,6 +60,7 @@ class SourceRecord:
     question_type: str | None = None
     tags: list[str] = field(default_factory=list)
     expected_tools: list[dict[str, Any]] = field(default_factory=list)  # DeepEval's expected_tools
+    turns: list[dict[str, Any]] = field(default_factory=list)  # a conversation's turns (golden_set/multiturn.py)
     kept: dict[str, Any] = field(default_factory=dict)  # the source's fields crucible does not model
     fields: dict[str, str] = field(default_factory=dict)  # crucible's key -> the source's field it was read from
     not_imported: list[str] = field(default_factory=list)  # what the record held that became nothing
@@ -83,8 +85,10 @@ _ALIASES: dict[str, dict[str, tuple[str, ...]]] = {
               "contexts": ("contexts", "context", "reference_contexts"), "context_ids": ("context_ids", "chunk_ids"),
               "id": ("id", "qid", "query_id", "_id"), "kind": ("kind",), "tags": ("tags",)},
 }
-# A CSV cell holding a list: DeepEval joins with ";", ragas writes Python's repr, others JSON.
-_DELIMITER = {"deepeval": ";"}
+# A CSV cell holding a list: ragas writes Python's repr, others JSON; DeepEval joins passages with "|" (its
+# save_as, and its reader since 2026-08) or, in files written for its older reader, with ";": the first of
+# these the cell holds is the one.
+_DELIMITER = {"deepeval": ("|", ";")}
 # ragas' testset generators -> the question type the item records.
 _RAGAS_TYPES = (("multi_hop", "multi_hop"), ("multi_context", "multi_hop"), ("conditional", "conditional"),
                 ("comparison", "comparison"))
@@ -117,9 +121,9 @@ def _without(record: Mapping[str, Any], paths: list[str]) -> dict[str, Any]:
     return kept
 
 
-def text_list(value: Any, delimiter: str | None = None) -> list[str] | None:
-    """A list of texts from a list, or from one cell: a JSON or Python list literal, ``delimiter``-joined
-    text, or a single text. None: not texts."""
+def text_list(value: Any, delimiters: tuple[str, ...] = ()) -> list[str] | None:
+    """A list of texts from a list, or from one cell: a JSON or Python list literal, text joined with the first
+    of ``delimiters`` it holds, or a single text. None: not texts."""
     if value is None:
         return []
     if isinstance(value, list):
@@ -137,7 +141,8 @@ def text_list(value: Any, delimiter: str | None = None) -> list[str] | None:
                 continue
             if isinstance(parsed, list):
                 return text_list(parsed)
-    if delimiter and delimiter in text:
+    delimiter = next((mark for mark in delimiters if mark in text), None)
+    if delimiter is not None:
         return [part.strip() for part in text.split(delimiter) if part.strip()]
     return [text]
 
@@ -194,7 +199,7 @@ class _Fields:
 
     def texts(self, key: str) -> list[str]:
         path, value = self.find(key)
-        texts = text_list(value, _DELIMITER.get(self.fmt))
+        texts = text_list(value, _DELIMITER.get(self.fmt, ()))
         if texts is None:
             raise self.error(path, f"expected a list of texts, got {type(value).__name__}",
                              'a list like ["first passage", "second passage"] (in a CSV cell too)')
@@ -279,6 +284,9 @@ def read_tabular(path: Path, shown: str, fmt: str, mapping: Mapping[str, str], s
                                       'DeepEval reads this cell as JSON, e.g. {"id": "q-1"}')
                 continue
         fields = _Fields(shown, line, record, aliases, _ragas_contexts(record, mapping) if fmt == "ragas" else mapping, fmt)
+        if "question" not in mapping and _is_conversation(fmt, record):
+            yield _conversation(fields, fmt)
+            continue
         try:
             source = _record(fields)
             if fmt == "langsmith" and "question" not in mapping and not any(p.startswith("inputs.") for p in fields.used):
@@ -301,6 +309,35 @@ def read_tabular(path: Path, shown: str, fmt: str, mapping: Mapping[str, str], s
         if fmt == "ragas" and "reference_context_ids" in record:  # cited, and kept as written for the way back
             source.kept["reference_context_ids"] = record["reference_context_ids"]
         yield source
+
+
+def _is_conversation(fmt: str, record: Mapping[str, Any]) -> bool:
+    from .multiturn import is_deepeval_conversation, is_ragas_conversation
+
+    return (fmt == "ragas" and is_ragas_conversation(record)) or (fmt == "deepeval" and is_deepeval_conversation(record))
+
+
+# The fields a conversation's turns are read from, by format (golden_set/multiturn.py reads them).
+_TURN_SOURCES = {"ragas": ("user_input", "reference", "reference_tool_calls"), "deepeval": ("turns", "expected_outcome")}
+
+
+def _conversation(fields: _Fields, fmt: str) -> SourceRecord | GoldenFileError:
+    """A ragas MultiTurnSample or a DeepEval ConversationalGolden as a record with turns; its questions,
+    joined, are what an id made from a hash hashes."""
+    from .multiturn import MultiTurnError, deepeval_turns, ragas_turns
+
+    try:
+        turns, not_imported = (ragas_turns if fmt == "ragas" else deepeval_turns)(fields.record)
+        record = SourceRecord(fields.line, "\n".join(turn["question"] for turn in turns), source_id=fields.text("id"),
+                              contexts=fields.texts("contexts"), turns=turns, not_imported=not_imported)
+    except MultiTurnError as exc:
+        return fields.error(exc.field, exc.problem, exc.hint)
+    except GoldenFileError as exc:
+        return exc
+    fields.used.extend(name for name in _TURN_SOURCES[fmt] if name in fields.record)
+    record.kept = fields.kept()
+    record.fields = {**fields.found, "turns": _TURN_SOURCES[fmt][0]}
+    return record
 
 
 def _deepeval_tools(value: Any) -> list[dict[str, Any]]:

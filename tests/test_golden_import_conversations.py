@@ -1,0 +1,173 @@
+"""`crucible golden import` of multi-turn data: ragas MultiTurnSamples and DeepEval ConversationalGoldens become
+golden conversations (docs/golden-format.md#conversations), one test per turn.
+
+The sources are written here as each tool writes them: ragas' ``EvaluationDataset.to_jsonl`` (each message
+``model_dump(exclude_none=True)``: ``content``, ``type``, an AI message's ``tool_calls`` of ``name`` and
+``args``) and ``to_csv`` (the message list as Python's repr in one cell); DeepEval's ``save_as`` (JSON: every
+key written, nulls included; CSV: the turns as one JSON cell).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from helpers import crucible_cli
+
+RAGAS_SAMPLES = [
+    {"user_input": [
+        {"content": "Can I return a bike I rode 80 km?", "type": "human"},
+        {"content": "Yes, with a 10% usage fee.", "type": "ai"},
+        {"content": "And what is the weather in Paris?", "type": "human"},
+        {"content": "", "type": "ai", "tool_calls": [{"name": "weather", "args": {"city": "Paris"}}]},
+        {"content": "18C, sunny", "type": "tool"},
+        {"content": "It is 18C and sunny in Paris.", "type": "ai"}],
+     "reference": "18 degrees and sunny.", "reference_tool_calls": [{"name": "weather", "args": {"city": "Paris"}}],
+     "reference_topics": ["returns", "weather"]},
+    {"user_input": [{"content": "Hello", "type": "human"}], "reference": "Hi, how can I help?"},
+]
+
+DEEPEVAL_GOLDENS = [
+    {"scenario": "A customer asks about returning a ridden bike", "turns": [
+        {"role": "user", "content": "Can I return a bike I rode 80 km?", "user_id": None, "retrieval_context": None, "tools_called": None},
+        {"role": "assistant", "content": "Yes, a 10% fee applies.", "retrieval_context": ["Returns between 50 and 150 km: 10% fee."],
+         "tools_called": [{"name": "policy_lookup", "input_parameters": {"topic": "returns"}}]},
+        {"role": "user", "content": "Up to how many kilometres?"}],
+     "expected_outcome": "Up to 150 km.", "user_description": None, "persona": None,
+     "context": ["Returns between 50 and 150 km carry a 10% usage fee."], "name": "returns", "comments": None,
+     "additional_metadata": {"id": "conv-returns"}, "custom_column_key_values": None},
+]
+
+CONFTEST = '''
+import pytest
+
+def pipeline(question, *, item, config, mode, history=None):
+    return {"answer": f"{len(history or [])} messages before: {question}", "retrieved": [], "citations": []}
+
+@pytest.fixture
+def crucible_pipeline():
+    return pipeline
+'''
+
+
+def _jsonl(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records))
+    return path
+
+
+def _import(source: Path, fmt: str, output: Path, *extra: str) -> tuple[pytest.RunResult, list[dict]]:
+    result = crucible_cli("golden", "import", source, "--from", fmt, "-o", output, *extra)
+    items = [json.loads(line) for line in output.read_text().splitlines()] if output.exists() else []
+    return result, items
+
+
+def test_a_ragas_multi_turn_sample_becomes_a_conversation_whose_turns_each_run_as_a_test(pytester: pytest.Pytester) -> None:
+    source = _jsonl(pytester.path / "multi_turn.jsonl", RAGAS_SAMPLES)
+    golden = pytester.path / "golden_chat.jsonl"
+    result, items = _import(source, "ragas", golden, "--accept")
+    assert result.ret == 0, result.stderr
+    first = items[0]
+    assert first["turns"] == [
+        {"question": "Can I return a bike I rode 80 km?", "assistant": "Yes, with a 10% usage fee."},
+        # the expected call lands on the turn whose assistant made the sample's call; the reference on the last turn
+        {"question": "And what is the weather in Paris?", "assistant": "It is 18C and sunny in Paris.",
+         "reference": "18 degrees and sunny.", "expectedTools": [{"name": "weather", "arguments": {"city": "Paris"}}]}]
+    assert "question" not in first and first["status"] == "active"
+    assert first["metadata"]["sourceFields"] == {"reference_topics": ["returns", "weather"]}  # kept for the way back
+    assert items[1]["turns"] == [{"question": "Hello", "reference": "Hi, how can I help?"}]
+    out = "\n".join(result.outlines)
+    assert "conversations: 2 of them, 3 turn(s)" in out
+    assert "not imported: a tool call the sample's assistant made (1), a tool's output message (1)" in out
+
+    pytester.makeconftest(CONFTEST)
+    run = pytester.runpytest(golden, "-p", "no:randomly", "-p", "no:cacheprovider", f"--crucible-db={pytester.path / 'runs.db'}",
+                             "--crucible-mode=component", "--collect-only", "-q")
+    assert run.ret == pytest.ExitCode.OK, run.outlines
+    ids = [line.split("::")[1] for line in run.outlines if "::" in line]
+    assert ids == [f"{first['id']}:t1", f"{first['id']}:t2", f"{items[1]['id']}:t1"]
+    # replay: the second turn is answered on the history the sample wrote
+    run = pytester.runpytest(golden, "-p", "no:randomly", "-p", "no:cacheprovider", f"--crucible-db={pytester.path / 'runs.db'}",
+                             "--crucible-conversation=replay", "-k", f"{first['id']}:t2", "-q")
+    assert run.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), run.outlines
+    [run_id] = [line.split()[2] for line in run.outlines if line.startswith("crucible run ")]
+    show = crucible_cli("show", run_id, "--db", pytester.path / "runs.db", "--item", f"{first['id']}:t2")
+    assert show.ret == 0, show.stderr
+    assert "2 messages before: And what is the weather in Paris?" in "\n".join(show.outlines)
+
+
+def test_ragas_csv_holds_the_messages_as_pythons_repr_in_one_cell(tmp_path: Path) -> None:
+    source = tmp_path / "multi_turn.csv"
+    with source.open("w", newline="") as handle:  # as EvaluationDataset.to_csv writes a multi-turn dataset
+        writer = csv.DictWriter(handle, fieldnames=["user_input", "reference"])
+        writer.writeheader()
+        writer.writerow({"user_input": str(RAGAS_SAMPLES[1]["user_input"] + [{"content": "Bye", "type": "human"}]),
+                         "reference": "Goodbye"})
+    result, items = _import(source, "ragas", tmp_path / "golden_csv.jsonl")
+    assert result.ret == 0, result.stderr
+    assert items[0]["turns"] == [{"question": "Hello\nBye", "reference": "Goodbye"}]  # no reply between them: one question
+    assert items[0]["metadata"]["importedFrom"]["row"] == 2
+
+
+def test_expected_tool_calls_go_on_the_last_turn_when_the_samples_own_calls_do_not_add_up(tmp_path: Path) -> None:
+    sample = {"user_input": [{"content": "Weather in Paris?", "type": "human"}, {"content": "Sunny.", "type": "ai"},
+                             {"content": "And in Rome?", "type": "human"}],
+              "reference_tool_calls": [{"name": "weather", "args": {"city": "Paris"}}, {"name": "weather", "args": {"city": "Rome"}}]}
+    result, items = _import(_jsonl(tmp_path / "s.jsonl", [sample]), "ragas", tmp_path / "golden_s.jsonl")
+    assert result.ret == 0, result.stderr
+    assert "expectedTools" not in items[0]["turns"][0]
+    assert [call["arguments"]["city"] for call in items[0]["turns"][1]["expectedTools"]] == ["Paris", "Rome"]
+
+
+@pytest.mark.parametrize("suffix", ["json", "csv"])
+def test_a_deepeval_conversational_golden_becomes_a_conversation(tmp_path: Path, suffix: str) -> None:
+    source = tmp_path / f"goldens.{suffix}"
+    if suffix == "json":
+        source.write_text(json.dumps(DEEPEVAL_GOLDENS, indent=4))
+    else:  # save_as("csv"): the turns as JSON in one cell, the context joined, empty cells for nulls
+        with source.open("w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["scenario", "turns", "expected_outcome", "user_description", "context", "name", "comments",
+                             "additional_metadata", "custom_column_key_values"])
+            golden = DEEPEVAL_GOLDENS[0]
+            writer.writerow([golden["scenario"], json.dumps(golden["turns"]), golden["expected_outcome"], "",
+                             "|".join(golden["context"]), golden["name"], "", json.dumps(golden["additional_metadata"]), ""])
+    result, items = _import(source, "deepeval", tmp_path / "golden_de.jsonl")
+    assert result.ret == 0, result.stderr
+    [item] = items
+    assert item["id"] == "conv-returns"
+    assert item["turns"] == [{"question": "Can I return a bike I rode 80 km?", "assistant": "Yes, a 10% fee applies."},
+                             {"question": "Up to how many kilometres?", "reference": "Up to 150 km."}]
+    assert item["metadata"]["referenceContexts"] == ["Returns between 50 and 150 km carry a 10% usage fee."]
+    assert item["metadata"]["sourceFields"]["scenario"] == "A customer asks about returning a ridden bike"
+    out = "\n".join(result.outlines)
+    assert "a passage the golden's assistant retrieved (1), a tool call the golden's assistant made (1)" in out
+    check = crucible_cli("golden", "check", tmp_path / "golden_de.jsonl")
+    assert check.ret == 0, check.outlines
+
+
+def test_multi_turn_mistakes_name_file_line_and_field_and_nothing_is_written(tmp_path: Path) -> None:
+    bad = _jsonl(tmp_path / "bad.jsonl", [
+        {"user_input": [{"content": "Hi", "type": "person"}]},
+        {"user_input": [{"content": "How can I help?", "type": "ai"}]},
+        {"user_input": [{"type": "human"}]},
+        {"user_input": [{"content": "Hi", "type": "human"}], "reference_tool_calls": [{"args": {}}]},
+    ])
+    result, items = _import(bad, "ragas", tmp_path / "golden_out.jsonl")
+    assert result.ret == 2 and items == []
+    err = result.stderr.str()
+    assert "bad.jsonl:1: field 'user_input[0].type': expected 'human', 'ai' or 'tool', got \"person\"" in err
+    assert "bad.jsonl:2: field 'user_input': no user message" in err
+    assert "bad.jsonl:3: field 'user_input[0].content': expected the message's text" in err
+    assert "bad.jsonl:4: field 'reference_tool_calls[0].name': tool call 1 has no name" in err
+    assert err.count("HINT:") == 4 and "Traceback" not in err
+
+    scenario_only = tmp_path / "scenarios.json"
+    scenario_only.write_text(json.dumps([DEEPEVAL_GOLDENS[0], {"scenario": "A refund", "turns": None, "expected_outcome": "x"}]))
+    result, items = _import(scenario_only, "deepeval", tmp_path / "golden_sc.jsonl")
+    assert result.ret == 2 and items == []
+    assert "field 'turns': no turns: a ConversationalGolden with only a scenario has no question to ask" in result.stderr.str()
+    result, items = _import(scenario_only, "deepeval", tmp_path / "golden_sc.jsonl", "--skip-invalid")
+    assert result.ret == 0 and [item["id"] for item in items] == ["conv-returns"]
+    assert "skipped 1 invalid record(s)" in "\n".join(result.outlines)

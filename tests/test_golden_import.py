@@ -574,10 +574,15 @@ def test_a_deepeval_tool_call_without_a_name_is_named_at_its_line(tmp_path: Path
 
 
 def test_a_conversation_converted_to_single_turn_samples_says_its_history_is_lost(tmp_path: Path) -> None:
+    # LangSmith holds single-turn examples; ragas and DeepEval hold one kind of sample per dataset, so a file
+    # mixing conversations and single items flattens the conversations there too (whole: test_golden_import_conversations)
     golden = write_golden(tmp_path / "golden.jsonl", [
-        {"id": "c01", "turns": [{"question": "Which bikes ship free?"}, {"question": "And how fast?"}]}])
+        {"id": "c01", "turns": [{"question": "Which bikes ship free?"}, {"question": "And how fast?"}]},
+        {"id": "single", "question": "Where are the stores?"}])
     for target in ("ragas", "deepeval", "langsmith"):
         result = crucible_cli("golden", "convert", golden, "--to", target, "-o", tmp_path / f"{target}.jsonl")
         assert result.ret == 0, result.stderr
-        assert any("conversations (each turn written as a sample of its own, without its history) (2 item(s))" in line
+        assert result.outlines[0].startswith(f"wrote 3 item(s) as {target}")
+        assert any("conversations (each turn written as a sample of its own, without its history; ragas and DeepEval "
+                   "write them whole from a file of conversations only) (2 item(s))" in line
                    for line in result.outlines), result.outlines

@@ -171,3 +171,45 @@ def test_multi_turn_mistakes_name_file_line_and_field_and_nothing_is_written(tmp
     result, items = _import(scenario_only, "deepeval", tmp_path / "golden_sc.jsonl", "--skip-invalid")
     assert result.ret == 0 and [item["id"] for item in items] == ["conv-returns"]
     assert "skipped 1 invalid record(s)" in "\n".join(result.outlines)
+
+
+# -- the way back: golden conversations written whole ------------------------------------------------------------
+@pytest.mark.parametrize("target, name", [("ragas", "back.jsonl"), ("deepeval", "back.json"), ("deepeval", "back.csv")])
+def test_conversations_go_back_out_whole_and_come_in_again_the_same(tmp_path: Path, target: str, name: str) -> None:
+    source = tmp_path / ("source.jsonl" if target == "ragas" else "source.json")
+    if target == "ragas":
+        _jsonl(source, RAGAS_SAMPLES)
+    else:
+        source.write_text(json.dumps(DEEPEVAL_GOLDENS))
+    _, items = _import(source, target, tmp_path / "golden_in.jsonl", "--accept")
+    result = crucible_cli("golden", "convert", tmp_path / "golden_in.jsonl", "--to", target, "-o", tmp_path / name)
+    assert result.ret == 0, result.stderr
+    turns = sum(len(item["turns"]) for item in items)
+    assert result.outlines[0] == f"wrote {len(items)} conversation(s) ({turns} turns) as {target} multi-turn samples to {tmp_path / name}"
+    again, round_trip = _import(tmp_path / name, target, tmp_path / "golden_again.jsonl", "--accept")
+    assert again.ret == 0, again.stderr
+    assert [item["turns"] for item in round_trip] == [item["turns"] for item in items]
+    if target == "ragas":  # the sample's own fields restored, the expected calls as reference_tool_calls
+        written = [json.loads(line) for line in (tmp_path / name).read_text().splitlines()]
+        assert written[0]["reference_topics"] == ["returns", "weather"]
+        assert written[0]["reference_tool_calls"] == [{"name": "weather", "args": {"city": "Paris"}}]
+        assert [message["type"] for message in written[0]["user_input"]] == ["human", "ai", "human", "ai"]
+    else:  # the id, the scenario and the passages back where DeepEval keeps them
+        assert [item["id"] for item in round_trip] == ["conv-returns"]
+        assert round_trip[0]["metadata"]["sourceFields"]["scenario"] == DEEPEVAL_GOLDENS[0]["scenario"]
+        assert round_trip[0]["metadata"]["referenceContexts"] == DEEPEVAL_GOLDENS[0]["context"]
+
+
+def test_a_conversation_written_for_deepeval_says_what_a_conversational_golden_cannot_hold(tmp_path: Path) -> None:
+    golden = tmp_path / "golden_chat.jsonl"
+    golden.write_text(json.dumps({"id": "c01", "tags": ["support"], "turns": [
+        {"question": "Where is order 7?", "reference": "On its way.", "expectedTools": [{"name": "lookup_order"}]},
+        {"question": "When will it arrive?", "reference": "Tomorrow."}]}) + "\n")
+    result = crucible_cli("golden", "convert", golden, "--to", "deepeval", "-o", tmp_path / "back.json")
+    assert result.ret == 0, result.stderr
+    [golden_written] = json.loads((tmp_path / "back.json").read_text())
+    assert golden_written["scenario"] == "Where is order 7?"  # DeepEval requires one: the first question
+    assert golden_written["expected_outcome"] == "Tomorrow." and golden_written["additional_metadata"] == {"id": "c01"}
+    lost = result.outlines[1]
+    for what in ("expectedTools (1 item(s))", "tags (1 item(s))", "references of turns before the last"):
+        assert what in lost, lost

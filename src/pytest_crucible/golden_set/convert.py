@@ -12,6 +12,9 @@ what the format has no place for is counted by field and reported, never dropped
 * ``beir``: a folder: ``queries.jsonl``, ``qrels/<split>.tsv`` (a citation's own grade when it was imported,
   else required 2 and acceptable 1) and, with ``--corpus``, ``corpus.jsonl``.
 
+A file of golden conversations only goes to ragas and DeepEval whole, as multi-turn samples
+(``golden_set/multiturn.py``); elsewhere a conversation is written turn by turn, and that is counted.
+
 Pure: no pytest, no store.
 """
 
@@ -40,8 +43,13 @@ class ConvertReport:
     lost: Counter[str] = field(default_factory=Counter)  # crucible field -> items whose value the target cannot hold
     files: list[str] = field(default_factory=list)
 
+    conversations: int = 0  # written whole (multi-turn samples), and their turns
+    turns: int = 0
+
     def lines(self) -> list[str]:
-        lines = [f"wrote {self.written} item(s) as {self.target} to {', '.join(self.files) or self.output}"]
+        what = (f"{self.conversations} conversation(s) ({self.turns} turns) as {self.target} multi-turn samples" if self.conversations
+                else f"{self.written} item(s) as {self.target}")
+        lines = [f"wrote {what} to {', '.join(self.files) or self.output}"]
         if self.lost:
             lines.append(f"not representable in {self.target}: "
                          + ", ".join(f"{name} ({count} item(s))" for name, count in sorted(self.lost.items())))
@@ -73,12 +81,14 @@ def _count_lost(report: ConvertReport, item: dict[str, Any], fields: Iterable[st
     defaults = {"answerable": True, "kind": "retrieval", "questionType": "simple", "status": "active", "toolMatch": "strict"}
     for name in fields:
         value = item.get(name)
-        if name == "conversation" and value:  # every target here holds single-turn samples
-            report.lost["conversations (each turn written as a sample of its own, without its history)"] += 1
+        if name == "conversation" and value:  # this target, or a file mixing both kinds, holds single-turn samples
+            report.lost[_FLATTENED] += 1
         elif value not in (None, [], {}, "") and value != defaults.get(name):
             report.lost[name] += 1
 
 
+_FLATTENED = ("conversations (each turn written as a sample of its own, without its history; ragas and DeepEval write "
+              "them whole from a file of conversations only)")
 # What every target leaves out (its own mapping of the rest follows).
 _UNHELD = ("assertions", "concepts", "attack", "expect", "conflictingSources", "answerable", "questionType", "popularity",
            "dynamism", "cluster", "kind", "tags", "status", "expectedTools", "toolMatch", "conversation")
@@ -151,6 +161,54 @@ def _langsmith(item: dict[str, Any], chunks: dict[str, Chunk], report: ConvertRe
 _ROWS = {"ragas": _ragas, "deepeval": _deepeval, "langsmith": _langsmith}
 
 
+def _conversations(items: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]] | None:
+    """The items' conversations, each its turns in order, when every item is a turn of one (a ragas or DeepEval
+    dataset holds single-turn or multi-turn samples, never both); else None."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for item in items:
+        conversation = item.get("conversation")
+        if not isinstance(conversation, dict):
+            return None
+        groups.setdefault(conversation["id"], []).append(item)
+    return [sorted(turns, key=lambda turn: turn["conversation"]["turn"]) for turns in groups.values()] or None
+
+
+def _multi_turn(turns: list[dict[str, Any]], target: str, chunks: dict[str, Chunk], report: ConvertReport) -> dict[str, Any]:
+    """One conversation as a ragas MultiTurnSample or a DeepEval ConversationalGolden, the fields it came with
+    restored; what the sample has no place for counted once per conversation."""
+    from .multiturn import deepeval_golden, ragas_sample
+
+    first, conversation_id = turns[0], turns[0]["conversation"]["id"]
+    report.conversations += 1
+    report.turns += len(turns)
+    kept = _kept(first, target)
+    if target == "ragas":
+        row = {**ragas_sample(turns), **kept}
+        held = {"conversation", "expectedTools"}
+        if _origin(first).get("format") != "ragas" or _origin(first).get("id"):
+            report.lost["id"] += 1  # a ragas sample has no id
+        if any(turn.get("expectedTools") for turn in turns[:-1]):
+            report.lost["expectedTools' turns (ragas checks reference_tool_calls over the whole conversation)"] += 1
+        if any(turn.get("citations") for turn in turns):
+            report.lost["citations (a MultiTurnSample has no reference contexts)"] += 1
+    else:
+        row = {**deepeval_golden(turns), **kept}
+        held = {"conversation"}
+        passages = list(dict.fromkeys(text for turn in turns for text in _passages(turn, chunks)))
+        if passages:
+            row["context"] = passages
+        row["additional_metadata"] = {**(row.get("additional_metadata") or {}), "id": conversation_id}
+    if any(turn.get("reference") for turn in turns[:-1]):
+        report.lost["references of turns before the last (the sample's reference is the conversation's)"] += 1
+    for name in (name for name in _UNHELD if name not in held):
+        probe = ConvertReport(target, report.output)
+        for turn in turns:
+            _count_lost(probe, turn, [name])
+        if probe.lost:
+            report.lost[name] += 1
+    return row
+
+
 def convert_golden(items: Sequence[dict[str, Any]], target: str, output: Path, *, chunks: Sequence[Chunk] = (),
                    split: str = "test") -> ConvertReport:
     """Write ``items`` (a golden file's, as dicts) to ``output`` in ``target``'s format."""
@@ -161,11 +219,15 @@ def convert_golden(items: Sequence[dict[str, Any]], target: str, output: Path, *
     if target == "beir":
         _write_beir(items, output, by_id, split, report)
         return report
-    rows = [_ROWS[target](item, by_id, report) for item in items]
+    conversations = _conversations(items) if target in ("ragas", "deepeval") else None
+    if conversations is not None:
+        rows = [_multi_turn(turns, target, by_id, report) for turns in conversations]
+    else:
+        rows = [_ROWS[target](item, by_id, report) for item in items]
     report.written = len(rows)
     suffix = output.suffix.lower()
     if target == "deepeval" and suffix == ".csv":
-        text = _deepeval_csv(rows)
+        text = _deepeval_csv(rows, multi_turn=conversations is not None)
     elif suffix == ".json":
         text = json.dumps(rows, ensure_ascii=False, indent=2) + "\n"
     else:
@@ -175,9 +237,13 @@ def convert_golden(items: Sequence[dict[str, Any]], target: str, output: Path, *
     return report
 
 
-def _deepeval_csv(rows: list[dict[str, Any]]) -> str:
+def _deepeval_csv(rows: list[dict[str, Any]], *, multi_turn: bool = False) -> str:
     buffer = io.StringIO()
-    columns = ["input", "actual_output", "expected_output", "context", "retrieval_context", "additional_metadata"]
+    if multi_turn:  # DeepEval's columns for ConversationalGoldens, the turns a cell of JSON
+        columns = ["scenario", "turns", "expected_outcome", "user_description", "context", "name", "comments", "additional_metadata"]
+        rows = [{**row, "turns": json.dumps(row["turns"], ensure_ascii=False)} for row in rows]
+    else:
+        columns = ["input", "actual_output", "expected_output", "context", "retrieval_context", "additional_metadata"]
     if any(row.get("expected_tools") for row in rows):  # a cell of JSON, as the import reads it back
         columns.append("expected_tools")
     writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")

@@ -26,7 +26,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["MultiTurnError", "deepeval_turns", "is_deepeval_conversation", "is_ragas_conversation", "parse_messages",
+__all__ = ["MultiTurnError", "deepeval_golden", "deepeval_turns", "is_deepeval_conversation", "is_ragas_conversation", "parse_messages", "ragas_sample",
            "ragas_turns"]
 
 
@@ -199,3 +199,40 @@ def deepeval_turns(record: Mapping[str, Any]) -> tuple[list[dict[str, Any]], lis
                 built.not_imported.extend([what] * len(value))
     outcome = record.get("expected_outcome")
     return built.finish(outcome if isinstance(outcome, str) else None), built.not_imported
+
+
+# -- the way back: a golden conversation as a ragas MultiTurnSample or a DeepEval ConversationalGolden ------------
+def _exchanges(turns: list[dict[str, Any]]) -> list[tuple[str, str | None]]:
+    """(question, the author's reply) of each turn of a conversation (its turns as loaded, in order)."""
+    return [(turn["question"], (turn.get("conversation") or {}).get("assistant")) for turn in turns]
+
+
+def ragas_sample(turns: list[dict[str, Any]]) -> dict[str, Any]:
+    """A conversation's turns as a MultiTurnSample's fields (without the source's kept fields): the questions
+    and replies as messages, the last turn's reference, every turn's expected calls in order."""
+    messages: list[dict[str, Any]] = []
+    for question, reply in _exchanges(turns):
+        messages.append({"content": question, "type": "human"})
+        if reply:
+            messages.append({"content": reply, "type": "ai"})
+    sample: dict[str, Any] = {"user_input": messages}
+    if turns[-1].get("reference"):
+        sample["reference"] = turns[-1]["reference"]
+    calls = [call for turn in turns for call in turn.get("expectedTools") or []]
+    if calls:
+        sample["reference_tool_calls"] = [{"name": call["name"], "args": call.get("arguments") or {}} for call in calls]
+    return sample
+
+
+def deepeval_golden(turns: list[dict[str, Any]]) -> dict[str, Any]:
+    """A conversation's turns as a ConversationalGolden's fields (without the source's kept fields; its
+    required ``scenario`` is the first question until the caller restores the imported one)."""
+    written: list[dict[str, Any]] = []
+    for question, reply in _exchanges(turns):
+        written.append({"role": "user", "content": question})
+        if reply:
+            written.append({"role": "assistant", "content": reply})
+    golden: dict[str, Any] = {"scenario": turns[0]["question"], "turns": written}
+    if turns[-1].get("reference"):
+        golden["expected_outcome"] = turns[-1]["reference"]
+    return golden

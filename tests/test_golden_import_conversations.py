@@ -79,7 +79,7 @@ def test_a_ragas_multi_turn_sample_becomes_a_conversation_whose_turns_each_run_a
     assert items[1]["turns"] == [{"question": "Hello", "reference": "Hi, how can I help?"}]
     out = "\n".join(result.outlines)
     assert "conversations: 2 of them, 3 turn(s)" in out
-    assert "not imported: a tool call the sample's assistant made (1), a tool's output message (1)" in out
+    assert "not imported: a tool call the source's assistant made (1), a tool message (1)" in out
 
     pytester.makeconftest(CONFTEST)
     run = pytester.runpytest(golden, "-p", "no:randomly", "-p", "no:cacheprovider", f"--crucible-db={pytester.path / 'runs.db'}",
@@ -142,7 +142,7 @@ def test_a_deepeval_conversational_golden_becomes_a_conversation(tmp_path: Path,
     assert item["metadata"]["referenceContexts"] == ["Returns between 50 and 150 km carry a 10% usage fee."]
     assert item["metadata"]["sourceFields"]["scenario"] == "A customer asks about returning a ridden bike"
     out = "\n".join(result.outlines)
-    assert "a passage the golden's assistant retrieved (1), a tool call the golden's assistant made (1)" in out
+    assert "a passage the source's assistant retrieved (1), a tool call the source's assistant made (1)" in out
     check = crucible_cli("golden", "check", tmp_path / "golden_de.jsonl")
     assert check.ret == 0, check.outlines
 
@@ -157,7 +157,7 @@ def test_multi_turn_mistakes_name_file_line_and_field_and_nothing_is_written(tmp
     result, items = _import(bad, "ragas", tmp_path / "golden_out.jsonl")
     assert result.ret == 2 and items == []
     err = result.stderr.str()
-    assert "bad.jsonl:1: field 'user_input[0].type': expected 'human', 'ai' or 'tool', got \"person\"" in err
+    assert "bad.jsonl:1: field 'user_input[0].type': expected one of 'human', 'ai', 'tool', got \"person\"" in err
     assert "bad.jsonl:2: field 'user_input': no user message" in err
     assert "bad.jsonl:3: field 'user_input[0].content': expected the message's text" in err
     assert "bad.jsonl:4: field 'reference_tool_calls[0].name': tool call 1 has no name" in err
@@ -213,3 +213,44 @@ def test_a_conversation_written_for_deepeval_says_what_a_conversational_golden_c
     lost = result.outlines[1]
     for what in ("expectedTools (1 item(s))", "tags (1 item(s))", "references of turns before the last"):
         assert what in lost, lost
+
+
+# -- LangSmith chat examples -------------------------------------------------------------------------------------
+LANGSMITH_CHATS = [
+    # Client.create_chat_example: LangChain's serialised messages under inputs.input, the reply under outputs.output
+    {"id": "5f0c2a9e-0000-4000-8000-000000000001", "inputs": {"input": [
+        {"type": "system", "data": {"content": "You are the shop's assistant."}},
+        {"type": "human", "data": {"content": "Can I return a bike I rode 80 km?"}},
+        {"type": "ai", "data": {"content": "Yes, with a 10% usage fee."}},
+        {"type": "human", "data": {"content": "Up to how many km?"}}]},
+     "outputs": {"output": {"type": "ai", "data": {"content": "Up to 150 km."}}}, "metadata": {"dataset_split": ["test"]}},
+    # a dataset with the Message schema: OpenAI messages under inputs.messages, content parts, a tool call
+    {"id": "5f0c2a9e-0000-4000-8000-000000000002", "inputs": {"messages": [
+        {"role": "user", "content": [{"type": "text", "text": "What is the weather in Paris?"}]},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+        {"role": "tool", "content": "18C", "tool_call_id": "call_1"},
+        {"role": "assistant", "content": "18C in Paris."},
+        {"role": "user", "content": "And tomorrow?"}]},
+     "outputs": {"message": {"role": "assistant", "content": "Tomorrow 21C."}}, "metadata": {"dataset_split": ["train"]}},
+]
+
+
+def test_langsmith_chat_examples_become_conversations(tmp_path: Path) -> None:
+    result, items = _import(_jsonl(tmp_path / "chat.jsonl", LANGSMITH_CHATS), "langsmith", tmp_path / "golden_ls.jsonl")
+    assert result.ret == 0, result.stderr
+    assert [item["id"] for item in items] == [chat["id"] for chat in LANGSMITH_CHATS]
+    assert items[0]["turns"] == [{"question": "Can I return a bike I rode 80 km?", "assistant": "Yes, with a 10% usage fee."},
+                                 {"question": "Up to how many km?", "reference": "Up to 150 km."}]
+    assert items[1]["turns"] == [{"question": "What is the weather in Paris?", "assistant": "18C in Paris."},
+                                 {"question": "And tomorrow?", "reference": "Tomorrow 21C."}]
+    assert items[0]["metadata"]["importedFrom"]["fields"]["turns"] == "inputs.input"
+    assert items[0]["metadata"]["sourceFields"] == {"metadata": {"dataset_split": ["test"]}}
+    out = "\n".join(result.outlines)
+    assert "a system message (1)" in out and "a tool call the source's assistant made (1)" in out and "a tool message (1)" in out
+    result, items = _import(tmp_path / "chat.jsonl", "langsmith", tmp_path / "golden_test.jsonl", "--split", "test")
+    assert result.ret == 0 and [item["id"] for item in items] == [LANGSMITH_CHATS[0]["id"]]
+    bad = _jsonl(tmp_path / "bad.jsonl", [{"inputs": {"messages": [{"role": "customer", "content": "Hi"}]}}])
+    result, items = _import(bad, "langsmith", tmp_path / "golden_bad.jsonl")
+    assert result.ret == 2 and items == []
+    assert "bad.jsonl:1: field 'inputs.messages[0].role': expected one of 'user', 'human'" in result.stderr.str()

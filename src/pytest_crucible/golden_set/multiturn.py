@@ -7,6 +7,9 @@
 * DeepEval: a ``ConversationalGolden`` (``turns`` a list of ``{"role": "user" | "assistant", "content",
   "tools_called", "retrieval_context"}``, ``expected_outcome``, ``scenario``, ``context``), as
   ``EvaluationDataset.save_as`` writes it in JSON, JSONL or CSV (the turns as JSON in one cell).
+* LangSmith: a chat example, its messages under ``inputs.messages`` (OpenAI's ``{"role", "content"}``) or
+  ``inputs.input`` (``Client.create_chat_example``: LangChain's ``{"type", "data": {"content"}}``), the
+  expected reply in ``outputs``.
 
 A user message opens a turn, its ``question``; the assistant messages after it are the turn's
 ``assistant`` reply (what ``crucible_conversation = replay`` puts in the history). The conversation's
@@ -14,7 +17,7 @@ expected answer (ragas ``reference``, DeepEval ``expected_outcome``) is its last
 ragas' ``reference_tool_calls`` become ``expectedTools``: spread over the turns in the order the sample's
 own assistant messages made them when their numbers agree, else all on the last turn. What the source
 recorded of the assistant's own work (tool outputs, tools it called, what it retrieved) is a run's
-result, not a golden item's: counted as not imported.
+result, not a golden item's, and a system prompt is the pipeline's: counted as not imported.
 
 Pure: no pytest, no store.
 """
@@ -50,10 +53,14 @@ def parse_messages(value: Any) -> Any:
     return value
 
 
+def _is_messages(value: Any) -> bool:
+    value = parse_messages(value)
+    return isinstance(value, list) and bool(value) and all(isinstance(message, Mapping) for message in value)
+
+
 def is_ragas_conversation(record: Mapping[str, Any]) -> bool:
     """A ragas MultiTurnSample: ``user_input`` is a list of messages (not a question)."""
-    messages = parse_messages(record.get("user_input"))
-    return isinstance(messages, list) and bool(messages) and all(isinstance(m, Mapping) for m in messages)
+    return _is_messages(record.get("user_input"))
 
 
 def is_deepeval_conversation(record: Mapping[str, Any]) -> bool:
@@ -61,18 +68,67 @@ def is_deepeval_conversation(record: Mapping[str, Any]) -> bool:
     return "input" not in record and ("turns" in record or "scenario" in record)
 
 
+# Where a LangSmith chat example keeps its messages (``Client.create_chat_example``: ``inputs.input``; a
+# dataset with the Message schema: ``inputs.messages``) and its expected reply.
+LANGSMITH_MESSAGES = ("messages", "input")
+LANGSMITH_REPLY = ("output", "message", "messages", "answer", "reference", "expected")
+
+
+def langsmith_messages_key(record: Mapping[str, Any]) -> str | None:
+    """The key of ``inputs`` holding a LangSmith chat example's messages, if it is one."""
+    inputs = record.get("inputs")
+    if not isinstance(inputs, Mapping):
+        return None
+    return next((key for key in LANGSMITH_MESSAGES if _is_messages(inputs.get(key))), None)
+
+
+class _Style:
+    """How a format writes a message: the key naming who speaks, its values, and what it calls a tool call's arguments."""
+
+    def __init__(self, keys: tuple[str, ...], roles: dict[str, str], arguments: str, example: str):
+        self.keys, self.roles, self.arguments, self.example = keys, roles, arguments, example
+
+    def role(self, message: Mapping[str, Any], field: str) -> str:
+        for key in self.keys:
+            if key in message:
+                role = self.roles.get(message[key]) if isinstance(message[key], str) else None
+                if role is None:
+                    allowed = ", ".join(f"'{name}'" for name in self.roles)
+                    raise MultiTurnError(f"{field}.{key}", f"expected one of {allowed}, got {json.dumps(message[key], default=str)[:40]}",
+                                         f"each message says who speaks: {self.example}")
+                return role
+        raise MultiTurnError(f"{field}.{self.keys[0]}", "missing: who speaks", f"each message says who speaks: {self.example}")
+
+
+_RAGAS = _Style(("type",), {"human": "user", "ai": "assistant", "tool": "tool"}, "args", '{"type": "human", "content": "..."}')
+_DEEPEVAL = _Style(("role",), {"user": "user", "assistant": "assistant"}, "input_parameters", '{"role": "user", "content": "..."}')
+# OpenAI's messages ({"role", "content"}), or LangChain's serialised ones ({"type", "data": {"content"}})
+_LANGSMITH = _Style(("role", "type"), {"user": "user", "human": "user", "assistant": "assistant", "ai": "assistant",
+                                       "system": "system", "developer": "system", "tool": "tool", "function": "tool"},
+                    "arguments", '{"role": "user", "content": "..."}')
+
+
 def _text(message: Mapping[str, Any], field: str) -> str:
+    """A message's text: ``content`` (a text, or OpenAI's list of parts), or LangChain's ``data.content``."""
+    data = message.get("data")
+    if "content" not in message and isinstance(data, Mapping):
+        message, field = data, field + ".data"
     content = message.get("content")
+    if isinstance(content, list) and all(isinstance(part, Mapping) for part in content):  # [{"type": "text", "text": ...}]
+        content = "\n".join(str(part["text"]) for part in content if part.get("type") == "text" and "text" in part)
+    if content is None and message.get("tool_calls"):  # an assistant message that only called tools
+        content = ""
     if isinstance(content, (int, float)) and not isinstance(content, bool):
         content = str(content)
     if not isinstance(content, str):
         raise MultiTurnError(field + ".content", f"expected the message's text, got {type(content).__name__}",
-                             'a message is {"type": "human", "content": "..."}')
+                             'a message holds its text in "content"')
     return content
 
 
 def _tool_calls(calls: Any, field: str, arguments_key: str) -> list[dict[str, Any]]:
-    """Tool calls as written (``{"name", ARGUMENTS_KEY}``) as crucible's ``{"name", "arguments"}``."""
+    """Tool calls as written (``{"name", ARGUMENTS_KEY}``, or OpenAI's ``{"function": {"name", "arguments"}}``
+    with the arguments as JSON text) as crucible's ``{"name", "arguments"}``."""
     if calls in (None, ""):
         return []
     if not isinstance(calls, list):
@@ -80,11 +136,18 @@ def _tool_calls(calls: Any, field: str, arguments_key: str) -> list[dict[str, An
                              f'[{{"name": "search", "{arguments_key}": {{"query": "..."}}}}]')
     out = []
     for number, call in enumerate(calls):
+        if isinstance(call, Mapping) and isinstance(call.get("function"), Mapping):
+            call = call["function"]
         name = call.get("name") if isinstance(call, Mapping) else None
         if not isinstance(name, str) or not name.strip():
             raise MultiTurnError(f"{field}[{number}].name", f"tool call {number + 1} has no name",
                                  f'a tool call is {{"name": "search", "{arguments_key}": {{...}}}}')
-        arguments = call.get(arguments_key) or {}
+        arguments = call.get(arguments_key, call.get("args", call.get("arguments"))) or {}
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except ValueError:
+                arguments = None
         if not isinstance(arguments, Mapping):
             raise MultiTurnError(f"{field}[{number}].{arguments_key}", f"tool call {number + 1} ('{name}'): not an object",
                                  f'"{arguments_key}": {{"query": "..."}}')
@@ -128,26 +191,36 @@ class _Turns:
         return turns
 
 
+# What a source recorded of its assistant's own work: a run's result, not a golden item's.
+_RECORDED = {"tool_calls": "a tool call the source's assistant made", "tools_called": "a tool call the source's assistant made",
+             "retrieval_context": "a passage the source's assistant retrieved"}
+
+
+def _built(messages: list[Any], field: str, style: _Style) -> _Turns:
+    """The messages (a list already) read into turns, in ``style``."""
+    built = _Turns(field)
+    for index, message in enumerate(messages):
+        where = f"{field}[{index}]"
+        if not isinstance(message, Mapping):
+            raise MultiTurnError(where, f"expected a message object, got {type(message).__name__}", style.example)
+        role, text = style.role(message, where), _text(message, where)
+        calls = _tool_calls(message.get("tool_calls"), where + ".tool_calls", style.arguments) if role == "assistant" else []
+        if role == "user":
+            built.user(text)
+        elif role == "assistant":
+            built.assistant(text, len(calls))
+        else:
+            built.not_imported.append(f"a {role} message")
+        for key, what in _RECORDED.items():
+            value = message.get(key)
+            if isinstance(value, list) and value:
+                built.not_imported.extend([what] * len(value))
+    return built
+
+
 def ragas_turns(record: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
     """(the turns of a ragas MultiTurnSample, what it held that became nothing). MultiTurnError on a bad message."""
-    messages = parse_messages(record.get("user_input"))
-    built = _Turns("user_input")
-    for index, message in enumerate(messages):
-        field = f"user_input[{index}]"
-        kind = message.get("type")
-        if kind == "human":
-            built.user(_text(message, field))
-        elif kind == "ai":
-            calls = _tool_calls(message.get("tool_calls"), field + ".tool_calls", "args")
-            built.assistant(_text(message, field), len(calls))
-            if calls:
-                built.not_imported.extend(["a tool call the sample's assistant made"] * len(calls))
-        elif kind == "tool":
-            _text(message, field)
-            built.not_imported.append("a tool's output message")
-        else:
-            raise MultiTurnError(field + ".type", f"expected 'human', 'ai' or 'tool', got {json.dumps(kind, default=str)[:40]}",
-                                 'ragas writes each message with its type: {"type": "human", "content": "..."}')
+    built = _built(parse_messages(record.get("user_input")), "user_input", _RAGAS)
     reference = record.get("reference")
     turns = built.finish(reference if isinstance(reference, str) else None)
     expected = _tool_calls(parse_messages(record.get("reference_tool_calls")), "reference_tool_calls", "args")
@@ -179,26 +252,29 @@ def deepeval_turns(record: Mapping[str, Any]) -> tuple[list[dict[str, Any]], lis
     if not isinstance(raw, list):
         raise MultiTurnError("turns", f"expected a list of turns, got {type(raw).__name__}",
                              '[{"role": "user", "content": "..."}, {"role": "assistant", "content": "..."}]')
-    built = _Turns("turns")
-    for index, turn in enumerate(raw):
-        field = f"turns[{index}]"
-        if not isinstance(turn, Mapping):
-            raise MultiTurnError(field, f"expected an object, got {type(turn).__name__}", '{"role": "user", "content": "..."}')
-        role = turn.get("role")
-        if role == "user":
-            built.user(_text(turn, field))
-        elif role == "assistant":
-            built.assistant(_text(turn, field), 0)
-        else:
-            raise MultiTurnError(field + ".role", f"expected 'user' or 'assistant', got {json.dumps(role, default=str)[:40]}",
-                                 'DeepEval writes each turn with its role: {"role": "user", "content": "..."}')
-        for key, what in (("tools_called", "a tool call the golden's assistant made"),
-                          ("retrieval_context", "a passage the golden's assistant retrieved")):
-            value = turn.get(key)
-            if isinstance(value, list) and value:
-                built.not_imported.extend([what] * len(value))
+    built = _built(raw, "turns", _DEEPEVAL)
     outcome = record.get("expected_outcome")
     return built.finish(outcome if isinstance(outcome, str) else None), built.not_imported
+
+
+def langsmith_turns(record: Mapping[str, Any], key: str) -> tuple[list[dict[str, Any]], list[str], str | None]:
+    """(the turns of a LangSmith chat example, what became nothing, the ``outputs`` key its reference came from):
+    ``inputs.KEY`` the conversation so far, its last user message the last turn; ``outputs`` the expected reply
+    (a message, a list of them: the last, or a text)."""
+    built = _built(parse_messages(record["inputs"][key]), f"inputs.{key}", _LANGSMITH)
+    outputs = record.get("outputs")
+    outputs = outputs if isinstance(outputs, Mapping) else {}
+    reference, source = None, None
+    for name in LANGSMITH_REPLY:
+        value = outputs.get(name)
+        if isinstance(value, list) and value:
+            value = value[-1]
+        if isinstance(value, Mapping):
+            value = _text(value, f"outputs.{name}")
+        if isinstance(value, str) and value.strip():
+            reference, source = value, name
+            break
+    return built.finish(reference), built.not_imported, source
 
 
 # -- the way back: a golden conversation as a ragas MultiTurnSample or a DeepEval ConversationalGolden ------------

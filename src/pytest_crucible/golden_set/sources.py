@@ -11,7 +11,8 @@ golden items (``golden_set/imports.py``). One reader per format, each from the t
 * ``promptfoo``: a ``tests:`` YAML (or JSON) or a tests CSV (``__expected`` columns): ``vars`` hold the
   question, ``contains`` / ``icontains`` / ``equals`` / a literal ``regex`` assertion becomes an assertion,
   an ``equals`` value the reference; other assertion types are counted as not imported.
-* ``langsmith``: an exported dataset's examples (``inputs``, ``outputs``, ``metadata``, ``id``), as JSONL or
+* ``langsmith``: an exported dataset's examples (``inputs``, ``outputs``, ``metadata``, ``id``; a chat example:
+  ``golden_set/multiturn.py``), as JSONL or
   a JSON array; ``--split`` keeps the examples of one ``metadata.dataset_split``.
 * ``csv`` / ``jsonl``: any table, its columns named with ``--map``.
 
@@ -312,32 +313,40 @@ def read_tabular(path: Path, shown: str, fmt: str, mapping: Mapping[str, str], s
 
 
 def _is_conversation(fmt: str, record: Mapping[str, Any]) -> bool:
-    from .multiturn import is_deepeval_conversation, is_ragas_conversation
+    from .multiturn import is_deepeval_conversation, is_ragas_conversation, langsmith_messages_key
 
-    return (fmt == "ragas" and is_ragas_conversation(record)) or (fmt == "deepeval" and is_deepeval_conversation(record))
-
-
-# The fields a conversation's turns are read from, by format (golden_set/multiturn.py reads them).
-_TURN_SOURCES = {"ragas": ("user_input", "reference", "reference_tool_calls"), "deepeval": ("turns", "expected_outcome")}
+    return ((fmt == "ragas" and is_ragas_conversation(record)) or (fmt == "deepeval" and is_deepeval_conversation(record))
+            or (fmt == "langsmith" and langsmith_messages_key(record) is not None))
 
 
 def _conversation(fields: _Fields, fmt: str) -> SourceRecord | GoldenFileError:
-    """A ragas MultiTurnSample or a DeepEval ConversationalGolden as a record with turns; its questions,
-    joined, are what an id made from a hash hashes."""
-    from .multiturn import MultiTurnError, deepeval_turns, ragas_turns
+    """A ragas MultiTurnSample, a DeepEval ConversationalGolden or a LangSmith chat example as a record with
+    turns (golden_set/multiturn.py); its questions, joined, are what an id made from a hash hashes."""
+    from .multiturn import MultiTurnError, deepeval_turns, langsmith_messages_key, langsmith_turns, ragas_turns
 
+    record = fields.record
     try:
-        turns, not_imported = (ragas_turns if fmt == "ragas" else deepeval_turns)(fields.record)
-        record = SourceRecord(fields.line, "\n".join(turn["question"] for turn in turns), source_id=fields.text("id"),
+        if fmt == "langsmith":
+            key = langsmith_messages_key(record) or ""
+            turns, not_imported, reply = langsmith_turns(record, key)
+            read_from = [f"inputs.{key}", *([f"outputs.{reply}"] if reply else [])]
+        else:
+            turns, not_imported = (ragas_turns if fmt == "ragas" else deepeval_turns)(record)
+            read_from = [name for name in _TURN_SOURCES[fmt] if name in record]
+        source = SourceRecord(fields.line, "\n".join(turn["question"] for turn in turns), source_id=fields.text("id"),
                               contexts=fields.texts("contexts"), turns=turns, not_imported=not_imported)
     except MultiTurnError as exc:
         return fields.error(exc.field, exc.problem, exc.hint)
     except GoldenFileError as exc:
         return exc
-    fields.used.extend(name for name in _TURN_SOURCES[fmt] if name in fields.record)
-    record.kept = fields.kept()
-    record.fields = {**fields.found, "turns": _TURN_SOURCES[fmt][0]}
-    return record
+    fields.used.extend(read_from)
+    source.kept = fields.kept()
+    source.fields = {**fields.found, "turns": read_from[0]}
+    return source
+
+
+# The fields a conversation's turns are read from, by format (golden_set/multiturn.py reads them).
+_TURN_SOURCES = {"ragas": ("user_input", "reference", "reference_tool_calls"), "deepeval": ("turns", "expected_outcome")}
 
 
 def _deepeval_tools(value: Any) -> list[dict[str, Any]]:

@@ -81,6 +81,10 @@ def test_a_ragas_multi_turn_sample_becomes_a_conversation_whose_turns_each_run_a
     assert "conversations: 2 of them, 3 turn(s)" in out
     assert "not imported: a tool call the source's assistant made (1), a tool message (1)" in out
 
+    review = crucible_cli("golden", "review", golden, "--status", "active")
+    assert review.ret == 0, review.stderr
+    assert "  assistant: Yes, with a 10% usage fee." in review.outlines  # the reply replay gives the next turn
+
     pytester.makeconftest(CONFTEST)
     run = pytester.runpytest(golden, "-p", "no:randomly", "-p", "no:cacheprovider", f"--crucible-db={pytester.path / 'runs.db'}",
                              "--crucible-mode=component", "--collect-only", "-q")

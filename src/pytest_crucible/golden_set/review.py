@@ -96,6 +96,9 @@ def review_lines(path: str | Path, status: str = "draft", chunks: Sequence[Chunk
         origin = f", {generator}" if isinstance(generator, str) else ""
         lines.append(f"{item.id}  ({path}:{item.line}, {item.question_type}, {item.kind}{origin})")
         block("question:", item.question)
+        reply = item.conversation.assistant if item.conversation is not None else None
+        if reply:  # the author's reply: the history replay gives the next turn
+            block("assistant:", reply)
         block("reference:", item.reference if item.reference else "(none)")
         if item.assertions:
             block("asserts:", "; ".join(f"[{a.kind}] {a.text}" for a in item.assertions))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import db_rows, point_anthropic_at, return_window_items, returns_conftest, write_project
+from helpers import crucible_cli, db_rows, point_anthropic_at, return_window_items, returns_conftest, write_project
 from mock_anthropic import MockAnthropic, count_tokens, prompt_blocks
 
 from pytest_crucible.judge.anthropic_judge import AnthropicJudge
@@ -170,3 +170,9 @@ def test_a_run_stores_and_prints_a_cost_that_counts_cache_writes_and_reads(pytes
     assert cost == pytest.approx(expected)
     result.stdout.fnmatch_lines([f"*cost ${cost:.4f} (* in / * out tokens; cache {stats['cacheReadTokens']:,} read, "
                                 f"{stats['cacheWriteTokens']:,} written)*"])
+    # the HTML report says the same cost, cache tokens included (one text for both)
+    page = project.path / "report.html"
+    report = crucible_cli("report", "latest", "--db", project.path / ".crucible" / "crucible.db", "-o", page)
+    assert report.ret == 0, report.stderr
+    assert (f"<dt>cost</dt><dd>${cost:.4f} (" in page.read_text()
+            and f"cache {stats['cacheReadTokens']:,} read, {stats['cacheWriteTokens']:,} written)" in page.read_text())

@@ -358,7 +358,7 @@ def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any
     from ..store import aggregates
     from ..store.ledgers import latest_judge_calibration
     from ..verdict.runs import metric_means, selective_pairs
-    from .terminal import calibration_line, judge_line, pool_line, stored_facets
+    from .terminal import calibration_line, cost_text, judge_line, pool_line, stored_facets
     from .views import TARGET_RISK, error_class_table, run_labels, selective_summary
 
     # At scale (100,000 items) the page never holds every result row: the counts come from SQL, the views read
@@ -441,19 +441,13 @@ def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any
                                         aggregates.result_columns(store, run_id, ("item_id", "blocked", "blocked_layer"),
                                                                   where="blocked"))
 
-    cost = None
-    if run.get("cost_usd"):
-        cost = f"${run['cost_usd']:.4f} ({run.get('input_tokens') or 0:,} in / {run.get('output_tokens') or 0:,} out tokens)"
-    elif run.get("cost_estimate_usd") is not None:
-        cost = f"estimated ${run['cost_estimate_usd']:.2f}"
-
     return {
         "run": run, "resolved": resolved, "params": _loads(run.get("params"), {}),
         "config_path": run.get("config_path") or "(defaults)",
         "judge": judge_line(run) if run.get("judge_model") else None,
         "calibration": calibration_line(latest_judge_calibration(store, run["judge_model"], run.get("judge_prompt_version"))).strip()
         if run.get("judge_model") else None,
-        "cost": cost, "n_items": tally["n"], "outcomes": sorted(outcomes.items()),
+        "cost": cost_text(run), "n_items": tally["n"], "outcomes": sorted(outcomes.items()),
         "families": families, "selective": selective, "plot": plot, "trends": trends, "comparison": comparison,
         "facets": facets, "error_classes": error_classes, "items": items, "items_script": _items_script(),
         "k": k, "guardrails": guardrails, "conversations": _conversations_context(store, run_id, item_metrics),

@@ -47,6 +47,21 @@ def judge_line(run: dict[str, Any]) -> str:
     return ", ".join(line.strip() for line in judge_lines(run))
 
 
+def cost_text(run: dict[str, Any]) -> str | None:
+    """What the run's judge cost: ``$0.0123 (1,200 in / 300 out tokens; cache 900 read, 100 written)``, and the
+    estimate made before it ran, or None (the terminal's judge lines and the HTML report both say it)."""
+    stats = json.loads(run["judge_stats"]) if run.get("judge_stats") else None
+    cost = []
+    if run.get("cost_usd"):
+        cached = (f"; cache {stats.get('cacheReadTokens', 0):,} read, {stats.get('cacheWriteTokens', 0):,} written"
+                  if stats and (stats.get("cacheReadTokens") or stats.get("cacheWriteTokens")) else "")
+        cost.append(f"${run['cost_usd']:.4f} ({run.get('input_tokens') or 0:,} in / {run.get('output_tokens') or 0:,} "
+                    f"out tokens{cached})")
+    if run.get("cost_estimate_usd") is not None:
+        cost.append(f"estimated ${run['cost_estimate_usd']:.2f}")
+    return ", ".join(cost) or None
+
+
 def judge_lines(run: dict[str, Any]) -> list[str]:
     """The judge line and, when money was spent or estimated, a second line with the cost (each fits 100 columns)."""
     line = f"judge {run.get('judge_label') or run['judge_model']}"
@@ -60,15 +75,8 @@ def judge_lines(run: dict[str, Any]) -> list[str]:
             line += f", {stats['jsonMode']} in JSON mode (the server takes no schema)"
         if stats.get("directInsteadOfBatch"):
             line += f", {stats['directInsteadOfBatch']} direct (the server has no Batch API)"
-    cost = []
-    if run.get("cost_usd"):
-        cached = (f"; cache {stats.get('cacheReadTokens', 0):,} read, {stats.get('cacheWriteTokens', 0):,} written"
-                  if stats and (stats.get("cacheReadTokens") or stats.get("cacheWriteTokens")) else "")
-        cost.append(f"${run['cost_usd']:.4f} ({run.get('input_tokens') or 0:,} in / {run.get('output_tokens') or 0:,} "
-                    f"out tokens{cached})")
-    if run.get("cost_estimate_usd") is not None:
-        cost.append(f"estimated ${run['cost_estimate_usd']:.2f}")
-    lines = [line] + (["  cost " + ", ".join(cost)] if cost else [])
+    cost = cost_text(run)
+    lines = [line] + ([f"  cost {cost}"] if cost else [])
     agreement = (stats or {}).get("selfAgreement")
     if agreement:  # --crucible-judge-repeat
         parts = [f"{kind} {agreed / total:.2f} (n {total})" for kind, (agreed, total) in sorted(agreement["kinds"].items()) if total]

@@ -176,6 +176,12 @@ def test_multi_turn_mistakes_name_file_line_and_field_and_nothing_is_written(tmp
     assert result.ret == 0 and [item["id"] for item in items] == ["conv-returns"]
     assert "skipped 1 invalid record(s)" in "\n".join(result.outlines)
 
+    # the usual mistake: the right file, the wrong --from; the hint names the format the record is in
+    for source, wrong, right in ((scenario_only, "ragas", "deepeval"), (bad, "deepeval", "ragas")):
+        result, items = _import(source, wrong, tmp_path / "golden_wrong.jsonl")
+        assert result.ret == 2 and items == []
+        assert f"(it looks like --from {right})" in result.stderr.str()
+
 
 # -- the way back: golden conversations written whole ------------------------------------------------------------
 @pytest.mark.parametrize("target, name", [("ragas", "back.jsonl"), ("deepeval", "back.json"), ("deepeval", "back.csv")])

@@ -176,8 +176,10 @@ class _Fields:
         if path is None:
             looked = self.mapping.get("question") or " or ".join(self.aliases["question"][:3])
             has = ", ".join(str(key) for key in list(self.record)[:8]) or "no fields"
+            guess = _looks_like(self.record)
+            other = (f"it looks like --from {guess}" if guess and guess != self.fmt else "or is the file another --from format?")
             raise self.error(looked, "missing: the question", f"a {self.fmt} record holds its question in {looked}, and this "
-                             f"one has {has}; --map question=FIELD names the field (or is the file another --from format?)")
+                             f"one has {has}; --map question=FIELD names the field ({other})")
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             value = str(value)
         if not isinstance(value, str) or not value.strip():
@@ -208,6 +210,19 @@ class _Fields:
 
     def kept(self) -> dict[str, Any]:
         return _without(self.record, self.used)
+
+
+def _looks_like(record: Mapping[str, Any]) -> str | None:
+    """The format a record's own fields say it is in (for the hint of a record read with another ``--from``)."""
+    from .multiturn import is_deepeval_conversation, langsmith_messages_key
+
+    if "user_input" in record:
+        return "ragas"
+    if "input" in record or is_deepeval_conversation(record):
+        return "deepeval"
+    if isinstance(record.get("inputs"), Mapping) or langsmith_messages_key(record):
+        return "langsmith"
+    return None
 
 
 def _record(fields: _Fields) -> SourceRecord:

@@ -99,19 +99,20 @@ def _trends(store: Store, rows: list[dict[str, Any]], names: list[str], *, works
     from ..defaults import KINDS
     from ..evaluation.custom_metrics import directions
     from ..metrics import depends_on_k, display_name, metric_direction, run_cutoff
-    from ..store.aggregates import metric_rows, metric_values
+    from ..store.aggregates import kind_counts, metric_rows, metric_values
     from ..verdict.runs import labels_of, means_of_values
 
     k = run_cutoff(rows[-1]) if rows else None
     custom: dict[str, str | None] = {}
     seen: set[str] = set()
-    kinds_of: dict[str, dict[str, str]] = {}  # a run's item kinds, read once (each read is a pass over its items)
     for row in rows:
         custom.update(directions(row))
-        kinds_of[row["id"]] = store.item_kinds(row["id"])
-        seen |= set(kinds_of[row["id"]].values())
+        # the kinds a run's items have, counted in SQL (Store.item_kinds' values: retrieval when an item does not say)
+        seen |= {item_kind or "retrieval" for item_kind in kind_counts(store, row["id"])}
     groups: list[str | None] = [kind] if kind else [None] if len(seen) < 2 else sorted(
         seen, key=lambda item_kind: (KINDS.index(item_kind) if item_kind in KINDS else len(KINDS), item_kind))
+    # each run's item kinds, read once and only when the values are split by kind (a pass over its items)
+    kinds_of = {row["id"]: store.item_kinds(row["id"]) for row in rows} if groups != [None] else {}
     # Each run's values of these metrics, in item order, per group (an item without a golden row counts as
     # retrieval): read once per run, item ids only when the runs mix kinds.
     read: list[dict[str | None, dict[str, list[float]]]] = []

@@ -95,6 +95,15 @@ class Chunks:
         return [list(key) for key in self.index]
 
 
+class Prepared(list):
+    """One ranking's chunks as :class:`Rankings` keeps them, with ``entries`` (each chunk's entry, as an item with
+    no grade, usefulness or citation among them shows it) and ``units``, the grade units a chunk of it is looked
+    up by (``chunk:<id>``, ``doc:<id>``)."""
+
+    entries: list[list[Any]]
+    units: set[str]
+
+
 class Rankings:
     """Retrieved rankings, each decoded and its chunks interned once (``RANKINGS_KEPT`` at a time): per chunk,
     in rank order, its drill-down entry as an ungraded, unused, uncited chunk ``[chunk ref, score, None, 0,
@@ -103,7 +112,7 @@ class Rankings:
     def __init__(self, chunks: Chunks) -> None:
         self.chunks = chunks
         self.bodies: dict[str, str] = {}
-        self.prepared: dict[Any, list[tuple[list[Any], Any, Any, str, str]]] = {}
+        self.prepared: dict[Any, Prepared] = {}
 
     def read(self, conn: Any, hashes: set[Any]) -> None:
         """The texts of these rankings that are not prepared yet (a batch's)."""
@@ -113,14 +122,14 @@ class Rankings:
             self.prepared.clear()
         self.bodies = content_bodies(conn, [key for key in hashes if key is not None and key not in self.prepared])
 
-    def __getitem__(self, key: Any) -> list[tuple[list[Any], Any, Any, str, str]]:
+    def __getitem__(self, key: Any) -> Prepared:
         prepared = self.prepared.get(key)
         if prepared is None:
             prepared = self.prepared[key] = self._prepare(self.bodies.get(key) if key is not None else None)
         return prepared
 
-    def _prepare(self, body: str | None) -> list[tuple[list[Any], Any, Any, str, str]]:
-        prepared = []
+    def _prepare(self, body: str | None) -> Prepared:
+        prepared = Prepared()
         for hit in _loads(body, []) or []:
             hit = hit if isinstance(hit, dict) else {}
             chunk_id, doc_id = hit.get("chunk_id") or hit.get("chunkId"), hit.get("doc_id") or hit.get("docId")
@@ -130,17 +139,19 @@ class Rankings:
             entry = [self.chunks.ref(chunk_id, doc_id, excerpt), round(score, PLACES) if isinstance(score, float) else score,
                      None, 0, None, 0]
             prepared.append((entry, chunk_id, doc_id, f"chunk:{chunk_id}", f"doc:{doc_id}"))
+        prepared.entries = [entry for entry, *_ in prepared]
+        prepared.units = {unit for _, chunk_id, _, unit, _ in prepared if chunk_id} | {unit for *_, doc_id, _, unit in prepared if doc_id}
         return prepared
 
 
-def chunk_entries(prepared: list[tuple[list[Any], Any, Any, str, str]], grades: dict[str, tuple[int, str]],
+def chunk_entries(prepared: Prepared, grades: dict[str, tuple[int, str]],
                   useful: list[Any], cited: set[Any]) -> list[list[Any]]:
     """An item's retrieved chunks as its drill-down shows them: [chunk ref, score, grade, source, useful, cited]
     (grade: the chunk's effective grade, else its document's; source: an index in SOURCES, or the name when it
     is another; useful: the context precision verdict at its rank; cited: 1 when the answer cites it, by id or
     as ``S<rank>``)."""
-    if not grades and not useful and not cited:
-        return [entry for entry, *_ in prepared]
+    if not useful and not cited and (not grades or grades.keys().isdisjoint(prepared.units)):
+        return prepared.entries
     entries = []
     for index, (entry, chunk_id, doc_id, chunk_unit, doc_unit) in enumerate(prepared):
         grade = grades.get(chunk_unit) if chunk_id else None

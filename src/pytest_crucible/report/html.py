@@ -316,10 +316,12 @@ def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any
               for facet, values in facet_table.items()]
 
     from .terminal import ONE_LINE_METRICS
-    from .trend import report_trends, trend_plots
+    from .trend import RunRead, report_trends, trend_plots
 
-    # The headline metrics over the earlier runs with exactly these labels, a plot per kind (none without such runs).
-    trends = trend_plots(report_trends(store, run, [name for name in ONE_LINE_METRICS if name in means]))
+    # The headline metrics over the earlier runs with exactly these labels, a plot per kind (none without such runs);
+    # this run's kinds and metrics as read above.
+    known = RunRead(run_id, {item["id"]: item.get("kind") or "retrieval" for item in golden}, item_metrics)
+    trends = trend_plots(report_trends(store, run, [name for name in ONE_LINE_METRICS if name in means], known))
 
     comparison = _gate_context(gate, run_id, k) if gate is not None else None
     plot = risk_coverage_plot(selective_pairs(selective_rows), comparison["baseline_selective"] if comparison else None,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import zlib
 from typing import TYPE_CHECKING, Any
 
@@ -102,6 +103,14 @@ class Prepared(list):
 
     entries: list[list[Any]]
     units: set[str]
+    _text: str | None = None
+
+    @property
+    def text(self) -> str:
+        """``entries`` as JSON, written once however many items show them."""
+        if self._text is None:
+            self._text = _dumps(self.entries)
+        return self._text
 
 
 class Rankings:
@@ -240,6 +249,26 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
+# Where a batch's text takes a ranking's entries written once (``Prepared.text``): a string of private-use
+# characters around the place's number.
+_PLACE = re.compile('"\ue000([0-9]+)\ue000"')
+
+
+def _batch_text(details: list[dict[str, Any]], shown: list[tuple[dict[str, Any], Prepared]]) -> str:
+    """A batch's drill-downs as the JSON text ``_dumps(details)[1:-1]``, each ranking shown as it is written
+    once: in its place a marker, replaced by the ranking's text (were a marker in a stored text too, the batch
+    is written whole again)."""
+    for index, (detail, _) in enumerate(shown):
+        detail["chunks"] = f"\ue000{index}\ue000"
+    parts = _PLACE.split(_dumps(details)[1:-1])
+    if parts[1::2] == [str(index) for index in range(len(shown))]:
+        parts[1::2] = [prepared.text for _, prepared in shown]
+        return "".join(parts)
+    for detail, prepared in shown:
+        detail["chunks"] = prepared.entries
+    return _dumps(details)[1:-1]
+
+
 class _Items:
     """What one run's items are built from: its golden items (their ``GOLDEN_FIELDS``; a whole item where a
     field's key order shows: an attack, expected tools), its judgment ledger and each item's effective grades."""
@@ -356,6 +385,7 @@ def encode_items(store, run_id: str, item_metrics: dict[str, dict[str, float]], 
     out = _Compressor()  # the drill-downs; the rows go into a block of their own, decoded (and drawn) first
     out.write('{"detail":[')
     first = True
+    shown: list[tuple[dict[str, Any], Prepared]] = []  # the batch's items that show a ranking's entries as they are
     for batch in aggregates.results_in_listing_order(store, run_id, RESULT_COLUMNS, BATCH):
         rankings.read(store.db.conn, {row[17] for row in batch})
         details = []
@@ -372,10 +402,14 @@ def encode_items(store, run_id: str, item_metrics: dict[str, dict[str, float]], 
             kinds.append(item.get("kind") if item else None)
             looks.append(row[21])
             blocked.append((row[10] or "") if row[9] else None)
-            details.append(item_detail(row, item, items, rankings, k, repeats))
+            detail = item_detail(row, item, items, rankings, k, repeats)
+            details.append(detail)
+            if "chunks" in detail and detail["chunks"] is (prepared := rankings[row[17]]).entries:
+                shown.append((detail, prepared))
         if details:
-            out.write(("" if first else ",") + _dumps(details)[1:-1])
+            out.write(("" if first else ",") + _batch_text(details, shown))
             first = False
+            shown.clear()
     # An item's metrics: one column per metric, in the drill-down's order (null where the item has none).
     names = ordered_metrics(item_metrics)
     metric_columns = [[None if (value := values.get(item_id)) is None else round(value, PLACES) for item_id in ids]
@@ -385,10 +419,10 @@ def encode_items(store, run_id: str, item_metrics: dict[str, dict[str, float]], 
     out.write('],"chunks":' + _dumps(rankings.chunks.values()) + ',"sources":' + _dumps(SOURCES)
               + ',"metrics":{"labels":' + _dumps([_metric_label(name, k) for name in names]) + ',"values":')
     out.write(_dumps(metric_columns) + "}}")
-    detail = base64.b64encode(out.finish()).decode("ascii")
+    detail_block = base64.b64encode(out.finish()).decode("ascii")
     head = _Compressor()
     head.write(f'{{"format":{FORMAT},"n":{len(ids)},"rows":' + _dumps(columns) + "}")
-    return {"rows": base64.b64encode(head.finish()).decode("ascii"), "detail": detail, "n": len(ids), "look": sum(looks),
+    return {"rows": base64.b64encode(head.finish()).decode("ascii"), "detail": detail_block, "n": len(ids), "look": sum(looks),
             "outcomes": sorted({value for value in outcomes if value}),
             "error_classes": sorted({value for value in error_classes if value}),
             "kinds": sorted({value for value in kinds if value})}

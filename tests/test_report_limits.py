@@ -58,3 +58,18 @@ def test_every_item_of_a_run_longer_than_a_page_is_in_the_page(tmp_path: Path, m
     # Its metrics: a column per metric, the row's nDCG@10 from it.
     assert data["metrics"]["labels"] == ["ndcg@10"] and data["metrics"]["values"][0] == data["rows"]["ndcg"]
 
+
+
+def test_a_stored_text_that_looks_like_the_writers_marker_is_written_as_it_is(tmp_path: Path) -> None:
+    """Each batch's text takes a ranking's entries at a marker; an answer that holds such a marker is no place."""
+    store = Store.open(tmp_path / "c.db")
+    run_id = store.start_run(config_hash="c" * 64, params={}, resolved={}, mode="component", outcome_mode="record")
+    store.record_scores(run_id, [{
+        "item_id": f"q{i}", "question": "?", "item": {"id": f"q{i}", "question": "?"}, "answer": "\ue0000\ue000" if i == 1 else "a",
+        "retrieved": [{"chunk_id": "d#1", "doc_id": "d", "text": "t", "score": 0.5}], "outcome": "passed", "metrics": {}} for i in range(3)])
+    try:
+        data = embedded_items(render_report(store, run_id))
+    finally:
+        store.close()
+    assert [detail["answer"] for detail in data["detail"]] == ["a", "\ue0000\ue000", "a"]
+    assert all(detail["chunks"] == [[0, 0.5, None, 0, None, 0]] for detail in data["detail"])

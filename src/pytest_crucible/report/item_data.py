@@ -14,9 +14,13 @@ opened. The document (``FORMAT``)::
      "detail": [{...}, ...]}                         # per item, in row order: the rest of its drill-down
 
 Rows come in the order the page lists them: the items that need a look first (an error, a failure, a
-judge error, an error class other than correct), then the others, each in recording order. The run is
-read in batches of ``BATCH`` items and written into the compressor as it goes: at no time are two
-copies of every item in memory. This module never imports pytest and runs no SQL of its own.
+judge error, an error class other than correct: ``store.aggregates.NEEDS_A_LOOK``), then the others, each in
+recording order. The results are read in that order in one pass (``aggregates.results_in_listing_order``:
+only the columns a drill-down shows, as tuples, in batches of ``BATCH``), beside the golden items' fields the
+facet table reads too (``GOLDEN_FIELDS``); each item's drill-down is built straight from them
+(:func:`item_detail`, the one place that decides what it shows), a stored ranking decoded and its chunks
+interned once however many items retrieved it (:class:`Rankings`), and each batch is written into the
+compressor (a thread of its own) as it goes. This module never imports pytest and runs no SQL of its own.
 """
 
 from __future__ import annotations
@@ -138,18 +142,24 @@ class Rankings:
         return prepared
 
     def _prepare(self, body: str | None) -> Prepared:
-        prepared = Prepared()
+        prepared, entries, units = Prepared(), [], set()
+        index = self.chunks.index  # Chunks.ref, inlined: this runs for every chunk of every distinct ranking
         for hit in _loads(body, []) or []:
-            hit = hit if isinstance(hit, dict) else {}
-            chunk_id, doc_id = hit.get("chunk_id") or hit.get("chunkId"), hit.get("doc_id") or hit.get("docId")
-            text = hit.get("text") or ""
+            get = hit.get if isinstance(hit, dict) else {}.get
+            chunk_id, doc_id = get("chunk_id") or get("chunkId"), get("doc_id") or get("docId")
+            text = get("text") or ""
             excerpt = text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS].rstrip() + "…"
-            score = hit.get("score")
-            entry = [self.chunks.ref(chunk_id, doc_id, excerpt), round(score, PLACES) if isinstance(score, float) else score,
+            score = get("score")
+            entry = [index.setdefault((chunk_id, doc_id, excerpt), len(index)), round(score, PLACES) if isinstance(score, float) else score,
                      None, 0, None, 0]
-            prepared.append((entry, chunk_id, doc_id, f"chunk:{chunk_id}", f"doc:{doc_id}"))
-        prepared.entries = [entry for entry, *_ in prepared]
-        prepared.units = {unit for _, chunk_id, _, unit, _ in prepared if chunk_id} | {unit for *_, doc_id, _, unit in prepared if doc_id}
+            chunk_unit, doc_unit = f"chunk:{chunk_id}", f"doc:{doc_id}"
+            if chunk_id:
+                units.add(chunk_unit)
+            if doc_id:
+                units.add(doc_unit)
+            entries.append(entry)
+            prepared.append((entry, chunk_id, doc_id, chunk_unit, doc_unit))
+        prepared.entries, prepared.units = entries, units
         return prepared
 
 

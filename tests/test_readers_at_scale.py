@@ -306,6 +306,10 @@ def test_the_html_report_is_the_same_page(database, monkeypatch) -> None:
     first, _ = make_run(database, labels={"branch": "main"})
     first.close()
     store, run_b = make_run(database, labels={"branch": "main"})  # the second: a trend of two runs
+    # The ledger's judgments beside the citations: a person's grade of a chunk, a judge's of a document, another query's.
+    store.append_qrels([{"query_id": "q001", "chunk_id": "d1#0", "doc_id": "d1", "grade": 2, "source": "human", "created_by": "ann"},
+                        {"query_id": "q002", "chunk_id": None, "doc_id": "d2", "grade": 1, "source": "llm", "judge_model": "m"},
+                        {"query_id": "elsewhere", "chunk_id": "d3#1", "doc_id": "d3", "grade": 3, "source": "human", "created_by": "ann"}])
     for batch in (5_000, 7):
         monkeypatch.setattr(item_data, "BATCH", batch)
         page = html.render_report(store, run_b)
@@ -315,6 +319,8 @@ def test_the_html_report_is_the_same_page(database, monkeypatch) -> None:
         assert data.sub(r"\1\3", page) == data.sub(r"\1\3", before)
         assert item_data.decode_items(page) == expected_items
     assert "injection" in page and "hallucination" in page
+    sources = {chunk[3] for detail in item_data.decode_items(page)["detail"] for chunk in detail.get("chunks", [])}
+    assert {item_data.SOURCES.index("human"), item_data.SOURCES.index("llm")} <= sources
     store.close()
 
 

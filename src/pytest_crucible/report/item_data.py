@@ -88,13 +88,11 @@ def _at(values: Any, index: int) -> Any:
 
 class Chunks:
     """Retrieved chunks interned: a corpus's chunk is retrieved for many items, its id, document and excerpt
-    are stored once (``[chunk_id, doc_id, excerpt]``), each item's ranking refers to them by index."""
+    are stored once (``[chunk_id, doc_id, excerpt]``), each item's ranking refers to them by index (``index``:
+    each chunk's, in the order they were first shown; :meth:`Rankings._prepare` adds them)."""
 
     def __init__(self) -> None:
         self.index: dict[tuple[Any, Any, str], int] = {}
-
-    def ref(self, chunk_id: Any, doc_id: Any, excerpt: str) -> int:
-        return self.index.setdefault((chunk_id, doc_id, excerpt), len(self.index))
 
     def values(self) -> list[list[Any]]:
         return [list(key) for key in self.index]

@@ -49,6 +49,13 @@ def crucible_cli(*args: str | Path) -> pytest.RunResult:
     return pytest.RunResult(ret, out.getvalue().splitlines(), err.getvalue().splitlines(), time.monotonic() - start)
 
 
+def needs_a_look(row: Mapping[str, Any]) -> bool:
+    """The items the HTML report lists first, as the tests state the rule (``store.aggregates.NEEDS_A_LOOK`` is
+    its SQL): the item errored or failed, a judge errored, or its error class is not correct."""
+    return (row.get("outcome") not in ("passed", "skipped") or bool(row.get("error"))
+            or row.get("judge_errors") not in (None, "", "[]") or row.get("error_class") not in (None, "correct"))
+
+
 # A deterministic pipeline: retrieves the same ranked list for every question, answers
 # from the first chunk and cites it, and abstains on questions its corpus cannot answer.
 RANKED_CONFTEST = """

@@ -12,10 +12,11 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from helpers import needs_a_look
 
 from pytest_crucible.cli import main as crucible_main
 from pytest_crucible.report.html import render_report, risk_coverage_plot, write_report
-from pytest_crucible.report.item_data import decode_items, needs_a_look
+from pytest_crucible.report.item_data import decode_items
 from pytest_crucible.store import Store
 from pytest_crucible.verdict.gate import GateSettings, decide
 from pytest_crucible.verdict.runs import load_run, read_run

@@ -11,6 +11,7 @@ import json
 import re
 
 import pytest
+from helpers import needs_a_look
 
 from pytest_crucible.store import Store, aggregates
 
@@ -305,6 +306,10 @@ def test_the_html_report_is_the_same_page(database, monkeypatch) -> None:
     first, _ = make_run(database, labels={"branch": "main"})
     first.close()
     store, run_b = make_run(database, labels={"branch": "main"})  # the second: a trend of two runs
+    # The ledger's judgments beside the citations: a person's grade of a chunk, a judge's of a document, another query's.
+    store.append_qrels([{"query_id": "q001", "chunk_id": "d1#0", "doc_id": "d1", "grade": 2, "source": "human", "created_by": "ann"},
+                        {"query_id": "q002", "chunk_id": None, "doc_id": "d2", "grade": 1, "source": "llm", "judge_model": "m"},
+                        {"query_id": "elsewhere", "chunk_id": "d3#1", "doc_id": "d3", "grade": 3, "source": "human", "created_by": "ann"}])
     for batch in (5_000, 7):
         monkeypatch.setattr(item_data, "BATCH", batch)
         page = html.render_report(store, run_b)
@@ -314,6 +319,8 @@ def test_the_html_report_is_the_same_page(database, monkeypatch) -> None:
         assert data.sub(r"\1\3", page) == data.sub(r"\1\3", before)
         assert item_data.decode_items(page) == expected_items
     assert "injection" in page and "hallucination" in page
+    sources = {chunk[3] for detail in item_data.decode_items(page)["detail"] for chunk in detail.get("chunks", [])}
+    assert {item_data.SOURCES.index("human"), item_data.SOURCES.index("llm")} <= sources
     store.close()
 
 
@@ -377,27 +384,26 @@ def _context_before(store, run_id: str) -> tuple[dict, dict]:
               for facet, values in facet_table.items()]
     trends = trend_plots(report_trends(store, run, [name for name in ONE_LINE_METRICS if name in means]))
     plot = html.risk_coverage_plot(selective_pairs(results), None, TARGET_RISK)
-    grades = html._grades_by_item(store, run_id, items_by_id)
+    grades = _grades_before(store, items_by_id)
     per_item: dict[str, dict[str, float]] = {}
     for metric, values in item_metrics.items():
         for item_id, value in values.items():
             per_item.setdefault(item_id, {})[metric] = value
     from pytest_crucible.report import item_data
 
-    by_id = {row["item_id"]: row for row in results}
-    order = [by_id[item_id] for item_id, _ in item_data.listing_order(results)]
-    contexts = [html._item_context(row, items_by_id.get(row["item_id"]), grades.get(row["item_id"], {}),
+    order = [row for row in results if needs_a_look(row)] + [row for row in results if not needs_a_look(row)]
+    contexts = [_item_context_before(row, items_by_id.get(row["item_id"]), grades.get(row["item_id"], {}),
                                    per_item.get(row["item_id"], {}), k, {}) for row in order]
-    chunks = item_data.Chunks()
+    chunks = _Chunks()
     names = ordered_metrics(item_metrics)
     ids = [c["id"] for c in contexts]
     expected_items = {
-        "format": item_data.FORMAT, "n": len(results), "detail": [item_data.compact_detail(c, chunks) for c in contexts],
+        "format": item_data.FORMAT, "n": len(results), "detail": [_compact_detail_before(c, chunks) for c in contexts],
         "chunks": chunks.values(), "sources": list(item_data.SOURCES),
         "rows": {**{name: [int(c[name]) if isinstance(c[name], bool) else item_data._round(c[name]) for c in contexts]
                     for name in ("id", "outcome", "error_class", "crag_grade", "abstained", "confidence", "question")},
                  "kind": [(items_by_id.get(item_id) or {}).get("kind") for item_id in ids],
-                 "look": [1 if item_data.needs_a_look(row) else 0 for row in order],
+                 "look": [1 if needs_a_look(row) else 0 for row in order],
                  "blocked": [(c["blocked_layer"] or "") if c["blocked"] else None for c in contexts],
                  **{key: [item_data._round(per_item.get(item_id, {}).get(name)) for item_id in ids]
                     for name, key in (("ndcgAt10", "ndcg"), ("truthfulness", "truthfulness"))}},
@@ -419,6 +425,119 @@ def _context_before(store, run_id: str) -> tuple[dict, dict]:
         "labels": run_labels(run), "kinds": html._loads(run.get("kinds"), None),
         "pool": pool_summary([row.get("pool") for row in results], k), "db": str(store.path),
     }, expected_items
+
+
+# The drill-down of one item as the report built it before it was built from columns (per item, from the whole
+# result row and golden item): the reference the page's data is held to.
+def _grades_before(store, items: dict) -> dict:
+    from pytest_crucible.qrels.grades import item_grades
+
+    rows_by_query = store.judgment_ledger(list(items))
+    grades = {}
+    for item_id, item in items.items():
+        try:
+            grades[item_id] = item_grades(item, rows_by_query.get(item_id, []))
+        except ValueError:
+            grades[item_id] = {}
+    return grades
+
+
+def _at(values, index: int):
+    return values[index] if isinstance(values, list) and index < len(values) else None
+
+
+def _item_context_before(row: dict, item, grades: dict, metrics: dict, k, repeats) -> dict:
+    from pytest_crucible.metrics import ordered_metrics
+    from pytest_crucible.metrics.guardrail import expected_outcome
+    from pytest_crucible.report.html import _loads, _metric_label
+    from pytest_crucible.report.item_data import ASSERTION_KEYS, EXCERPT_CHARS, tool_context
+    from pytest_crucible.report.item_view import retention_evidence
+
+    verdicts = _loads(row.get("verdicts"), {}) or {}
+    useful = (verdicts.get("contextPrecision") or {}).get("useful") or []
+    cited = set(_loads(row.get("citations"), []) or [])
+    chunks = []
+    for rank, hit in enumerate(_loads(row.get("retrieved"), []) or [], start=1):
+        hit = hit if isinstance(hit, dict) else {}
+        chunk_id, doc_id = hit.get("chunk_id") or hit.get("chunkId"), hit.get("doc_id") or hit.get("docId")
+        grade = grades.get(f"chunk:{chunk_id}") if chunk_id else None
+        if grade is None and doc_id:
+            grade = grades.get(f"doc:{doc_id}")
+        text = hit.get("text") or ""
+        chunks.append({
+            "rank": rank, "chunk_id": chunk_id, "doc_id": doc_id, "score": hit.get("score"),
+            "excerpt": text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS].rstrip() + "…",
+            "grade": grade[0] if grade else None, "source": grade[1] if grade else "unjudged",
+            "useful": useful[rank - 1] if rank - 1 < len(useful) else None,
+            "cited": chunk_id in cited or f"S{rank}" in cited,
+        })
+    faith = verdicts.get("faithfulness") or {}
+    recall = verdicts.get("contextRecall") or {}
+    relevancy = verdicts.get("responseRelevancy") or {}
+    item = item or {}
+    return {
+        "id": row["item_id"], "question": row.get("question") or "", "answer": row.get("answer"),
+        "outcome": row.get("outcome") or "", "error_class": row.get("error_class"), "error_evidence": row.get("error_evidence"),
+        "crag_grade": row.get("crag_grade"), "confidence": row.get("confidence"), "abstained": bool(row.get("abstained")),
+        "blocked": bool(row.get("blocked")), "blocked_layer": row.get("blocked_layer"),
+        "attack": item.get("attack"), "expect": expected_outcome(item) or "answered", "latency_ms": row.get("latency_ms"),
+        "error": row.get("error"), "failures": _loads(row.get("failures"), []) or [],
+        "judge_errors": _loads(row.get("judge_errors"), []) or [], "metric_errors": _loads(row.get("metric_errors"), []) or [],
+        "repeats": [{**repeat, "metrics": [{"label": _metric_label(name, k), "value": value}
+                                          for name, value in sorted((repeat.get("metrics") or {}).items())]}
+                    for repeat in (repeats or {}).get(row["item_id"], [])],
+        "rubrics": [{"name": key[len("rubric:"):], **value} for key, value in sorted(verdicts.items())
+                    if key.startswith("rubric:") and isinstance(value, dict)],
+        "chunks": chunks,
+        "claims": [{"text": claim, "supported": _at(faith.get("supported"), i), "reason": _at(faith.get("reasons"), i)}
+                   for i, claim in enumerate(faith.get("claims") or [])],
+        "reference_claims": [{"text": claim, "attributed": _at(recall.get("attributed"), i)}
+                             for i, claim in enumerate(recall.get("referenceClaims") or [])],
+        "questions": [{"text": q, "noncommittal": _at(relevancy.get("noncommittal"), i)}
+                      for i, q in enumerate(relevancy.get("questions") or [])],
+        "useful": useful, "correctness": verdicts.get("correctness"), "retention": retention_evidence(verdicts),
+        "assertions": [{key: assertion.get(key) for key in ASSERTION_KEYS} for assertion in _loads(row.get("assertions"), []) or []
+                       if isinstance(assertion, dict)],
+        "reference": item.get("reference"),
+        "facets": [(name, item.get(name)) for name in ("questionType", "popularity", "dynamism", "answerable", "kind")
+                   if item.get(name) is not None],
+        "tags": item.get("tags") or [], "tools": tool_context(item, _loads(row.get("tool_calls"), []) or []),
+        "metrics": [{"name": name, "label": _metric_label(name, k), "value": metrics[name]} for name in ordered_metrics(metrics)],
+        "ndcg": metrics.get("ndcgAt10"), "truthfulness": metrics.get("truthfulness"),
+    }
+
+
+class _Chunks:
+    def __init__(self) -> None:
+        self.index: dict = {}
+
+    def ref(self, chunk_id, doc_id, excerpt: str) -> int:
+        return self.index.setdefault((chunk_id, doc_id, excerpt), len(self.index))
+
+    def values(self) -> list:
+        return [list(key) for key in self.index]
+
+
+_ROW_KEYS = {"id", "outcome", "error_class", "crag_grade", "abstained", "confidence", "ndcg", "truthfulness", "question"}
+
+
+def _compact_detail_before(context: dict, chunks: _Chunks) -> dict:
+    from pytest_crucible.report.item_data import SOURCES, _round
+
+    detail = {}
+    for key, value in context.items():
+        if key in _ROW_KEYS or key == "metrics" or value is None or value == "" or value == [] or value == {} or value is False:
+            continue
+        if key == "expect" and not context.get("attack"):
+            continue
+        if key == "chunks":
+            value = [[chunks.ref(c["chunk_id"], c["doc_id"], c["excerpt"]), _round(c["score"]), c["grade"],
+                      SOURCES.index(c["source"]) if c["source"] in SOURCES else c["source"], c["useful"], 1 if c["cited"] else 0]
+                     for c in value]
+        elif key == "latency_ms":
+            value = _round(value)
+        detail[key] = value
+    return detail
 
 
 # -- the comparison's resampling at scale --------------------------------------------------------------------

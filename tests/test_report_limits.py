@@ -6,25 +6,28 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_crucible.report import item_data
-from pytest_crucible.report.html import EXCERPT_CHARS, render_report
+from pytest_crucible.report.html import render_report
+from pytest_crucible.report.item_data import EXCERPT_CHARS
 from pytest_crucible.report.item_data import decode_items as embedded_items
-from pytest_crucible.report.item_data import listing_order
-from pytest_crucible.store import Store
+from pytest_crucible.store import Store, aggregates
 
 
-def _row(index: int, **changes) -> dict:
-    return {"item_id": f"q{index:05d}", "outcome": "passed", "error": None, "judge_errors": "[]", "error_class": "correct", **changes}
-
-
-def test_the_items_that_need_a_look_come_first_each_group_in_recording_order() -> None:
-    rows = [_row(i) for i in range(100)]
-    rows[97] = _row(97, outcome="failed")
-    rows[98] = _row(98, error_class="hallucination")
-    rows[99] = _row(99, judge_errors='["timeout"]')
-    rows[60] = _row(60, outcome="error", error="ValueError: boom")
-    order = listing_order(rows)
+def test_the_items_that_need_a_look_come_first_each_group_in_recording_order(tmp_path: Path) -> None:
+    """The SQL's listing order (``aggregates.NEEDS_A_LOOK``): a failed, errored, judge-errored or not-correct item
+    first; a skipped one, an empty error, no judge error and no error class are no reason to look."""
+    changes = {97: {"outcome": "failed"}, 98: {"error_class": "hallucination"}, 99: {"judge_errors": ["timeout"]},
+               60: {"outcome": "error", "error": "ValueError: boom"}, 10: {"outcome": "skipped"}, 11: {"error": ""},
+               12: {"error_class": None}, 13: {"judge_errors": []}}
+    store = Store.open(tmp_path / "c.db")
+    run_id = store.start_run(config_hash="c" * 64, params={}, resolved={}, mode="component", outcome_mode="record")
+    store.record_scores(run_id, [{"item_id": f"q{i:05d}", "question": "?", "item": {"id": f"q{i:05d}", "question": "?"}, "retrieved": [],
+                                  "outcome": "passed", "error_class": "correct", "metrics": {}, **changes.get(i, {})} for i in range(100)])
+    try:
+        order = [row for batch in aggregates.results_in_listing_order(store, run_id, ("item_id",), 7) for row in batch]
+    finally:
+        store.close()
     assert [item_id for item_id, _ in order[:4]] == ["q00060", "q00097", "q00098", "q00099"]
-    assert [look for _, look in order] == [True] * 4 + [False] * 96
+    assert [look for _, look in order] == [1] * 4 + [0] * 96
     assert [item_id for item_id, _ in order[4:]] == [f"q{i:05d}" for i in range(100) if i not in (60, 97, 98, 99)]
 
 
@@ -55,3 +58,18 @@ def test_every_item_of_a_run_longer_than_a_page_is_in_the_page(tmp_path: Path, m
     # Its metrics: a column per metric, the row's nDCG@10 from it.
     assert data["metrics"]["labels"] == ["ndcg@10"] and data["metrics"]["values"][0] == data["rows"]["ndcg"]
 
+
+
+def test_a_stored_text_that_looks_like_the_writers_marker_is_written_as_it_is(tmp_path: Path) -> None:
+    """Each batch's text takes a ranking's entries at a marker; an answer that holds such a marker is no place."""
+    store = Store.open(tmp_path / "c.db")
+    run_id = store.start_run(config_hash="c" * 64, params={}, resolved={}, mode="component", outcome_mode="record")
+    store.record_scores(run_id, [{
+        "item_id": f"q{i}", "question": "?", "item": {"id": f"q{i}", "question": "?"}, "answer": "\ue0000\ue000" if i == 1 else "a",
+        "retrieved": [{"chunk_id": "d#1", "doc_id": "d", "text": "t", "score": 0.5}], "outcome": "passed", "metrics": {}} for i in range(3)])
+    try:
+        data = embedded_items(render_report(store, run_id))
+    finally:
+        store.close()
+    assert [detail["answer"] for detail in data["detail"]] == ["a", "\ue0000\ue000", "a"]
+    assert all(detail["chunks"] == [[0, 0.5, None, 0, None, 0]] for detail in data["detail"])

@@ -23,8 +23,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ci_scale", "render_report", "risk_coverage_plot", "write_report"]
 
-EXCERPT_CHARS = 400
-
 VERDICT_CLASSES = {"improved": "improved", "regressed": "regressed", "changed": "changed", "not significant": "ns"}
 
 
@@ -219,106 +217,6 @@ def _gate_context(gate: GateResult, run_id: str, k: int | None) -> dict[str, Any
     return context
 
 
-def _grades_by_item(store, run_id: str, items: dict[str, dict[str, Any]]) -> dict[str, dict[str, tuple[int, str]]]:
-    """item -> unit -> (effective grade, source): golden citations, human and llm judgments."""
-    from ..qrels.grades import item_grades
-
-    try:
-        rows_by_query = store.judgment_ledger(list(items))
-    except Exception:  # an unreadable ledger must not cost the whole report
-        rows_by_query = {}
-    grades = {}
-    for item_id, item in items.items():
-        try:
-            grades[item_id] = item_grades(item, rows_by_query.get(item_id, []))
-        except ValueError:
-            grades[item_id] = {}
-    return grades
-
-
-def _item_context(row: dict[str, Any], item: dict[str, Any] | None, grades: dict[str, tuple[int, str]],
-                  metrics: dict[str, float], k: int | None, repeats: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
-    from ..metrics import ordered_metrics
-    from ..metrics.guardrail import expected_outcome
-    from .item_view import retention_evidence
-
-    verdicts = _loads(row.get("verdicts"), {}) or {}
-    useful = (verdicts.get("contextPrecision") or {}).get("useful") or []
-    cited = set(_loads(row.get("citations"), []) or [])
-    chunks = []
-    for rank, hit in enumerate(_loads(row.get("retrieved"), []) or [], start=1):
-        hit = hit if isinstance(hit, dict) else {}
-        chunk_id, doc_id = hit.get("chunk_id") or hit.get("chunkId"), hit.get("doc_id") or hit.get("docId")
-        grade = grades.get(f"chunk:{chunk_id}") if chunk_id else None
-        if grade is None and doc_id:
-            grade = grades.get(f"doc:{doc_id}")
-        text = hit.get("text") or ""
-        chunks.append({
-            "rank": rank, "chunk_id": chunk_id, "doc_id": doc_id, "score": hit.get("score"),
-            "excerpt": text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS].rstrip() + "…",
-            "grade": grade[0] if grade else None, "source": grade[1] if grade else "unjudged",
-            "useful": useful[rank - 1] if rank - 1 < len(useful) else None,
-            "cited": chunk_id in cited or f"S{rank}" in cited,
-        })
-    faith = verdicts.get("faithfulness") or {}
-    claims = [{"text": claim, "supported": _at(faith.get("supported"), i), "reason": _at(faith.get("reasons"), i)}
-              for i, claim in enumerate(faith.get("claims") or [])]
-    recall = verdicts.get("contextRecall") or {}
-    reference_claims = [{"text": claim, "attributed": _at(recall.get("attributed"), i)}
-                        for i, claim in enumerate(recall.get("referenceClaims") or [])]
-    relevancy = verdicts.get("responseRelevancy") or {}
-    questions = [{"text": q, "noncommittal": _at(relevancy.get("noncommittal"), i)}
-                 for i, q in enumerate(relevancy.get("questions") or [])]
-    item = item or {}
-    facets = [(name, item.get(name)) for name in ("questionType", "popularity", "dynamism", "answerable", "kind")
-              if item.get(name) is not None]
-    return {
-        "id": row["item_id"], "question": row.get("question") or "", "answer": row.get("answer"),
-        "outcome": row.get("outcome") or "", "error_class": row.get("error_class"), "error_evidence": row.get("error_evidence"),
-        "crag_grade": row.get("crag_grade"), "confidence": row.get("confidence"), "abstained": bool(row.get("abstained")),
-        "blocked": bool(row.get("blocked")), "blocked_layer": row.get("blocked_layer"),
-        "attack": item.get("attack"), "expect": expected_outcome(item) or "answered", "latency_ms": row.get("latency_ms"), "error": row.get("error"),
-        "failures": _loads(row.get("failures"), []) or [], "judge_errors": _loads(row.get("judge_errors"), []) or [],
-        "metric_errors": _loads(row.get("metric_errors"), []) or [],
-        "repeats": [{**repeat, "metrics": [{"label": _metric_label(name, k), "value": value}
-                                          for name, value in sorted((repeat.get("metrics") or {}).items())]}
-                    for repeat in (repeats or {}).get(row["item_id"], [])],
-        "rubrics": [{"name": key[len("rubric:"):], **value} for key, value in sorted(verdicts.items())
-                    if key.startswith("rubric:") and isinstance(value, dict)],
-        "chunks": chunks, "claims": claims, "reference_claims": reference_claims, "questions": questions,
-        "useful": useful, "correctness": verdicts.get("correctness"), "retention": retention_evidence(verdicts),
-        "assertions": [{key: assertion.get(key) for key in _ASSERTION_KEYS} for assertion in _loads(row.get("assertions"), []) or []
-                       if isinstance(assertion, dict)],
-        "reference": item.get("reference"), "facets": facets, "tags": item.get("tags") or [],
-        "tools": _tool_context(item, _loads(row.get("tool_calls"), []) or []),
-        "metrics": [{"name": name, "label": _metric_label(name, k), "value": metrics[name]} for name in ordered_metrics(metrics)],
-        "ndcg": metrics.get("ndcgAt10"), "truthfulness": metrics.get("truthfulness"),
-    }
-
-
-# What the report shows of a stored assertion; a run stored before a key existed (weight) reads None: shown as "–".
-_ASSERTION_KEYS = ("text", "kind", "weight", "conceptId", "conceptDetected", "supported", "satisfied")
-
-
-def _tool_context(item: dict[str, Any], calls: list[Any]) -> dict[str, Any] | None:
-    """The item's tool calls beside its expectedTools (``item_view.tool_view``, the view `crucible show --item`
-    prints), each row with its label, both calls as text and the arguments that differ."""
-    from .item_view import TOOL_STATUS, call_text, difference_text, tool_view
-
-    view = tool_view(item, calls)
-    if view is None:
-        return None
-    rows = [{"status": row["status"], "label": TOOL_STATUS[row["status"]], "position": row["position"],
-             "expected": call_text(row["expected"], 120) if row["expected"] is not None else None,
-             "made": call_text(row["actual"], 120) if row["actual"] is not None else None,
-             "differences": [difference_text(difference) for difference in row["differences"]]} for row in view["rows"]]
-    return {**view, "rows": rows}
-
-
-def _at(values: Any, index: int) -> Any:
-    return values[index] if isinstance(values, list) and index < len(values) else None
-
-
 def _guardrail_context(golden, item_metrics, results) -> dict[str, Any] | None:
     from .views import run_guardrails
 
@@ -403,7 +301,10 @@ def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any
     class_total = sum(classes.values()) or 1
     error_classes = [{"name": name, "n": n, "share": n / class_total} for name, n in classes.items()]
 
-    facet_table = stored_facets(store, run_id, item_metrics)
+    from .item_data import GOLDEN_FIELDS
+
+    golden = aggregates.golden_fields(store, run_id, GOLDEN_FIELDS)  # the facets' fields and the drill-downs', read once
+    facet_table = stored_facets(store, run_id, item_metrics, golden)
     facet_metrics = ordered_metrics({m for values in facet_table.values() for entry in values.values() for m in entry["counts"]})
     # A cell's count is shown when its mean rests on fewer items than the facet has (errored ones, or items
     # the metric does not apply to): (mean, count or None).
@@ -415,10 +316,12 @@ def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any
               for facet, values in facet_table.items()]
 
     from .terminal import ONE_LINE_METRICS
-    from .trend import report_trends, trend_plots
+    from .trend import RunRead, report_trends, trend_plots
 
-    # The headline metrics over the earlier runs with exactly these labels, a plot per kind (none without such runs).
-    trends = trend_plots(report_trends(store, run, [name for name in ONE_LINE_METRICS if name in means]))
+    # The headline metrics over the earlier runs with exactly these labels, a plot per kind (none without such runs);
+    # this run's kinds and metrics as read above.
+    known = RunRead(run_id, {item["id"]: item.get("kind") or "retrieval" for item in golden}, item_metrics)
+    trends = trend_plots(report_trends(store, run, [name for name in ONE_LINE_METRICS if name in means], known))
 
     comparison = _gate_context(gate, run_id, k) if gate is not None else None
     plot = risk_coverage_plot(selective_pairs(selective_rows), comparison["baseline_selective"] if comparison else None,
@@ -431,7 +334,8 @@ def _build_context(store, run_id: str, gate: GateResult | None) -> dict[str, Any
     if (run.get("repeats") or 1) > 1:
         for repeat in store.item_repeats(run_id):
             repeats.setdefault(repeat["item_id"], []).append(repeat)
-    items = encode_items(store, run_id, item_metrics, k, repeats)
+    items = encode_items(store, run_id, item_metrics, k, repeats, golden)
+    del golden
 
     from ..metrics.guardrail import ATTACK_SUCCESS, GUARDRAIL_METRICS
 
@@ -463,9 +367,14 @@ def render_report(store, run_id: str, *, gate: GateResult | None = None) -> str:
     session's own, or the one `crucible report --against` decided); the page shows it and its
     comparison as they are and never compares again.
     """
+    from ..json_input import gc_paused
+
     run_id = store.resolve_run(run_id)
     env = _environment()
-    return env.from_string(_template_text()).render(**_build_context(store, run_id, gate))
+    # What the page is built from holds no cycles and lives until the page is written: walked by no collection
+    # while it grows (at 100,000 items the collections cost more than a third of the report's time).
+    with gc_paused():
+        return env.from_string(_template_text()).render(**_build_context(store, run_id, gate))
 
 
 def write_report(path: str | Path, html: str) -> Path:

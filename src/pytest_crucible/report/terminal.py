@@ -477,13 +477,15 @@ def worst_facet_line(table: dict) -> str | None:
     return line
 
 
-def stored_facets(store, run_id: str, item_metrics: dict[str, dict[str, float]] | None = None) -> dict:
+def stored_facets(store, run_id: str, item_metrics: dict[str, dict[str, float]] | None = None,
+                  items: list[dict[str, Any]] | None = None) -> dict:
     """``metrics.facets.by_facet(golden items, item metrics, counts=True)`` of a stored run, reading of its
-    golden items only the fields a facet is (not the whole items)."""
+    golden items only the fields a facet is (not the whole items); ``items``: those fields (and any others) as
+    ``store.aggregates.golden_fields`` read them, when the caller has them."""
     from ..metrics.facets import FACETS, by_facet
     from ..store.aggregates import golden_fields
 
-    items = golden_fields(store, run_id, ("id", *FACETS, "tags"))
+    items = golden_fields(store, run_id, ("id", *FACETS, "tags")) if items is None else items
     return by_facet(items, store.item_metrics(run_id) if item_metrics is None else item_metrics, counts=True)
 
 

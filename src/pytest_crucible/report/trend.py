@@ -93,35 +93,41 @@ def metric_trends(store: Store, metric: str, *, workspace: str | None = None, la
 
 
 def _trends(store: Store, rows: list[dict[str, Any]], names: list[str], *, workspace: str | None,
-            labels: dict[str, str] | None, since: datetime | None = None, kind: str | None = None) -> list[Trend]:
+            labels: dict[str, str] | None, since: datetime | None = None, kind: str | None = None,
+            known: RunRead | None = None) -> list[Trend]:
     """One trend per kind of question (when the runs mix kinds; ``kind``: that one) and metric of ``names``,
-    over ``rows`` (oldest first); each run's item metrics and kinds are read once."""
+    over ``rows`` (oldest first); each run's item metrics and kinds are read once (``known``: one run's, as
+    its caller read them already)."""
     from ..defaults import KINDS
     from ..evaluation.custom_metrics import directions
     from ..metrics import depends_on_k, display_name, metric_direction, run_cutoff
-    from ..store.aggregates import metric_rows, metric_values
+    from ..store.aggregates import kind_counts, metric_rows, metric_values
     from ..verdict.runs import labels_of, means_of_values
 
     k = run_cutoff(rows[-1]) if rows else None
     custom: dict[str, str | None] = {}
     seen: set[str] = set()
-    kinds_of: dict[str, dict[str, str]] = {}  # a run's item kinds, read once (each read is a pass over its items)
     for row in rows:
         custom.update(directions(row))
-        kinds_of[row["id"]] = store.item_kinds(row["id"])
-        seen |= set(kinds_of[row["id"]].values())
+        # the kinds a run's items have, counted in SQL (Store.item_kinds' values: retrieval when an item does not say)
+        seen |= (set(known.kinds.values()) if known is not None and known.run_id == row["id"]
+                 else {item_kind or "retrieval" for item_kind in kind_counts(store, row["id"])})
     groups: list[str | None] = [kind] if kind else [None] if len(seen) < 2 else sorted(
         seen, key=lambda item_kind: (KINDS.index(item_kind) if item_kind in KINDS else len(KINDS), item_kind))
+    # each run's item kinds, read once and only when the values are split by kind (a pass over its items)
+    kinds_of = {row["id"]: known.kinds if known is not None and known.run_id == row["id"] else store.item_kinds(row["id"])
+                for row in rows} if groups != [None] else {}
     # Each run's values of these metrics, in item order, per group (an item without a golden row counts as
     # retrieval): read once per run, item ids only when the runs mix kinds.
     read: list[dict[str | None, dict[str, list[float]]]] = []
     for row in rows:
+        mine = known is not None and known.run_id == row["id"]
         if groups == [None]:
-            read.append({None: metric_values(store, row["id"], names)})
+            read.append({None: known.values(names) if known is not None and mine else metric_values(store, row["id"], names)})
             continue
         kinds = kinds_of[row["id"]]
         split: dict[str | None, dict[str, list[float]]] = {group: {} for group in groups}
-        for metric, item, value in metric_rows(store, row["id"], names):
+        for metric, item, value in (known.rows(names) if known is not None and mine else metric_rows(store, row["id"], names)):
             item_group = kinds.get(item, "retrieval")
             if item_group in split:
                 split[item_group].setdefault(metric, []).append(value)
@@ -237,11 +243,31 @@ def _table(trend: Trend) -> list[str]:
 
 
 # -- the HTML report's plot ----------------------------------------------------------------------
-def report_trends(store: Store, run: dict[str, Any], metrics: Iterable[str]) -> list[Trend]:
+@dataclass
+class RunRead:
+    """What a caller read of one run already, which a trend over it need not read again: its item kinds
+    (``Store.item_kinds``) and item metrics (``Store.item_metrics``)."""
+
+    run_id: str
+    kinds: dict[str, str]
+    metrics: dict[str, dict[str, float]]
+
+    def values(self, names: Iterable[str]) -> dict[str, list[float]]:
+        """``store.aggregates.metric_values`` of these metrics."""
+        wanted = set(names)
+        return {name: list(values.values()) for name, values in self.metrics.items() if name in wanted}
+
+    def rows(self, names: Iterable[str]) -> list[tuple[str, str, float]]:
+        """``store.aggregates.metric_rows`` of these metrics."""
+        wanted = set(names)
+        return [(name, item_id, value) for name, values in self.metrics.items() if name in wanted for item_id, value in values.items()]
+
+
+def report_trends(store: Store, run: dict[str, Any], metrics: Iterable[str], known: RunRead | None = None) -> list[Trend]:
     """The trend of ``metrics`` over the complete runs of ``run``'s workspace that carry exactly its labels,
     up to it (the newest ``REPORT_TREND_RUNS``; ``run`` itself the last point, complete or not), per kind of
     question when the runs mix kinds. Only the metrics measured in two runs or more; empty when the run has
-    no labels or no earlier such run."""
+    no labels or no earlier such run. ``known``: what the caller read of ``run`` already."""
     from ..verdict.runs import find_runs, labels_of, started_at
 
     labels = labels_of(run)
@@ -252,7 +278,7 @@ def report_trends(store: Store, run: dict[str, Any], metrics: Iterable[str]) -> 
             if labels_of(row) == labels and started_at(row) <= mine][:REPORT_TREND_RUNS - 1]
     if not rows:
         return []
-    trends = _trends(store, [*rows[::-1], run], list(metrics), workspace=run.get("workspace"), labels=labels)
+    trends = _trends(store, [*rows[::-1], run], list(metrics), workspace=run.get("workspace"), labels=labels, known=known)
     return [trend for trend in trends if sum(point.mean is not None for point in trend.points) >= 2]
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import groupby
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
@@ -95,7 +95,9 @@ def golden_fields(store: Store, run_id: str, fields: Sequence[str]) -> list[dict
     paths = ", ".join(f"'$.{field}'" for field in fields)
     # Two paths or more: one JSON array of their values, whatever their types (true stays true).
     sql = f"SELECT json_extract(item, {paths}, '$.__none__') FROM golden_items WHERE run_id = ? ORDER BY item_id"
-    return [dict(zip(fields, json.loads(text))) for (text,) in store.db.conn.execute(sql, [run_id])]
+    rows = store.db.conn.execute(sql, [run_id]).fetchall()
+    # every item's fields decoded in one parse (a third of the time of one parse each)
+    return [dict(zip(fields, values)) for values in json.loads("[" + ",".join([text for (text,) in rows]) + "]")]
 
 
 def golden_fields_and_json(store: Store, run_id: str, fields: Sequence[str], raw: str | tuple[str, ...]) -> list[tuple[dict[str, Any], Any]]:
@@ -162,6 +164,28 @@ WHERE_CLAUSES = {
     # answered: neither errored nor blocked (``report.terminal.textless_chunks_line``)
     "answered": " AND (error IS NULL OR error = '') AND blocked = 0",
 }
+
+
+# The items a reviewer wants first, which the HTML report lists first (``report.item_data``): the item errored, did
+# not pass (nor was skipped), a judge errored on it, or its error class is not correct.
+NEEDS_A_LOOK = ("(outcome IS NULL OR outcome NOT IN ('passed', 'skipped') OR (error IS NOT NULL AND error != '')"
+                " OR (judge_errors IS NOT NULL AND judge_errors NOT IN ('', '[]'))"
+                " OR (error_class IS NOT NULL AND error_class != 'correct'))")
+
+
+def results_in_listing_order(store: Store, run_id: str, columns: Sequence[str], size: int) -> Iterator[list[tuple]]:
+    """These columns of the run's results and, after them, whether the item needs a look (1 or 0:
+    ``NEEDS_A_LOOK``), as tuples in batches of at most ``size``: the items that need a look first, then the
+    others, each in recording order. One pass; ``retrieved`` is its hash (:func:`contents.content_bodies`)."""
+    if not columns or not all(_FIELD.fullmatch(column) for column in columns):
+        raise ValueError(f"result columns: expected names, got {list(columns)!r}")
+    from .contents import retrieved_column
+
+    cursor = store.db.conn.execute(
+        f"SELECT {', '.join(retrieved_column(columns))}, CASE WHEN {NEEDS_A_LOOK} THEN 1 ELSE 0 END AS look"
+        " FROM results WHERE run_id = ? ORDER BY look DESC, rowid", [run_id])
+    while batch := cursor.fetchmany(size):
+        yield batch
 
 
 def results_of(store: Store, run_id: str, item_ids: Sequence[str]) -> list[dict[str, Any]]:

@@ -185,6 +185,9 @@ class PgCursor:
     def fetchall(self) -> list[tuple]:
         return [self._values(row) for row in self._cursor.fetchall()] if self.description else []
 
+    def fetchmany(self, size: int) -> list[tuple]:
+        return [self._values(row) for row in self._cursor.fetchmany(size)] if self.description else []
+
     def __iter__(self):
         return iter(self.fetchall())
 

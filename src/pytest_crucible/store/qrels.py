@@ -147,6 +147,13 @@ class QrelsMixin(Connection):
         (the rows :func:`pytest_crucible.qrels.grades.item_grades` reads)."""
         return _by_query(self.qrels_rows(query_ids=query_ids, sources=("human", "llm")))
 
+    def run_judgment_ledger(self, run_id: str) -> dict[str, list[dict[str, Any]]]:
+        """:meth:`judgment_ledger` of every golden item of the run, in one statement (the ledger's human and llm
+        rows, each checked against the run's items: not a look-up of the ledger per item)."""
+        return _by_query(dict(row) for row in self.db.query(
+            "SELECT * FROM qrels q WHERE q.source IN ('human', 'llm') AND EXISTS"
+            " (SELECT 1 FROM golden_item_refs g WHERE g.run_id = ? AND g.item_id = q.query_id) ORDER BY q.id", [run_id]))
+
     def effective_qrels(self, run_id: str) -> dict[str, dict[str, int]]:
         """query -> unit -> effective grade for a run: its golden items' citations as run,
         overridden by human judgments, completed by llm judgments (see pytest_crucible.qrels.grades)."""

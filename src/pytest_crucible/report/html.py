@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .item_data import _loads  # a stored JSON column decoded: one rule for the page and its items
 from .views import family_note, p_text, verdict_text
 
 if TYPE_CHECKING:
@@ -63,17 +64,6 @@ def _num(value: Any, places: int = 4) -> str:
 
 def _signed(value: Any, places: int = 4) -> str:
     return "–" if value is None else f"{float(value):+.{places}f}"
-
-
-def _loads(value: Any, default: Any = None) -> Any:
-    if value is None or value == "":
-        return default
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return default
-    return value
 
 
 def _metric_label(name: str, k: int | None) -> str:

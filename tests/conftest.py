@@ -12,6 +12,7 @@ exception classes, which the second import's ``except psycopg.Error`` no longer 
 """
 
 import contextlib
+import functools
 
 import anthropic  # noqa: F401
 import hypothesis
@@ -22,6 +23,7 @@ import scipy.special  # noqa: F401
 
 with contextlib.suppress(ImportError):  # optional: the PostgreSQL tests skip without it
     import psycopg  # noqa: F401
+import forked
 from mock_anthropic import mock_anthropic  # noqa: F401  (fixture: a local Messages API server)
 from mock_openai import mock_openai  # noqa: F401  (fixture: a local OpenAI-compatible API server)
 
@@ -52,9 +54,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # Plugins installed for tests/test_other_plugins.py that would change every inner run: pytest-randomly reorders and
 # reseeds, pytest-asyncio warns about its unset loop scope, pytest-html and pytest-metadata add to the output.
-# Inner runs (in process and in subprocesses) start without them; a test that combines one with crucible names it
-# (`-p randomly`), which unblocks it.
-INNER_RUNS_WITHOUT = "-p no:randomly -p no:asyncio -p no:html -p no:html_fixtures -p no:metadata"
+# Hypothesis's and anyio's plugins change nothing in an inner run but cost each subprocess start about 0.3 s of
+# imports (hypothesis itself is imported by its plugin). Inner runs (in process and in subprocesses) start without
+# them; a test that combines one with crucible names it (`-p randomly`), which unblocks it.
+INNER_RUNS_WITHOUT = ("-p no:randomly -p no:asyncio -p no:html -p no:html_fixtures -p no:metadata -p no:hypothesispytest "
+                      "-p no:anyio")
 
 
 @pytest.fixture(autouse=True)
@@ -62,9 +66,11 @@ def _inner_runs_without_other_plugins(request):
     if "pytester" not in request.fixturenames:
         yield
         return
-    request.getfixturevalue("pytester")  # first: pytester clears PYTEST_ADDOPTS when it starts
+    pytester = request.getfixturevalue("pytester")  # first: pytester clears PYTEST_ADDOPTS when it starts
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PYTEST_ADDOPTS", INNER_RUNS_WITHOUT)
+        if forked.wanted() and request.node.get_closest_marker("fresh_interpreter") is None:
+            patch.setattr(pytester, "runpytest_subprocess", functools.partial(forked.runpytest_forked, pytester))
         yield
 
 

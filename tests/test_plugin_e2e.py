@@ -373,6 +373,7 @@ def test_bad_config_is_a_usage_error(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["ERROR: bad.json:3: field 'retrieval.rerank': expected boolean, got \"yes\"", "HINT: the default is false*"])
 
 
+@pytest.mark.fresh_interpreter  # what a new Python imports: a fork of this process has it all imported already
 def test_plugin_stays_out_of_the_way_of_unrelated_projects(pytester: pytest.Pytester) -> None:
     """Loading the plugin in a project that does not use it imports nothing heavy and writes nothing."""
     pytester.makeconftest(

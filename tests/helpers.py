@@ -9,7 +9,7 @@ import os
 import socket
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -167,3 +167,25 @@ def examples(full: int) -> int:
     """A property's example count: ``full`` in the full suite (what CI runs), a fifth of it (at least 30) in the
     fast loop, the everyday run that should take a minute. The same properties, tried on fewer inputs."""
     return max(30, full // 5) if FAST_LOOP else full
+
+
+def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], Any]) -> tuple[Path, Any]:
+    """An expensive fixture's work done once per test session, however many pytest-xdist workers need it.
+
+    ``make(folder)`` writes what it makes into ``folder`` and returns what the tests read, as JSON. The first worker
+    to ask makes it, under a lock the others wait on; the rest read it. (pytest-xdist's ``xdist_group`` would keep
+    the tests on one worker instead, but under pytest 9.2 it is silently ignored: pytest-xdist issue #1386.)
+    Without xdist it is made in this session's own temporary directory. Tests must only read what it made.
+    """
+    import fcntl
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the session's directory, shared by its workers
+    folder, done = root / f"made-once-{name}", root / f"made-once-{name}.json"
+    with open(root / f"made-once-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            folder.mkdir(exist_ok=True)
+            done.write_text(json.dumps(make(folder)))
+    return folder, json.loads(done.read_text())

@@ -7,8 +7,10 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from helpers import made_once
 
 pytest.importorskip("bm25s", reason="the example project needs the example extra: pip install -e '.[example]'")
 
@@ -79,14 +81,40 @@ def rounded_means(metrics: dict[tuple[str, str], float], turns: bool = False) ->
     return {metric: round(sum(v) / len(v), 6) for metric, v in values.items()}
 
 
-@pytest.mark.slow
-def test_same_config_reproduces_and_rerank_changes_ndcg(tmp_path) -> None:
-    db = tmp_path / "example.db"
+def _make_five_runs(folder: Path) -> list[dict]:
+    db = folder / "example.db"
+    done = []
     for config in ("baseline.json", "baseline.json", "rerank.json"):
-        done = run_example(db, config)
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+        done.append(run_example(db, config))
+        assert done[-1].returncode == 0, done[-1].stdout[-3000:] + done[-1].stderr[-2000:]
+    first, _, third = run_ids(db)
+    done.append(run_example(db, "rerank.json", f"--crucible-baseline={first}"))
+    done.append(run_example(db, "baseline.json", f"--crucible-baseline={third}"))
+    return [{"returncode": run.returncode, "stdout": run.stdout} for run in done]
+
+
+@pytest.fixture(scope="module")
+def five_runs(tmp_path_factory) -> tuple[Path, list[SimpleNamespace]]:
+    """One database, five runs: baseline twice, rerank, rerank again compared with the first baseline (the reranker's
+    effect, and a rerun served from the judge cache), and baseline compared with the first rerank (the reverse).
+    Made once per test session (helpers.made_once): the tests only read them."""
+    folder, done = made_once(tmp_path_factory, "example-five-runs", _make_five_runs)
+    return folder / "example.db", [SimpleNamespace(**run) for run in done]
+
+
+def run_ids(db: Path) -> list[str]:
     conn = sqlite3.connect(db)
-    runs = conn.execute("SELECT id, config_hash, status, n_items FROM runs ORDER BY rowid").fetchall()
+    try:
+        return [row[0] for row in conn.execute("SELECT id FROM runs ORDER BY rowid")]
+    finally:
+        conn.close()
+
+
+@pytest.mark.slow
+def test_same_config_reproduces_and_rerank_changes_ndcg(five_runs) -> None:
+    db, done = five_runs
+    conn = sqlite3.connect(db)
+    runs = conn.execute("SELECT id, config_hash, status, n_items FROM runs ORDER BY rowid").fetchall()[:3]
     conn.close()
     (first, hash1, *_), (second, hash2, *_), (third, hash3, *_) = runs
     assert [row[2] for row in runs] == ["complete"] * 3
@@ -106,44 +134,41 @@ def test_same_config_reproduces_and_rerank_changes_ndcg(tmp_path) -> None:
     assert mean(rerank) != mean(base_a)
 
     # The reranker's effect as the gate sees it: nDCG@10 improved significantly, the gate passes.
-    done = run_example(db, "rerank.json", f"--crucible-baseline={first}")
-    assert done.returncode == 0, done.stdout[-3000:]
-    ndcg_line = next(line for line in done.stdout.splitlines() if line.strip().startswith("ndcgAt10"))
+    improved = done[3]
+    assert improved.returncode == 0, improved.stdout[-3000:]
+    ndcg_line = next(line for line in improved.stdout.splitlines() if line.strip().startswith("ndcgAt10"))
     assert ndcg_line.rstrip().endswith("improved"), ndcg_line
     # The crucible section, comparison included, fits 100 columns.
-    section = done.stdout[done.stdout.index(" crucible "):].splitlines()[1:]
+    section = improved.stdout[improved.stdout.index(" crucible "):].splitlines()[1:]
     assert len(section) > 40 and max(map(len, section)) <= 100, [line for line in section if len(line) > 100]
     # ... and the reverse change (switching the reranker off again) is a regression that fails the build.
-    done = run_example(db, "baseline.json", f"--crucible-baseline={third}")
-    assert done.returncode == 1, done.stdout[-3000:]
-    assert "GATE FAILED ndcgAt10 [retrieval] regressed" in done.stdout  # the run mixes kinds: compared kind by kind
+    reverse = done[4]
+    assert reverse.returncode == 1, reverse.stdout[-3000:]
+    assert "GATE FAILED ndcgAt10 [retrieval] regressed" in reverse.stdout  # the run mixes kinds: compared kind by kind
 
 
-def metrics_json(db: Path) -> dict:
+def metrics_json(db: Path, run: str = "latest") -> dict:
     return json.loads(subprocess.run(
-        [sys.executable, "-m", "pytest_crucible.cli", "metrics", "latest", "--json", "--db", str(db)],
+        [sys.executable, "-m", "pytest_crucible.cli", "metrics", run, "--json", "--db", str(db)],
         capture_output=True, text=True, check=True).stdout)
 
 
 @pytest.mark.slow
-def test_example_system_run_has_every_family_and_a_rerun_is_free(tmp_path) -> None:
-    db = tmp_path / "e.db"
-    done = run_example(db, "rerank.json")
-    assert done.returncode == 0
-    assert "was never read by the pipeline" not in done.stdout
-    summary = metrics_json(db)
+def test_example_system_run_has_every_family_and_a_rerun_is_free(five_runs) -> None:
+    db, done = five_runs
+    rerank, rerun = run_ids(db)[2:4]
+    assert "was never read by the pipeline" not in done[2].stdout
+    summary = metrics_json(db, rerank)
     assert set(summary["retrieval"]) == {"recallAtK", "precisionAtK", "ndcgAt10", "mrr", "hitAtK"}
     assert set(summary["ragas"]) == {"faithfulness", "responseRelevancy", "contextPrecision", "contextRecall", "noiseSensitivity"}
     assert summary["judge"] == {"model": "lexical-v3", "promptVersion": "lexical-v3"}
     assert summary["n"] >= 40
-    assert "judge lexical-v3 (offline heuristic)" in done.stdout
-    # The second run over unchanged items is served from the judge cache: zero judge calls.
-    done = run_example(db, "rerank.json")
-    assert done.returncode == 0
-    line = next(line for line in done.stdout.splitlines() if line.startswith("judge "))
+    assert "judge lexical-v3 (offline heuristic)" in done[2].stdout
+    # The second run of the same config over unchanged items is served from the judge cache: zero judge calls.
+    line = next(line for line in done[3].stdout.splitlines() if line.startswith("judge "))
     requests = int(line.split(": ")[1].split(" requests")[0])
     assert requests > 0 and f"{requests} requests, {requests} cached, 0 judged, 0 failed" in line
-    assert metrics_json(db)["ragas"] == summary["ragas"]
+    assert metrics_json(db, rerun)["ragas"] == summary["ragas"]
 
 
 @pytest.mark.slow

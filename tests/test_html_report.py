@@ -12,7 +12,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from helpers import needs_a_look
+from helpers import made_once, needs_a_look
 
 from pytest_crucible.cli import main as crucible_main
 from pytest_crucible.report.html import render_report, risk_coverage_plot, write_report
@@ -34,10 +34,8 @@ def _run_example(db: Path, *extra: str) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
-@pytest.fixture(scope="module")
-def example_runs(tmp_path_factory):
-    """(db, baseline run id, candidate run id): the example project, then with the reranker on."""
-    db = tmp_path_factory.mktemp("html") / "crucible.db"
+def _make_example_runs(folder: Path) -> list[str]:
+    db = folder / "crucible.db"
     _run_example(db)
     _run_example(db, f"--crucible-config={EXAMPLE / 'configs' / 'rerank.json'}", "--crucible-baseline=latest")
     store = Store.open(db, create=False)
@@ -46,7 +44,15 @@ def example_runs(tmp_path_factory):
     finally:
         store.close()
     assert len(runs) == 2
-    return db, runs[1]["id"], runs[0]["id"]
+    return [runs[1]["id"], runs[0]["id"]]
+
+
+@pytest.fixture(scope="module")
+def example_runs(tmp_path_factory):
+    """(db, baseline run id, candidate run id): the example project, then with the reranker on (made once per test
+    session: the tests only read it)."""
+    folder, (baseline, candidate) = made_once(tmp_path_factory, "html-example-runs", _make_example_runs)
+    return folder / "crucible.db", baseline, candidate
 
 
 def report_against(store: Store, run_id: str, ref: str) -> str:

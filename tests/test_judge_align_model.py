@@ -14,7 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from helpers import crucible_cli, db_rows, free_port, returns_conftest, write_project
+from helpers import crucible_cli, db_rows, free_port, made_once, returns_conftest, write_project
 from mock_anthropic import MockAnthropic, default_verdict, system_text
 
 from pytest_crucible.judge.aligned import identity_of
@@ -58,15 +58,20 @@ def server():
 
 
 @pytest.fixture(scope="module")
-def aligned(labels: Path, server: MockAnthropic):
-    """The few-shot alignment of Claude on the 160 labelled cases: the file, what was printed, what was sent."""
-    out = labels.parent / "judges" / "claude.json"
+def aligned(labels: Path, server: MockAnthropic, tmp_path_factory):
+    """The few-shot alignment of Claude on the 160 labelled cases: the file, what was printed, what was sent (made
+    once per test session, helpers.made_once: the tests only read it)."""
     server.responder = claims_of_the_answer
-    result = crucible_cli("judge", "align", labels, "--judge", "anthropic", "-o", out)
-    assert result.ret == 0, result.errlines
-    bodies = server.message_bodies()
+
+    def align(folder: Path) -> dict:
+        server.received.clear()
+        result = crucible_cli("judge", "align", labels, "--judge", "anthropic", "-o", folder / "claude.json")
+        assert result.ret == 0, result.errlines
+        return {"ret": int(result.ret), "outlines": result.outlines, "errlines": result.errlines, "bodies": server.message_bodies()}
+
+    folder, made = made_once(tmp_path_factory, "aligned-claude", align)
     server.received.clear()
-    return out, result, bodies
+    return folder / "claude.json", pytest.RunResult(made["ret"], made["outlines"], made["errlines"], 0.0), made["bodies"]
 
 
 def claims_of_the_answer(request) -> dict:

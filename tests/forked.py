@@ -7,6 +7,10 @@ in milliseconds with all of that imported, and is still a process of its own: wh
 state, environment, signal handlers, threads, open files) dies with it, its exit code is its own, and what it
 prints goes to files the parent reads, as ``Pytester.run`` does.
 
+One difference to keep in mind: the child starts from this process's memory, so a monkeypatch the test applied to
+an imported module (``pytest_crucible`` included) is in force in the inner run too, where a new interpreter would
+not see it. Patch through the inner project's conftest.py instead, or mark the test.
+
 What a forked run cannot show, a subprocess still does: the marker ``fresh_interpreter`` keeps a test on
 ``runpytest_subprocess``'s real subprocesses (import-time behaviour, a command line as typed, what a new Python
 reads from its environment when it starts). Set ``CRUCIBLE_TEST_SUBPROCESS=1`` to run every inner run as a
